@@ -1,0 +1,269 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultVersion is the etcd server version a cluster runs when spec.version is empty.
+const DefaultVersion = "3.6.16"
+
+// EtcdClusterSpec is the desired state of an etcd cluster.
+type EtcdClusterSpec struct {
+	// Replicas is the number of etcd members (voters). It must be odd, from 1 to 9: a cluster of 2n
+	// members tolerates no more failed members than one of 2n-1 (quorum of 4 is 3), so an even size only
+	// adds load and risk. 3 tolerates 1 failed member, 5 tolerates 2.
+	//
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even number of members tolerates no more failures than one fewer (a quorum of 4 is 3) and only adds load and risk"
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Version is the etcd server version, "3.5.x" or "3.6.x" (without a leading "v").
+	// It selects the image tag "v<version>" unless image is set.
+	//
+	// +kubebuilder:default="3.6.16"
+	// +kubebuilder:validation:Pattern=`^3\.(5|6)\.(0|[1-9][0-9]*)$`
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Image overrides the etcd container image (for example a mirror of the official image). It must
+	// run etcd Version and provide /usr/local/bin/etcd, as the official images do.
+	//
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Storage is where each member keeps its data directory.
+	//
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// PodTemplate is merged onto the pods the operator builds for the members.
+	//
+	// +optional
+	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
+}
+
+// RetainPolicy says what happens to a member's PersistentVolumeClaim when the member is removed or the
+// cluster is deleted.
+//
+// +kubebuilder:validation:Enum=Delete;Retain
+type RetainPolicy string
+
+const (
+	// RetainPolicyDelete deletes the claim together with the member (and so its data, depending on the
+	// volume's reclaim policy).
+	RetainPolicyDelete RetainPolicy = "Delete"
+	// RetainPolicyRetain keeps the claim; it is no longer owned by the cluster.
+	RetainPolicyRetain RetainPolicy = "Retain"
+)
+
+// StorageSpec is where each member keeps its data: one PersistentVolumeClaim per member (the default),
+// or an emptyDir for members whose data may be lost with the pod (tests, caches).
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && (has(self.size) || has(self.storageClassName)))",message="storage.emptyDir cannot be combined with storage.size or storage.storageClassName"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName)",message="storage.storageClassName cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.emptyDir) == has(oldSelf.emptyDir)",message="storage cannot be switched between emptyDir and persistent volumes after creation"
+type StorageSpec struct {
+	// Size is the requested size of each member's volume (default 1Gi). It may only grow.
+	// etcd's default backend quota is 2GiB; keep the volume larger than the quota.
+	//
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be a positive quantity such as 1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName is the StorageClass of the members' claims; empty uses the cluster's default
+	// class. Immutable.
+	//
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage.storageClassName is immutable"
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AccessModes of the members' claims (default ReadWriteOnce).
+	//
+	// +optional
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+
+	// RetainPolicy says whether a member's claim is deleted with the member and the cluster (Delete,
+	// the default) or kept (Retain).
+	//
+	// +kubebuilder:default=Delete
+	// +optional
+	RetainPolicy RetainPolicy `json:"retainPolicy,omitempty"`
+
+	// EmptyDir keeps each member's data in an emptyDir volume: a member whose pod is deleted loses its
+	// data and is replaced. Not for data you need to keep.
+	//
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+}
+
+// PodTemplate holds the parts of the member pods a user may set; they are merged onto what the
+// operator builds (the operator owns the etcd container's command, ports, probes and volumes).
+type PodTemplate struct {
+	// Labels added to every member pod.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations added to every member pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Resources of the etcd container (default: requests cpu 100m, memory 128Mi; no limits).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Affinity replaces the default, which prefers to put members on different nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// Tolerations of the member pods.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// NodeSelector of the member pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// TopologySpreadConstraints replace the default, which spreads members over zones where it can.
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// PriorityClassName of the member pods.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// ClusterPhase is a one-word summary of the cluster's state; conditions carry the detail.
+//
+// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Deleting
+type ClusterPhase string
+
+// The phases of an EtcdCluster.
+const (
+	PhaseCreating   ClusterPhase = "Creating"
+	PhaseRunning    ClusterPhase = "Running"
+	PhaseScaling    ClusterPhase = "Scaling"
+	PhaseUpgrading  ClusterPhase = "Upgrading"
+	PhaseDegraded   ClusterPhase = "Degraded"
+	PhaseQuorumLost ClusterPhase = "QuorumLost"
+	PhaseDeleting   ClusterPhase = "Deleting"
+)
+
+// MemberRole is whether a member votes in the raft quorum.
+//
+// +kubebuilder:validation:Enum=Voter;Learner
+type MemberRole string
+
+// The roles of a member.
+const (
+	RoleVoter   MemberRole = "Voter"
+	RoleLearner MemberRole = "Learner"
+)
+
+// MemberStatus is one etcd member as etcd reports it.
+type MemberStatus struct {
+	// Name of the member (its pod's name).
+	Name string `json:"name"`
+	// ID is the member ID in hex, as etcdctl prints it; empty while the member is not registered.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// PeerURL the member advertises to its peers.
+	// +optional
+	PeerURL string `json:"peerURL,omitempty"`
+	// ClientURL the member advertises to clients.
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
+	// Role is Voter or Learner.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+	// Healthy is true when the member answered a linearizable read and reported no alarm.
+	Healthy bool `json:"healthy"`
+	// Leader is true for the current raft leader.
+	// +optional
+	Leader bool `json:"leader,omitempty"`
+	// Version is the etcd server version the member runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// DBSizeBytes is the size of the member's backend database file in bytes.
+	// +optional
+	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an etcd cluster.
+type EtcdClusterStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is a one-word summary: Creating, Running, Scaling, Upgrading, Degraded, QuorumLost or Deleting.
+	// +optional
+	Phase ClusterPhase `json:"phase,omitempty"`
+	// Conditions: Available (quorum and a leader: the cluster serves reads and writes), Progressing
+	// (the operator is changing the cluster; the reason and message say what), Degraded (a member is
+	// missing or unhealthy).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Replicas is the number of member pods that exist.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas is the number of healthy voting members.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// Selector is the label selector of the member pods, for the /scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// ClusterID is etcd's cluster ID in hex.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// Leader is the name of the member that leads.
+	// +optional
+	Leader string `json:"leader,omitempty"`
+	// CurrentVersion is the lowest etcd server version the members run.
+	// +optional
+	CurrentVersion string `json:"currentVersion,omitempty"`
+	// Members as etcd reports them, sorted by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+	// ClientService is the name of the Service clients connect to (port 2379).
+	// +optional
+	ClientService string `json:"clientService,omitempty"`
+}
+
+// EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,
+// a headless peer Service and a client Service.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=etcd;etcds,categories=all
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
+// +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec EtcdClusterSpec `json:"spec,omitempty"`
+	// +optional
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// EtcdClusterList is a list of EtcdClusters.
+//
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}

@@ -1,0 +1,35 @@
+// Command etcd-operator runs etcd clusters on Kubernetes. `etcd-operator manager` (the default) runs
+// the controllers; `etcd-operator version` prints the version.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := &cobra.Command{
+		Use:           "etcd-operator",
+		Short:         "Runs etcd clusters on Kubernetes: membership, healing, upgrades and backups",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	mgr := newManagerCommand()
+	root.AddCommand(mgr, &cobra.Command{
+		Use:   "version",
+		Short: "Print the operator's version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+	// `etcd-operator` without a subcommand runs the manager.
+	root.Flags().AddFlagSet(mgr.Flags())
+	root.RunE = mgr.RunE
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/controller"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// managerOptions are the manager's flags.
+type managerOptions struct {
+	metricsAddr         string
+	probeAddr           string
+	leaderElect         bool
+	leaderElectionNS    string
+	watchNamespaces     []string
+	clusterDomain       string
+	imageRepository     string
+	healthCheckInterval time.Duration
+	syncPeriod          time.Duration
+	etcdTimeout         time.Duration
+	zap                 zap.Options
+}
+
+func newManagerCommand() *cobra.Command {
+	o := &managerOptions{zap: zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}}
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the controllers (the default)",
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (plain HTTP); 0 disables it")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile)")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "Hold a Lease so that only one of several replicas reconciles")
+	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace)")
+	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces to watch, comma separated (default: all)")
+	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "DNS domain of the Kubernetes cluster; members' peer and client URLs end in it")
+	f.StringVar(&o.imageRepository, "etcd-image-repository", resources.DefaultImageRepository, "Repository of etcd images; a cluster's image is <repository>:v<spec.version> unless spec.image is set")
+	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
+	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
+	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
+	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(zfs)
+	f.AddGoFlagSet(zfs)
+	return cmd
+}
+
+func runManager(o *managerOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
+
+	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod}
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
+		LeaderElectionNamespace: o.leaderElectionNS,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	r := &controller.EtcdClusterReconciler{
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder("etcd-operator"),
+		EtcdClient:          etcd.New,
+		Options:             resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository},
+		HealthCheckInterval: o.healthCheckInterval,
+		EtcdTimeout:         o.etcdTimeout,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the EtcdCluster controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", cacheSynced(mgr)); err != nil {
+		return fmt.Errorf("add readyz check: %w", err)
+	}
+	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// cacheSynced is a readiness check: ready once the informer caches have synced.
+func cacheSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}
+}

@@ -1,0 +1,226 @@
+// Package controller holds the reconcilers of the etcd.etcdkit.dev kinds. A reconciler runs short,
+// idempotent phases over what it observed once per pass; decisions live in pure functions, objects are
+// built by package resources, and etcd is reached only through package etcd.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// Requeue delays of the EtcdCluster reconciler.
+const (
+	// requeueProgressing is how soon a pass looks again while members are starting or joining.
+	requeueProgressing = 2 * time.Second
+	// requeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
+	requeueUnhealthy = 10 * time.Second
+)
+
+// DefaultHealthCheckInterval is how often a healthy cluster's etcd status is read again when nothing
+// in Kubernetes changed (leader, versions, database sizes).
+const DefaultHealthCheckInterval = 60 * time.Second
+
+// EtcdClusterReconciler reconciles EtcdCluster objects.
+type EtcdClusterReconciler struct {
+	client.Client
+	// Recorder records an event for every action taken on a cluster.
+	Recorder events.EventRecorder
+	// EtcdClient creates clients for the members' etcd endpoints.
+	EtcdClient etcd.Factory
+	// Options are the settings of the objects the operator builds.
+	Options resources.Options
+	// HealthCheckInterval is how often a healthy cluster is looked at again (default 60 s).
+	HealthCheckInterval time.Duration
+	// EtcdTimeout bounds each etcd call of a pass (default 3 s).
+	EtcdTimeout time.Duration
+}
+
+// scope is what one pass observed, once, and what it decided.
+type scope struct {
+	cluster *etcdv1alpha1.EtcdCluster
+	// pods and pvcs of the cluster's members, by name.
+	pods map[string]*corev1.Pod
+	pvcs map[string]*corev1.PersistentVolumeClaim
+	// etcd is what etcd reported, or nil when no member answered.
+	etcd *etcdObservation
+	// etcdErr says why etcd is nil.
+	etcdErr error
+	// progress is the step the pass took or waits for (the Progressing condition), empty when done.
+	progress *progress
+	// blocked says why the spec cannot be acted on (a condition), empty when it can.
+	blocked *progress
+}
+
+// progress is a reason and message for a condition.
+type progress struct{ reason, message string }
+
+// +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile moves one EtcdCluster one step closer to its spec and records what it observed.
+func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, c)
+	}
+	if controllerutil.AddFinalizer(c, etcdv1alpha1.Finalizer) {
+		if err := r.Update(ctx, c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		return ctrl.Result{}, nil // the update brings a new event
+	}
+
+	s := &scope{cluster: c}
+	before := c.Status.DeepCopy()
+	result, err := r.reconcilePhases(ctx, s)
+	computeStatus(s, r.Options, err == nil)
+	if patchErr := r.patchStatus(ctx, c, before); patchErr != nil {
+		err = errors.Join(err, patchErr)
+	}
+	if err != nil {
+		logger.Error(err, "Reconcile failed", "etcdcluster", klog.KObj(c))
+		return ctrl.Result{}, err
+	}
+	return lowestRequeue(result, r.requeueFor(s)), nil
+}
+
+// reconcilePhases runs the phases of a live cluster in order; a phase that acted returns early.
+func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (ctrl.Result, error) {
+	phases := []func(context.Context, *scope) (ctrl.Result, error){
+		r.reconcileServices,
+		r.observe,
+		r.reconcileMembers,
+	}
+	for _, phase := range phases {
+		res, err := phase(ctx, s)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// requeueFor returns when to look again at a cluster in the state s describes.
+func (r *EtcdClusterReconciler) requeueFor(s *scope) ctrl.Result {
+	switch {
+	case s.blocked != nil:
+		return ctrl.Result{} // a spec change brings the next pass
+	case s.progress != nil:
+		return ctrl.Result{RequeueAfter: requeueProgressing}
+	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded):
+		return ctrl.Result{RequeueAfter: requeueUnhealthy}
+	}
+	interval := r.HealthCheckInterval
+	if interval == 0 {
+		interval = DefaultHealthCheckInterval
+	}
+	return ctrl.Result{RequeueAfter: interval}
+}
+
+// lowestRequeue merges results: the soonest non-zero RequeueAfter wins.
+func lowestRequeue(results ...ctrl.Result) ctrl.Result {
+	var out ctrl.Result
+	for _, r := range results {
+		if r.RequeueAfter > 0 && (out.RequeueAfter == 0 || r.RequeueAfter < out.RequeueAfter) {
+			out.RequeueAfter = r.RequeueAfter
+		}
+	}
+	return out
+}
+
+// reconcileServices creates the peer and client Services when they are missing.
+func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
+		got := &corev1.Service{}
+		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
+		if err == nil {
+			if !metav1.IsControlledBy(got, s.cluster) {
+				s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
+					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete or rename it", want.Name)}
+				return ctrl.Result{}, nil
+			}
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get service %s: %w", want.Name, err)
+		}
+		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create service %s: %w", want.Name, err)
+		}
+		r.event(s.cluster, corev1.EventTypeNormal, "CreatedService", "Create", "Created Service %s", want.Name)
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete lets the owner garbage collector remove the pods, claims and Services, and removes the
+// finalizer. It makes no etcd call: members are going away together, and a cluster without quorum
+// could not answer one anyway.
+func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, etcdv1alpha1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	r.event(c, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the cluster's members")
+	controllerutil.RemoveFinalizer(c, etcdv1alpha1.Finalizer)
+	if err := r.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status when it differs from what the pass started with.
+func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, before *etcdv1alpha1.EtcdClusterStatus) error {
+	if statusEqual(before, &c.Status) {
+		return nil
+	}
+	orig := c.DeepCopy()
+	orig.Status = *before
+	if err := r.Status().Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+func (r *EtcdClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// SetupWithManager registers the reconciler: it watches EtcdClusters and the pods, claims and Services
+// they own.
+func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdCluster{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.Service{}).
+		Named("etcdcluster").
+		Complete(r)
+}

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// desiredMembers returns the names of members 0..replicas-1.
+func desiredMembers(c *etcdv1alpha1.EtcdCluster) []string {
+	n := int(c.Spec.ReplicasOrDefault())
+	names := make([]string, n)
+	for i := range names {
+		names[i] = resources.MemberName(c, i)
+	}
+	return names
+}
+
+// formed reports whether the cluster has ever formed: etcd answered, now or in an earlier pass. A
+// formed cluster never bootstraps again: a lost member is replaced, never started as "new".
+func formed(s *scope) bool {
+	return s.etcd != nil || s.cluster.Status.ClusterID != ""
+}
+
+// reconcileMembers creates the pods and claims of the members: all at once for the initial bootstrap,
+// and, once the cluster has formed, the pod of a member whose pod is gone but whose data is kept.
+func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	if !formed(s) {
+		return r.bootstrap(ctx, s)
+	}
+	var recreated, lost, waiting []string
+	for _, name := range r.registeredMembers(s) {
+		pod, hasPod := s.pods[name]
+		if hasPod && pod.Status.Phase == corev1.PodFailed && pod.DeletionTimestamp == nil {
+			// An evicted or failed pod never runs again (restartPolicy Always restarts containers in place,
+			// not failed pods): delete it so that it is recreated on its claim.
+			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("delete failed pod %s: %w", name, err)
+			}
+			r.event(c, corev1.EventTypeWarning, "DeletedFailedPod", "Delete", "Deleted failed pod %s (%s) to recreate it on its data", name, pod.Status.Reason)
+			waiting = append(waiting, name)
+			continue
+		}
+		if hasPod {
+			continue
+		}
+		pvc, hasPVC := s.pvcs[resources.PVCName(name)]
+		if !hasPVC || pvc.DeletionTimestamp != nil {
+			lost = append(lost, name)
+			continue
+		}
+		if err := r.createPod(ctx, s, memberFromPVC(pvc, name)); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.event(c, corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, pvc.Name)
+		recreated = append(recreated, name)
+	}
+	switch {
+	case len(recreated) > 0:
+		s.progress = &progress{etcdv1alpha1.ReasonRecreatingMember,
+			fmt.Sprintf("Recreated member pods %s on their data; waiting for them to rejoin", strings.Join(recreated, ", "))}
+	case len(waiting) > 0:
+		s.progress = &progress{etcdv1alpha1.ReasonRecreatingMember,
+			fmt.Sprintf("Waiting for failed member pods %s to go before recreating them", strings.Join(waiting, ", "))}
+	case len(lost) > 0:
+		s.progress = &progress{etcdv1alpha1.ReasonMemberDataLost,
+			fmt.Sprintf("Members %s lost their data (pod and claim are gone); replacing a member is not supported yet: remove it with etcdctl member remove and delete its pod", strings.Join(lost, ", "))}
+	case s.etcd != nil && len(s.etcd.members) != int(c.Spec.ReplicasOrDefault()):
+		s.blocked = &progress{etcdv1alpha1.ReasonScalingNotYet,
+			fmt.Sprintf("spec.replicas is %d but the cluster has %d members; changing the size of a running cluster is not supported yet: set replicas back to %d",
+				c.Spec.ReplicasOrDefault(), len(s.etcd.members), len(s.etcd.members))}
+	}
+	return ctrl.Result{}, nil
+}
+
+// registeredMembers returns the names of the members the cluster has: those etcd lists when it
+// answered, otherwise those with a pod or a claim.
+func (r *EtcdClusterReconciler) registeredMembers(s *scope) []string {
+	set := map[string]bool{}
+	if s.etcd != nil {
+		for _, m := range s.etcd.members {
+			name := m.Name
+			if name == "" {
+				for _, n := range desiredMembers(s.cluster) {
+					if contains(m.PeerURLs, r.Options.PeerURL(s.cluster, n)) {
+						name = n
+					}
+				}
+			}
+			if name != "" {
+				set[name] = true
+			}
+		}
+	} else {
+		for n := range s.pods {
+			set[n] = true
+		}
+		for _, pvc := range s.pvcs {
+			if n := pvc.Labels[etcdv1alpha1.LabelMember]; n != "" {
+				set[n] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// bootstrap creates the claims and pods of every initial member at once, all with
+// --initial-cluster-state=new and the full --initial-cluster: they start in parallel and form the
+// cluster as soon as they can reach each other.
+func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	names := desiredMembers(c)
+	initial := r.Options.InitialCluster(c, names)
+	var created []string
+	for _, name := range names {
+		if _, ok := s.pods[name]; ok {
+			continue
+		}
+		m := resources.Member{Name: name, InitialClusterState: resources.StateNew, InitialCluster: initial}
+		if pvc, ok := s.pvcs[resources.PVCName(name)]; ok {
+			m = memberFromPVC(pvc, name)
+		} else if want := r.Options.BuildPVC(c, m); want != nil {
+			if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+				return ctrl.Result{}, fmt.Errorf("create persistentvolumeclaim %s: %w", want.Name, err)
+			}
+		}
+		if err := r.createPod(ctx, s, m); err != nil {
+			return ctrl.Result{}, err
+		}
+		created = append(created, name)
+	}
+	if len(created) > 0 {
+		r.event(c, corev1.EventTypeNormal, "CreatedMembers", "Create", "Created members %s to bootstrap a %d-member cluster", strings.Join(created, ", "), len(names))
+	}
+	s.progress = &progress{etcdv1alpha1.ReasonBootstrapping,
+		fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))}
+	return ctrl.Result{}, nil
+}
+
+// memberFromPVC returns how member name was first started, as its claim records it.
+func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Member {
+	state := pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState]
+	if state == "" {
+		state = resources.StateNew
+	}
+	return resources.Member{Name: name, InitialClusterState: state,
+		InitialCluster: pvc.Annotations[etcdv1alpha1.AnnotationInitialCluster]}
+}
+
+// createPod creates member m's pod; one that already exists is left as it is.
+func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
+	pod := r.Options.BuildPod(s.cluster, m)
+	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create pod %s: %w", m.Name, err)
+	}
+	s.pods[m.Name] = pod
+	return nil
+}
+

@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// defaultEtcdTimeout bounds each etcd call of a pass.
+const defaultEtcdTimeout = 3 * time.Second
+
+// etcdObservation is what etcd reported in one pass.
+type etcdObservation struct {
+	clusterID uint64
+	members   []etcd.Member
+	// status and health of each member that answered, by member ID; a member that did not answer has
+	// no status entry and a health error.
+	status map[uint64]etcd.EndpointStatus
+	health map[uint64]error
+	// leader is the member ID the members agree on, 0 when none.
+	leader uint64
+}
+
+// memberByName returns the member registered under name, by its etcd name or, for a learner that has
+// not started yet (no name), by its peer URL.
+func (o *etcdObservation) memberByName(name, peerURL string) (etcd.Member, bool) {
+	for _, m := range o.members {
+		if m.Name == name {
+			return m, true
+		}
+		for _, u := range m.PeerURLs {
+			if u == peerURL {
+				return m, true
+			}
+		}
+	}
+	return etcd.Member{}, false
+}
+
+// healthy reports whether member id answered a linearizable read and reported no alarm.
+func (o *etcdObservation) healthy(id uint64) bool {
+	err, ok := o.health[id]
+	return ok && err == nil
+}
+
+// observe lists the cluster's pods and claims and asks the members' etcd what it knows. etcd being
+// unreachable is an observation, not an error.
+func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	sel := client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list persistentvolumeclaims: %w", err)
+	}
+	s.pods = map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		if _, ok := resources.MemberOrdinal(c, pods.Items[i].Name); ok {
+			s.pods[pods.Items[i].Name] = &pods.Items[i]
+		}
+	}
+	s.pvcs = map[string]*corev1.PersistentVolumeClaim{}
+	for i := range pvcs.Items {
+		s.pvcs[pvcs.Items[i].Name] = &pvcs.Items[i]
+	}
+	s.etcd, s.etcdErr = r.observeEtcd(ctx, s)
+	return ctrl.Result{}, nil
+}
+
+// endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does
+// not depend on cluster DNS.
+func endpoint(p *corev1.Pod) string {
+	if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
+}
+
+// observeEtcd reads the member list through any running member and the status and health of each
+// member through its own endpoint, all in parallel and bounded by EtcdTimeout.
+func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etcdObservation, error) {
+	var endpoints []string
+	for _, p := range s.pods {
+		if p.Status.Phase == corev1.PodRunning {
+			if ep := endpoint(p); ep != "" {
+				endpoints = append(endpoints, ep)
+			}
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("no member pod is running")
+	}
+	timeout := r.EtcdTimeout
+	if timeout == 0 {
+		timeout = defaultEtcdTimeout
+	}
+	cli, err := r.EtcdClient(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd: %w", err)
+	}
+	defer func() { _ = cli.Close() }()
+
+	listCtx, cancel := context.WithTimeout(ctx, timeout)
+	clusterID, members, err := cli.MemberList(listCtx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	obs := &etcdObservation{clusterID: clusterID, members: members,
+		status: map[uint64]etcd.EndpointStatus{}, health: map[uint64]error{}}
+
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range members {
+		name := m.Name
+		if name == "" { // a learner that has not started: find its pod by peer URL
+			for n := range s.pods {
+				if contains(m.PeerURLs, r.Options.PeerURL(s.cluster, n)) {
+					name = n
+				}
+			}
+		}
+		ep := endpoint(s.pods[name])
+		if ep == "" {
+			obs.health[m.ID] = fmt.Errorf("member %s has no running pod", name)
+			continue
+		}
+		wg.Add(1)
+		go func(id uint64) {
+			defer wg.Done()
+			callCtx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			st, stErr := cli.Status(callCtx, ep)
+			hErr := stErr
+			if stErr == nil {
+				hErr = cli.Health(callCtx, ep)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if stErr == nil {
+				obs.status[id] = st
+			}
+			obs.health[id] = hErr
+		}(m.ID)
+	}
+	wg.Wait()
+	obs.leader = agreedLeader(obs.status)
+	return obs, nil
+}
+
+// agreedLeader returns the leader ID most members report, 0 when none reports one.
+func agreedLeader(status map[uint64]etcd.EndpointStatus) uint64 {
+	votes := map[uint64]int{}
+	var best uint64
+	for _, st := range status {
+		if st.Leader == 0 {
+			continue
+		}
+		votes[st.Leader]++
+		if votes[st.Leader] > votes[best] || (votes[st.Leader] == votes[best] && st.Leader < best) {
+			best = st.Leader
+		}
+	}
+	return best
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,136 @@
+// Package resources builds the Kubernetes objects of an etcd cluster (member pods, their claims, the
+// peer and client Services) as pure functions of the EtcdCluster and the operator's settings. Nothing
+// here talks to the API server or to etcd.
+package resources
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// Ports etcd listens on in every member pod.
+const (
+	ClientPort  = 2379
+	PeerPort    = 2380
+	MetricsPort = 2381
+)
+
+// DataMountPath is where a member's volume is mounted; etcd's data directory is DataDir inside it, so
+// that a filesystem's lost+found never sits in the data directory itself.
+const (
+	DataMountPath = "/var/lib/etcd"
+	DataDir       = DataMountPath + "/data"
+)
+
+// DefaultImageRepository is the official etcd image repository; the tag is "v" + spec.version.
+const DefaultImageRepository = "gcr.io/etcd-development/etcd"
+
+// Options are the operator-wide settings the builders need.
+type Options struct {
+	// ClusterDomain is the cluster's DNS domain (default "cluster.local").
+	ClusterDomain string
+	// ImageRepository is the repository of etcd images (default DefaultImageRepository).
+	ImageRepository string
+}
+
+func (o Options) clusterDomain() string {
+	if o.ClusterDomain == "" {
+		return "cluster.local"
+	}
+	return o.ClusterDomain
+}
+
+// Image returns the etcd image a cluster's members run: spec.image, or the repository tagged
+// "v<version>".
+func (o Options) Image(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.Image != "" {
+		return c.Spec.Image
+	}
+	repo := o.ImageRepository
+	if repo == "" {
+		repo = DefaultImageRepository
+	}
+	return repo + ":v" + c.Spec.VersionOrDefault()
+}
+
+// PeerServiceName is the name of the headless Service that gives each member a DNS name.
+func PeerServiceName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-peer" }
+
+// ClientServiceName is the name of the ClusterIP Service clients use (port 2379).
+func ClientServiceName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-client" }
+
+// MemberName is the name of member number ordinal: its pod and its etcd member name, "<cluster>-<ordinal>".
+func MemberName(c *etcdv1alpha1.EtcdCluster, ordinal int) string {
+	return c.Name + "-" + strconv.Itoa(ordinal)
+}
+
+// MemberOrdinal returns the ordinal of a member name of cluster c, or false when name is not one.
+func MemberOrdinal(c *etcdv1alpha1.EtcdCluster, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, c.Name+"-")
+	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// PVCName is the name of a member's PersistentVolumeClaim.
+func PVCName(member string) string { return "data-" + member }
+
+// PeerURL is the URL a member advertises to its peers:
+// http://<member>.<cluster>-peer.<namespace>.svc.<domain>:2380. Fully qualified, so that it resolves the
+// same way from every pod whatever its search path.
+func (o Options) PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", o.memberHost(c, member), PeerPort)
+}
+
+// ClientURL is the URL a member advertises to clients (port 2379).
+func (o Options) ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", o.memberHost(c, member), ClientPort)
+}
+
+func (o Options) memberHost(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s.%s.%s.svc.%s", member, PeerServiceName(c), c.Namespace, o.clusterDomain())
+}
+
+// ClientServiceURL is the in-cluster URL of the client Service.
+func (o Options) ClientServiceURL(c *etcdv1alpha1.EtcdCluster) string {
+	return fmt.Sprintf("http://%s.%s.svc.%s:%d", ClientServiceName(c), c.Namespace, o.clusterDomain(), ClientPort)
+}
+
+// Labels are the labels of every object of cluster c; SelectorLabels select its member pods.
+func Labels(c *etcdv1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "etcd",
+		"app.kubernetes.io/instance":   c.Name,
+		"app.kubernetes.io/managed-by": "etcd-operator",
+		etcdv1alpha1.LabelCluster:      c.Name,
+	}
+}
+
+// SelectorLabels select the member pods of cluster c.
+func SelectorLabels(c *etcdv1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}
+}
+
+// MemberLabels are the labels of one member's pod and claim.
+func MemberLabels(c *etcdv1alpha1.EtcdCluster, member string) map[string]string {
+	l := Labels(c)
+	l[etcdv1alpha1.LabelMember] = member
+	return l
+}
+
+// InitialCluster formats etcd's --initial-cluster for the given member names: "name=peerURL,...".
+func (o Options) InitialCluster(c *etcdv1alpha1.EtcdCluster, members []string) string {
+	parts := make([]string, 0, len(members))
+	for _, m := range members {
+		parts = append(parts, m+"="+o.PeerURL(c, m))
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,263 @@
+package resources
+
+import (
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// Initial cluster states of a member, as etcd's --initial-cluster-state takes them.
+const (
+	StateNew      = "new"
+	StateExisting = "existing"
+)
+
+// nonRootID is the user and group the etcd container runs as.
+const nonRootID = 65532
+
+// Member is how one member is to be started: its name and the --initial-cluster flags its data
+// directory is created with. etcd reads the initial-cluster flags only when the data directory is
+// empty; a member restarted on its own data ignores them.
+type Member struct {
+	// Name is the member's name and its pod's name.
+	Name string
+	// InitialClusterState is StateNew for members of the initial bootstrap and StateExisting for a
+	// member added to a running cluster.
+	InitialClusterState string
+	// InitialCluster is the --initial-cluster value: "name=peerURL,..." of every member the new member
+	// must know, itself included.
+	InitialCluster string
+}
+
+// OwnerReference makes cluster c the controller of an object.
+func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
+	return *metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+}
+
+// EtcdArgs returns the etcd command line of member m (exec form: the image has no shell).
+func (o Options) EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+	return []string{
+		"/usr/local/bin/etcd",
+		"--name=" + m.Name,
+		"--data-dir=" + DataDir,
+		"--listen-peer-urls=http://0.0.0.0:2380",
+		"--listen-client-urls=http://0.0.0.0:2379",
+		"--listen-metrics-urls=http://0.0.0.0:2381",
+		"--advertise-client-urls=" + o.ClientURL(c, m.Name),
+		"--initial-advertise-peer-urls=" + o.PeerURL(c, m.Name),
+		"--initial-cluster=" + m.InitialCluster,
+		"--initial-cluster-state=" + m.InitialClusterState,
+		"--initial-cluster-token=" + string(c.UID),
+	}
+}
+
+// BuildPod returns the pod of member m. The pod's hostname and subdomain give it the DNS name its peer
+// URL names, through the headless peer Service.
+func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
+	tmpl := c.Spec.PodTemplate
+	if tmpl == nil {
+		tmpl = &etcdv1alpha1.PodTemplate{}
+	}
+	labels := map[string]string{}
+	maps.Copy(labels, tmpl.Labels)
+	maps.Copy(labels, MemberLabels(c, m.Name)) // ours win: selectors depend on them
+	annotations := map[string]string{}
+	maps.Copy(annotations, tmpl.Annotations)
+	annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.InitialClusterState
+
+	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("128Mi"),
+	}}
+	if tmpl.Resources != nil {
+		resources = *tmpl.Resources.DeepCopy()
+	}
+	affinity := tmpl.Affinity.DeepCopy()
+	if affinity == nil {
+		affinity = defaultAffinity(c)
+	}
+	spread := tmpl.TopologySpreadConstraints
+	if spread == nil {
+		spread = []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+		}}
+	}
+
+	livez, readyz := "/livez", "/readyz"
+	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
+		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does not.
+		livez, readyz = "/health?serializable=true", "/health"
+	}
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: path, Port: intstr.FromInt32(MetricsPort), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: period, TimeoutSeconds: 5, FailureThreshold: failures,
+		}
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            m.Name,
+			Namespace:       c.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.PodSpec{
+			Hostname:                     m.Name,
+			Subdomain:                    PeerServiceName(c),
+			EnableServiceLinks:           ptr.To(false),
+			AutomountServiceAccountToken: ptr.To(false),
+			RestartPolicy:                corev1.RestartPolicyAlways,
+			Affinity:                     affinity,
+			TopologySpreadConstraints:    spread,
+			Tolerations:                  tmpl.Tolerations,
+			NodeSelector:                 tmpl.NodeSelector,
+			PriorityClassName:            tmpl.PriorityClassName,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:        ptr.To(true),
+				RunAsUser:           ptr.To[int64](nonRootID),
+				RunAsGroup:          ptr.To[int64](nonRootID),
+				FSGroup:             ptr.To[int64](nonRootID),
+				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:    "etcd",
+				Image:   o.Image(c),
+				Command: o.EtcdArgs(c, m),
+				Ports: []corev1.ContainerPort{
+					{Name: "client", ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
+					{Name: "peer", ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+				},
+				Resources: resources,
+				// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
+				StartupProbe:   probe(livez, 2, 150),
+				LivenessProbe:  probe(livez, 10, 6),
+				ReadinessProbe: probe(readyz, 2, 3),
+				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			}},
+			Volumes: []corev1.Volume{o.dataVolume(c, m.Name)},
+		},
+	}
+	return pod
+}
+
+func (o Options) dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
+	if ed := c.Spec.Storage.EmptyDir; ed != nil {
+		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: ed.DeepCopy()}}
+	}
+	return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(member)},
+	}}
+}
+
+// defaultAffinity prefers to put the members of one cluster on different nodes.
+func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey:   corev1.LabelHostname,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+			},
+		}},
+	}}
+}
+
+// DefaultStorageSize is the size of a member's volume when spec.storage.size is unset.
+var DefaultStorageSize = resource.MustParse("1Gi")
+
+// BuildPVC returns the PersistentVolumeClaim of member m, or nil when the cluster uses emptyDir.
+// The claim records how the member was first started, so that a pod recreated on it gets the same flags.
+// With retainPolicy Retain the claim has no owner, so that deleting the cluster keeps it.
+func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
+	st := c.Spec.Storage
+	if st.EmptyDir != nil {
+		return nil
+	}
+	size := DefaultStorageSize
+	if st.Size != nil {
+		size = *st.Size
+	}
+	modes := st.AccessModes
+	if len(modes) == 0 {
+		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PVCName(m.Name),
+			Namespace: c.Namespace,
+			Labels:    MemberLabels(c, m.Name),
+			Annotations: map[string]string{
+				etcdv1alpha1.AnnotationInitialClusterState: m.InitialClusterState,
+				etcdv1alpha1.AnnotationInitialCluster:      m.InitialCluster,
+			},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      modes,
+			StorageClassName: st.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	if st.RetainPolicy != etcdv1alpha1.RetainPolicyRetain {
+		pvc.OwnerReferences = []metav1.OwnerReference{OwnerReference(c)}
+	}
+	return pvc
+}
+
+// BuildPeerService returns the headless Service that gives each member the DNS name of its peer URL.
+// It publishes members that are not ready, so that members can find each other while they bootstrap.
+func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PeerServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 SelectorLabels(c),
+			Ports: []corev1.ServicePort{
+				{Name: "peer", Port: PeerPort, TargetPort: intstr.FromInt32(PeerPort), Protocol: corev1.ProtocolTCP},
+				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// BuildClientService returns the ClusterIP Service clients use; it sends traffic only to ready members.
+func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClientServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: SelectorLabels(c),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
