@@ -1,0 +1,168 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+var seq int
+
+func newCluster(mut func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	seq++
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", seq), Namespace: "default"}}
+	if mut != nil {
+		mut(c)
+	}
+	return c
+}
+
+// TestDefaults: an empty spec gets 3 replicas, the default version, Delete retain policy.
+func TestDefaults(t *testing.T) {
+	c := newCluster(nil)
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got := ptr.Deref(c.Spec.Replicas, 0); got != 3 {
+		t.Errorf("replicas defaulted to %d, want 3", got)
+	}
+	if c.Spec.Version != etcdv1alpha1.DefaultVersion {
+		t.Errorf("version defaulted to %q, want %q", c.Spec.Version, etcdv1alpha1.DefaultVersion)
+	}
+	if c.Spec.Storage.RetainPolicy != etcdv1alpha1.RetainPolicyDelete {
+		t.Errorf("retainPolicy defaulted to %q", c.Spec.Storage.RetainPolicy)
+	}
+}
+
+// TestC10_RejectedOnCreate: invalid sizes, versions and storage get a 422 with a message that says why.
+func TestC10_RejectedOnCreate(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	tests := []struct {
+		name    string
+		mut     func(*etcdv1alpha1.EtcdCluster)
+		message string
+	}{
+		{"replicas 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "should be greater than or equal to 1"},
+		{"replicas 11", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](11) }, "should be less than or equal to 9"},
+		{"replicas 2", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](2) }, "replicas must be odd"},
+		{"replicas 4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) }, "a quorum of 4 is 3"},
+		{"version with v", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
+		{"version 3.4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version"},
+		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be a positive quantity"},
+		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be a positive quantity"},
+		{"emptyDir with size", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage.Size = q("1Gi")
+			c.Spec.Storage.EmptyDir = &corev1EmptyDir
+		}, "storage.emptyDir cannot be combined"},
+		{"retain policy typo", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := k8s.Create(context.Background(), newCluster(tt.mut))
+			assertInvalid(t, err, tt.message)
+		})
+	}
+}
+
+// TestC11_StorageQuantityNotANumber: "abc" is not a quantity; the API server rejects it when it decodes
+// the object (the typed client cannot even send it, so this goes as raw JSON).
+func TestC11_StorageQuantityNotANumber(t *testing.T) {
+	u := map[string]any{
+		"apiVersion": "etcd.etcdkit.dev/v1alpha1", "kind": "EtcdCluster",
+		"metadata": map[string]any{"name": "bad-quantity", "namespace": "default"},
+		"spec":     map[string]any{"storage": map[string]any{"size": "abc"}},
+	}
+	obj := unstructuredFrom(u)
+	err := k8s.Create(context.Background(), obj)
+	assertInvalid(t, err, "spec.storage.size")
+}
+
+// TestC10_C11_RejectedOnUpdate: a running cluster cannot go to 0 members, shrink its volumes or
+// change its storage class.
+func TestC10_C11_RejectedOnUpdate(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		v := resource.MustParse("2Gi")
+		c.Spec.Storage.Size = &v
+		c.Spec.Storage.StorageClassName = ptr.To("fast")
+	})
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	tests := []struct {
+		name    string
+		mut     func(*etcdv1alpha1.EtcdCluster)
+		message string
+	}{
+		{"replicas 3 to 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "greater than or equal to 1"},
+		{"shrink storage", func(c *etcdv1alpha1.EtcdCluster) { v := resource.MustParse("1Gi"); c.Spec.Storage.Size = &v }, "storage.size may only grow"},
+		{"change storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") }, "storageClassName is immutable"},
+		{"remove storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "cannot be added or removed"},
+		{"switch to emptyDir", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1EmptyDir}
+		}, "storage cannot be switched"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			upd := c.DeepCopy()
+			tt.mut(upd)
+			assertInvalid(t, k8s.Update(ctx, upd), tt.message)
+			got := &etcdv1alpha1.EtcdCluster{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Generation != c.Generation {
+				t.Errorf("object changed: generation %d -> %d", c.Generation, got.Generation)
+			}
+		})
+	}
+	// growing is allowed
+	grow := c.DeepCopy()
+	v := resource.MustParse("3Gi")
+	grow.Spec.Storage.Size = &v
+	if err := k8s.Update(ctx, grow); err != nil {
+		t.Errorf("growing storage was rejected: %v", err)
+	}
+}
+
+func assertInvalid(t *testing.T, err error, message string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want a 422 saying %q", message)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("error %v is not a 422 Invalid", err)
+	}
+	if !strings.Contains(err.Error(), message) {
+		t.Errorf("error %q does not say %q", err.Error(), message)
+	}
+}

@@ -1,0 +1,284 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+const waitTimeout = 30 * time.Second
+
+func createCluster(t *testing.T, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-" + name}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
+	}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create cluster: %v", err)
+	}
+	return c
+}
+
+func getCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+		t.Fatalf("get cluster: %v", err)
+	}
+	return got
+}
+
+func getPod(c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	return p, k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: name}, p)
+}
+
+// runPods makes the member pods look as kubelet would report them once their containers run: phase
+// Running at the given IPs (there is no kubelet in this test).
+func runPods(t *testing.T, c *etcdv1alpha1.EtcdCluster, ips map[string]string) {
+	t.Helper()
+	for name, ip := range ips {
+		eventually(t, waitTimeout, "pod "+name+" running", func() error {
+			p, err := getPod(c, name)
+			if err != nil {
+				return err
+			}
+			p.Status.Phase = corev1.PodRunning
+			p.Status.PodIP = ip
+			p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			return k8s.Status().Update(context.Background(), p)
+		})
+	}
+}
+
+func condition(c *etcdv1alpha1.EtcdCluster, condType string) *metav1.Condition {
+	return meta.FindStatusCondition(c.Status.Conditions, condType)
+}
+
+// TestBootstrapCreatesMembers: a new cluster gets its Services, one claim and one pod per member, all
+// members bootstrapping together with the full initial cluster and the cluster's UID as token.
+func TestBootstrapCreatesMembers(t *testing.T) {
+	c := createCluster(t, "boot", 3)
+	ctx := context.Background()
+	opts := resources.Options{}
+	eventually(t, waitTimeout, "three member pods", func() error {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		if len(pods.Items) != 3 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		return nil
+	})
+	c = getCluster(t, c)
+	if !slices.Contains(c.Finalizers, etcdv1alpha1.Finalizer) {
+		t.Errorf("finalizers = %v", c.Finalizers)
+	}
+	wantInitial := "--initial-cluster=" + opts.InitialCluster(c, []string{"boot-0", "boot-1", "boot-2"})
+	for i := range 3 {
+		name := fmt.Sprintf("boot-%d", i)
+		p, err := getPod(c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := p.Spec.Containers[0].Command
+		for _, want := range []string{wantInitial, "--initial-cluster-state=new", "--initial-cluster-token=" + string(c.UID), "--name=" + name} {
+			if !slices.Contains(cmd, want) {
+				t.Errorf("pod %s command lacks %q: %q", name, want, cmd)
+			}
+		}
+		if !metav1.IsControlledBy(p, c) {
+			t.Errorf("pod %s is not controlled by the cluster", name)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + name}, pvc); err != nil {
+			t.Errorf("claim of %s: %v", name, err)
+		} else if !metav1.IsControlledBy(pvc, c) {
+			t.Errorf("claim of %s is not controlled by the cluster", name)
+		}
+	}
+	peer := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-peer"}, peer); err != nil {
+		t.Fatal(err)
+	}
+	if peer.Spec.ClusterIP != corev1.ClusterIPNone || !peer.Spec.PublishNotReadyAddresses {
+		t.Errorf("peer service is not headless with publishNotReadyAddresses: %+v", peer.Spec)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-client"}, &corev1.Service{}); err != nil {
+		t.Errorf("client service: %v", err)
+	}
+	eventually(t, waitTimeout, "status Creating", func() error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1alpha1.ConditionProgressing)
+		if c.Status.Phase != etcdv1alpha1.PhaseCreating || p == nil || p.Status != metav1.ConditionTrue || p.Reason != etcdv1alpha1.ReasonBootstrapping {
+			return fmt.Errorf("phase %q, progressing %+v", c.Status.Phase, p)
+		}
+		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionFalse {
+			return fmt.Errorf("available %+v", a)
+		}
+		return nil
+	})
+}
+
+// TestStatusFromRealEtcd: the status reports what real etcd members say (cluster ID, member IDs,
+// leader, version), a deleted member pod comes back on its claim with the same command, and passes
+// that observe nothing new write nothing.
+func TestStatusFromRealEtcd(t *testing.T) {
+	c := createCluster(t, "real", 3)
+	ctx := context.Background()
+	names := []string{"real-0", "real-1", "real-2"}
+	hosts := []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+
+	wantClusterID := etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID()))
+	eventually(t, waitTimeout, "Available from real etcd", func() error {
+		c = getCluster(t, c)
+		a := condition(c, etcdv1alpha1.ConditionAvailable)
+		if a == nil || a.Status != metav1.ConditionTrue {
+			return fmt.Errorf("available %+v", a)
+		}
+		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("phase %q ready %d", c.Status.Phase, c.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	st := c.Status
+	if st.ClusterID != wantClusterID {
+		t.Errorf("clusterID = %q, want %q", st.ClusterID, wantClusterID)
+	}
+	if st.CurrentVersion != "3.6.16" {
+		t.Errorf("currentVersion = %q", st.CurrentVersion)
+	}
+	if st.ObservedGeneration != c.Generation {
+		t.Errorf("observedGeneration %d != generation %d", st.ObservedGeneration, c.Generation)
+	}
+	leaders := 0
+	for i, m := range st.Members {
+		if m.Name != names[i] || !m.Healthy || m.Role != etcdv1alpha1.RoleVoter || m.ID == "" || m.DBSizeBytes <= 0 {
+			t.Errorf("member %d = %+v", i, m)
+		}
+		if m.ID != etcd.FormatID(uint64(members[i].Etcd.Server.MemberID())) {
+			t.Errorf("member %s ID %s, etcd says %s", m.Name, m.ID, etcd.FormatID(uint64(members[i].Etcd.Server.MemberID())))
+		}
+		if m.Leader {
+			leaders++
+			if st.Leader != m.Name {
+				t.Errorf("status.leader %q, member %s leads", st.Leader, m.Name)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d members marked leader", leaders)
+	}
+
+	// Nothing changes: passes triggered by pod updates write no status.
+	rv := getCluster(t, c).ResourceVersion
+	for i := range 3 {
+		p, err := getPod(c, names[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Labels["touch"] = fmt.Sprint(i)
+		if err := k8s.Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The health check interval (5 s here) also passes without a write.
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := getCluster(t, c).ResourceVersion; got != rv {
+			t.Fatalf("status written while nothing changed: resourceVersion %s -> %s; status %+v", rv, got, getCluster(t, c).Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// C04 at the object level: a deleted member pod is recreated on its claim with the same command.
+	old, err := getPod(c, names[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "member pod recreated", func() error {
+		p, err := getPod(c, names[1])
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return errors.New("still the old pod")
+		}
+		if !slices.Equal(p.Spec.Containers[0].Command, old.Spec.Containers[0].Command) {
+			t.Errorf("recreated pod's command differs:\n old %q\n new %q", old.Spec.Containers[0].Command, p.Spec.Containers[0].Command)
+		}
+		return nil
+	})
+	eventually(t, waitTimeout, "Degraded while the member has no running pod", func() error {
+		c = getCluster(t, c)
+		if d := condition(c, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
+			return fmt.Errorf("degraded %+v", d)
+		}
+		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+			return fmt.Errorf("available %+v (2 of 3 healthy keep quorum)", a)
+		}
+		return nil
+	})
+	runPods(t, c, map[string]string{names[1]: hosts[1]})
+	eventually(t, waitTimeout, "Running again", func() error {
+		c = getCluster(t, c)
+		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("phase %q ready %d", c.Status.Phase, c.Status.ReadyReplicas)
+		}
+		return nil
+	})
+}
+
+// TestC13_DeleteWithoutQuorum: deleting a cluster none of whose members answers completes at once: the
+// finalizer makes no etcd call.
+func TestC13_DeleteWithoutQuorum(t *testing.T) {
+	c := createCluster(t, "dead", 3)
+	// Running pods at addresses where nothing listens: no member answers.
+	runPods(t, c, map[string]string{"dead-0": "127.0.0.21", "dead-1": "127.0.0.22", "dead-2": "127.0.0.23"})
+	eventually(t, waitTimeout, "finalizer", func() error {
+		if !slices.Contains(getCluster(t, c).Finalizers, etcdv1alpha1.Finalizer) {
+			return errors.New("no finalizer yet")
+		}
+		return nil
+	})
+	start := time.Now()
+	if err := k8s.Delete(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "cluster gone", func() error {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	t.Logf("deleted in %s with no member answering", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// k8s is a client of the test API server, without a cache: what it reads is what the server has.
+var k8s client.Client
+
+// TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
+// them, talking to real etcd members through the real client.
+func TestMain(m *testing.M) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := &EtcdClusterReconciler{
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder("etcd-operator"),
+		EtcdClient:          etcd.New,
+		HealthCheckInterval: 5 * time.Second,
+		EtcdTimeout:         2 * time.Second,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// eventually polls cond every 100 ms until it returns nil or timeout passes, then fails with its last error.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,70 @@
+package etcd
+
+import (
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors. Client methods wrap them together with the error etcd
+// returned, so both errors.Is(err, ErrX) and the server's message survive.
+var (
+	// ErrLearnerNotReady is returned by PromoteLearner while the learner's
+	// raft log has not caught up with the leader's (etcd requires the
+	// learner's match index to be at least 90% of the leader's; see etcd's
+	// runtime-configuration docs). It maps rpctypes.ErrGRPCLearnerNotReady,
+	// "can only promote a learner member which is in sync with leader".
+	// Retry after the learner has been started and has synced.
+	ErrLearnerNotReady = errors.New("learner is not in sync with the leader")
+
+	// ErrMemberNotFound is returned by PromoteLearner when no member has the
+	// given ID (rpctypes.ErrGRPCMemberNotFound).
+	ErrMemberNotFound = errors.New("member not found")
+
+	// ErrTooManyLearners is returned by AddLearner when the cluster already
+	// has as many learners as its --max-learners allows (default 1)
+	// (rpctypes.ErrGRPCTooManyLearners).
+	ErrTooManyLearners = errors.New("too many learners in the cluster")
+
+	// ErrUnhealthyCluster is returned by AddLearner, PromoteLearner and
+	// RemoveMember when etcd's --strict-reconfig-check refuses the change
+	// because it could cost quorum (rpctypes.ErrGRPCUnhealthy,
+	// rpctypes.ErrGRPCMemberNotEnoughStarted). etcd counts a peer as healthy
+	// only once it has been connected for 5 s (etcdserver.HealthInterval),
+	// so this is also what a freshly (re)started cluster answers; retry.
+	ErrUnhealthyCluster = errors.New("cluster refused reconfiguration: not enough healthy members")
+
+	// ErrNoLeader is returned when the members asked know of no raft leader
+	// (an election is in progress or quorum is lost).
+	ErrNoLeader = errors.New("no raft leader")
+
+	// ErrIsLearner is returned by Health for a learner's endpoint: etcd
+	// refuses linearizable reads and alarm lists on learners
+	// (rpctypes.ErrGRPCNotSupportedForLearner), so a learner can never pass
+	// the check. Use Status for learners.
+	ErrIsLearner = errors.New("endpoint is a learner")
+
+	// ErrAlarm is returned by Health when etcd has raised an alarm
+	// (NOSPACE, CORRUPT) for the endpoint's member.
+	ErrAlarm = errors.New("member has an active alarm")
+)
+
+// isRPCError reports whether err, as returned by clientv3 (which converts
+// gRPC statuses into rpctypes.EtcdError) or by a raw gRPC stub, is the etcd
+// server error grpcErr (one of rpctypes.ErrGRPC*). Errors are matched by
+// their message, the same way rpctypes.Error does.
+func isRPCError(err, grpcErr error) bool {
+	if err == nil {
+		return false
+	}
+	want := rpctypes.ErrorDesc(grpcErr)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Error() == want
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Message() == want
+	}
+	return false
+}

@@ -1,0 +1,67 @@
+package testenv
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// EtcdMember is a real etcd member running in the test process.
+type EtcdMember struct {
+	Name string
+	// Host is the loopback address the member listens on, with the standard ports 2379 and 2380.
+	Host string
+	Etcd *embed.Etcd
+}
+
+// ClientURL is the member's client URL, http://<host>:2379.
+func (m *EtcdMember) ClientURL() string { return "http://" + m.Host + ":2379" }
+
+// StartEtcd starts one etcd member per name, member i on loopback address hosts[i] (127.0.0.0/8, so
+// that each has the standard ports, as member pods do), as one new cluster, and waits up to 30 s for
+// all of them to be ready. They stop when the test ends.
+func StartEtcd(t testing.TB, names, hosts []string) []*EtcdMember {
+	t.Helper()
+	var initial []string
+	for i, n := range names {
+		initial = append(initial, fmt.Sprintf("%s=http://%s:2380", n, hosts[i]))
+	}
+	members := make([]*EtcdMember, len(names))
+	for i, n := range names {
+		cfg := embed.NewConfig()
+		cfg.Name = n
+		cfg.Dir = t.TempDir()
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.TickMs, cfg.ElectionMs = 25, 500
+		cfg.UnsafeNoFsync = true
+		cfg.InitialClusterToken = strings.ReplaceAll(t.Name(), "/", "-")
+		cfg.InitialCluster = strings.Join(initial, ",")
+		cfg.ClusterState = embed.ClusterStateFlagNew
+		peer, _ := url.Parse(fmt.Sprintf("http://%s:2380", hosts[i]))
+		cli, _ := url.Parse(fmt.Sprintf("http://%s:2379", hosts[i]))
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
+		e, err := embed.StartEtcd(cfg)
+		if err != nil {
+			t.Fatalf("start etcd member %s on %s: %v", n, hosts[i], err)
+		}
+		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e}
+		t.Cleanup(e.Close)
+	}
+	deadline := time.After(30 * time.Second)
+	for _, m := range members {
+		select {
+		case <-m.Etcd.Server.ReadyNotify():
+		case err := <-m.Etcd.Err():
+			t.Fatalf("etcd member %s failed: %v", m.Name, err)
+		case <-deadline:
+			t.Fatalf("etcd member %s not ready within 30s", m.Name)
+		}
+	}
+	return members
+}
