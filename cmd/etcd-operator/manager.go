@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"net/http"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"

@@ -170,4 +170,3 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 	s.pods[m.Name] = pod
 	return nil
 }
-

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make test-e2e: the end-to-end suite (test/e2e) against $KUBECONFIG, or against the local
+# single-node cluster (brought up when needed). Installs the operator built from this tree first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/env.sh
+if [ -z "${KUBECONFIG:-}" ]; then
+  bash hack/cluster-up.sh
+  export KUBECONFIG=$LOCAL_KUBECONFIG
+fi
+bash hack/install-operator.sh
+log "running the end-to-end tests (about 5 minutes)"
+rc=0
+go test -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ${E2E_ARGS:-} || rc=$?
+if [ $rc -ne 0 ]; then
+  KUBECTL=kubectl; [ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
+  echo "== end-to-end tests failed; the operator's last log lines:"
+  $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=60 || true
+  $KUBECTL get etcdclusters,pods -A -o wide || true
+fi
+exit $rc

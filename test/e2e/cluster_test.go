@@ -1,0 +1,278 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// TestC07_C14_BootstrapAndIdle: a new 3-member cluster becomes Available with 3 started voters that
+// agree on one cluster ID and no container restart (C07); a key put through the client Service is
+// read back from every member; idle, it causes no API writes and at most one reconcile per health
+// check interval, and its status shows a deleted member promptly (C14).
+func TestC07_C14_BootstrapAndIdle(t *testing.T) {
+	c := newCluster(t, "e2e-c07", "demo", 3)
+	took, got := assertAvailable(t, c, availableTimeout)
+	t.Logf("C07: apply -> Available in %s", took.Round(100*time.Millisecond))
+
+	ctx := context.Background()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 3 {
+		t.Fatalf("%d member pods, want 3", len(pods))
+	}
+	for name, n := range restarts(pods) {
+		if n != 0 {
+			t.Errorf("C07: etcd in %s restarted %d times during bootstrap, want 0", name, n)
+		}
+	}
+	var clusterID uint64
+	for name, p := range pods {
+		v, err := viewFrom(ctx, podEndpoint(p))
+		if err != nil {
+			t.Fatalf("member list from %s: %v", name, err)
+		}
+		if clusterID == 0 {
+			clusterID = v.clusterID
+		}
+		if v.clusterID != clusterID {
+			t.Errorf("C07: %s reports cluster ID %x, another member %x", name, v.clusterID, clusterID)
+		}
+		if len(v.members) != 3 {
+			t.Errorf("C07: %s lists %d members, want 3", name, len(v.members))
+		}
+		for _, m := range v.members {
+			if m.IsLearner || m.Name == "" {
+				t.Errorf("C07: member %+v is a learner or not started", m)
+			}
+		}
+	}
+	if got.Status.ClusterID != etcd.FormatID(clusterID) {
+		t.Errorf("status.clusterID %s, etcd says %s", got.Status.ClusterID, etcd.FormatID(clusterID))
+	}
+
+	// A write through the client Service, read back linearizably through each member.
+	svc := etcdClient(t, clientServiceEndpoint(t, c))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := svc.Put(wctx, "k", "v"); err != nil {
+		t.Fatalf("put through the client Service: %v", err)
+	}
+	for name, p := range pods {
+		resp, err := etcdClient(t, podEndpoint(p)).Get(wctx, "k")
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+			t.Errorf("get k through %s: %v %v", name, resp, err)
+		}
+	}
+
+	// C14: idle. Wait until the operator has nothing left to do, then watch for a window.
+	waitFor(t, statusTimeout, "Progressing=False", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+			return fmt.Errorf("conditions %v", got.Status.Conditions)
+		}
+		return nil
+	})
+	before := snapshotVersions(t, c)
+	recBefore, err := operatorMetric(ctx, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	idle := time.NewTimer(idleWindow)
+	<-idle.C // the window of observation is what this test measures
+	after := snapshotVersions(t, c)
+	recAfter, err := operatorMetric(ctx, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	for key, rv := range before {
+		if after[key] != rv {
+			t.Errorf("C14: %s was written while the cluster was idle (resourceVersion %s -> %s)", key, rv, after[key])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("C14: objects appeared while idle: before %v, after %v", before, after)
+	}
+	// One health check per interval (60 s) for this cluster, plus one for a boundary.
+	if n := recAfter - recBefore; n > 2 {
+		t.Errorf("C14: %v reconciles in %s of idle, want at most 2", n, idleWindow)
+	} else {
+		t.Logf("C14: %v reconciles and 0 writes in %s of idle", n, idleWindow)
+	}
+
+	// C14: the status reflects a deleted member promptly; observedGeneration is current.
+	victim := pods["demo-2"]
+	if err := k8s.Delete(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	shown := waitFor(t, statusTimeout, "status shows demo-2 gone or unhealthy", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == "demo-2" && !m.Healthy {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+	t.Logf("C14: the status showed the deleted member %s after the delete call", shown.Round(100*time.Millisecond))
+	back, got := assertAvailable(t, c, recoverTimeout)
+	t.Logf("member pod deleted -> 3 healthy voters again in %s", (shown + back).Round(100*time.Millisecond))
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+}
+
+// snapshotVersions returns the resourceVersion of the cluster and every object in its namespace that
+// the operator writes (pods, claims, Services, events).
+func snapshotVersions(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	got, err := getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["etcdcluster/"+got.Name] = got.ResourceVersion
+	lists := map[string]client.ObjectList{
+		"pod": &corev1.PodList{}, "pvc": &corev1.PersistentVolumeClaimList{},
+		"service": &corev1.ServiceList{}, "event": &corev1.EventList{},
+	}
+	for kind, l := range lists {
+		if err := k8s.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		items, _ := meta.ExtractList(l)
+		for _, o := range items {
+			mo, _ := meta.Accessor(o)
+			out[kind+"/"+mo.GetName()] = mo.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// TestC04_SingleMemberPodDeleted: the only member's pod is deleted; it comes back on its claim with
+// its data, the same cluster ID and the same member ID.
+func TestC04_SingleMemberPodDeleted(t *testing.T) {
+	c := newCluster(t, "e2e-c04", "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pods["demo-0"]
+	cli := etcdClient(t, podEndpoint(p))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(wctx, "foo", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := viewFrom(ctx, podEndpoint(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, recoverTimeout, "a new demo-0 pod", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		if np, ok := pods["demo-0"]; !ok || np.UID == p.UID {
+			return fmt.Errorf("old pod still there or none yet")
+		}
+		return nil
+	})
+	assertAvailable(t, c, recoverTimeout)
+	t.Logf("C04: single member pod deleted -> Available again in %s", time.Since(start).Round(100*time.Millisecond))
+	pods, err = memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := pods["demo-0"]
+	after, err := viewFrom(ctx, podEndpoint(np))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.clusterID != before.clusterID || len(after.members) != 1 || after.members[0].ID != before.members[0].ID {
+		t.Errorf("C04: cluster %x members %+v after, %x %+v before: want the same cluster and member ID", after.clusterID, after.members, before.clusterID, before.members)
+	}
+	resp, err := etcdClient(t, podEndpoint(np)).Get(wctx, "foo")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "hello" {
+		t.Errorf("C04: foo after restart: %v %v, want hello", resp, err)
+	}
+}
+
+// TestC13_DeleteWithoutQuorum: every member is frozen (no quorum, no answers); deleting the cluster
+// still removes everything it owns.
+func TestC13_DeleteWithoutQuorum(t *testing.T) {
+	c := newCluster(t, "e2e-c13", "demo", 3)
+	_, got := assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	pids, err := etcdPIDs(string(got.UID))
+	if err != nil || len(pids) != 3 {
+		t.Fatalf("etcd processes of the cluster: %v %v, want 3 (run the tests on the node)", pids, err)
+	}
+	t.Cleanup(func() { // let frozen processes that outlive a failed test finish
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("freeze etcd pid %d: %v", pid, err)
+		}
+	}
+	waitFor(t, statusTimeout+availableTimeout, "the operator sees no quorum", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			return fmt.Errorf("still Available")
+		}
+		return nil
+	})
+	start := time.Now()
+	if err := k8s.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, deleteTimeout, "everything the cluster owned is gone", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("EtcdCluster still there (%v)", err)
+		}
+		sel := client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}
+		for kind, l := range map[string]client.ObjectList{"pods": &corev1.PodList{}, "claims": &corev1.PersistentVolumeClaimList{}, "services": &corev1.ServiceList{}} {
+			if err := k8s.List(ctx, l, client.InNamespace(c.Namespace), sel); err != nil {
+				return err
+			}
+			if n := meta.LenList(l); n > 0 {
+				return fmt.Errorf("%d %s left", n, kind)
+			}
+		}
+		return nil
+	})
+	t.Logf("C13: deleted without quorum; everything gone in %s", time.Since(start).Round(100*time.Millisecond))
+}

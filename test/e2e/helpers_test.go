@@ -1,0 +1,228 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// newCluster creates namespace ns and an EtcdCluster name in it, and deletes the namespace when the
+// test ends.
+func newCluster(t *testing.T, ns, name string, replicas int32, mut ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	ctx := context.Background()
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Create(ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = k8s.Delete(context.Background(), nsObj)
+		}
+	})
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
+	}
+	for _, m := range mut {
+		m(c)
+	}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create EtcdCluster %s/%s: %v", ns, name, err)
+	}
+	return c
+}
+
+func getCluster(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdCluster, error) {
+	got := &etcdv1alpha1.EtcdCluster{}
+	return got, k8s.Get(ctx, client.ObjectKeyFromObject(c), got)
+}
+
+// assertAvailable waits until the cluster is Available with all members healthy voters, and returns
+// the time it took and the cluster as last read.
+func assertAvailable(t *testing.T, c *etcdv1alpha1.EtcdCluster, timeout time.Duration) (time.Duration, *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	want := c.Spec.ReplicasOrDefault()
+	var last *etcdv1alpha1.EtcdCluster
+	took := waitFor(t, timeout, "cluster "+c.Name+" Available", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		last = got
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			return fmt.Errorf("not Available: phase %s, conditions %v", got.Status.Phase, got.Status.Conditions)
+		}
+		if got.Status.ReadyReplicas != want || got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s, %d/%d ready", got.Status.Phase, got.Status.ReadyReplicas, want)
+		}
+		return nil
+	})
+	return took, last
+}
+
+// memberPods returns the cluster's member pods by name.
+func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}); err != nil {
+		return nil, err
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func podEndpoint(p *corev1.Pod) string { return "http://" + p.Status.PodIP + ":2379" }
+
+// etcdClient returns a clientv3 client for the given endpoints, closed when the test ends.
+func etcdClient(t *testing.T, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client for %v: %v", endpoints, err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// clientServiceEndpoint returns the client Service's ClusterIP URL.
+func clientServiceEndpoint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-client"}, svc); err != nil {
+		t.Fatalf("client service: %v", err)
+	}
+	return "http://" + svc.Spec.ClusterIP + ":2379"
+}
+
+// memberView is what one member says about the cluster.
+type memberView struct {
+	clusterID uint64
+	members   []etcd.Member
+}
+
+// viewFrom asks one member, through its own endpoint only, for the member list.
+func viewFrom(ctx context.Context, endpoint string) (memberView, error) {
+	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return memberView{}, err
+	}
+	defer func() { _ = cli.Close() }()
+	id, members, err := cli.MemberList(ctx)
+	return memberView{id, members}, err
+}
+
+// restarts returns the etcd container restart count of each member pod.
+func restarts(pods map[string]*corev1.Pod) map[string]int32 {
+	out := map[string]int32{}
+	for name, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "etcd" {
+				out[name] = cs.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+// operatorMetric sums the samples of a Prometheus counter, scraped from the operator pod, whose
+// labels include every one of labels (e.g. `controller="etcdcluster"`).
+func operatorMetric(ctx context.Context, name string, labels ...string) (float64, error) {
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
+		return 0, err
+	}
+	var ip string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			ip = p.Status.PodIP
+		}
+	}
+	if ip == "" {
+		return 0, errors.New("no running operator pod")
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ip+":8080/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(line, l)
+		}
+		if !match {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
+// etcdPIDs returns the host PIDs of the etcd processes of the cluster with the given UID, found by
+// the --initial-cluster-token the operator gives every member.
+func etcdPIDs(uid string) ([]int, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && strings.HasSuffix(args[0], "/etcd") && containsArg(args, "--initial-cluster-token="+uid) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func containsArg(args []string, a string) bool {
+	for _, x := range args {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+//go:build e2e
+
+// Package e2e tests the operator end to end on a real Kubernetes cluster: the one KUBECONFIG names
+// (by default, the local single-node cluster that `make test-e2e` brings up), with the operator
+// installed in namespace etcd-operator-system. The tests reach pod and Service IPs from the machine
+// they run on, as they can on the local cluster, and freeze member processes through /proc to stop
+// members from answering: run them on the node.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// Timeouts, named once.
+const (
+	// availableTimeout bounds apply -> Available of a new cluster.
+	availableTimeout = 120 * time.Second
+	// recoverTimeout bounds a member pod's return after it was deleted.
+	recoverTimeout = 90 * time.Second
+	// deleteTimeout bounds the removal of everything a deleted cluster owned, including the members'
+	// 30 s termination grace period when their processes are frozen.
+	deleteTimeout = 90 * time.Second
+	// statusTimeout bounds how soon the status shows a change of the pods.
+	statusTimeout = 15 * time.Second
+	// idleWindow is how long an idle cluster is watched for writes and reconciles (C14).
+	idleWindow = 60 * time.Second
+)
+
+var (
+	k8s    client.Client
+	kube   *kubernetes.Clientset
+	config *rest.Config
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBECONFIG") == "" {
+		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run the end-to-end tests with `make test-e2e`")
+		os.Exit(1)
+	}
+	var err error
+	config, err = ctrl.GetConfig()
+	if err == nil {
+		k8s, err = client.New(config, client.Options{Scheme: testenv.Scheme})
+	}
+	if err == nil {
+		kube, err = kubernetes.NewForConfig(config)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect to the cluster:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// waitFor polls cond every 200 ms until it returns nil, and fails the test with cond's last error when
+// timeout passes first.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	var err error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = cond(ctx)
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
