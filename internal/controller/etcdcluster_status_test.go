@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// observed builds a scope of a 3-member cluster "s" whose pods all exist; health says which member
+// IDs (1, 2, 3 for s-0, s-1, s-2) answered; leader is the agreed leader.
+func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uint64, learner uint64) *scope {
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 4},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
+		Status:     etcdv1alpha1.EtcdClusterStatus{ClusterID: clusterID},
+	}
+	s := &scope{cluster: c, pods: map[string]*corev1.Pod{"s-0": {}, "s-1": {}, "s-2": {}}}
+	if !etcdUp {
+		s.etcdErr = errors.New("no member answered")
+		return s
+	}
+	obs := &etcdObservation{clusterID: 0xabc, leader: leader, status: map[uint64]etcd.EndpointStatus{}, health: map[uint64]error{}}
+	for i, name := range []string{"s-0", "s-1", "s-2"} {
+		id := uint64(i + 1)
+		obs.members = append(obs.members, etcd.Member{ID: id, Name: name, PeerURLs: []string{"http://" + name + ":2380"}, IsLearner: id == learner})
+		if healthy[id] {
+			obs.health[id] = nil
+			obs.status[id] = etcd.EndpointStatus{Version: "3.6.16", DBSizeBytes: 100, Leader: leader}
+		} else {
+			obs.health[id] = errors.New("timeout")
+		}
+	}
+	s.etcd = obs
+	return s
+}
+
+func TestComputeStatus(t *testing.T) {
+	all := map[uint64]bool{1: true, 2: true, 3: true}
+	tests := []struct {
+		name                string
+		s                   *scope
+		phase               etcdv1alpha1.ClusterPhase
+		available, degraded metav1.ConditionStatus
+		availableReason     string
+		ready               int32
+		leader              string
+	}{
+		{"bootstrapping, nothing answers", observed("", false, nil, 0, 0),
+			etcdv1alpha1.PhaseCreating, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonBootstrapping, 0, ""},
+		{"all healthy", observed("", true, all, 2, 0),
+			etcdv1alpha1.PhaseRunning, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumHealthy, 3, "s-1"},
+		{"one down keeps quorum", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0),
+			etcdv1alpha1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+		{"two down lose quorum", observed("abc", true, map[uint64]bool{1: true}, 0, 0),
+			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumLost, 1, ""},
+		{"formed, nothing answers", observed("abc", false, nil, 0, 0),
+			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonEtcdUnreachable, 0, ""},
+		{"a learner is not a ready voter", observed("abc", true, all, 1, 3),
+			etcdv1alpha1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			computeStatus(tt.s, resources.Options{}, true)
+			st := tt.s.cluster.Status
+			if st.Phase != tt.phase {
+				t.Errorf("phase = %s, want %s", st.Phase, tt.phase)
+			}
+			a := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionAvailable)
+			if a.Status != tt.available || a.Reason != tt.availableReason {
+				t.Errorf("Available = %s/%s (%s), want %s/%s", a.Status, a.Reason, a.Message, tt.available, tt.availableReason)
+			}
+			if a.ObservedGeneration != 4 || st.ObservedGeneration != 4 {
+				t.Errorf("observedGeneration: condition %d, status %d, want 4", a.ObservedGeneration, st.ObservedGeneration)
+			}
+			if d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded); d.Status != tt.degraded {
+				t.Errorf("Degraded = %s (%s), want %s", d.Status, d.Message, tt.degraded)
+			}
+			if st.ReadyReplicas != tt.ready || st.Leader != tt.leader {
+				t.Errorf("ready %d leader %q, want %d %q", st.ReadyReplicas, st.Leader, tt.ready, tt.leader)
+			}
+			if st.Replicas != 3 || st.Selector == "" || st.ClientService != "s-client" {
+				t.Errorf("replicas %d selector %q clientService %q", st.Replicas, st.Selector, st.ClientService)
+			}
+		})
+	}
+}
+
+// TestComputeStatusStable: computing the status twice from the same observation changes nothing, so
+// a pass that observes nothing new writes nothing.
+func TestComputeStatusStable(t *testing.T) {
+	s := observed("", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
+	computeStatus(s, resources.Options{}, true)
+	first := s.cluster.Status.DeepCopy()
+	computeStatus(s, resources.Options{}, true)
+	if !statusEqual(first, &s.cluster.Status) {
+		t.Errorf("status changed on a second computation:\n%+v\n%+v", first, s.cluster.Status)
+	}
+}
+
+func TestFailedPassKeepsObservedGeneration(t *testing.T) {
+	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
+	s.cluster.Status.ObservedGeneration = 3
+	computeStatus(s, resources.Options{}, false)
+	if s.cluster.Status.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration advanced to %d on a failed pass", s.cluster.Status.ObservedGeneration)
+	}
+}
+
+func TestAgreedLeaderAndVersionLess(t *testing.T) {
+	st := map[uint64]etcd.EndpointStatus{1: {Leader: 2}, 2: {Leader: 2}, 3: {Leader: 3}, 4: {}}
+	if got := agreedLeader(st); got != 2 {
+		t.Errorf("agreedLeader = %d, want 2", got)
+	}
+	if agreedLeader(map[uint64]etcd.EndpointStatus{1: {}}) != 0 {
+		t.Errorf("no leader reported must give 0")
+	}
+	if !versionLess("3.5.21", "3.6.0") || !versionLess("3.6.9", "3.6.16") || versionLess("3.6.16", "3.6.16") {
+		t.Errorf("versionLess is not numeric")
+	}
+}
