@@ -1,0 +1,248 @@
+// Package membership decides the one next safe change to an etcd cluster's membership. Next is a pure
+// function of what was observed (etcd's member list and health, the member pods and claims, the desired
+// member names); the controller carries out what it returns, one action per pass, and observes again.
+//
+// The invariants it keeps (each has a test):
+//  1. At most one membership change in flight, at most one learner.
+//  2. Nothing changes without a quorum of healthy voters. A member is added only when every voter is
+//     healthy; a healthy voter is removed only when the healthy voters left still make a quorum of the
+//     voters left. A member that is down may always be removed: that lowers no healthy count.
+//  3. Scale-down removes, in order: voters that are down, learners, then followers (highest ordinal
+//     first); never the leader, since a follower is always left to remove.
+//  4. A member is removed from etcd before its pod and claim are deleted, and a pod or claim left from a
+//     removed member is deleted before a member of that name is added again, so no member ever starts on
+//     a removed member's data.
+//  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
+//     back as a new learner.
+package membership
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Member is one etcd member as the planner sees it.
+type Member struct {
+	// ID is the etcd member ID.
+	ID uint64
+	// Name is the member's name: its pod's name. For a learner that has not started, etcd reports no
+	// name; the caller derives it from the peer URL.
+	Name string
+	// IsLearner is true for a learner (a non-voting member catching up).
+	IsLearner bool
+	// Started is true once the member's process has joined (etcd reports its name).
+	Started bool
+	// Healthy is true when the member answered in this pass: a linearizable read for a voter, its
+	// status for a learner.
+	Healthy bool
+}
+
+// Resources is what Kubernetes holds for one member name.
+type Resources struct {
+	// Pod is true when the member's pod exists and is not being deleted.
+	Pod bool
+	// PodTerminating is true while the pod is being deleted.
+	PodTerminating bool
+	// Data is true when the member's claim exists and is not being deleted (always false with emptyDir).
+	Data bool
+	// DataTerminating is true while the claim is being deleted.
+	DataTerminating bool
+}
+
+// State is what one pass observed.
+type State struct {
+	// Cluster is the EtcdCluster's name; member names are "<Cluster>-<ordinal>".
+	Cluster string
+	// Replicas is the number of voting members the spec asks for.
+	Replicas int
+	// Members is etcd's member list.
+	Members []Member
+	// Leader is the leader's member ID, 0 when there is none.
+	Leader uint64
+	// Resources are the pods and claims of every member name that has one.
+	Resources map[string]Resources
+}
+
+// Kind is what an Action does.
+type Kind string
+
+// The actions. Each is idempotent, so that replaying one after a crash is safe.
+const (
+	// None: the membership matches the spec.
+	None Kind = "None"
+	// Wait: nothing can be done safely now; Reason says why.
+	Wait Kind = "Wait"
+	// AddLearner: add Member as a learner (MemberAddAsLearner with its peer URL), then create its claim
+	// and pod with --initial-cluster-state=existing.
+	AddLearner Kind = "AddLearner"
+	// CreatePod: create the pod (and claim) of Member, a learner that was added but has no pod.
+	CreatePod Kind = "CreatePod"
+	// Promote: promote learner ID to a voter.
+	Promote Kind = "Promote"
+	// Remove: remove member ID (Member) from etcd.
+	Remove Kind = "Remove"
+	// DeleteResources: delete the pod and claim of Member, which is no longer an etcd member.
+	DeleteResources Kind = "DeleteResources"
+)
+
+// Action is the one next step.
+type Action struct {
+	Kind Kind
+	// Member is the name the action is about.
+	Member string
+	// ID is the member ID of Promote and Remove.
+	ID uint64
+	// Reason says why, for conditions and events.
+	Reason string
+}
+
+func (a Action) String() string {
+	return fmt.Sprintf("%s %s: %s", a.Kind, a.Member, a.Reason)
+}
+
+// Next returns the one next safe action for s.
+func Next(s State) Action {
+	byName := map[string]Member{}
+	var voters, healthyVoters int
+	var learner *Member
+	for i, m := range s.Members {
+		byName[m.Name] = m
+		if m.IsLearner {
+			if learner == nil {
+				learner = &s.Members[i]
+			}
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthyVoters++
+		}
+	}
+	quorum := voters/2 + 1
+	if healthyVoters < quorum {
+		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", healthyVoters, voters, quorum)}
+	}
+
+	// 1. A voter whose data is gone (no pod, no claim): remove it; it is added back as a new member.
+	for _, m := range sorted(s.Members) {
+		r := s.Resources[m.Name]
+		if !m.IsLearner && !m.Healthy && !r.Pod && !r.PodTerminating && !r.Data && !r.DataTerminating {
+			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "its pod and data are gone; it will be replaced"}
+		}
+	}
+
+	// 2. Pods and claims of names that are not members (removed members, or a failed add): delete them,
+	// so that no member ever starts on a removed member's data.
+	for _, name := range sortedKeys(s.Resources) {
+		if _, ok := byName[name]; ok {
+			continue
+		}
+		r := s.Resources[name]
+		if r.Pod || r.Data {
+			return Action{Kind: DeleteResources, Member: name, Reason: "not a member of the cluster"}
+		}
+	}
+
+	// 3. Scale down: members that are down first, then learners, followers, and the leader last.
+	if len(s.Members) > s.Replicas {
+		cands := sorted(s.Members)
+		sort.SliceStable(cands, func(i, j int) bool { return removeRank(cands[i], s.Leader) < removeRank(cands[j], s.Leader) })
+		m := cands[0]
+		if m.Healthy && !m.IsLearner && healthyVoters-1 < (voters-1)/2+1 {
+			return Action{Kind: Wait, Member: m.Name, Reason: fmt.Sprintf("removing %s would leave %d healthy of %d voters, below quorum", m.Name, healthyVoters-1, voters-1)}
+		}
+		// The leader ranks last and there are at least two members here, so m is never the leader:
+		// leadership is never lost to a scale-down.
+		return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: fmt.Sprintf("scaling down to %d members", s.Replicas)}
+	}
+
+	// 4. A learner in flight: give it a pod, wait for it, promote it.
+	if l := learner; l != nil {
+		r := s.Resources[l.Name]
+		switch {
+		case r.PodTerminating || r.DataTerminating:
+			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}
+		case !r.Pod:
+			return Action{Kind: CreatePod, Member: l.Name, Reason: "the learner was added but has no pod"}
+		case l.Started && l.Healthy:
+			return Action{Kind: Promote, Member: l.Name, ID: l.ID, Reason: "the learner has started"}
+		default:
+			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for learner " + l.Name + " to start and catch up"}
+		}
+	}
+
+	// 5. Pods and claims of removed members still going away: wait before adding a member.
+	for _, name := range sortedKeys(s.Resources) {
+		if _, ok := byName[name]; !ok {
+			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod and claim of removed member " + name + " to be deleted"}
+		}
+	}
+
+	// 6. Scale up (or replace): add a member under the lowest free name, once every voter is healthy.
+	if len(s.Members) < s.Replicas {
+		name := freeName(s.Cluster, byName, s.Resources)
+		if healthyVoters < voters {
+			var down []string
+			for _, m := range sorted(s.Members) {
+				if !m.Healthy {
+					down = append(down, m.Name)
+				}
+			}
+			return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}
+		}
+		return Action{Kind: AddLearner, Member: name, Reason: fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)}
+	}
+	return Action{Kind: None}
+}
+
+// freeName returns "<cluster>-<n>" for the lowest n that no member and no pod or claim uses.
+func freeName(cluster string, members map[string]Member, res map[string]Resources) string {
+	for n := 0; ; n++ {
+		name := cluster + "-" + strconv.Itoa(n)
+		if _, ok := members[name]; ok {
+			continue
+		}
+		if _, ok := res[name]; ok {
+			continue
+		}
+		return name
+	}
+}
+
+// removeRank orders scale-down candidates: voters that are down, learners, followers (highest name
+// first, so that the cluster keeps its lowest ordinals), then the leader.
+func removeRank(m Member, leader uint64) int {
+	switch {
+	case !m.Healthy && !m.IsLearner:
+		return 0
+	case m.IsLearner:
+		return 1
+	case m.ID == leader:
+		return 3
+	default:
+		return 2
+	}
+}
+
+// sorted returns the members by name, highest ordinal first for names of equal length.
+func sorted(ms []Member) []Member {
+	out := append([]Member(nil), ms...)
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i].Name) != len(out[j].Name) {
+			return len(out[i].Name) > len(out[j].Name)
+		}
+		return out[i].Name > out[j].Name
+	})
+	return out
+}
+
+func sortedKeys(m map[string]Resources) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,265 @@
+package membership
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// cluster "demo": v = healthy voter, d = voter that is down, l = learner not started, L = learner
+// started; ids are ordinal+1. Every member has its pod and claim unless listed in gone.
+func state(replicas int, leader int, spec string, gone ...string) State {
+	s := State{Cluster: "demo", Replicas: replicas, Resources: map[string]Resources{}}
+	for i, c := range strings.Split(spec, "") {
+		if c == "_" {
+			continue
+		}
+		name := fmt.Sprintf("demo-%d", i)
+		m := Member{ID: uint64(i + 1), Name: name, Started: c != "l", Healthy: c == "v" || c == "L", IsLearner: c == "l" || c == "L"}
+		s.Members = append(s.Members, m)
+		s.Resources[name] = Resources{Pod: true, Data: true}
+	}
+	if leader >= 0 {
+		s.Leader = uint64(leader + 1)
+	}
+	for _, g := range gone {
+		delete(s.Resources, g)
+	}
+	return s
+}
+
+func TestNext(t *testing.T) {
+	withRes := func(s State, name string, r Resources) State { s.Resources[name] = r; return s }
+	tests := []struct {
+		name   string
+		s      State
+		kind   Kind
+		member string
+	}{
+		{"steady", state(3, 0, "vvv"), None, ""},
+		{"scale up 3->5 adds the lowest free name as learner", state(5, 0, "vvv"), AddLearner, "demo-3"},
+		{"C08: a learner without a pod gets one", state(3, 0, "vl", "demo-1"), CreatePod, "demo-1"},
+		{"C08: a learner not started yet is waited for, not promoted", withRes(state(3, 0, "vl"), "demo-1", Resources{Pod: true, Data: true}), Wait, "demo-1"},
+		{"C08: a started learner is promoted", state(3, 0, "vL"), Promote, "demo-1"},
+		{"C08: one learner at a time: no add while one is in flight", state(5, 0, "vvvL"), Promote, "demo-3"},
+		{"C06: no add while a voter is down", state(5, 0, "vvd"), Wait, "demo-3"},
+		{"C02: a voter without pod and data is removed", state(3, 0, "vdv", "demo-1"), Remove, "demo-1"},
+		{"a member that answers is not taken for one whose data is gone", state(3, 0, "vvv", "demo-1"), None, ""},
+		{"C02: then re-added under its name", state(3, 0, "v_v"), AddLearner, "demo-1"},
+		{"a voter with data but no pod is left for the pod to come back", withRes(state(3, 0, "vdv"), "demo-1", Resources{Data: true}), None, ""},
+		{"C01: scale down removes the member that is down first", state(3, 0, "vdvvv"), Remove, "demo-1"},
+		{"scale down removes the highest follower", state(3, 0, "vvvvv"), Remove, "demo-4"},
+		{"scale down removes learners before followers", state(3, 0, "vvvL"), Remove, "demo-3"},
+		{"scale down keeps the leader, even at the highest ordinal", state(1, 1, "vv"), Remove, "demo-0"},
+		{"scale down 3->1 removes followers, keeps the leader", state(1, 0, "vvv"), Remove, "demo-2"},
+		{"C03: a removed member's pod and claim are deleted", withRes(state(1, 0, "v"), "demo-1", Resources{Pod: true, Data: true}), DeleteResources, "demo-1"},
+		{"C03: a member is not added while its old claim is going", withRes(state(3, 0, "v"), "demo-1", Resources{DataTerminating: true}), Wait, "demo-1"},
+		{"quorum lost: nothing is done", state(3, -1, "vdd"), Wait, ""},
+		{"quorum lost with data gone: nothing is done", state(3, -1, "vdd", "demo-1", "demo-2"), Wait, ""},
+		{"scale down that would break quorum waits", state(3, 0, "vvddv"), Remove, "demo-3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Next(tt.s)
+			if a.Kind != tt.kind || a.Member != tt.member {
+				t.Errorf("Next = %v; want %s %s", a, tt.kind, tt.member)
+			}
+			if a.Kind == Wait && a.Reason == "" {
+				t.Errorf("Wait without a reason")
+			}
+		})
+	}
+}
+
+// genState draws an arbitrary observed state: up to 9 members with any health, roles and leader,
+// and any pods and claims for up to 10 names.
+func genState(t *rapid.T) State {
+	s := State{Cluster: "demo", Replicas: rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "replicas"), Resources: map[string]Resources{}}
+	n := rapid.IntRange(0, 9).Draw(t, "members")
+	used := map[int]bool{}
+	for i := 0; i < n; i++ {
+		ord := rapid.IntRange(0, 9).Draw(t, "ordinal")
+		if used[ord] {
+			continue
+		}
+		used[ord] = true
+		learner := rapid.Bool().Draw(t, "learner")
+		started := !learner || rapid.Bool().Draw(t, "started")
+		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started, Healthy: started && rapid.Bool().Draw(t, "healthy")})
+	}
+	for ord := 0; ord < 10; ord++ {
+		if rapid.Bool().Draw(t, "hasResources") {
+			s.Resources[fmt.Sprintf("demo-%d", ord)] = Resources{
+				Pod: rapid.Bool().Draw(t, "pod"), PodTerminating: rapid.Bool().Draw(t, "podTerm"),
+				Data: rapid.Bool().Draw(t, "data"), DataTerminating: rapid.Bool().Draw(t, "dataTerm"),
+			}
+		}
+	}
+	if len(s.Members) > 0 && rapid.Bool().Draw(t, "hasLeader") {
+		s.Leader = s.Members[rapid.IntRange(0, len(s.Members)-1).Draw(t, "leader")].ID
+	}
+	return s
+}
+
+func counts(s State) (voters, healthy, learners int) {
+	for _, m := range s.Members {
+		switch {
+		case m.IsLearner:
+			learners++
+		case m.Healthy:
+			voters++
+			healthy++
+		default:
+			voters++
+		}
+	}
+	return
+}
+
+// TestNextNeverBreaksQuorum: from any observed state, the action never adds a member unless every
+// voter is healthy and no learner is in flight, never removes a healthy voter below quorum, never
+// removes the leader, never promotes a non-learner, never deletes a member's pod or claim, and does
+// nothing at all without quorum.
+func TestNextNeverBreaksQuorum(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genState(t)
+		a := Next(s)
+		voters, healthy, learners := counts(s)
+		byName := map[string]Member{}
+		byID := map[uint64]Member{}
+		for _, m := range s.Members {
+			byName[m.Name] = m
+			byID[m.ID] = m
+		}
+		if healthy < voters/2+1 && a.Kind != Wait {
+			t.Fatalf("quorum lost (%d/%d) but %v", healthy, voters, a)
+		}
+		switch a.Kind {
+		case AddLearner:
+			if learners > 0 || healthy != voters {
+				t.Fatalf("%v with %d learners, %d/%d healthy voters", a, learners, healthy, voters)
+			}
+			if _, ok := byName[a.Member]; ok {
+				t.Fatalf("%v: already a member", a)
+			}
+			if _, ok := s.Resources[a.Member]; ok {
+				t.Fatalf("%v: a pod or claim of that name exists (a removed member's data?)", a)
+			}
+		case Remove:
+			m, ok := byID[a.ID]
+			if !ok {
+				t.Fatalf("%v: no such member", a)
+			}
+			if m.ID == s.Leader && m.Healthy {
+				t.Fatalf("%v removes the leader", a)
+			}
+			if m.Healthy && !m.IsLearner && len(s.Members) <= s.Replicas {
+				t.Fatalf("%v removes a healthy voter the spec still wants", a)
+			}
+			if !m.IsLearner && m.Healthy && healthy-1 < (voters-1)/2+1 {
+				t.Fatalf("%v leaves %d healthy of %d voters", a, healthy-1, voters-1)
+			}
+		case Promote:
+			if m := byID[a.ID]; !m.IsLearner || !m.Started {
+				t.Fatalf("%v: not a started learner: %+v", a, m)
+			}
+		case DeleteResources:
+			if _, ok := byName[a.Member]; ok {
+				t.Fatalf("%v deletes the pod or claim of a member", a)
+			}
+		}
+	})
+}
+
+// simulate applies a in an ideal world: every call succeeds, a learner with a pod starts and catches
+// up on the next pass, pods and claims being deleted go.
+func simulate(s State, a Action, nextID *uint64) State {
+	res := map[string]Resources{}
+	for k, v := range s.Resources {
+		if v.PodTerminating || v.DataTerminating {
+			continue // gone by the next pass
+		}
+		res[k] = v
+	}
+	s.Resources = res
+	var members []Member
+	for _, m := range s.Members {
+		if m.IsLearner && !m.Started && res[m.Name].Pod {
+			m.Started, m.Healthy = true, true
+		}
+		members = append(members, m)
+	}
+	s.Members = members
+	switch a.Kind {
+	case AddLearner:
+		*nextID++
+		s.Members = append(s.Members, Member{ID: *nextID, Name: a.Member, IsLearner: true})
+		s.Resources[a.Member] = Resources{Pod: true, Data: true}
+	case CreatePod:
+		s.Resources[a.Member] = Resources{Pod: true, Data: true}
+	case Promote:
+		for i := range s.Members {
+			if s.Members[i].ID == a.ID {
+				s.Members[i].IsLearner = false
+			}
+		}
+	case Remove:
+		var keep []Member
+		for _, m := range s.Members {
+			if m.ID != a.ID {
+				keep = append(keep, m)
+			}
+		}
+		s.Members = keep
+		if s.Leader == a.ID {
+			s.Leader = 0
+		}
+	case DeleteResources:
+		s.Resources[a.Member] = Resources{PodTerminating: true, DataTerminating: true}
+	}
+	if s.Leader == 0 {
+		for _, m := range s.Members {
+			if !m.IsLearner && m.Healthy {
+				s.Leader = m.ID
+				break
+			}
+		}
+	}
+	return s
+}
+
+// TestNextConverges: from a healthy cluster of any size, any new replicas count is reached through
+// single safe steps, never more than one learner, quorum kept at every step, the leader kept.
+func TestNextConverges(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		from := rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "from")
+		to := rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "to")
+		s := state(to, rapid.IntRange(0, from-1).Draw(t, "leader"), strings.Repeat("v", from))
+		nextID := uint64(100)
+		leader := s.Leader
+		for step := 0; step < 60; step++ {
+			a := Next(s)
+			if a.Kind == None {
+				voters, healthy, learners := counts(s)
+				if voters != to || healthy != to || learners != 0 {
+					t.Fatalf("done with %d voters (%d healthy), %d learners; want %d", voters, healthy, learners, to)
+				}
+				return
+			}
+			s = simulate(s, a, &nextID)
+			if s.Leader != leader {
+				t.Fatalf("step %d (%v): leadership changed from %d to %d", step, a, leader, s.Leader)
+			}
+			voters, healthy, learners := counts(s)
+			if learners > 1 {
+				t.Fatalf("step %d (%v): %d learners", step, a, learners)
+			}
+			if healthy < voters/2+1 {
+				t.Fatalf("step %d (%v): quorum lost, %d/%d", step, a, healthy, voters)
+			}
+		}
+		t.Fatalf("no convergence from %d to %d in 60 steps; last state %+v", from, to, s)
+	})
+}
