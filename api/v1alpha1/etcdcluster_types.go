@@ -244,6 +244,8 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Progressing")].message`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -28,7 +28,7 @@ import (
 // Requeue delays of the EtcdCluster reconciler.
 const (
 	// requeueProgressing is how soon a pass looks again while members are starting or joining.
-	requeueProgressing = 2 * time.Second
+	requeueProgressing = time.Second
 	// requeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
 	requeueUnhealthy = 10 * time.Second
 )
@@ -62,6 +62,8 @@ type scope struct {
 	etcd *etcdObservation
 	// etcdErr says why etcd is nil.
 	etcdErr error
+	// etcdClient reaches the members that run; nil when none does. Closed at the end of the pass.
+	etcdClient etcd.Client
 	// progress is the step the pass took or waits for (the Progressing condition), empty when done.
 	progress *progress
 	// blocked says why the spec cannot be acted on (a condition), empty when it can.
@@ -95,6 +97,11 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	s := &scope{cluster: c}
+	defer func() {
+		if s.etcdClient != nil {
+			_ = s.etcdClient.Close()
+		}
+	}()
 	before := c.Status.DeepCopy()
 	result, err := r.reconcilePhases(ctx, s)
 	computeStatus(s, r.Options, err == nil)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -30,21 +32,36 @@ func formed(s *scope) bool {
 	return s.etcd != nil || s.cluster.Status.ClusterID != ""
 }
 
-// reconcileMembers creates the pods and claims of the members: all at once for the initial bootstrap,
-// and, once the cluster has formed, the pod of a member whose pod is gone but whose data is kept.
+// reconcileMembers creates the pods and claims of the members: all at once for the initial bootstrap;
+// once the cluster has formed, it recreates the pod of a member whose pod is gone but whose data is
+// kept, then carries out the one next membership action of the planner.
 func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) (ctrl.Result, error) {
-	c := s.cluster
 	if !formed(s) {
 		return r.bootstrap(ctx, s)
 	}
-	var recreated, lost, waiting []string
+	if acted, err := r.restoreMemberPods(ctx, s); err != nil || acted {
+		return ctrl.Result{}, err
+	}
+	if s.etcd == nil {
+		return ctrl.Result{}, nil // nothing to decide on without etcd's member list; the status says why
+	}
+	return r.reconcileMembership(ctx, s)
+}
+
+// restoreMemberPods recreates the pod of every registered member whose pod is gone but whose claim is
+// kept, with the flags the claim recorded: the member restarts on its own data with its own ID. This
+// needs no quorum. A failed pod (evicted, or its node gone) is deleted first. It reports whether it
+// acted.
+func (r *EtcdClusterReconciler) restoreMemberPods(ctx context.Context, s *scope) (bool, error) {
+	c := s.cluster
+	var recreated, waiting []string
 	for _, name := range r.registeredMembers(s) {
 		pod, hasPod := s.pods[name]
 		if hasPod && pod.Status.Phase == corev1.PodFailed && pod.DeletionTimestamp == nil {
 			// An evicted or failed pod never runs again (restartPolicy Always restarts containers in place,
 			// not failed pods): delete it so that it is recreated on its claim.
 			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("delete failed pod %s: %w", name, err)
+				return false, fmt.Errorf("delete failed pod %s: %w", name, err)
 			}
 			r.event(c, corev1.EventTypeWarning, "DeletedFailedPod", "Delete", "Deleted failed pod %s (%s) to recreate it on its data", name, pod.Status.Reason)
 			waiting = append(waiting, name)
@@ -55,11 +72,10 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 		}
 		pvc, hasPVC := s.pvcs[resources.PVCName(name)]
 		if !hasPVC || pvc.DeletionTimestamp != nil {
-			lost = append(lost, name)
-			continue
+			continue // the data is gone: the planner replaces the member
 		}
 		if err := r.createPod(ctx, s, memberFromPVC(pvc, name)); err != nil {
-			return ctrl.Result{}, err
+			return false, err
 		}
 		r.event(c, corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, pvc.Name)
 		recreated = append(recreated, name)
@@ -71,51 +87,42 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 	case len(waiting) > 0:
 		s.progress = &progress{etcdv1alpha1.ReasonRecreatingMember,
 			fmt.Sprintf("Waiting for failed member pods %s to go before recreating them", strings.Join(waiting, ", "))}
-	case len(lost) > 0:
-		s.progress = &progress{etcdv1alpha1.ReasonMemberDataLost,
-			fmt.Sprintf("Members %s lost their data (pod and claim are gone); replacing a member is not supported yet: remove it with etcdctl member remove and delete its pod", strings.Join(lost, ", "))}
-	case s.etcd != nil && len(s.etcd.members) != int(c.Spec.ReplicasOrDefault()):
-		s.blocked = &progress{etcdv1alpha1.ReasonScalingNotYet,
-			fmt.Sprintf("spec.replicas is %d but the cluster has %d members; changing the size of a running cluster is not supported yet: set replicas back to %d",
-				c.Spec.ReplicasOrDefault(), len(s.etcd.members), len(s.etcd.members))}
 	}
-	return ctrl.Result{}, nil
+	return s.progress != nil, nil
 }
 
 // registeredMembers returns the names of the members the cluster has: those etcd lists when it
-// answered, otherwise those with a pod or a claim.
+// answered; otherwise those the status last listed.
 func (r *EtcdClusterReconciler) registeredMembers(s *scope) []string {
-	set := map[string]bool{}
+	var names []string
 	if s.etcd != nil {
 		for _, m := range s.etcd.members {
-			name := m.Name
-			if name == "" {
-				for _, n := range desiredMembers(s.cluster) {
-					if contains(m.PeerURLs, r.Options.PeerURL(s.cluster, n)) {
-						name = n
-					}
-				}
-			}
-			if name != "" {
-				set[name] = true
-			}
+			names = append(names, memberName(r.Options, s.cluster, m))
 		}
 	} else {
-		for n := range s.pods {
-			set[n] = true
+		for _, m := range s.cluster.Status.Members {
+			names = append(names, m.Name)
 		}
-		for _, pvc := range s.pvcs {
-			if n := pvc.Labels[etcdv1alpha1.LabelMember]; n != "" {
-				set[n] = true
-			}
-		}
-	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// memberName returns the name of an etcd member: the name it reports, or, for a learner that has not
+// started, the member name in its peer URL; its hex ID when neither is known.
+func memberName(opts resources.Options, c *etcdv1alpha1.EtcdCluster, m etcd.Member) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	for _, u := range m.PeerURLs {
+		if pu, err := url.Parse(u); err == nil {
+			host, _, _ := strings.Cut(pu.Hostname(), ".")
+			if _, ok := resources.MemberOrdinal(c, host); ok && u == opts.PeerURL(c, host) {
+				return host
+			}
+		}
+	}
+	return etcd.FormatID(m.ID)
 }
 
 // bootstrap creates the claims and pods of every initial member at once, all with

@@ -20,6 +20,14 @@ import (
 // defaultEtcdTimeout bounds each etcd call of a pass.
 const defaultEtcdTimeout = 3 * time.Second
 
+// etcdTimeout is the bound of each etcd call.
+func (r *EtcdClusterReconciler) etcdTimeout() time.Duration {
+	if r.EtcdTimeout == 0 {
+		return defaultEtcdTimeout
+	}
+	return r.EtcdTimeout
+}
+
 // etcdObservation is what etcd reported in one pass.
 type etcdObservation struct {
 	clusterID uint64
@@ -104,15 +112,12 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("no member pod is running")
 	}
-	timeout := r.EtcdTimeout
-	if timeout == 0 {
-		timeout = defaultEtcdTimeout
-	}
+	timeout := r.etcdTimeout()
 	cli, err := r.EtcdClient(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd: %w", err)
 	}
-	defer func() { _ = cli.Close() }()
+	s.etcdClient = cli // closed at the end of the pass
 
 	listCtx, cancel := context.WithTimeout(ctx, timeout)
 	clusterID, members, err := cli.MemberList(listCtx)
@@ -126,14 +131,7 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range members {
-		name := m.Name
-		if name == "" { // a learner that has not started: find its pod by peer URL
-			for n := range s.pods {
-				if contains(m.PeerURLs, r.Options.PeerURL(s.cluster, n)) {
-					name = n
-				}
-			}
-		}
+		name := memberName(r.Options, s.cluster, m)
 		ep := endpoint(s.pods[name])
 		if ep == "" {
 			obs.health[m.ID] = fmt.Errorf("member %s has no running pod", name)
@@ -146,7 +144,8 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 			defer cancel()
 			st, stErr := cli.Status(callCtx, ep)
 			hErr := stErr
-			if stErr == nil {
+			if stErr == nil && !st.IsLearner {
+				// a learner serves no linearizable read: its answering Status is its health
 				hErr = cli.Health(callCtx, ep)
 			}
 			mu.Lock()

@@ -28,10 +28,13 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	st.Replicas = int32(len(s.pods))
 
 	st.Members = memberStatuses(s, opts)
-	var healthyVoters, voters int32
+	var healthyVoters, voters, learners int32
 	st.Leader = ""
 	versions := []string{}
 	for _, m := range st.Members {
+		if m.Role == etcdv1alpha1.RoleLearner {
+			learners++
+		}
 		if m.Role == etcdv1alpha1.RoleVoter {
 			voters++
 			if m.Healthy {
@@ -83,6 +86,8 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		st.Phase = etcdv1alpha1.PhaseCreating
 	case !available:
 		st.Phase = etcdv1alpha1.PhaseQuorumLost
+	case s.etcd != nil && (voters+learners != desired || learners > 0):
+		st.Phase = etcdv1alpha1.PhaseScaling
 	case degraded:
 		st.Phase = etcdv1alpha1.PhaseDegraded
 	default:
@@ -161,16 +166,7 @@ func memberStatuses(s *scope, opts resources.Options) []etcdv1alpha1.MemberStatu
 			if len(m.ClientURLs) > 0 {
 				ms.ClientURL = m.ClientURLs[0]
 			}
-			if ms.Name == "" { // a learner that has not started yet
-				for _, n := range desiredMembers(c) {
-					if ms.PeerURL != "" && ms.PeerURL == opts.PeerURL(c, n) {
-						ms.Name = n
-					}
-				}
-				if ms.Name == "" {
-					ms.Name = ms.ID
-				}
-			}
+			ms.Name = memberName(opts, c, m)
 			if st, ok := s.etcd.status[m.ID]; ok {
 				ms.Version = st.Version
 				ms.DBSizeBytes = st.DBSizeBytes

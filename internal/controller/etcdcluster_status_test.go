@@ -64,7 +64,7 @@ func TestComputeStatus(t *testing.T) {
 		{"formed, nothing answers", observed("abc", false, nil, 0, 0),
 			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonEtcdUnreachable, 0, ""},
 		{"a learner is not a ready voter", observed("abc", true, all, 1, 3),
-			etcdv1alpha1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+			etcdv1alpha1.PhaseScaling, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -21,6 +22,7 @@ var k8s client.Client
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// membershipState is the planner's view of what the pass observed.
+func (r *EtcdClusterReconciler) membershipState(s *scope) membership.State {
+	c := s.cluster
+	st := membership.State{Cluster: c.Name, Replicas: int(c.Spec.ReplicasOrDefault()), Leader: s.etcd.leader,
+		Resources: map[string]membership.Resources{}}
+	for _, m := range s.etcd.members {
+		healthy := s.etcd.healthy(m.ID)
+		st.Members = append(st.Members, membership.Member{
+			ID: m.ID, Name: memberName(r.Options, c, m), IsLearner: m.IsLearner, Started: m.Name != "", Healthy: healthy,
+		})
+	}
+	for name, p := range s.pods {
+		res := st.Resources[name]
+		res.Pod, res.PodTerminating = p.DeletionTimestamp == nil, p.DeletionTimestamp != nil
+		st.Resources[name] = res
+	}
+	for _, pvc := range s.pvcs {
+		name := pvc.Labels[etcdv1alpha1.LabelMember]
+		if name == "" {
+			continue
+		}
+		res := st.Resources[name]
+		res.Data, res.DataTerminating = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
+		st.Resources[name] = res
+	}
+	return st
+}
+
+// reconcileMembership carries out the planner's next action.
+func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	a := membership.Next(r.membershipState(s))
+	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	cli := s.etcdClient
+	switch a.Kind {
+	case membership.None:
+		return ctrl.Result{}, nil
+	case membership.Wait:
+		s.progress = &progress{etcdv1alpha1.ReasonWaiting, a.Reason}
+		if a.Member == "" { // quorum lost: the status says so; look again later
+			s.progress = nil
+		}
+		return ctrl.Result{}, nil
+
+	case membership.AddLearner:
+		pvcName := resources.PVCName(a.Member)
+		if _, ours := s.pvcs[pvcName]; !ours {
+			existing := &corev1.PersistentVolumeClaim{}
+			err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
+			if err == nil {
+				s.blocked = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+					"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)}
+				return ctrl.Result{}, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
+			}
+		}
+		added, members, err := cli.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
+		if err != nil {
+			return r.retryLater(s, err, "add member "+a.Member+" as a learner")
+		}
+		r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
+		if err := r.createJoiningMember(ctx, s, a.Member, members); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)}
+
+	case membership.CreatePod:
+		if err := r.createJoiningMember(ctx, s, a.Member, s.etcd.members); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
+		s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)}
+
+	case membership.Promote:
+		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
+			return r.retryLater(s, err, "promote learner "+a.Member)
+		}
+		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
+		s.progress = &progress{etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)}
+
+	case membership.Remove:
+		if err := cli.RemoveMember(callCtx, a.ID); err != nil {
+			return r.retryLater(s, err, "remove member "+a.Member)
+		}
+		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
+		s.progress = &progress{etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)}
+
+	case membership.DeleteResources:
+		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
+		s.progress = &progress{etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)}
+	}
+	return ctrl.Result{}, nil
+}
+
+// retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
+// member connected for less than 5 s, no leader) into progress to look at again soon; other errors
+// are returned.
+func (r *EtcdClusterReconciler) retryLater(s *scope, err error, what string) (ctrl.Result, error) {
+	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
+		if errors.Is(err, transient) {
+			s.progress = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)}
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
+}
+
+// createJoiningMember creates the claim and pod of a member added to the running cluster, with
+// --initial-cluster-state=existing and every current member in --initial-cluster.
+func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) error {
+	c := s.cluster
+	if pvc, ok := s.pvcs[resources.PVCName(name)]; ok {
+		return r.createPod(ctx, s, memberFromPVC(pvc, name))
+	}
+	var parts []string
+	for _, m := range members {
+		if len(m.PeerURLs) > 0 {
+			parts = append(parts, memberName(r.Options, c, m)+"="+m.PeerURLs[0])
+		}
+	}
+	sort.Strings(parts) // deterministic: the same members give the same pod spec
+	m := resources.Member{Name: name, InitialClusterState: resources.StateExisting, InitialCluster: strings.Join(parts, ",")}
+	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
+		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
+		}
+	}
+	return r.createPod(ctx, s, m)
+}
+
+// deleteMemberResources deletes the pod of a member that is no longer in etcd, and its claim; with
+// storage.retainPolicy Retain the claim is kept but released from the cluster (labels and owner
+// removed), so that no member of the cluster ever starts on it.
+func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *scope, name string) error {
+	if p, ok := s.pods[name]; ok && p.DeletionTimestamp == nil {
+		if err := r.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s: %w", name, err)
+		}
+	}
+	pvc, ok := s.pvcs[resources.PVCName(name)]
+	if !ok || pvc.DeletionTimestamp != nil {
+		return nil
+	}
+	if s.cluster.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		delete(pvc.Labels, etcdv1alpha1.LabelCluster)
+		delete(pvc.Labels, etcdv1alpha1.LabelMember)
+		pvc.OwnerReferences = nil
+		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("release persistentvolumeclaim %s: %w", pvc.Name, err)
+		}
+		return nil
+	}
+	if err := r.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete persistentvolumeclaim %s: %w", pvc.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// memberList reads the member list through a member of the embedded cluster.
+func memberList(t *testing.T, endpoint string) []etcd.Member {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	_, ms, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func setReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
+	t.Helper()
+	eventually(t, waitTimeout, "update replicas", func() error {
+		got := getCluster(t, c)
+		got.Spec.Replicas = ptr.To(n)
+		return k8s.Update(context.Background(), got)
+	})
+}
+
+// TestScaleUpAddsOneLearner: growing a formed cluster adds one learner in etcd, under the lowest free
+// name, and creates its claim and pod to join the running cluster (state existing, every current
+// member in --initial-cluster); no second member is added while it has not started.
+func TestScaleUpAddsOneLearner(t *testing.T) {
+	c := createCluster(t, "grow", 3)
+	names := []string{"grow-0", "grow-1", "grow-2"}
+	hosts := []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	eventually(t, waitTimeout, "Running", func() error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	// etcd refuses membership changes until members have been connected for 5 s; the operator retries.
+	setReplicas(t, c, 5)
+	opts := resources.Options{}
+	var pod *corev1.Pod
+	eventually(t, waitTimeout, "pod grow-3 created", func() error {
+		var err error
+		pod, err = getPod(c, "grow-3")
+		return err
+	})
+	ms := memberList(t, members[0].ClientURL())
+	var learners []etcd.Member
+	for _, m := range ms {
+		if m.IsLearner {
+			learners = append(learners, m)
+		}
+	}
+	if len(ms) != 4 || len(learners) != 1 || learners[0].PeerURLs[0] != opts.PeerURL(c, "grow-3") {
+		t.Fatalf("member list %+v: want the 3 members and one learner with grow-3's peer URL", ms)
+	}
+	cmd := pod.Spec.Containers[0].Command
+	for _, want := range []string{"--initial-cluster-state=existing", "--name=grow-3"} {
+		if !slices.Contains(cmd, want) {
+			t.Errorf("pod grow-3 command lacks %q: %q", want, cmd)
+		}
+	}
+	wantInitial := fmt.Sprintf("--initial-cluster=grow-0=http://%s:2380,grow-1=http://%s:2380,grow-2=http://%s:2380,grow-3=%s",
+		hosts[0], hosts[1], hosts[2], opts.PeerURL(c, "grow-3"))
+	if !slices.Contains(cmd, wantInitial) {
+		t.Errorf("pod grow-3 command lacks %q: %q", wantInitial, cmd)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: "data-grow-3"}, &corev1.PersistentVolumeClaim{}); err != nil {
+		t.Errorf("claim of grow-3: %v", err)
+	}
+	// The learner cannot start here (its peer URL names a pod DNS name): the operator waits, with one
+	// learner, and says so.
+	eventually(t, waitTimeout, "Scaling, waiting for the learner", func() error {
+		got := getCluster(t, c)
+		p := condition(got, etcdv1alpha1.ConditionProgressing)
+		if got.Status.Phase != etcdv1alpha1.PhaseScaling || p == nil || p.Reason != etcdv1alpha1.ReasonWaiting {
+			return fmt.Errorf("phase %s progressing %+v", got.Status.Phase, p)
+		}
+		return nil
+	})
+	if _, err := getPod(c, "grow-4"); !apierrors.IsNotFound(err) {
+		t.Errorf("a second member was added while a learner is in flight (get grow-4: %v)", err)
+	}
+	if n := len(memberList(t, members[0].ClientURL())); n != 4 {
+		t.Errorf("%d members, want 4: one learner at a time", n)
+	}
+}
+
+// TestScaleDownRemovesFollowers: shrinking 3 -> 1 removes the two followers from etcd first, then
+// deletes their pods and claims; the leader stays.
+func TestScaleDownRemovesFollowers(t *testing.T) {
+	c := createCluster(t, "shrink", 3)
+	names := []string{"shrink-0", "shrink-1", "shrink-2"}
+	hosts := []string{"127.0.0.41", "127.0.0.42", "127.0.0.43"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	var leader string
+	eventually(t, waitTimeout, "Running", func() error {
+		got := getCluster(t, c)
+		if got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		leader = got.Status.Leader
+		return nil
+	})
+	setReplicas(t, c, 1)
+	var leaderEndpoint string
+	for i, n := range names {
+		if n == leader {
+			leaderEndpoint = members[i].ClientURL()
+		}
+	}
+	eventually(t, 60*time.Second, "one member left", func() error {
+		got := getCluster(t, c)
+		if got.Status.Phase != etcdv1alpha1.PhaseRunning || got.Status.ReadyReplicas != 1 || len(got.Status.Members) != 1 {
+			return fmt.Errorf("phase %s, %d ready, members %+v", got.Status.Phase, got.Status.ReadyReplicas, got.Status.Members)
+		}
+		return nil
+	})
+	ms := memberList(t, leaderEndpoint)
+	if len(ms) != 1 || ms[0].Name != leader {
+		t.Errorf("member list %+v, want only the leader %s", ms, leader)
+	}
+	for _, n := range names {
+		if n == leader {
+			continue
+		}
+		eventually(t, waitTimeout, "pod and claim of "+n+" deleted", func() error {
+			if _, err := getPod(c, n); !apierrors.IsNotFound(err) {
+				p, _ := getPod(c, n)
+				if p.DeletionTimestamp == nil {
+					return fmt.Errorf("pod %s still there", n)
+				}
+			}
+			pvc := &corev1.PersistentVolumeClaim{}
+			err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: "data-" + n}, pvc)
+			if err == nil && pvc.DeletionTimestamp == nil {
+				return fmt.Errorf("claim of %s still there", n)
+			}
+			return nil
+		})
+	}
+}
