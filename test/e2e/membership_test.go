@@ -1,0 +1,357 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// scaleTimeout bounds one change of replicas.
+const scaleTimeout = 120 * time.Second
+
+func scale(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
+	t.Helper()
+	waitFor(t, statusTimeout, "set replicas", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		got.Spec.Replicas = ptr.To(n)
+		return k8s.Update(ctx, got)
+	})
+	c.Spec.Replicas = ptr.To(n)
+}
+
+// watchLearners samples the member list every 100 ms until stopped, and returns the most learners
+// and the fewest healthy voters (relative to quorum) it saw.
+type learnerWatch struct {
+	stop        chan struct{}
+	done        chan struct{}
+	mu          sync.Mutex
+	maxLearners int
+}
+
+func watchMembers(c *etcdv1alpha1.EtcdCluster) *learnerWatch {
+	w := &learnerWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			pods, err := memberPods(ctx, c)
+			if err == nil {
+				for _, p := range pods {
+					if p.Status.PodIP == "" {
+						continue
+					}
+					if v, err := viewFrom(ctx, podEndpoint(p)); err == nil {
+						n := 0
+						for _, m := range v.members {
+							if m.IsLearner {
+								n++
+							}
+						}
+						w.mu.Lock()
+						w.maxLearners = max(w.maxLearners, n)
+						w.mu.Unlock()
+						break
+					}
+				}
+			}
+			cancel()
+		}
+	}()
+	return w
+}
+
+func (w *learnerWatch) finish() int {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.maxLearners
+}
+
+// assertMembers checks, through every member pod, that the cluster has exactly n started voters, no
+// learner, and one cluster ID, and returns the member list.
+func assertMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, clusterID uint64) []etcd.Member {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != n {
+		t.Fatalf("%d member pods, want %d", len(pods), n)
+	}
+	var members []etcd.Member
+	for name, p := range pods {
+		v, err := viewFrom(ctx, podEndpoint(p))
+		if err != nil {
+			t.Fatalf("member list through %s: %v", name, err)
+		}
+		if clusterID != 0 && v.clusterID != clusterID {
+			t.Errorf("%s reports cluster ID %x, want %x", name, v.clusterID, clusterID)
+		}
+		if len(v.members) != n {
+			t.Errorf("%s lists %d members, want %d: %+v", name, len(v.members), n, v.members)
+		}
+		for _, m := range v.members {
+			if m.IsLearner || m.Name == "" {
+				t.Errorf("member %+v is a learner or not started", m)
+			}
+			if _, ok := pods[m.Name]; !ok {
+				t.Errorf("member %s has no pod", m.Name)
+			}
+		}
+		members = v.members
+	}
+	for name, r := range restarts(pods) {
+		if r != 0 {
+			t.Errorf("etcd in %s restarted %d times", name, r)
+		}
+	}
+	return members
+}
+
+func clusterIDOf(t *testing.T, c *etcdv1alpha1.EtcdCluster) uint64 {
+	t.Helper()
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := etcd.ParseID(got.Status.ClusterID)
+	if err != nil {
+		t.Fatalf("status.clusterID %q: %v", got.Status.ClusterID, err)
+	}
+	return id
+}
+
+// TestScaling_1_3_5_3_1: a cluster grows and shrinks one member at a time with at most one learner,
+// under a continuous writer that loses no acknowledged write; the cluster ID never changes (C08
+// covers the growth from 1 with 10k keys).
+func TestScaling_1_3_5_3_1(t *testing.T) {
+	c := newCluster(t, "e2e-scale", "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+
+	// C08: ~10k keys before growing, so that learners have something to catch up on.
+	seed := etcdClient(t, clientServiceEndpoint(t, c))
+	for i := 0; i < 10000; i += 100 {
+		ops := make([]clientv3.Op, 0, 100)
+		for j := i; j < i+100; j++ {
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("seed/%05d", j), fmt.Sprintf("value-%05d-%s", j, strings.Repeat("x", 200))))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := seed.Txn(wctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			t.Fatalf("seed keys: %v", err)
+		}
+	}
+
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	watch := watchMembers(c)
+	for _, n := range []int32{3, 5, 3, 1} {
+		start := time.Now()
+		scale(t, c, n)
+		assertAvailable(t, c, scaleTimeout)
+		t.Logf("scaled to %d in %s", n, time.Since(start).Round(100*time.Millisecond))
+		assertMembers(t, c, int(n), id)
+	}
+	if n := watch.finish(); n > 1 {
+		t.Errorf("C08: %d learners at once, want at most 1", n)
+	}
+	pods, _ := memberPods(ctx, c)
+	for _, p := range pods {
+		w.stopAndVerify(t, podEndpoint(p))
+		resp, err := etcdClient(t, podEndpoint(p)).Get(ctx, "seed/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != 10000 {
+			t.Errorf("C08: seed keys after scaling: %v %v, want 10000", resp, err)
+		}
+	}
+}
+
+// TestC02_MemberPodAndClaimDeleted: a member loses its pod and its data; the operator removes its
+// stale ID and adds a fresh member under the same name, which joins as a learner and is promoted.
+func TestC02_MemberPodAndClaimDeleted(t *testing.T) {
+	c := newCluster(t, "e2e-c02", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+	svc := clientServiceEndpoint(t, c)
+	if _, err := etcdClient(t, svc).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	before := assertMembers(t, c, 3, id)
+	var oldID uint64
+	for _, m := range before {
+		if m.Name == "demo-1" {
+			oldID = m.ID
+		}
+	}
+	w := startWriter(t, svc)
+	start := time.Now()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-demo-1"}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := memberPods(ctx, c)
+	if err := k8s.Delete(ctx, pods["demo-1"]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, scaleTimeout, "demo-1 replaced by a new member", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == "demo-1" && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+	t.Logf("C02: member pod and claim deleted -> 3 healthy voters in %s", time.Since(start).Round(100*time.Millisecond))
+	after := assertMembers(t, c, 3, id)
+	for _, m := range after {
+		if m.ID == oldID {
+			t.Errorf("C02: the old member ID %x is still there", oldID)
+		}
+	}
+	pods, _ = memberPods(ctx, c)
+	resp, err := etcdClient(t, podEndpoint(pods["demo-1"])).Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Errorf("C02: k through the new demo-1: %v %v", resp, err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-1"]))
+}
+
+// TestC03_ShrinkThenGrow: 3 -> 1 -> 3; the members added back get fresh claims (no member starts on
+// a removed member's data), one cluster ID, no restarts.
+func TestC03_ShrinkThenGrow(t *testing.T) {
+	c := newCluster(t, "e2e-c03", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+	if _, err := etcdClient(t, clientServiceEndpoint(t, c)).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]string{}
+	list := &corev1.PersistentVolumeClaimList{}
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		claims[p.Name] = string(p.UID)
+	}
+	scale(t, c, 1)
+	assertAvailable(t, c, scaleTimeout)
+	assertMembers(t, c, 1, id)
+	scale(t, c, 3)
+	assertAvailable(t, c, scaleTimeout)
+	assertMembers(t, c, 3, id)
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := memberPods(ctx, c)
+	for _, p := range list.Items {
+		member := p.Labels[etcdv1alpha1.LabelMember]
+		if _, ok := pods[member]; !ok {
+			t.Errorf("C03: claim %s of no member left behind", p.Name)
+		}
+		if old, ok := claims[p.Name]; ok && old == string(p.UID) && member != "demo-0" {
+			t.Errorf("C03: %s reuses the claim of the removed member", member)
+		}
+	}
+	for name, p := range pods {
+		resp, err := etcdClient(t, podEndpoint(p)).Get(ctx, "k")
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+			t.Errorf("C03: k through %s: %v %v", name, resp, err)
+		}
+	}
+}
+
+// TestOperatorKilledDuringScaleUp: the operator pod is deleted right after it added a learner; the
+// new operator resumes from what it observes and the cluster converges.
+func TestOperatorKilledDuringScaleUp(t *testing.T) {
+	c := newCluster(t, "e2e-kill", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	scale(t, c, 5)
+	waitFor(t, scaleTimeout, "a learner in the member list", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		v, err := viewFrom(ctx, podEndpoint(pods["demo-0"]))
+		if err != nil {
+			return err
+		}
+		for _, m := range v.members {
+			if m.IsLearner {
+				return nil
+			}
+		}
+		return fmt.Errorf("no learner yet: %+v", v.members)
+	})
+	killOperator(t)
+	assertAvailable(t, c, scaleTimeout)
+	assertMembers(t, c, 5, id)
+	pods, _ := memberPods(context.Background(), c)
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// killOperator deletes the operator pod at once (no grace) and waits for its replacement to run.
+func killOperator(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if err := k8s.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, scaleTimeout, "a new operator pod ready", func(ctx context.Context) error {
+		list := &corev1.PodList{}
+		if err := k8s.List(ctx, list, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no ready operator pod")
+	})
+}
