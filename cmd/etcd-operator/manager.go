@@ -92,7 +92,7 @@ func runManager(o *managerOptions) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	r := &controller.EtcdClusterReconciler{
-		Client:              mgr.GetClient(),
+		Client:              controller.CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
 		Options:             resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository},

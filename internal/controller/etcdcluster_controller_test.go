@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -129,6 +130,9 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-client"}, &corev1.Service{}); err != nil {
 		t.Errorf("client service: %v", err)
+	}
+	if n := testutil.ToFloat64(apiWrites.WithLabelValues("create", "Pod")); n < 3 {
+		t.Errorf("etcd_operator_api_writes_total{verb=create,kind=Pod} = %v, want at least the 3 pods created", n)
 	}
 	eventually(t, waitTimeout, "status Creating", func() error {
 		c = getCluster(t, c)

@@ -79,8 +79,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		}
 		added, members, err := cli.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
 		if err != nil {
-			return r.retryLater(s, err, "add member "+a.Member+" as a learner")
+			return r.retryLater(s, "add_learner", err, "add member "+a.Member+" as a learner")
 		}
+		countMembership("add_learner", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 		if err := r.createJoiningMember(ctx, s, a.Member, members); err != nil {
 			return ctrl.Result{}, err
@@ -96,15 +97,17 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 
 	case membership.Promote:
 		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
-			return r.retryLater(s, err, "promote learner "+a.Member)
+			return r.retryLater(s, "promote", err, "promote learner "+a.Member)
 		}
+		countMembership("promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
 		s.progress = &progress{etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)}
 
 	case membership.Remove:
 		if err := cli.RemoveMember(callCtx, a.ID); err != nil {
-			return r.retryLater(s, err, "remove member "+a.Member)
+			return r.retryLater(s, "remove", err, "remove member "+a.Member)
 		}
+		countMembership("remove", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 		s.progress = &progress{etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)}
 
@@ -121,13 +124,15 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
 // are returned.
-func (r *EtcdClusterReconciler) retryLater(s *scope, err error, what string) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) retryLater(s *scope, operation string, err error, what string) (ctrl.Result, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
+			countMembership(operation, err, true)
 			s.progress = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)}
 			return ctrl.Result{}, nil
 		}
 	}
+	countMembership(operation, err, false)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -102,6 +103,9 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 		}
 		return nil
 	})
+	if n := testutil.ToFloat64(membershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
+		t.Errorf("etcd_operator_membership_operations_total{add_learner,success} = %v", n)
+	}
 	if _, err := getPod(c, "grow-4"); !apierrors.IsNotFound(err) {
 		t.Errorf("a second member was added while a learner is in flight (get grow-4: %v)", err)
 	}

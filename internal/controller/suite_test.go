@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	r := &EtcdClusterReconciler{
-		Client:              mgr.GetClient(),
+		Client:              CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
 		HealthCheckInterval: 5 * time.Second,

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// membershipOperations counts the etcd membership calls the operator made, by operation
+	// (add_learner, promote, remove) and result (success, retry, error).
+	membershipOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcd_operator_membership_operations_total",
+		Help: "etcd membership calls made by the operator, by operation and result.",
+	}, []string{"operation", "result"})
+
+	// apiWrites counts the operator's write requests to the Kubernetes API, by verb and kind.
+	apiWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcd_operator_api_writes_total",
+		Help: "Write requests the operator sent to the Kubernetes API server, by verb and kind.",
+	}, []string{"verb", "kind"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(membershipOperations, apiWrites)
+}
+
+// CountingClient wraps c so that every write it sends is counted in etcd_operator_api_writes_total.
+func CountingClient(c client.Client) client.Client { return countingClient{c} }
+
+type countingClient struct{ client.Client }
+
+func (c countingClient) count(verb string, obj runtime.Object) {
+	kind := "unknown"
+	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
+		kind = gvk.Kind
+	}
+	apiWrites.WithLabelValues(verb, kind).Inc()
+}
+
+func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.count("create", obj)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.count("update", obj)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.count("patch", obj)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.count("delete", obj)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c countingClient) Status() client.SubResourceWriter {
+	return countingStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	c countingClient
+}
+
+func (s countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.c.count("update/status", obj)
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.c.count("patch/status", obj)
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// countMembership records the result of one membership call.
+func countMembership(operation string, err error, transient bool) {
+	result := "success"
+	switch {
+	case err != nil && transient:
+		result = "retry"
+	case err != nil:
+		result = "error"
+	}
+	membershipOperations.WithLabelValues(operation, result).Inc()
+}
