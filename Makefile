@@ -73,3 +73,7 @@ cluster-up: ## Bring up the local single-node Kubernetes (builds it once per mac
 .PHONY: cluster-down
 cluster-down: ## Stop the local Kubernetes; PURGE=1 also wipes its state.
 	bash hack/cluster-down.sh $(if $(PURGE),--purge,)
+
+.PHONY: bench
+bench: ## Measure bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
+	E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh

@@ -144,7 +144,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 
 // snapshotVersions returns the resourceVersion of the cluster and every object in its namespace that
 // the operator writes (pods, claims, Services, events).
-func snapshotVersions(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+func snapshotVersions(t testing.TB, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}

@@ -30,7 +30,7 @@ import (
 
 // newCluster creates namespace ns and an EtcdCluster name in it, and deletes the namespace when the
 // test ends.
-func newCluster(t *testing.T, ns, name string, replicas int32, mut ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+func newCluster(t testing.TB, ns, name string, replicas int32, mut ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -62,7 +62,7 @@ func getCluster(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1
 
 // assertAvailable waits until the cluster is Available with all members healthy voters, and returns
 // the time it took and the cluster as last read.
-func assertAvailable(t *testing.T, c *etcdv1alpha1.EtcdCluster, timeout time.Duration) (time.Duration, *etcdv1alpha1.EtcdCluster) {
+func assertAvailable(t testing.TB, c *etcdv1alpha1.EtcdCluster, timeout time.Duration) (time.Duration, *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	want := c.Spec.ReplicasOrDefault()
 	var last *etcdv1alpha1.EtcdCluster
@@ -99,7 +99,7 @@ func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*c
 func podEndpoint(p *corev1.Pod) string { return "http://" + p.Status.PodIP + ":2379" }
 
 // etcdClient returns a clientv3 client for the given endpoints, closed when the test ends.
-func etcdClient(t *testing.T, endpoints ...string) *clientv3.Client {
+func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -110,7 +110,7 @@ func etcdClient(t *testing.T, endpoints ...string) *clientv3.Client {
 }
 
 // clientServiceEndpoint returns the client Service's ClusterIP URL.
-func clientServiceEndpoint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+func clientServiceEndpoint(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	svc := &corev1.Service{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-client"}, svc); err != nil {

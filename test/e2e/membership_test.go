@@ -22,7 +22,7 @@ import (
 // scaleTimeout bounds one change of replicas.
 const scaleTimeout = 120 * time.Second
 
-func scale(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
+func scale(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int32) {
 	t.Helper()
 	waitFor(t, statusTimeout, "set replicas", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -91,7 +91,7 @@ func (w *learnerWatch) finish() int {
 
 // assertMembers checks, through every member pod, that the cluster has exactly n started voters, no
 // learner, and one cluster ID, and returns the member list.
-func assertMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, clusterID uint64) []etcd.Member {
+func assertMembers(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int, clusterID uint64) []etcd.Member {
 	t.Helper()
 	ctx := context.Background()
 	pods, err := memberPods(ctx, c)
@@ -131,7 +131,7 @@ func assertMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, clusterID u
 	return members
 }
 
-func clusterIDOf(t *testing.T, c *etcdv1alpha1.EtcdCluster) uint64 {
+func clusterIDOf(t testing.TB, c *etcdv1alpha1.EtcdCluster) uint64 {
 	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
@@ -325,7 +325,7 @@ func TestOperatorKilledDuringScaleUp(t *testing.T) {
 }
 
 // killOperator deletes the operator pod at once (no grace) and waits for its replacement to run.
-func killOperator(t *testing.T) {
+func killOperator(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	pods := &corev1.PodList{}

@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 
 // waitFor polls cond every 200 ms until it returns nil, and fails the test with cond's last error when
 // timeout passes first.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) time.Duration {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) time.Duration {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(timeout)

@@ -27,7 +27,7 @@ type writer struct {
 }
 
 // startWriter starts writing through endpoint; stop it with stopAndVerify.
-func startWriter(t *testing.T, endpoint string) *writer {
+func startWriter(t testing.TB, endpoint string) *writer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{cli: etcdClient(t, endpoint), cancel: cancel, done: make(chan struct{})}
@@ -58,7 +58,7 @@ func startWriter(t *testing.T, endpoint string) *writer {
 
 // stopAndVerify stops the writer and checks, through readEndpoint, that every acknowledged write is
 // there with its value.
-func (w *writer) stopAndVerify(t *testing.T, readEndpoint string) {
+func (w *writer) stopAndVerify(t testing.TB, readEndpoint string) {
 	t.Helper()
 	w.cancel()
 	<-w.done
