@@ -87,6 +87,9 @@ func runManager(o *managerOptions) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
+		// The process exits right after the manager stops, so handing the Lease back at once is safe,
+		// and a new operator pod (a rollout) takes over without waiting out the lease duration.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
