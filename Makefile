@@ -46,8 +46,9 @@ fmt: ## gofmt the code.
 	gofmt -s -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## go vet the code.
+vet: ## go vet the code, the end-to-end tests included.
 	go vet ./...
+	go vet -tags e2e ./test/...
 
 .PHONY: verify
 verify: generate manifests fmt vet ## Fail when generated files or formatting are not current.
