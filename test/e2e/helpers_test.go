@@ -197,8 +197,8 @@ func operatorMetric(ctx context.Context, name string, labels ...string) (float64
 }
 
 // etcdPIDs returns the host PIDs of the etcd processes of the cluster with the given UID, found by
-// the --initial-cluster-token the operator gives every member.
-func etcdPIDs(uid string) ([]int, error) {
+// the --initial-cluster-token the operator gives every member, and having every one of args.
+func etcdPIDs(uid string, args ...string) ([]int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
 		return nil, err
@@ -209,8 +209,12 @@ func etcdPIDs(uid string) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && strings.HasSuffix(args[0], "/etcd") && containsArg(args, "--initial-cluster-token="+uid) {
+		cmd := strings.Split(string(b), "\x00")
+		match := len(cmd) > 0 && strings.HasSuffix(cmd[0], "/etcd") && containsArg(cmd, "--initial-cluster-token="+uid)
+		for _, a := range args {
+			match = match && containsArg(cmd, a)
+		}
+		if match {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 			pids = append(pids, pid)
 		}
