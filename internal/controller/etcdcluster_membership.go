@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -50,6 +52,12 @@ func (r *EtcdClusterReconciler) membershipState(s *scope) membership.State {
 func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	a := membership.Next(r.membershipState(s))
+	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
+	if a.Kind == membership.Wait || a.Kind == membership.None {
+		logger.V(1).Info("Membership", "action", a.Kind, "reason", a.Reason)
+	} else {
+		logger.Info("Membership", "action", a.Kind, "reason", a.Reason)
+	}
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	cli := s.etcdClient

@@ -20,6 +20,9 @@ import (
 // defaultEtcdTimeout bounds each etcd call of a pass.
 const defaultEtcdTimeout = 3 * time.Second
 
+// statusTimeout bounds a member's Status call, which it answers locally without raft.
+const statusTimeout = time.Second
+
 // etcdTimeout is the bound of each etcd call.
 func (r *EtcdClusterReconciler) etcdTimeout() time.Duration {
 	if r.EtcdTimeout == 0 {
@@ -140,13 +143,17 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 		wg.Add(1)
 		go func(id uint64) {
 			defer wg.Done()
-			callCtx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			st, stErr := cli.Status(callCtx, ep)
+			// Status is served locally: a member that does not answer it within statusTimeout is not
+			// serving (a starting member accepts connections before it serves them).
+			statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusTimeout))
+			st, stErr := cli.Status(statusCtx, ep)
+			cancel()
 			hErr := stErr
 			if stErr == nil && !st.IsLearner {
 				// a learner serves no linearizable read: its answering Status is its health
-				hErr = cli.Health(callCtx, ep)
+				healthCtx, cancel := context.WithTimeout(ctx, timeout)
+				hErr = cli.Health(healthCtx, ep)
+				cancel()
 			}
 			mu.Lock()
 			defer mu.Unlock()

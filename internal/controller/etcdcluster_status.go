@@ -86,7 +86,7 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		st.Phase = etcdv1alpha1.PhaseCreating
 	case !available:
 		st.Phase = etcdv1alpha1.PhaseQuorumLost
-	case s.etcd != nil && (voters+learners != desired || learners > 0):
+	case s.etcd != nil && (voters+learners != desired || learners > 0 || membershipStep(s.progress)):
 		st.Phase = etcdv1alpha1.PhaseScaling
 	case degraded:
 		st.Phase = etcdv1alpha1.PhaseDegraded
@@ -208,4 +208,17 @@ func versionLess(a, b string) bool {
 		}
 	}
 	return len(pa) < len(pb)
+}
+
+// membershipStep reports whether p is a membership change in progress (members being added or
+// removed, or the pods and claims of removed members still going).
+func membershipStep(p *progress) bool {
+	if p == nil {
+		return false
+	}
+	switch p.reason {
+	case etcdv1alpha1.ReasonAddingMember, etcdv1alpha1.ReasonPromotingLearner, etcdv1alpha1.ReasonRemovingMember, etcdv1alpha1.ReasonWaiting:
+		return true
+	}
+	return false
 }

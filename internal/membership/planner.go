@@ -166,7 +166,9 @@ func Next(s State) Action {
 			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}
 		case !r.Pod:
 			return Action{Kind: CreatePod, Member: l.Name, Reason: "the learner was added but has no pod"}
-		case l.Started && l.Healthy:
+		case l.Started:
+			// etcd refuses the promotion (ErrLearnerNotReady) until the learner has caught up: asking
+			// is how to find out, and costs one call.
 			return Action{Kind: Promote, Member: l.Name, ID: l.ID, Reason: "the learner has started"}
 		default:
 			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for learner " + l.Name + " to start and catch up"}

@@ -162,7 +162,7 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 				t.Fatalf("%v leaves %d healthy of %d voters", a, healthy-1, voters-1)
 			}
 		case Promote:
-			if m := byID[a.ID]; !m.IsLearner || !m.Started {
+			if m := byID[a.ID]; !m.IsLearner || !m.Started || !s.Resources[m.Name].Pod {
 				t.Fatalf("%v: not a started learner: %+v", a, m)
 			}
 		case DeleteResources:
