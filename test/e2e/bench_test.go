@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
@@ -79,22 +77,11 @@ func BenchmarkMemberPodDeleted(b *testing.B) {
 func BenchmarkMemberPodAndClaimDeleted(b *testing.B) {
 	c := benchCluster(b, "bench-pvc", 3)
 	assertAvailable(b, c, availableTimeout)
-	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		before := operatorCounters(b)
 		start := time.Now()
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-demo-1"}, pvc); err != nil {
-			b.Fatal(err)
-		}
-		if err := k8s.Delete(ctx, pvc); err != nil {
-			b.Fatal(err)
-		}
-		pods, _ := memberPods(ctx, c)
-		if err := k8s.Delete(ctx, pods["demo-1"]); err != nil {
-			b.Fatal(err)
-		}
-		waitGone(b, c, "demo-1", pods["demo-1"].UID)
+		old := deleteMemberWithData(b, c, "demo-1")
+		waitGone(b, c, "demo-1", old.UID)
 		assertAvailable(b, c, scaleTimeout)
 		report(b, time.Since(start), before)
 	}

@@ -217,17 +217,7 @@ func TestC02_MemberPodAndClaimDeleted(t *testing.T) {
 	}
 	w := startWriter(t, svc)
 	start := time.Now()
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-demo-1"}, pvc); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	pods, _ := memberPods(ctx, c)
-	if err := k8s.Delete(ctx, pods["demo-1"]); err != nil {
-		t.Fatal(err)
-	}
+	deleteMemberWithData(t, c, "demo-1")
 	waitFor(t, scaleTimeout, "demo-1 replaced by a new member", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
@@ -247,7 +237,7 @@ func TestC02_MemberPodAndClaimDeleted(t *testing.T) {
 			t.Errorf("C02: the old member ID %x is still there", oldID)
 		}
 	}
-	pods, _ = memberPods(ctx, c)
+	pods, _ := memberPods(ctx, c)
 	resp, err := etcdClient(t, podEndpoint(pods["demo-1"])).Get(ctx, "k")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
 		t.Errorf("C02: k through the new demo-1: %v %v", resp, err)
@@ -361,4 +351,26 @@ func killOperator(t testing.TB) {
 		}
 		return fmt.Errorf("no ready operator pod")
 	})
+}
+
+// deleteMemberWithData deletes a member's claim and pod (the claim goes once the pod has), as losing
+// a node with local storage would, and returns the deleted pod.
+func deleteMemberWithData(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + member}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, pods[member]); err != nil {
+		t.Fatal(err)
+	}
+	return pods[member]
 }
