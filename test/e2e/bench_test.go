@@ -39,6 +39,9 @@ func report(b *testing.B, took time.Duration, before opCost) {
 	b.ReportMetric(took.Seconds(), "s")
 	b.ReportMetric(after.writes-before.writes, "api-writes")
 	b.ReportMetric(after.membershipCalls-before.membershipCalls, "membership-calls")
+	if rss, err := operatorMetric(context.Background(), "process_resident_memory_bytes"); err == nil {
+		b.ReportMetric(rss/(1<<20), "operator-MiB")
+	}
 }
 
 func benchCluster(b *testing.B, ns string, replicas int32) *etcdv1alpha1.EtcdCluster {

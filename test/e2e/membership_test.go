@@ -321,6 +321,49 @@ func TestOperatorKilledDuringScaleUp(t *testing.T) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
+// TestOperatorKilledDuringReplacement: the operator pod is deleted right after it removed the stale
+// member of a member that lost its data; the new operator adds the replacement and the cluster
+// converges with 3 voters and the same cluster ID.
+func TestOperatorKilledDuringReplacement(t *testing.T) {
+	c := newCluster(t, "e2e-kill-replace", "demo", 3)
+	_, got := assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	var oldID string
+	for _, m := range got.Status.Members {
+		if m.Name == "demo-2" {
+			oldID = m.ID
+		}
+	}
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	deleteMemberWithData(t, c, "demo-2")
+	waitFor(t, scaleTimeout, "the stale member removed", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		v, err := viewFrom(ctx, podEndpoint(pods["demo-0"]))
+		if err != nil {
+			return err
+		}
+		for _, m := range v.members {
+			if etcd.FormatID(m.ID) == oldID {
+				return fmt.Errorf("%s still a member", oldID)
+			}
+		}
+		return nil
+	})
+	killOperator(t)
+	assertAvailable(t, c, scaleTimeout)
+	members := assertMembers(t, c, 3, id)
+	for _, m := range members {
+		if etcd.FormatID(m.ID) == oldID {
+			t.Errorf("the stale member %s is back", oldID)
+		}
+	}
+	pods, _ := memberPods(context.Background(), c)
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
 // killOperator deletes the operator pod at once (no grace) and waits for its replacement to run.
 func killOperator(t testing.TB) {
 	t.Helper()
