@@ -47,6 +47,9 @@ const (
 	AnnotationInitialClusterState = "etcd.etcdkit.dev/initial-cluster-state"
 	// AnnotationInitialCluster records the --initial-cluster a member was first started with.
 	AnnotationInitialCluster = "etcd.etcdkit.dev/initial-cluster"
+	// AnnotationClusterUID records the UID of the EtcdCluster a member's claim was created for, so that
+	// a cluster never starts a member on a claim left by another cluster of the same name.
+	AnnotationClusterUID = "etcd.etcdkit.dev/cluster-uid"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
 )

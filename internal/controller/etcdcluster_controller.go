@@ -13,12 +13,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -58,6 +61,9 @@ type scope struct {
 	// pods and pvcs of the cluster's members, by name.
 	pods map[string]*corev1.Pod
 	pvcs map[string]*corev1.PersistentVolumeClaim
+	// foreignPVCs are claims with this cluster's labels that were created for another cluster of the
+	// same name (kept by retainPolicy Retain).
+	foreignPVCs []string
 	// etcd is what etcd reported, or nil when no member answered.
 	etcd *etcdObservation
 	// etcdErr says why etcd is nil.
@@ -220,13 +226,23 @@ func (r *EtcdClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, re
 	}
 }
 
+// clusterOfLabels maps an object to the EtcdCluster its cluster label names.
+func clusterOfLabels(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[etcdv1alpha1.LabelCluster]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
 // SetupWithManager registers the reconciler: it watches EtcdClusters and the pods, claims and Services
 // they own.
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdCluster{}).
 		Owns(&corev1.Pod{}).
-		Owns(&corev1.PersistentVolumeClaim{}).
+		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)).
 		Owns(&corev1.Service{}).
 		Named("etcdcluster").
 		Complete(r)

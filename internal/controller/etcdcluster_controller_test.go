@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,4 +286,66 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 		return fmt.Errorf("still there (%v)", err)
 	})
 	t.Logf("deleted in %s with no member answering", time.Since(start).Round(time.Millisecond))
+}
+
+// TestClaimOfAnotherClusterIsNotUsed: a claim left by an earlier cluster of the same name (retainPolicy
+// Retain) blocks the bootstrap with a message naming it; once it is deleted, the cluster starts.
+func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-reuse"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	old := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "reuse", Namespace: ns.Name, UID: "uid-of-an-earlier-cluster"}}
+	stale := resources.Options{}.BuildPVC(old, resources.Member{Name: "reuse-0", InitialClusterState: resources.StateNew, InitialCluster: "reuse-0=x,reuse-1=y,reuse-2=z"})
+	stale.OwnerReferences = nil
+	if err := k8s.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "reuse", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "bootstrap blocked by the stale claim", func() error {
+		got := getCluster(t, c)
+		p := condition(got, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, "data-reuse-0") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if _, err := getPod(c, "reuse-0"); !apierrors.IsNotFound(err) {
+		t.Fatalf("a member pod was created on another cluster's claim (get: %v)", err)
+	}
+	// The user deletes the stale claim (no controller-manager here to drop its protection finalizer).
+	eventually(t, waitTimeout, "stale claim deleted", func() error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), pvc); apierrors.IsNotFound(err) || (err == nil && pvc.UID != stale.UID) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		pvc.Finalizers = nil
+		if err := k8s.Update(ctx, pvc); err != nil {
+			return err
+		}
+		if err := k8s.Delete(ctx, pvc, client.Preconditions{UID: &stale.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return errors.New("deleting")
+	})
+	eventually(t, waitTimeout, "the cluster bootstraps on a fresh claim", func() error {
+		if _, err := getPod(c, "reuse-0"); err != nil {
+			return err
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), pvc); err != nil {
+			return err
+		}
+		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != string(getCluster(t, c).UID) {
+			return fmt.Errorf("claim cluster-uid %q", uid)
+		}
+		return nil
+	})
 }

@@ -132,6 +132,14 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 	c := s.cluster
 	names := desiredMembers(c)
 	initial := r.Options.InitialCluster(c, names)
+	if len(s.foreignPVCs) > 0 {
+		sort.Strings(s.foreignPVCs)
+		s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			"Claims %s hold the data of an earlier cluster named %s (kept by storage.retainPolicy Retain); a new cluster does not start on them: delete them, or give this cluster another name",
+			strings.Join(s.foreignPVCs, ", "), c.Name)}
+		r.event(c, corev1.EventTypeWarning, "ForeignClaims", "Bootstrap", "%s", s.blocked.message)
+		return ctrl.Result{}, nil
+	}
 	var created []string
 	for _, name := range names {
 		if _, ok := s.pods[name]; ok {
@@ -141,7 +149,11 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 		if pvc, ok := s.pvcs[resources.PVCName(name)]; ok {
 			m = memberFromPVC(pvc, name)
 		} else if want := r.Options.BuildPVC(c, m); want != nil {
-			if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := r.Create(ctx, want); apierrors.IsAlreadyExists(err) {
+				// not seen by this pass (still going away, or not ours): never start a member on a claim
+				// this pass did not see as ours; the next pass looks again
+				continue
+			} else if err != nil {
 				return ctrl.Result{}, fmt.Errorf("create persistentvolumeclaim %s: %w", want.Name, err)
 			}
 		}

@@ -160,7 +160,8 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 	sort.Strings(parts) // deterministic: the same members give the same pod spec
 	m := resources.Member{Name: name, InitialClusterState: resources.StateExisting, InitialCluster: strings.Join(parts, ",")}
 	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
-		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, pvc); err != nil {
+			// AlreadyExists included: a claim this pass did not see as ours is never used
 			return fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
 		}
 	}

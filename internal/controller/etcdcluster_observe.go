@@ -86,7 +86,13 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Res
 	}
 	s.pvcs = map[string]*corev1.PersistentVolumeClaim{}
 	for i := range pvcs.Items {
-		s.pvcs[pvcs.Items[i].Name] = &pvcs.Items[i]
+		pvc := &pvcs.Items[i]
+		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != "" && uid != string(c.UID) {
+			// left by an earlier cluster of the same name (storage.retainPolicy Retain): never ours to use
+			s.foreignPVCs = append(s.foreignPVCs, pvc.Name)
+			continue
+		}
+		s.pvcs[pvc.Name] = pvc
 	}
 	s.etcd, s.etcdErr = r.observeEtcd(ctx, s)
 	return ctrl.Result{}, nil

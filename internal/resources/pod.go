@@ -211,6 +211,7 @@ func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Persist
 			Annotations: map[string]string{
 				etcdv1alpha1.AnnotationInitialClusterState: m.InitialClusterState,
 				etcdv1alpha1.AnnotationInitialCluster:      m.InitialCluster,
+				etcdv1alpha1.AnnotationClusterUID:          string(c.UID),
 			},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{

@@ -195,7 +195,8 @@ func TestBuildPVC(t *testing.T) {
 				t.Errorf("accessModes = %v", pvc.Spec.AccessModes)
 			}
 			if pvc.Annotations[etcdv1alpha1.AnnotationInitialCluster] != m.InitialCluster ||
-				pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != StateNew {
+				pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != StateNew ||
+				pvc.Annotations[etcdv1alpha1.AnnotationClusterUID] != "uid-1" {
 				t.Errorf("annotations = %v: the claim must record how its member was started", pvc.Annotations)
 			}
 		})
