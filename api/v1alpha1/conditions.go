@@ -34,6 +34,8 @@ const (
 	ReasonSpecValid         = "SpecValid"
 	ReasonInvalidSpec       = "InvalidSpec"
 	ReasonDeleting          = "Deleting"
+	ReasonReconcileError    = "ReconcileError"
+	ReasonForeignObject     = "ForeignObject"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

@@ -10,6 +10,8 @@ import (
 const DefaultVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image)",message="spec.image cannot be added or removed yet: rolling upgrades are not supported in this release"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members (voters). It must be odd, from 1 to 9: a cluster of 2n
 	// members tolerates no more failed members than one of 2n-1 (quorum of 4 is 3), so an even size only
@@ -25,8 +27,11 @@ type EtcdClusterSpec struct {
 	// Version is the etcd server version, "3.5.x" or "3.6.x" (without a leading "v").
 	// It selects the image tag "v<version>" unless image is set.
 	//
+	// Changing it on a running cluster is refused until rolling upgrades are supported.
+	//
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:Pattern=`^3\.(5|6)\.(0|[1-9][0-9]*)$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.version cannot be changed yet: rolling upgrades are not supported in this release"
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -34,6 +39,7 @@ type EtcdClusterSpec struct {
 	// run etcd Version and provide /usr/local/bin/etcd, as the official images do.
 	//
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.image cannot be changed yet: rolling upgrades are not supported in this release"
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -69,11 +75,14 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && (has(self.size) || has(self.storageClassName)))",message="storage.emptyDir cannot be combined with storage.size or storage.storageClassName"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName)",message="storage.storageClassName cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.emptyDir) == has(oldSelf.emptyDir)",message="storage cannot be switched between emptyDir and persistent volumes after creation"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || has(self.size)",message="storage.size cannot be removed once set (it may only grow)"
 type StorageSpec struct {
-	// Size is the requested size of each member's volume (default 1Gi). It may only grow.
-	// etcd's default backend quota is 2GiB; keep the volume larger than the quota.
+	// Size is the requested size of each member's volume, at least 64Mi (default 1Gi). It may not
+	// shrink; growing it applies to members created afterwards (expanding existing claims is not
+	// supported yet). Size it above etcd's backend quota (2GiB by default) plus room for the WAL and
+	// snapshots for a production cluster; the default suits small clusters and tests.
 	//
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be a positive quantity such as 1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
@@ -87,6 +96,8 @@ type StorageSpec struct {
 
 	// AccessModes of the members' claims (default ReadWriteOnce).
 	//
+	// +kubebuilder:validation:items:Enum=ReadWriteOnce;ReadWriteOncePod;ReadWriteMany
+	// +kubebuilder:validation:MaxItems=3
 	// +optional
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 
@@ -236,6 +247,7 @@ type EtcdClusterStatus struct {
 // a headless peer Service and a client Service.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=etcd;etcds,categories=all

@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	corev1 "k8s.io/api/core/v1"
+
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
@@ -77,8 +79,15 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"replicas 4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) }, "a quorum of 4 is 3"},
 		{"version with v", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
 		{"version 3.4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version"},
-		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be a positive quantity"},
-		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be a positive quantity"},
+		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
+		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
+		{"storage size 1m", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
+		{"access mode typo", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"Bogus"}
+		}, "supported values"},
+		{"name with a dot", func(c *etcdv1alpha1.EtcdCluster) { c.Name = "dot.name" }, "DNS-1035 label"},
+		{"name starting with a digit", func(c *etcdv1alpha1.EtcdCluster) { c.Name = "1st" }, "DNS-1035 label"},
+		{"name too long", func(c *etcdv1alpha1.EtcdCluster) { c.Name = strings.Repeat("a", 51) }, "at most 50 characters"},
 		{"emptyDir with size", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage.Size = q("1Gi")
 			c.Spec.Storage.EmptyDir = &corev1EmptyDir
@@ -127,6 +136,9 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 		{"shrink storage", func(c *etcdv1alpha1.EtcdCluster) { v := resource.MustParse("1Gi"); c.Spec.Storage.Size = &v }, "storage.size may only grow"},
 		{"change storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") }, "storageClassName is immutable"},
 		{"remove storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "cannot be added or removed"},
+		{"remove storage size", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot be removed"},
+		{"change version", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" }, "spec.version cannot be changed yet"},
+		{"set image", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "my/etcd:v3.6.16" }, "spec.image cannot be added or removed yet"},
 		{"switch to emptyDir", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1EmptyDir}
 		}, "storage cannot be switched"},

@@ -33,7 +33,10 @@ const (
 	// requeueProgressing is how soon a pass looks again while members are starting or joining.
 	requeueProgressing = time.Second
 	// requeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
-	requeueUnhealthy = 10 * time.Second
+	requeueUnhealthy = 5 * time.Second
+	// requeueBlocked is how soon a pass looks again at a cluster blocked by something outside it (a
+	// foreign Service or claim the user has to delete), whose removal brings no event.
+	requeueBlocked = 30 * time.Second
 )
 
 // DefaultHealthCheckInterval is how often a healthy cluster's etcd status is read again when nothing
@@ -72,8 +75,10 @@ type scope struct {
 	etcdClient etcd.Client
 	// progress is the step the pass took or waits for (the Progressing condition), empty when done.
 	progress *progress
-	// blocked says why the spec cannot be acted on (a condition), empty when it can.
+	// blocked says why the spec cannot be acted on until the user acts (a condition), empty when it can.
 	blocked *progress
+	// stalled says why nothing can be done until the cluster itself recovers (quorum lost).
+	stalled *progress
 }
 
 // progress is a reason and message for a condition.
@@ -110,6 +115,10 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}()
 	before := c.Status.DeepCopy()
 	result, err := r.reconcilePhases(ctx, s)
+	if err != nil {
+		s.progress = &progress{etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err)}
+		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
+	}
 	computeStatus(s, r.Options, err == nil)
 	if patchErr := r.patchStatus(ctx, c, before); patchErr != nil {
 		err = errors.Join(err, patchErr)
@@ -141,7 +150,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 func (r *EtcdClusterReconciler) requeueFor(s *scope) ctrl.Result {
 	switch {
 	case s.blocked != nil:
-		return ctrl.Result{} // a spec change brings the next pass
+		return ctrl.Result{RequeueAfter: requeueBlocked}
 	case s.progress != nil:
 		return ctrl.Result{RequeueAfter: requeueProgressing}
 	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded):
@@ -173,8 +182,8 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 		if err == nil {
 			if !metav1.IsControlledBy(got, s.cluster) {
 				s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
-					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete or rename it", want.Name)}
-				return ctrl.Result{}, nil
+					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)}
+				return ctrl.Result{RequeueAfter: requeueBlocked}, nil
 			}
 			continue
 		}

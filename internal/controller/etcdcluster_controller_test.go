@@ -349,3 +349,35 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRetainPolicyAppliesToExistingClaims: switching storage.retainPolicy releases (Retain) or adopts
+// (Delete) the claims that already exist, not only those created afterwards.
+func TestRetainPolicyAppliesToExistingClaims(t *testing.T) {
+	c := createCluster(t, "keep", 1)
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: c.Namespace, Name: "data-keep-0"}
+	owned := func(want bool) func() error {
+		return func() error {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := k8s.Get(ctx, key, pvc); err != nil {
+				return err
+			}
+			if got := metav1.IsControlledBy(pvc, getCluster(t, c)); got != want {
+				return fmt.Errorf("claim controlled by the cluster: %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, waitTimeout, "claim owned under Delete", owned(true))
+	setPolicy := func(p etcdv1alpha1.RetainPolicy) {
+		eventually(t, waitTimeout, "set retainPolicy", func() error {
+			got := getCluster(t, c)
+			got.Spec.Storage.RetainPolicy = p
+			return k8s.Update(ctx, got)
+		})
+	}
+	setPolicy(etcdv1alpha1.RetainPolicyRetain)
+	eventually(t, waitTimeout, "claim released under Retain", owned(false))
+	setPolicy(etcdv1alpha1.RetainPolicyDelete)
+	eventually(t, waitTimeout, "claim owned again under Delete", owned(true))
+}

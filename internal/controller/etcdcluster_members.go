@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -36,6 +38,9 @@ func formed(s *scope) bool {
 // once the cluster has formed, it recreates the pod of a member whose pod is gone but whose data is
 // kept, then carries out the one next membership action of the planner.
 func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if err := r.syncClaimOwnership(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !formed(s) {
 		return r.bootstrap(ctx, s)
 	}
@@ -43,7 +48,9 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 		return ctrl.Result{}, err
 	}
 	if s.etcd == nil {
-		return ctrl.Result{}, nil // nothing to decide on without etcd's member list; the status says why
+		s.stalled = &progress{etcdv1alpha1.ReasonQuorumLost,
+			"No member answers: pods whose data is kept are recreated; no membership change is made until a quorum answers again"}
+		return ctrl.Result{}, nil
 	}
 	return r.reconcileMembership(ctx, s)
 }
@@ -74,8 +81,8 @@ func (r *EtcdClusterReconciler) restoreMemberPods(ctx context.Context, s *scope)
 		if !hasPVC || pvc.DeletionTimestamp != nil {
 			continue // the data is gone: the planner replaces the member
 		}
-		if err := r.createPod(ctx, s, memberFromPVC(pvc, name)); err != nil {
-			return false, err
+		if err := r.createPod(ctx, s, memberFromPVC(pvc, name)); err != nil || s.blocked != nil {
+			return s.blocked != nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, pvc.Name)
 		recreated = append(recreated, name)
@@ -157,7 +164,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 				return ctrl.Result{}, fmt.Errorf("create persistentvolumeclaim %s: %w", want.Name, err)
 			}
 		}
-		if err := r.createPod(ctx, s, m); err != nil {
+		if err := r.createPod(ctx, s, m); err != nil || s.blocked != nil {
 			return ctrl.Result{}, err
 		}
 		created = append(created, name)
@@ -183,9 +190,39 @@ func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Mem
 // createPod creates member m's pod; one that already exists is left as it is.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
 	pod := r.Options.BuildPod(s.cluster, m)
-	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
+		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
+		// not ours): never replace it blindly, and do not retry in a loop
+		s.blocked = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1alpha1.LabelCluster, s.cluster.Name)}
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("create pod %s: %w", m.Name, err)
 	}
 	s.pods[m.Name] = pod
+	return nil
+}
+
+// syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
+// them under Retain, so that a change of the policy applies to the claims that exist, not only to new
+// ones.
+func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) error {
+	c := s.cluster
+	retain := c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain
+	for _, pvc := range s.pvcs {
+		owned := metav1.IsControlledBy(pvc, c)
+		if owned != retain || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		if retain {
+			pvc.OwnerReferences = nil
+		} else {
+			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
+		}
+		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("set the owner of persistentvolumeclaim %s for retainPolicy %s: %w", pvc.Name, c.Spec.Storage.RetainPolicy, err)
+		}
+	}
 	return nil
 }

@@ -66,8 +66,8 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return ctrl.Result{}, nil
 	case membership.Wait:
 		s.progress = &progress{etcdv1alpha1.ReasonWaiting, a.Reason}
-		if a.Member == "" { // quorum lost: the status says so; look again later
-			s.progress = nil
+		if a.Member == "" { // quorum lost: nothing to do until it is back
+			s.progress, s.stalled = nil, &progress{etcdv1alpha1.ReasonQuorumLost, a.Reason}
 		}
 		return ctrl.Result{}, nil
 

@@ -132,7 +132,7 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 	clusterID, members, err := cli.MemberList(listCtx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
+		return nil, err // already says "list members: ..."
 	}
 	obs := &etcdObservation{clusterID: clusterID, members: members,
 		status: map[uint64]etcd.EndpointStatus{}, health: map[uint64]error{}}

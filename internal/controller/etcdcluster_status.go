@@ -75,6 +75,8 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, true, [2]string{s.progress.reason, s.progress.message})
 	case s.blocked != nil:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.blocked.reason, s.blocked.message})
+	case s.stalled != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.stalled.reason, s.stalled.message})
 	default:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}
@@ -146,6 +148,12 @@ func memberStatuses(s *scope, opts resources.Options) []etcdv1alpha1.MemberStatu
 		for i := range out {
 			if p, ok := prev[out[i].Name]; ok {
 				out[i].ID, out[i].PeerURL, out[i].ClientURL, out[i].Role = p.ID, p.PeerURL, p.ClientURL, p.Role
+			}
+		}
+		// members etcd listed last time whose pods are gone stay listed, unhealthy, until etcd answers
+		for name, p := range prev {
+			if _, ok := s.pods[name]; !ok {
+				out = append(out, etcdv1alpha1.MemberStatus{Name: name, ID: p.ID, PeerURL: p.PeerURL, ClientURL: p.ClientURL, Role: p.Role})
 			}
 		}
 	} else {
