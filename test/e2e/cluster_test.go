@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -102,8 +104,9 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
-	idle := time.NewTimer(idleWindow)
-	<-idle.C // the window of observation is what this test measures
+	// Count what kubelet and the other controllers change in the namespace meanwhile: each change of an
+	// owned object legitimately brings one pass (which must write nothing).
+	changes := countChanges(t, c.Namespace, idleWindow)
 	rvAfter := clusterVersion(t, c)
 	writesAfter, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
 	if err != nil {
@@ -119,11 +122,12 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	if n := writesAfter - writesBefore; n != 0 {
 		t.Errorf("C14: the operator sent %v API writes while the cluster was idle, want 0", n)
 	}
-	// One health check per interval (60 s) for this cluster, plus one for a boundary.
-	if n := recAfter - recBefore; n > 2 {
-		t.Errorf("C14: %v reconciles in %s of idle, want at most 2", n, idleWindow)
+	// One health check per interval (60 s) for this cluster, plus one for a boundary, plus one per
+	// change of an object the cluster owns.
+	if n := recAfter - recBefore; n > 2+float64(changes) {
+		t.Errorf("C14: %v reconciles in %s of idle with %d changes of owned objects, want at most %d", n, idleWindow, changes, 2+changes)
 	} else {
-		t.Logf("C14: %v reconciles and %v operator API writes in %s of idle", n, writesAfter-writesBefore, idleWindow)
+		t.Logf("C14: %v reconciles (%d changes of owned objects by others) and %v operator API writes in %s of idle", n, changes, writesAfter-writesBefore, idleWindow)
 	}
 
 	// C14: the status reflects a deleted member promptly; observedGeneration is current.
@@ -148,6 +152,51 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	t.Logf("member pod deleted -> 3 healthy voters again in %s", (shown + back).Round(100*time.Millisecond))
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+}
+
+// countChanges watches the pods, claims and Services of namespace ns for d (the window this test
+// observes) and returns how many changes it saw.
+func countChanges(t testing.TB, ns string, d time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	opts := metav1.ListOptions{}
+	var watchers []watch.Interface
+	for _, start := range []func() (watch.Interface, error){
+		func() (watch.Interface, error) { return kube.CoreV1().Pods(ns).Watch(ctx, opts) },
+		func() (watch.Interface, error) { return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts) },
+		func() (watch.Interface, error) { return kube.CoreV1().Services(ns).Watch(ctx, opts) },
+	} {
+		w, err := start()
+		if err != nil {
+			t.Fatalf("watch namespace %s: %v", ns, err)
+		}
+		defer w.Stop()
+		watchers = append(watchers, w)
+	}
+	n := 0
+	for _, w := range watchers {
+		go func() { <-ctx.Done(); w.Stop() }()
+	}
+	events := make(chan struct{}, 1024)
+	for _, w := range watchers {
+		go func() {
+			for ev := range w.ResultChan() {
+				// a watch without a resourceVersion first replays every object as Added: count only changes
+				if ev.Type == watch.Modified || ev.Type == watch.Deleted {
+					events <- struct{}{}
+				}
+			}
+		}()
+	}
+	for {
+		select {
+		case <-events:
+			n++
+		case <-ctx.Done():
+			return n
+		}
 	}
 }
 
