@@ -12,7 +12,7 @@ export K8S_VERSION=v1.35.4          # k8s.io/kubernetes module version of the lo
 export K8S_STAGING_VERSION=v0.35.4  # the matching published staging modules (k8s.io/api, ...)
 export K8S_COMMIT=7b8c6cf0edd376b3d7c2f255142977c7f93db258   # the proxy's .info Origin of v1.35.4
 export ETCD_VERSION=v3.6.16         # default etcd server version (also the local cluster's own etcd)
-export ETCD_VERSIONS="${ETCD_VERSIONS:-v3.6.16}"   # etcd server images to build
+export ETCD_VERSIONS="${ETCD_VERSIONS:-v3.5.35 v3.6.16}"   # etcd server images to build (3.5: upgrade tests)
 export COREDNS_VERSION=v1.14.7
 export CRICTL_VERSION=v1.34.0
 

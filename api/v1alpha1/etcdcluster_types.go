@@ -10,8 +10,6 @@ import (
 const DefaultVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
-//
-// +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image)",message="spec.image cannot be added or removed yet: rolling upgrades are not supported in this release"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members (voters). It must be odd, from 1 to 9: a cluster of 2n
 	// members tolerates no more failed members than one of 2n-1 (quorum of 4 is 3), so an even size only
@@ -27,19 +25,22 @@ type EtcdClusterSpec struct {
 	// Version is the etcd server version, "3.5.x" or "3.6.x" (without a leading "v").
 	// It selects the image tag "v<version>" unless image is set.
 	//
-	// Changing it on a running cluster is refused until rolling upgrades are supported.
+	// Changing it upgrades the running cluster one member at a time, followers first and the leader
+	// last. Allowed changes, per etcd's upgrade policy: a newer patch of the same minor, or the next
+	// minor (3.5 to 3.6, from 3.5.26 or later). Downgrades and skipped minors are refused.
 	//
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:Pattern=`^3\.(5|6)\.(0|[1-9][0-9]*)$`
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.version cannot be changed yet: rolling upgrades are not supported in this release"
+	// +kubebuilder:validation:XValidation:rule="int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) && (int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || int(self.split('.')[2]) >= int(oldSelf.split('.')[2]))",message="spec.version cannot be downgraded: etcd supports upgrades only (a newer patch, or the next minor)"
+	// +kubebuilder:validation:XValidation:rule="int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="spec.version cannot skip a minor version: upgrade one minor at a time (for example 3.5 to 3.6)"
 	// +optional
 	Version string `json:"version,omitempty"`
 
 	// Image overrides the etcd container image (for example a mirror of the official image). It must
-	// run etcd Version and provide /usr/local/bin/etcd, as the official images do.
+	// run etcd Version and provide /usr/local/bin/etcd, as the official images do. Changing it rolls the
+	// members one at a time.
 	//
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.image cannot be changed yet: rolling upgrades are not supported in this release"
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -49,10 +50,88 @@ type EtcdClusterSpec struct {
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
-	// PodTemplate is merged onto the pods the operator builds for the members.
+	// PodTemplate is merged onto the pods the operator builds for the members. Changing it rolls the
+	// members one at a time, followers first and the leader last.
 	//
 	// +optional
 	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
+
+	// Options are etcd server settings. Changing them rolls the members one at a time.
+	//
+	// +optional
+	Options *EtcdOptions `json:"options,omitempty"`
+}
+
+// AutoCompactionMode is how etcd's --auto-compaction-retention is read.
+//
+// +kubebuilder:validation:Enum=periodic;revision
+type AutoCompactionMode string
+
+// EtcdOptions are typed etcd server flags plus extraArgs for the rest. Unset fields keep etcd's
+// defaults. See https://etcd.io/docs/v3.6/op-guide/configuration/ for each flag.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatIntervalMillis) || !has(self.electionTimeoutMillis) || self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="options.electionTimeoutMillis must be at least 5 times options.heartbeatIntervalMillis, as etcd requires"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || has(self.autoCompactionMode)",message="options.autoCompactionRetention needs options.autoCompactionMode (periodic or revision)"
+type EtcdOptions struct {
+	// QuotaBackendBytes is --quota-backend-bytes: the backend database size at which etcd raises the
+	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). Keep
+	// storage.size well above it.
+	//
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="options.quotaBackendBytes must be between 16Mi and 100Gi, such as 2Gi or 8Gi"
+	// +optional
+	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
+
+	// AutoCompactionMode is --auto-compaction-mode: "periodic" (retention is a duration) or
+	// "revision" (retention is a number of revisions).
+	// +optional
+	AutoCompactionMode AutoCompactionMode `json:"autoCompactionMode,omitempty"`
+
+	// AutoCompactionRetention is --auto-compaction-retention: a duration such as "1h" or "30m" for
+	// periodic mode, a number of revisions such as "10000" for revision mode.
+	//
+	// +kubebuilder:validation:Pattern=`^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+
+	// SnapshotCount is --snapshot-count: committed transactions between raft snapshots (etcd's default
+	// 10000).
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+
+	// HeartbeatIntervalMillis is --heartbeat-interval in milliseconds (etcd's default 100).
+	//
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	HeartbeatIntervalMillis *int32 `json:"heartbeatIntervalMillis,omitempty"`
+
+	// ElectionTimeoutMillis is --election-timeout in milliseconds (etcd's default 1000); at least 5
+	// times the heartbeat interval, at most 50000.
+	//
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=50000
+	// +optional
+	ElectionTimeoutMillis *int32 `json:"electionTimeoutMillis,omitempty"`
+
+	// MaxRequestBytes is --max-request-bytes: the largest client request etcd accepts, in bytes
+	// (etcd's default 1.5MiB).
+	//
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=67108864
+	// +optional
+	MaxRequestBytes *int32 `json:"maxRequestBytes,omitempty"`
+
+	// ExtraArgs are further etcd flags, by name without the leading "--" (for example
+	// "experimental-compact-hash-check-enabled": "true"). Flags the operator sets itself (names, URLs,
+	// data directory, initial cluster, TLS files) and the typed options above are refused.
+	//
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*[a-z0-9]$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"
+	// +optional
+	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
 }
 
 // RetainPolicy says what happens to a member's PersistentVolumeClaim when the member is removed or the
@@ -78,8 +157,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || has(self.size)",message="storage.size cannot be removed once set (it may only grow)"
 type StorageSpec struct {
 	// Size is the requested size of each member's volume, at least 64Mi (default 1Gi). It may not
-	// shrink; growing it applies to members created afterwards (expanding existing claims is not
-	// supported yet). Size it above etcd's backend quota (2GiB by default) plus room for the WAL and
+	// shrink; growing it expands the existing claims where their StorageClass allows volume expansion
+	// (the status says where it does not). Size it above etcd's backend quota (2GiB by default) plus room for the WAL and
 	// snapshots for a production cluster; the default suits small clusters and tests.
 	//
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
@@ -142,6 +221,9 @@ type PodTemplate struct {
 	// PriorityClassName of the member pods.
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// ServiceAccountName of the member pods (default: the namespace's "default"; no token is mounted).
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // ClusterPhase is a one-word summary of the cluster's state; conditions carry the detail.

@@ -93,6 +93,21 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 			c.Spec.Storage.EmptyDir = &corev1EmptyDir
 		}, "storage.emptyDir cannot be combined"},
 		{"retain policy typo", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
+		{"election timeout below 5 heartbeats", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: ptr.To[int32](100), ElectionTimeoutMillis: ptr.To[int32](400)}
+		}, "at least 5 times"},
+		{"quota below 16Mi", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{QuotaBackendBytes: q("1Mi")}
+		}, "quotaBackendBytes must be between"},
+		{"compaction retention without mode", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionRetention: "1h"}
+		}, "needs options.autoCompactionMode"},
+		{"compaction retention not a duration", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1 hour"}
+		}, "autoCompactionRetention"},
+		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
+		}, "without the leading '--'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,8 +152,9 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 		{"change storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") }, "storageClassName is immutable"},
 		{"remove storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "cannot be added or removed"},
 		{"remove storage size", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot be removed"},
-		{"change version", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" }, "spec.version cannot be changed yet"},
-		{"set image", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "my/etcd:v3.6.16" }, "spec.image cannot be added or removed yet"},
+		{"C09 downgrade minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "spec.version cannot be downgraded"},
+		{"C09 downgrade patch", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.15" }, "spec.version cannot be downgraded"},
+		{"C09 unsupported minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version"},
 		{"switch to emptyDir", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1EmptyDir}
 		}, "storage cannot be switched"},
@@ -157,8 +173,15 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 			}
 		})
 	}
+	// a patch upgrade and a change of image are allowed (they roll the members)
+	up := c.DeepCopy()
+	up.Spec.Version = "3.6.17"
+	up.Spec.Image = "mirror.example/etcd:v3.6.17"
+	if err := k8s.Update(ctx, up); err != nil {
+		t.Errorf("patch upgrade was rejected: %v", err)
+	}
 	// growing is allowed
-	grow := c.DeepCopy()
+	grow := up.DeepCopy()
 	v := resource.MustParse("3Gi")
 	grow.Spec.Storage.Size = &v
 	if err := k8s.Update(ctx, grow); err != nil {
