@@ -12,6 +12,9 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionValid is False when the spec cannot be acted on; the message says what to change.
 	ConditionValid = "Valid"
+	// ConditionVolumesResized is True when every member's claim has the size spec.storage.size asks
+	// for; False while claims are being expanded, or when their StorageClass cannot expand them.
+	ConditionVolumesResized = "VolumesResized"
 )
 
 // Condition reasons of an EtcdCluster.
@@ -36,6 +39,12 @@ const (
 	ReasonDeleting          = "Deleting"
 	ReasonReconcileError    = "ReconcileError"
 	ReasonForeignObject     = "ForeignObject"
+	ReasonRollingUpdate     = "RollingUpdate"
+	ReasonMovingLeader      = "MovingLeader"
+	ReasonRolloutPaused     = "RolloutPaused"
+	ReasonVolumesMatchSpec  = "VolumesMatchSpec"
+	ReasonExpandingVolumes  = "ExpandingVolumes"
+	ReasonExpansionRefused  = "VolumeExpansionNotSupported"
 )
 
 // Labels and annotations the operator puts on the objects it owns.
@@ -52,6 +61,9 @@ const (
 	// AnnotationClusterUID records the UID of the EtcdCluster a member's claim was created for, so that
 	// a cluster never starts a member on a claim left by another cluster of the same name.
 	AnnotationClusterUID = "etcd.etcdkit.dev/cluster-uid"
+	// AnnotationSpecHash on a member pod is the hash of the spec fields the pod was built from; a pod
+	// with another hash than the current spec's is rolled.
+	AnnotationSpecHash = "etcd.etcdkit.dev/spec-hash"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
 )

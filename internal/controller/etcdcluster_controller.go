@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,11 @@ type scope struct {
 	blocked *progress
 	// stalled says why nothing can be done until the cluster itself recovers (quorum lost).
 	stalled *progress
+	// invalid says why the spec cannot be acted on (the Valid condition), nil when it can.
+	invalid *progress
+	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
+	// condition), nil for emptyDir members or an unset size.
+	volumes *progress
 }
 
 // progress is a reason and message for a condition.
@@ -135,7 +141,11 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 	phases := []func(context.Context, *scope) (ctrl.Result, error){
 		r.reconcileServices,
 		r.observe,
+		r.validateSpec,
 		r.reconcileMembers,
+		r.reconcileRollout,
+		r.reconcilePDB,
+		r.reconcileVolumes,
 	}
 	for _, phase := range phases {
 		res, err := phase(ctx, s)
@@ -253,6 +263,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("etcdcluster").
 		Complete(r)
 }

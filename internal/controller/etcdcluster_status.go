@@ -81,6 +81,15 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}
 
+	if s.invalid != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{s.invalid.reason, s.invalid.message})
+	} else {
+		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
+	}
+	if s.volumes != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
+	}
+
 	switch {
 	case c.DeletionTimestamp != nil:
 		st.Phase = etcdv1alpha1.PhaseDeleting
@@ -90,6 +99,8 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		st.Phase = etcdv1alpha1.PhaseQuorumLost
 	case s.etcd != nil && (voters+learners != desired || learners > 0 || membershipStep(s.progress)):
 		st.Phase = etcdv1alpha1.PhaseScaling
+	case rolloutStep(s.progress) || outdatedPods(s, opts) > 0:
+		st.Phase = etcdv1alpha1.PhaseUpgrading
 	case degraded:
 		st.Phase = etcdv1alpha1.PhaseDegraded
 	default:
@@ -229,4 +240,27 @@ func membershipStep(p *progress) bool {
 		return true
 	}
 	return false
+}
+
+// rolloutStep reports whether p is a step of a rolling update of the members.
+func rolloutStep(p *progress) bool {
+	if p == nil {
+		return false
+	}
+	switch p.reason {
+	case etcdv1alpha1.ReasonRollingUpdate, etcdv1alpha1.ReasonMovingLeader, etcdv1alpha1.ReasonRolloutPaused:
+		return true
+	}
+	return false
+}
+
+// outdatedPods counts the member pods built from an older spec than the current one.
+func outdatedPods(s *scope, opts resources.Options) int {
+	hash, n := opts.SpecHash(s.cluster), 0
+	for _, p := range s.pods {
+		if p.Annotations[etcdv1alpha1.AnnotationSpecHash] != hash {
+			n++
+		}
+	}
+	return n
 }

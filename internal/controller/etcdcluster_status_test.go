@@ -22,7 +22,11 @@ func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uin
 		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
 		Status:     etcdv1alpha1.EtcdClusterStatus{ClusterID: clusterID},
 	}
-	s := &scope{cluster: c, pods: map[string]*corev1.Pod{"s-0": {}, "s-1": {}, "s-2": {}}}
+	s := &scope{cluster: c, pods: map[string]*corev1.Pod{}}
+	for _, name := range []string{"s-0", "s-1", "s-2"} {
+		s.pods[name] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: resources.Options{}.SpecHash(c)}}}
+	}
 	if !etcdUp {
 		s.etcdErr = errors.New("no member answered")
 		return s
@@ -65,6 +69,11 @@ func TestComputeStatus(t *testing.T) {
 			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonEtcdUnreachable, 0, ""},
 		{"a learner is not a ready voter", observed("abc", true, all, 1, 3),
 			etcdv1alpha1.PhaseScaling, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+		{"a pod of an older spec is being rolled", func() *scope {
+			s := observed("abc", true, all, 1, 0)
+			s.pods["s-2"].Annotations[etcdv1alpha1.AnnotationSpecHash] = "old"
+			return s
+		}(), etcdv1alpha1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumHealthy, 3, "s-0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,10 +1,16 @@
 package resources
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -41,8 +47,51 @@ func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
 	return *metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
 }
 
-// EtcdArgs returns the etcd command line of member m (exec form: the image has no shell).
+// EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
+// operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
+// extraArgs are dropped, admission refuses them).
 func (o Options) EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+	return append(o.ownedArgs(c, m), optionArgs(c.Spec.Options)...)
+}
+
+// optionArgs returns the flags of spec.options.
+func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
+	if opts == nil {
+		return nil
+	}
+	var args []string
+	if q := opts.QuotaBackendBytes; q != nil {
+		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q.Value(), 10))
+	}
+	if opts.AutoCompactionMode != "" {
+		args = append(args, "--auto-compaction-mode="+string(opts.AutoCompactionMode))
+	}
+	if opts.AutoCompactionRetention != "" {
+		args = append(args, "--auto-compaction-retention="+opts.AutoCompactionRetention)
+	}
+	if v := opts.SnapshotCount; v != nil {
+		args = append(args, "--snapshot-count="+strconv.FormatInt(*v, 10))
+	}
+	if v := opts.HeartbeatIntervalMillis; v != nil {
+		args = append(args, "--heartbeat-interval="+strconv.Itoa(int(*v)))
+	}
+	if v := opts.ElectionTimeoutMillis; v != nil {
+		args = append(args, "--election-timeout="+strconv.Itoa(int(*v)))
+	}
+	if v := opts.MaxRequestBytes; v != nil {
+		args = append(args, "--max-request-bytes="+strconv.Itoa(int(*v)))
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.ExtraArgs)) {
+		if _, reserved := etcdv1alpha1.ReservedFlag(k); reserved {
+			continue
+		}
+		args = append(args, "--"+k+"="+opts.ExtraArgs[k])
+	}
+	return args
+}
+
+// ownedArgs returns the flags the operator decides for member m.
+func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 	return []string{
 		"/usr/local/bin/etcd",
 		"--name=" + m.Name,
@@ -71,6 +120,7 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	annotations := map[string]string{}
 	maps.Copy(annotations, tmpl.Annotations)
 	annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.InitialClusterState
+	annotations[etcdv1alpha1.AnnotationSpecHash] = o.SpecHash(c)
 
 	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("100m"),
@@ -126,6 +176,7 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			Tolerations:                  tmpl.Tolerations,
 			NodeSelector:                 tmpl.NodeSelector,
 			PriorityClassName:            tmpl.PriorityClassName,
+			ServiceAccountName:           tmpl.ServiceAccountName,
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:        ptr.To(true),
 				RunAsUser:           ptr.To[int64](nonRootID),
@@ -259,6 +310,41 @@ func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 			Ports: []corev1.ServicePort{
 				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
 			},
+		},
+	}
+}
+
+// SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
+// the version selects, spec.podTemplate and spec.options). A member pod whose
+// etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only
+// matter when a member is created (storage) and the operator's own defaults are not part of it, so that
+// an operator upgrade does not restart etcd.
+func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
+	b, _ := json.Marshal(struct {
+		Image       string                    `json:"image"`
+		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
+		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
+	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:5])
+}
+
+// Quorum returns the number of voting members a cluster of n needs to make progress: n/2+1.
+func Quorum(n int32) int32 { return n/2 + 1 }
+
+// BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
+// member only while a quorum of the desired members stays available, and never one while another is
+// already down.
+func BuildPDB(c *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
+	minAvailable := intstr.FromInt32(Quorum(c.Spec.ReplicasOrDefault()))
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
 		},
 	}
 }

@@ -1,0 +1,246 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/equality"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/rollout"
+	"github.com/etcdkit/etcd-operator/internal/version"
+)
+
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+
+// validateSpec refuses, before any pod is touched, a spec the admission webhook would have refused but
+// that got in anyway (the webhook was not installed or was bypassed): a version the members cannot
+// move to from what they run, or extraArgs that override flags the operator owns. It returns a
+// non-zero result to stop the pass; the Valid condition says what to change.
+func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	var problems []string
+	if cur := c.Status.CurrentVersion; cur != "" {
+		if err := version.CheckUpgrade(cur, c.Spec.VersionOrDefault()); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.version %s: %v", c.Spec.VersionOrDefault(), err))
+		}
+	}
+	if c.Spec.Options != nil {
+		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
+	}
+	if len(problems) == 0 {
+		return ctrl.Result{}, nil
+	}
+	msg := strings.Join(problems, "; ") + "; no member is changed until the spec is fixed"
+	s.invalid = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
+	s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
+	if !hasCondition(c, etcdv1alpha1.ConditionValid, metav1.ConditionFalse, msg) {
+		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonInvalidSpec, "Validate", "%s", msg)
+	}
+	return ctrl.Result{RequeueAfter: requeueBlocked}, nil
+}
+
+// hasCondition reports whether the cluster's status already has the condition with that status and
+// message (so that a warning is recorded once, not on every pass).
+func hasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.ConditionStatus, message string) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == condType {
+			return cond.Status == status && cond.Message == message
+		}
+	}
+	return false
+}
+
+// podReady reports whether a pod exists, is not being deleted and is Ready.
+func podReady(p *corev1.Pod) bool {
+	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// rolloutState is the rollout's view of what the pass observed.
+func (r *EtcdClusterReconciler) rolloutState(s *scope) rollout.State {
+	hash := r.Options.SpecHash(s.cluster)
+	st := rollout.State{Leader: s.etcd.leader}
+	for _, m := range s.etcd.members {
+		name := memberName(r.Options, s.cluster, m)
+		pod := s.pods[name]
+		st.Members = append(st.Members, rollout.Member{
+			Name: name, ID: m.ID, Learner: m.IsLearner, Healthy: s.etcd.healthy(m.ID), Ready: podReady(pod),
+			UpToDate: pod != nil && pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash,
+		})
+	}
+	return st
+}
+
+// reconcileRollout rolls member pods that were built from an older spec, one member per pass, once
+// membership is settled: followers first, then the leader after moving leadership away. A restart
+// deletes the pod; restoreMemberPods recreates it on its data volume with the current spec in the next
+// pass, and the next member goes only when every member is ready and healthy again.
+func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.etcd == nil || s.progress != nil || s.blocked != nil || s.stalled != nil {
+		return ctrl.Result{}, nil // membership first; a rollout needs a settled, answering cluster
+	}
+	c := s.cluster
+	a := rollout.Next(r.rolloutState(s))
+	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
+	switch a.Kind {
+	case rollout.None:
+		return ctrl.Result{}, nil
+	case rollout.Wait:
+		logger.V(1).Info("Rollout paused", "reason", a.Reason)
+		s.progress = &progress{etcdv1alpha1.ReasonRolloutPaused, a.Reason}
+	case rollout.MoveLeader:
+		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
+		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+		defer cancel()
+		if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
+			return r.retryLater(s, "move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
+		}
+		countMembership("move_leader", nil, false)
+		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
+		s.progress = &progress{etcdv1alpha1.ReasonMovingLeader, a.Reason}
+	case rollout.Restart:
+		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
+		pod := s.pods[a.Member]
+		// the UID precondition makes sure only the pod this pass looked at is deleted
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !k8serrors.IsNotFound(err) && !k8serrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("delete pod %s to update it: %w", a.Member, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
+		s.progress = &progress{etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcilePDB keeps the cluster's PodDisruptionBudget at minAvailable = quorum of the desired members.
+// A budget of that name that the cluster does not own is left alone and reported.
+func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	want := resources.BuildPDB(c)
+	got := &policyv1.PodDisruptionBudget{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
+	switch {
+	case k8serrors.IsNotFound(err):
+		if err := r.Create(ctx, want); err != nil && !k8serrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create poddisruptionbudget %s: %w", want.Name, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "CreatedPodDisruptionBudget", "Create", "Created PodDisruptionBudget %s (minAvailable %s)", want.Name, want.Spec.MinAvailable.String())
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("get poddisruptionbudget %s: %w", want.Name, err)
+	case !metav1.IsControlledBy(got, c):
+		if s.blocked == nil && s.progress == nil {
+			s.blocked = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+				"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
+		}
+		return ctrl.Result{}, nil
+	case apierrors.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && apierrors.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.MinAvailable, got.Spec.Selector = want.Spec.MinAvailable, want.Spec.Selector
+	if err := r.Patch(ctx, got, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update poddisruptionbudget %s: %w", want.Name, err)
+	}
+	r.event(c, corev1.EventTypeNormal, "UpdatedPodDisruptionBudget", "Update", "Set PodDisruptionBudget %s to minAvailable %s", want.Name, want.Spec.MinAvailable.String())
+	return ctrl.Result{}, nil
+}
+
+// reconcileVolumes expands the members' claims to spec.storage.size where their StorageClass allows
+// volume expansion, and records in the VolumesResized condition which claims are growing or cannot
+// grow.
+func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	if c.Spec.Storage.EmptyDir != nil || c.Spec.Storage.Size == nil {
+		return ctrl.Result{}, nil
+	}
+	want := *c.Spec.Storage.Size
+	var growing, refused []string
+	refusedBy := map[string]string{}
+	names := make([]string, 0, len(s.pvcs))
+	for name := range s.pvcs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pvc := s.pvcs[name]
+		if pvc.DeletionTimestamp != nil {
+			continue
+		}
+		req := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if req.Cmp(want) >= 0 {
+			if got, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok && got.Cmp(want) < 0 && pvc.Status.Phase == corev1.ClaimBound {
+				growing = append(growing, name)
+			}
+			continue
+		}
+		className := ""
+		if pvc.Spec.StorageClassName != nil {
+			className = *pvc.Spec.StorageClassName
+		}
+		if className == "" {
+			refused = append(refused, name)
+			refusedBy[name] = "has no StorageClass"
+			continue
+		}
+		sc := &storagev1.StorageClass{}
+		if err := r.Get(ctx, client.ObjectKey{Name: className}, sc); err != nil && !k8serrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get storageclass %s: %w", className, err)
+		} else if err != nil || sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+			refused = append(refused, name)
+			refusedBy[name] = "StorageClass " + className + " does not allow volume expansion"
+			continue
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			growing = append(growing, name) // a claim can grow only once bound; new claims get the new size
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = want
+		if err := r.Patch(ctx, pvc, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("expand persistentvolumeclaim %s to %s: %w", name, want.String(), err)
+		}
+		r.event(c, corev1.EventTypeNormal, "ExpandingVolume", "Expand", "Expanding claim %s from %s to %s", name, req.String(), want.String())
+		growing = append(growing, name)
+	}
+	switch {
+	case len(refused) > 0:
+		var why []string
+		for _, n := range refused {
+			why = append(why, n+" ("+refusedBy[n]+")")
+		}
+		msg := fmt.Sprintf("Claims %s cannot grow to %s: %s. Members created from now on get the new size; to grow these, use a StorageClass with allowVolumeExpansion, or replace the members one at a time",
+			strings.Join(refused, ", "), want.String(), strings.Join(why, "; "))
+		if !hasCondition(c, etcdv1alpha1.ConditionVolumesResized, metav1.ConditionFalse, msg) {
+			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonExpansionRefused, "Expand", "%s", msg)
+		}
+		s.volumes = &progress{etcdv1alpha1.ReasonExpansionRefused, msg}
+	case len(growing) > 0:
+		s.volumes = &progress{etcdv1alpha1.ReasonExpandingVolumes, fmt.Sprintf("Expanding claims %s to %s; waiting for the storage provider", strings.Join(growing, ", "), want.String())}
+		return ctrl.Result{RequeueAfter: requeueUnhealthy}, nil
+	default:
+		s.volumes = &progress{etcdv1alpha1.ReasonVolumesMatchSpec, fmt.Sprintf("Every member's claim has %s", want.String())}
+	}
+	return ctrl.Result{}, nil
+}

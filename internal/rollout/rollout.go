@@ -1,0 +1,123 @@
+// Package rollout decides, as a pure function of what was observed, the next step of a rolling change
+// of the member pods (a new etcd version or image, new resources, scheduling or etcd options): one
+// member at a time, followers first, the leader last after handing leadership to an up-to-date
+// follower, and only while every member is ready, healthy and caught up.
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Member is one etcd member as the rollout sees it.
+type Member struct {
+	// Name is the member's (and its pod's) name.
+	Name string
+	// ID is the etcd member ID.
+	ID uint64
+	// UpToDate is true when the member's pod was built from the current spec.
+	UpToDate bool
+	// Ready is true when the member's pod exists, is not being deleted and is Ready.
+	Ready bool
+	// Healthy is true when the member answered a linearizable read through its own endpoint, which it
+	// can only do once it has applied everything the leader committed before the read: it has caught up.
+	Healthy bool
+	// Learner is true for a member that does not vote yet.
+	Learner bool
+}
+
+// State is what the rollout needs to decide.
+type State struct {
+	// Members are the registered etcd members.
+	Members []Member
+	// Leader is the ID of the current leader, 0 when there is none.
+	Leader uint64
+}
+
+// Kind is the kind of the next step.
+type Kind string
+
+// The steps of a rollout.
+const (
+	// None: every member runs the current spec.
+	None Kind = "None"
+	// Wait: a member is out of date but the rollout is paused; Reason says why.
+	Wait Kind = "Wait"
+	// Restart: recreate Member's pod with the current spec (on its data volume).
+	Restart Kind = "Restart"
+	// MoveLeader: hand leadership from the out-of-date leader Member to Target first.
+	MoveLeader Kind = "MoveLeader"
+)
+
+// Action is the next step.
+type Action struct {
+	Kind Kind
+	// Member is the member to restart, or the leader to move leadership from.
+	Member string
+	// ID is Member's etcd ID.
+	ID uint64
+	// Target and TargetID name the member leadership moves to (MoveLeader only).
+	Target   string
+	TargetID uint64
+	// Reason says why, for events and conditions.
+	Reason string
+	// Remaining is the number of out-of-date members, this one included.
+	Remaining int
+}
+
+// Next returns the single next step of the rollout. It restarts a member only when every member is
+// ready and healthy (so at most one is ever down, and each restarted member has caught up before the
+// next one goes), restarts followers before the leader, and restarts the leader of a multi-member
+// cluster only after leadership has moved to an up-to-date follower.
+func Next(s State) Action {
+	members := append([]Member(nil), s.Members...)
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	var outdated []Member
+	for _, m := range members {
+		if !m.UpToDate {
+			outdated = append(outdated, m)
+		}
+	}
+	if len(outdated) == 0 {
+		return Action{Kind: None}
+	}
+	n := len(outdated)
+	var notReady []string
+	for _, m := range members {
+		switch {
+		case m.Learner:
+			notReady = append(notReady, m.Name+" is a learner")
+		case !m.Ready:
+			notReady = append(notReady, m.Name+" is not ready")
+		case !m.Healthy:
+			notReady = append(notReady, m.Name+" is not healthy")
+		}
+	}
+	if len(notReady) > 0 {
+		return Action{Kind: Wait, Remaining: n, Reason: fmt.Sprintf(
+			"%d of %d members to update; paused until every member is ready and healthy (%s)", n, len(members), strings.Join(notReady, ", "))}
+	}
+	if s.Leader == 0 {
+		return Action{Kind: Wait, Remaining: n, Reason: fmt.Sprintf("%d of %d members to update; paused: the cluster has no leader", n, len(members))}
+	}
+	for _, m := range outdated {
+		if m.ID != s.Leader {
+			return Action{Kind: Restart, Member: m.Name, ID: m.ID, Remaining: n,
+				Reason: fmt.Sprintf("follower %s runs an old spec (%d of %d members to update; the leader goes last)", m.Name, n, len(members))}
+		}
+	}
+	leader := outdated[0] // only the leader is left
+	if len(members) == 1 {
+		return Action{Kind: Restart, Member: leader.Name, ID: leader.ID, Remaining: 1,
+			Reason: fmt.Sprintf("the only member %s runs an old spec (a single-member cluster is unavailable while it restarts)", leader.Name)}
+	}
+	for _, m := range members {
+		if m.ID != s.Leader && m.UpToDate {
+			return Action{Kind: MoveLeader, Member: leader.Name, ID: leader.ID, Target: m.Name, TargetID: m.ID, Remaining: 1,
+				Reason: fmt.Sprintf("the leader %s is the last member to update; moving leadership to %s first", leader.Name, m.Name)}
+		}
+	}
+	// unreachable: every other member is an up-to-date, healthy follower at this point
+	return Action{Kind: Wait, Remaining: 1, Reason: "no up-to-date follower to move leadership to"}
+}
