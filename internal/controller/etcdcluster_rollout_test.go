@@ -1,0 +1,253 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// waitAvailable waits until the cluster is Available with every member a healthy voter.
+func waitAvailable(t *testing.T, c *etcdv1alpha1.EtcdCluster, ready int32) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	eventually(t, waitTimeout, "Available", func() error {
+		c = getCluster(t, c)
+		a := condition(c, etcdv1alpha1.ConditionAvailable)
+		if a == nil || a.Status != metav1.ConditionTrue || c.Status.ReadyReplicas != ready {
+			return fmt.Errorf("available %+v ready %d", a, c.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	return c
+}
+
+// TestRollingUpdateFollowersFirstLeaderLast: a change of the pod template restarts the members one at a
+// time on real etcd: followers first, each only after the one before is back and healthy, and the
+// leader last, after leadership moved to an updated member. The members keep their IDs (their data),
+// and the PodDisruptionBudget keeps a quorum.
+func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
+	c := createCluster(t, "roll", 3)
+	ctx := context.Background()
+	names := []string{"roll-0", "roll-1", "roll-2"}
+	hosts := []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
+	members := testenv.StartEtcd(t, names, hosts)
+	ipOf := map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]}
+	runPods(t, c, ipOf)
+	c = waitAvailable(t, c, 3)
+
+	pdb := &policyv1.PodDisruptionBudget{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); err != nil {
+		t.Fatalf("PodDisruptionBudget: %v", err)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || !metav1.IsControlledBy(pdb, c) {
+		t.Errorf("PodDisruptionBudget minAvailable %v controlled %v, want 2 and owned", pdb.Spec.MinAvailable, metav1.IsControlledBy(pdb, c))
+	}
+
+	leaderName := func() string {
+		for i, m := range members {
+			if m.Etcd.Server.Lead() == uint64(m.Etcd.Server.MemberID()) {
+				return names[i]
+			}
+		}
+		return ""
+	}
+	uids := map[string]types.UID{}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[n] = p.UID
+	}
+	firstLeader := leaderName()
+
+	c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatalf("update pod template: %v", err)
+	}
+	wantHash := resources.Options{}.SpecHash(c)
+
+	// Play kubelet: a pod recreated with a new UID "starts" (the embedded member keeps running on its
+	// data, as a restarted member does). Record the order and who led when each member was restarted.
+	type restart struct{ member, leader string }
+	var order []restart
+	deadline := time.Now().Add(60 * time.Second)
+	for len(order) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rollout did not finish in 60s; restarts so far: %+v", order)
+		}
+		for _, n := range names {
+			p, err := getPod(c, n)
+			if err != nil || p.UID == uids[n] {
+				continue
+			}
+			uids[n] = p.UID
+			order = append(order, restart{n, leaderName()})
+			if got := p.Annotations[etcdv1alpha1.AnnotationSpecHash]; got != wantHash {
+				t.Errorf("recreated pod %s has spec hash %q, want %q", n, got, wantHash)
+			}
+			if got := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]; got.String() != "200Mi" {
+				t.Errorf("recreated pod %s requests memory %s, want 200Mi", n, got.String())
+			}
+			// while one member is restarting, no other member pod is gone
+			pods := &corev1.PodList{}
+			if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace)); err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != 3 {
+				t.Errorf("%d member pods while %s restarts, want 3 (at most one member down)", len(pods.Items), n)
+			}
+			runPods(t, c, map[string]string{n: ipOf[n]})
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+	for i, r := range order {
+		if r.member == r.leader {
+			t.Errorf("restart %d: %s was restarted while it led", i+1, r.member)
+		}
+	}
+	if order[2].member != firstLeader {
+		t.Errorf("restart order %+v: the first leader %s was not last", order, firstLeader)
+	}
+	c = waitAvailable(t, c, 3)
+	eventually(t, waitTimeout, "phase Running after the rollout", func() error {
+		c = getCluster(t, c)
+		if c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	for i, m := range c.Status.Members {
+		if want := fmt.Sprintf("%x", uint64(members[i].Etcd.Server.MemberID())); m.ID != want {
+			t.Errorf("member %s ID %s after the rollout, want %s (the same member on its data)", m.Name, m.ID, want)
+		}
+	}
+}
+
+// TestC09_VersionPathRefusedWithoutPodChanges: a version the members cannot move to (it got past
+// admission) sets Valid=False with the allowed path and touches no pod.
+func TestC09_VersionPathRefusedWithoutPodChanges(t *testing.T) {
+	c := createCluster(t, "path", 1)
+	ctx := context.Background()
+	eventually(t, waitTimeout, "pod path-0", func() error { _, err := getPod(c, "path-0"); return err })
+	before, _ := getPod(c, "path-0")
+	// The members run 3.5.20 (as the status records), and the spec asks for 3.6.16: etcd's checklist
+	// needs 3.5.26 first. CEL allows it (it cannot see what members run); the operator must not.
+	c = getCluster(t, c)
+	c.Status.CurrentVersion = "3.5.20"
+	c.Status.ClusterID = "abc"
+	if err := k8s.Status().Update(ctx, c); err != nil {
+		t.Fatalf("set status: %v", err)
+	}
+	eventually(t, waitTimeout, "Valid=False", func() error {
+		c = getCluster(t, c)
+		v := condition(c, etcdv1alpha1.ConditionValid)
+		if v == nil || v.Status != metav1.ConditionFalse || v.Reason != etcdv1alpha1.ReasonInvalidSpec {
+			return fmt.Errorf("Valid %+v", v)
+		}
+		return nil
+	})
+	if v := condition(c, etcdv1alpha1.ConditionValid); !strings.Contains(v.Message, "3.5.26") || !strings.Contains(v.Message, "no member is changed") {
+		t.Errorf("Valid message %q does not name the path", v.Message)
+	}
+	after, err := getPod(c, "path-0")
+	if err != nil || after.UID != before.UID || after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("pod path-0 was touched: %v", err)
+	}
+}
+
+// TestVolumeExpansion: a larger storage.size expands bound claims whose StorageClass allows it, and
+// says which claims cannot grow when it does not.
+func TestVolumeExpansion(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		expand    bool
+		reason    string
+		wantBytes string
+	}{
+		{"grow", true, etcdv1alpha1.ReasonExpandingVolumes, "2Gi"},
+		{"nogrow", false, etcdv1alpha1.ReasonExpansionRefused, "1Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc-" + tc.name},
+				Provisioner: "example.com/none", AllowVolumeExpansion: ptr.To(tc.expand)}
+			if err := k8s.Create(ctx, sc); err != nil {
+				t.Fatal(err)
+			}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-vol-" + tc.name}}
+			if err := k8s.Create(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+			size := resource.MustParse("1Gi")
+			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: ns.Name},
+				Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1),
+					Storage: etcdv1alpha1.StorageSpec{Size: &size, StorageClassName: ptr.To(sc.Name)}}}
+			if err := k8s.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			pvc := &corev1.PersistentVolumeClaim{}
+			key := client.ObjectKey{Namespace: ns.Name, Name: "data-vol-0"}
+			eventually(t, waitTimeout, "claim", func() error { return k8s.Get(ctx, key, pvc) })
+			// play the volume controller: bound at 1Gi
+			pvc.Status.Phase = corev1.ClaimBound
+			pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
+			if err := k8s.Status().Update(ctx, pvc); err != nil {
+				t.Fatal(err)
+			}
+			c = getCluster(t, c)
+			bigger := resource.MustParse("2Gi")
+			c.Spec.Storage.Size = &bigger
+			if err := k8s.Update(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, waitTimeout, "VolumesResized "+tc.reason, func() error {
+				c = getCluster(t, c)
+				v := condition(c, etcdv1alpha1.ConditionVolumesResized)
+				if v == nil || v.Reason != tc.reason || v.Status != metav1.ConditionFalse {
+					return fmt.Errorf("VolumesResized %+v", v)
+				}
+				return nil
+			})
+			if err := k8s.Get(ctx, key, pvc); err != nil {
+				t.Fatal(err)
+			}
+			if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != tc.wantBytes {
+				t.Errorf("claim requests %s, want %s", got.String(), tc.wantBytes)
+			}
+			if !tc.expand {
+				if msg := condition(c, etcdv1alpha1.ConditionVolumesResized).Message; !strings.Contains(msg, "does not allow volume expansion") || !strings.Contains(msg, "data-vol-0") {
+					t.Errorf("message %q does not say which claim cannot grow and why", msg)
+				}
+				return
+			}
+			// the storage provider grows the volume: the condition turns True
+			pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: bigger}
+			if err := k8s.Status().Update(ctx, pvc); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, waitTimeout, "VolumesResized True", func() error {
+				c = getCluster(t, c)
+				if v := condition(c, etcdv1alpha1.ConditionVolumesResized); v == nil || v.Status != metav1.ConditionTrue {
+					return fmt.Errorf("VolumesResized %+v", v)
+				}
+				return nil
+			})
+		})
+	}
+}
