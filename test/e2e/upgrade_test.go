@@ -1,0 +1,339 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// The etcd versions the upgrade tests run; hack/build-images.sh packs both images.
+const (
+	oldVersion = "3.5.35"
+	newVersion = "3.6.16"
+	// rolloutTimeout bounds a rolling update of 3 members.
+	rolloutTimeout = 180 * time.Second
+)
+
+// rolloutWatch polls the member pods and etcd every 100 ms during a rolling update and records each
+// member restart (a pod going away), who led just before it, and how many members were down at once.
+type rolloutWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	restarts []restartSeen
+	maxDown  int
+	downAt   string
+}
+
+type restartSeen struct {
+	member, leader string
+	at             time.Duration
+}
+
+func watchRollout(c *etcdv1alpha1.EtcdCluster) *rolloutWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &rolloutWatch{cancel: cancel, done: make(chan struct{})}
+	start := time.Now()
+	uids := map[string]types.UID{}
+	gone := map[string]bool{} // restart recorded, pod not yet replaced
+	leader := ""
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			pods, err := memberPods(ctx, c)
+			if err == nil {
+				if l := leaderOf(ctx, pods); l != "" {
+					leader = l
+				}
+				down := 0
+				var downNames []string
+				for _, n := range []string{c.Name + "-0", c.Name + "-1", c.Name + "-2"} {
+					p := pods[n]
+					if p == nil || p.DeletionTimestamp != nil || !ready(p) {
+						down++
+						downNames = append(downNames, n)
+					}
+					switch {
+					case p == nil || p.DeletionTimestamp != nil:
+						if !gone[n] && uids[n] != "" {
+							gone[n] = true
+							w.mu.Lock()
+							w.restarts = append(w.restarts, restartSeen{n, leader, time.Since(start)})
+							w.mu.Unlock()
+						}
+					case uids[n] == "":
+						uids[n] = p.UID
+					case p.UID != uids[n]:
+						if !gone[n] { // went and came back between two polls
+							w.mu.Lock()
+							w.restarts = append(w.restarts, restartSeen{n, leader, time.Since(start)})
+							w.mu.Unlock()
+						}
+						uids[n], gone[n] = p.UID, false
+					}
+				}
+				w.mu.Lock()
+				if down > w.maxDown {
+					w.maxDown, w.downAt = down, fmt.Sprint(downNames)
+				}
+				w.mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond) // poll interval
+		}
+	}()
+	return w
+}
+
+func (w *rolloutWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// leaderOf asks the running members who leads; "" when none answers within 300 ms.
+func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
+	for _, p := range pods {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		cli, err := etcd.New(cctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond})
+		if err != nil {
+			cancel()
+			continue
+		}
+		st, err := cli.Status(cctx, podEndpoint(p))
+		_ = cli.Close()
+		cancel()
+		if err != nil || st.Leader == 0 {
+			continue
+		}
+		_, members, err := func() (uint64, []etcd.Member, error) {
+			c2, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			cl, err := etcd.New(c2, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond})
+			if err != nil {
+				return 0, nil, err
+			}
+			defer func() { _ = cl.Close() }()
+			return cl.MemberList(c2)
+		}()
+		if err != nil {
+			continue
+		}
+		for _, m := range members {
+			if m.ID == st.Leader {
+				return m.Name
+			}
+		}
+	}
+	return ""
+}
+
+// rollAndCheck changes the cluster with mutate under a continuous writer (optionally killing the
+// operator after the first member restarted), waits until every member runs the new spec, and checks
+// the rollout's invariants: each member restarted exactly once, never while it led, at most one
+// member down at any moment, the same members and cluster ID, every acknowledged write readable.
+func rollAndCheck(t *testing.T, c *etcdv1alpha1.EtcdCluster, killMidway bool, mutate func(*etcdv1alpha1.EtcdCluster), done func(*etcdv1alpha1.EtcdCluster) error) time.Duration {
+	t.Helper()
+	id := clusterIDOf(t, c)
+	before := assertMembers(t, c, 3, id)
+	wr := startWriter(t, clientServiceEndpoint(t, c))
+	rw := watchRollout(c)
+	start := time.Now()
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(got)
+	if err := k8s.Update(context.Background(), got); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if killMidway {
+		waitFor(t, rolloutTimeout, "the first member restarted", func(context.Context) error {
+			rw.mu.Lock()
+			defer rw.mu.Unlock()
+			if len(rw.restarts) == 0 {
+				return fmt.Errorf("no restart yet")
+			}
+			return nil
+		})
+		killOperator(t)
+	}
+	waitFor(t, rolloutTimeout, "every member on the new spec", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if cur.Status.Phase != etcdv1alpha1.PhaseRunning || cur.Status.ReadyReplicas != 3 || cur.Status.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("phase %s ready %d observedGeneration %d/%d", cur.Status.Phase, cur.Status.ReadyReplicas, cur.Status.ObservedGeneration, cur.Generation)
+		}
+		return done(cur)
+	})
+	took := time.Since(start)
+	rw.stop()
+	pods, _ := memberPods(context.Background(), c)
+	wr.stopAndVerify(t, podEndpoint(pods[c.Name+"-0"]))
+
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	t.Logf("rollout took %s; restarts %+v; at most %d member(s) down at once", took.Round(100*time.Millisecond), rw.restarts, rw.maxDown)
+	seen := map[string]int{}
+	for i, r := range rw.restarts {
+		seen[r.member]++
+		if r.member == r.leader {
+			t.Errorf("restart %d: %s restarted while it led", i+1, r.member)
+		}
+	}
+	if len(rw.restarts) != 3 || len(seen) != 3 {
+		t.Errorf("restarts %+v, want each of the 3 members exactly once", rw.restarts)
+	}
+	if rw.maxDown > 1 {
+		t.Errorf("%d members were down at once (%s), want at most 1", rw.maxDown, rw.downAt)
+	}
+	after := assertMembers(t, c, 3, id)
+	for i := range before {
+		if before[i].ID != after[i].ID {
+			t.Errorf("member %s has ID %x after the rollout, %x before (it must restart on its data)", before[i].Name, after[i].ID, before[i].ID)
+		}
+	}
+	return took
+}
+
+// TestUpgrade_3_5_To_3_6: a 3-member etcd 3.5 cluster is upgraded to 3.6 under a continuous writer,
+// the operator being killed after the first member restarted: followers first, the leader last, one
+// member down at most, every member then runs 3.6 and status.currentVersion says so.
+func TestUpgrade_3_5_To_3_6(t *testing.T) {
+	c := newCluster(t, "e2e-upgrade", "demo", 3, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = oldVersion })
+	_, got := assertAvailable(t, c, availableTimeout)
+	if got.Status.CurrentVersion != oldVersion {
+		t.Fatalf("currentVersion %q, want %s", got.Status.CurrentVersion, oldVersion)
+	}
+	rollAndCheck(t, c, true, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, func(cur *etcdv1alpha1.EtcdCluster) error {
+		for _, m := range cur.Status.Members {
+			if m.Version != newVersion {
+				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
+			}
+		}
+		if cur.Status.CurrentVersion != newVersion {
+			return fmt.Errorf("currentVersion %s", cur.Status.CurrentVersion)
+		}
+		return nil
+	})
+	// the cluster version (what etcd's features follow) moves to 3.6 once every member runs it
+	waitFor(t, 30*time.Second, "cluster version 3.6", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			v, err := etcdClusterVersion(ctx, p)
+			if err != nil {
+				return err
+			}
+			if v != "3.6.0" {
+				return fmt.Errorf("member %s reports cluster version %q", n, v)
+			}
+		}
+		return nil
+	})
+}
+
+// TestRollingResourcesChange: a change of the member pods' resources rolls the members the same way.
+func TestRollingResourcesChange(t *testing.T) {
+	c := newCluster(t, "e2e-roll", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	want := resource.MustParse("160Mi")
+	rollAndCheck(t, c, false, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: want, corev1.ResourceCPU: resource.MustParse("50m")}}}
+	}, func(cur *etcdv1alpha1.EtcdCluster) error {
+		pods, err := memberPods(context.Background(), cur)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if got := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]; got.Cmp(want) != 0 {
+				return fmt.Errorf("pod %s requests %s memory", n, got.String())
+			}
+		}
+		return nil
+	})
+}
+
+// TestPDBBlocksEvictionThatBreaksQuorum: with 3 members, evicting one is allowed and evicting a second
+// at once is refused (429) by the PodDisruptionBudget; the cluster comes back whole.
+func TestPDBBlocksEvictionThatBreaksQuorum(t *testing.T) {
+	c := newCluster(t, "e2e-pdb", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	waitFor(t, statusTimeout, "the PodDisruptionBudget allows one disruption", func(ctx context.Context) error {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); err != nil {
+			return err
+		}
+		if pdb.Status.DisruptionsAllowed != 1 || pdb.Spec.MinAvailable.IntValue() != 2 {
+			return fmt.Errorf("minAvailable %s, disruptionsAllowed %d", pdb.Spec.MinAvailable.String(), pdb.Status.DisruptionsAllowed)
+		}
+		return nil
+	})
+	evict := func(name string) error {
+		return kube.PolicyV1().Evictions(c.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}})
+	}
+	if err := evict("demo-1"); err != nil {
+		t.Fatalf("evicting the first member: %v", err)
+	}
+	err := evict("demo-2")
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting a second member at once: %v, want 429 Too Many Requests from the PodDisruptionBudget", err)
+	}
+	t.Logf("second eviction refused: %v", err)
+	assertAvailable(t, c, recoverTimeout)
+}
+
+// etcdClusterVersion returns the cluster version a member reports on its /version endpoint (the
+// "etcdcluster" field: major.minor.0, the lowest version of the members once they all agreed).
+func etcdClusterVersion(ctx context.Context, p *corev1.Pod) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, podEndpoint(p)+"/version", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return "", fmt.Errorf("decode %s/version: %w", podEndpoint(p), err)
+	}
+	return v.Cluster, nil
+}
