@@ -219,3 +219,75 @@ func TestServices(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecHash: the hash a member pod carries changes with the fields a pod is built from, and only
+// with them (scaling or growing storage must not restart members).
+func TestSpecHash(t *testing.T) {
+	o := Options{}
+	base := o.SpecHash(cluster())
+	q := resource.MustParse("2Gi")
+	for _, tc := range []struct {
+		name    string
+		mut     func(*etcdv1alpha1.EtcdCluster)
+		changes bool
+	}{
+		{"version", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.17" }, true},
+		{"image", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.16" }, true},
+		{"resources", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+		}, true},
+		{"options", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log-level": "debug"}}
+		}, true},
+		{"replicas", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) }, false},
+		{"storage size", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &q }, false},
+		{"labels of the cluster", func(c *etcdv1alpha1.EtcdCluster) { c.Labels = map[string]string{"team": "a"} }, false},
+	} {
+		got := o.SpecHash(cluster(tc.mut))
+		if (got != base) != tc.changes {
+			t.Errorf("%s: hash %s vs %s, want changed=%v", tc.name, got, base, tc.changes)
+		}
+	}
+	if o.SpecHash(cluster()) != base {
+		t.Errorf("SpecHash is not deterministic")
+	}
+	p := o.BuildPod(cluster(), Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380"})
+	if p.Annotations[etcdv1alpha1.AnnotationSpecHash] != base {
+		t.Errorf("pod annotation %q, want %q", p.Annotations[etcdv1alpha1.AnnotationSpecHash], base)
+	}
+}
+
+// TestOptionArgs: typed options become etcd flags; extraArgs follow sorted, reserved ones dropped.
+func TestOptionArgs(t *testing.T) {
+	q := resource.MustParse("8Gi")
+	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Options = &etcdv1alpha1.EtcdOptions{
+			QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
+			SnapshotCount: ptr.To[int64](5000), HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000),
+			MaxRequestBytes: ptr.To[int32](2097152),
+			ExtraArgs:       map[string]string{"log-level": "warn", "data-dir": "/elsewhere", "experimental-peer-skip-client-san-verification": "true"},
+		}
+	})
+	args := Options{}.EtcdArgs(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380"})
+	want := []string{"--quota-backend-bytes=8589934592", "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h",
+		"--snapshot-count=5000", "--heartbeat-interval=200", "--election-timeout=2000", "--max-request-bytes=2097152",
+		"--experimental-peer-skip-client-san-verification=true", "--log-level=warn"}
+	if got := args[len(args)-len(want):]; !slices.Equal(got, want) {
+		t.Errorf("option flags = %q, want %q", got, want)
+	}
+	for _, a := range args {
+		if a == "--data-dir=/elsewhere" {
+			t.Errorf("reserved flag passed through: %q", args)
+		}
+	}
+}
+
+// TestBuildPDB: minAvailable is the quorum of the desired members.
+func TestBuildPDB(t *testing.T) {
+	for replicas, want := range map[int32]int{1: 1, 3: 2, 5: 3, 7: 4, 9: 5} {
+		pdb := BuildPDB(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(replicas) }))
+		if pdb.Spec.MinAvailable.IntValue() != want {
+			t.Errorf("replicas %d: minAvailable %s, want %d", replicas, pdb.Spec.MinAvailable.String(), want)
+		}
+	}
+}

@@ -160,7 +160,8 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 // operator after the first member restarted), waits until every member runs the new spec, and checks
 // the rollout's invariants: each member restarted exactly once, never while it led, at most one
 // member down at any moment, the same members and cluster ID, every acknowledged write readable.
-func rollAndCheck(t *testing.T, c *etcdv1alpha1.EtcdCluster, killMidway bool, mutate func(*etcdv1alpha1.EtcdCluster), done func(*etcdv1alpha1.EtcdCluster) error) time.Duration {
+// It returns how long the rollout took and the writer's record.
+func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mutate func(*etcdv1alpha1.EtcdCluster), done func(*etcdv1alpha1.EtcdCluster) error) (time.Duration, *writer) {
 	t.Helper()
 	id := clusterIDOf(t, c)
 	before := assertMembers(t, c, 3, id)
@@ -223,7 +224,7 @@ func rollAndCheck(t *testing.T, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 			t.Errorf("member %s has ID %x after the rollout, %x before (it must restart on its data)", before[i].Name, after[i].ID, before[i].ID)
 		}
 	}
-	return took
+	return took, wr
 }
 
 // TestUpgrade_3_5_To_3_6: a 3-member etcd 3.5 cluster is upgraded to 3.6 under a continuous writer,
@@ -235,17 +236,7 @@ func TestUpgrade_3_5_To_3_6(t *testing.T) {
 	if got.Status.CurrentVersion != oldVersion {
 		t.Fatalf("currentVersion %q, want %s", got.Status.CurrentVersion, oldVersion)
 	}
-	rollAndCheck(t, c, true, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, func(cur *etcdv1alpha1.EtcdCluster) error {
-		for _, m := range cur.Status.Members {
-			if m.Version != newVersion {
-				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
-			}
-		}
-		if cur.Status.CurrentVersion != newVersion {
-			return fmt.Errorf("currentVersion %s", cur.Status.CurrentVersion)
-		}
-		return nil
-	})
+	rollAndCheck(t, c, true, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
 	// the cluster version (what etcd's features follow) moves to 3.6 once every member runs it
 	waitFor(t, 30*time.Second, "cluster version 3.6", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
@@ -263,6 +254,37 @@ func TestUpgrade_3_5_To_3_6(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// upgradedTo is done when every member runs version v and status.currentVersion says so.
+func upgradedTo(v string) func(*etcdv1alpha1.EtcdCluster) error {
+	return func(cur *etcdv1alpha1.EtcdCluster) error {
+		for _, m := range cur.Status.Members {
+			if m.Version != v {
+				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
+			}
+		}
+		if cur.Status.CurrentVersion != v {
+			return fmt.Errorf("currentVersion %s", cur.Status.CurrentVersion)
+		}
+		return nil
+	}
+}
+
+// BenchmarkUpgrade3: a 3-member cluster upgraded from 3.5 to 3.6 under a continuous writer; reports the
+// rollout's duration and the client-visible error window (the longest gap between acknowledged writes).
+func BenchmarkUpgrade3(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", i), "demo", 3, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = oldVersion })
+		assertAvailable(b, c, availableTimeout)
+		before := operatorCounters(b)
+		took, w := rollAndCheck(b, c, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
+		report(b, took, before)
+		w.mu.Lock()
+		b.ReportMetric(w.longestGap.Seconds(), "write-gap-s")
+		b.ReportMetric(float64(w.failed), "failed-writes")
+		w.mu.Unlock()
+	}
 }
 
 // TestRollingResourcesChange: a change of the member pods' resources rolls the members the same way.
