@@ -92,7 +92,7 @@ func watchRollout(c *etcdv1alpha1.EtcdCluster) *rolloutWatch {
 				}
 				w.mu.Lock()
 				if down > w.maxDown {
-					w.maxDown, w.downAt = down, fmt.Sprint(downNames)
+					w.maxDown, w.downAt = down, fmt.Sprintf("%v at %s", downNames, time.Since(start).Round(100*time.Millisecond))
 				}
 				w.mu.Unlock()
 			}
@@ -165,6 +165,19 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 	t.Helper()
 	id := clusterIDOf(t, c)
 	before := assertMembers(t, c, 3, id)
+	// the operator's Available comes from etcd; kubelet's readiness probes may lag it by a period
+	waitFor(t, statusTimeout, "every member pod Ready", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if !ready(p) {
+				return fmt.Errorf("pod %s is not Ready", n)
+			}
+		}
+		return nil
+	})
 	wr := startWriter(t, clientServiceEndpoint(t, c))
 	rw := watchRollout(c)
 	start := time.Now()
