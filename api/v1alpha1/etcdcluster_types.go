@@ -60,6 +60,22 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	Options *EtcdOptions `json:"options,omitempty"`
+
+	// Backup schedules verified snapshots of the cluster and bounds how many are kept.
+	//
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// Bootstrap initialises a new cluster's data, for example from a backup. Immutable.
+	//
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: it only applies when the cluster is created"
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// Recovery says what the operator may do on its own when the cluster cannot recover.
+	//
+	// +optional
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
 }
 
 // AutoCompactionMode is how etcd's --auto-compaction-retention is read.
@@ -323,12 +339,16 @@ type EtcdClusterStatus struct {
 	// ClientService is the name of the Service clients connect to (port 2379).
 	// +optional
 	ClientService string `json:"clientService,omitempty"`
+	// LastBackup is the newest successful backup of the cluster.
+	// +optional
+	LastBackup *LastBackup `json:"lastBackup,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,
 // a headless peer Service and a client Service.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="has(self.spec.bootstrap) == has(oldSelf.spec.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

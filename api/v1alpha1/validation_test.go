@@ -201,3 +201,48 @@ func assertInvalid(t *testing.T, err error, message string) {
 		t.Errorf("error %q does not say %q", err.Error(), message)
 	}
 }
+
+// TestBackupAndRestoreRejected: backup destinations and restore sources name exactly one thing, an
+// EtcdBackup cannot be edited, and a cluster's bootstrap cannot change after creation.
+func TestBackupAndRestoreRejected(t *testing.T) {
+	ctx := context.Background()
+	s3 := &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3"}}
+	pvc := &etcdv1alpha1.PVCDestination{ClaimName: "backups"}
+	both := etcdv1alpha1.BackupDestination{S3: s3, PVC: pvc}
+	backup := func(d *etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		seq++
+		return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}, Destination: d}}
+	}
+	assertInvalid(t, k8s.Create(ctx, backup(&both)), "exactly one of s3 or pvc")
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{})), "exactly one of s3 or pvc")
+	bad := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "b", SubPath: "../etc"}}
+	assertInvalid(t, k8s.Create(ctx, backup(bad)), "relative path")
+	badS3 := *s3
+	badS3.Endpoint = "s3.example:9000"
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &badS3})), "spec.destination.s3.endpoint")
+
+	ok := backup(&etcdv1alpha1.BackupDestination{PVC: pvc})
+	if err := k8s.Create(ctx, ok); err != nil {
+		t.Fatalf("valid EtcdBackup rejected: %v", err)
+	}
+	ok.Spec.ClusterRef.Name = "other"
+	assertInvalid(t, k8s.Update(ctx, ok), "spec cannot change")
+
+	assertInvalid(t, k8s.Create(ctx, newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{
+			BackupRef: &corev1.LocalObjectReference{Name: "b"},
+			Source:    &etcdv1alpha1.RestoreSource{Destination: etcdv1alpha1.BackupDestination{PVC: pvc}, Key: "k"}}}
+	})), "exactly one of backupRef or source")
+
+	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "b"}}}
+	})
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("cluster restoring a backup rejected: %v", err)
+	}
+	c.Spec.Bootstrap.Restore.BackupRef.Name = "other"
+	assertInvalid(t, k8s.Update(ctx, c), "spec.bootstrap is immutable")
+	c.Spec.Bootstrap = nil
+	assertInvalid(t, k8s.Update(ctx, c), "cannot be added or removed")
+}

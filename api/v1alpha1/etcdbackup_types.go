@@ -1,0 +1,275 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackupDestination is where snapshots are stored: exactly one of s3 or pvc.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="a backup destination needs exactly one of s3 or pvc"
+type BackupDestination struct {
+	// S3 stores snapshots in an S3-compatible object store.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+	// PVC stores snapshots as files on a PersistentVolumeClaim in the cluster's namespace.
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
+}
+
+// S3Destination is a bucket (and key prefix) of an S3-compatible object store.
+type S3Destination struct {
+	// Endpoint is the object store's URL, such as "https://s3.eu-west-1.amazonaws.com" or
+	// "http://minio.storage.svc:9000".
+	//
+	// +kubebuilder:validation:Pattern=`^https?://[^\s/]+(/.*)?$`
+	// +kubebuilder:validation:MaxLength=512
+	Endpoint string `json:"endpoint"`
+	// Bucket is the bucket name.
+	//
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+	// Prefix is prepended to every key, such as "etcd/prod"; no leading or trailing "/".
+	//
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^([^/].*[^/]|[^/])?$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Region of the bucket (default "us-east-1").
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Region string `json:"region,omitempty"`
+	// ForcePathStyle addresses the bucket as <endpoint>/<bucket> instead of <bucket>.<endpoint>, as
+	// most self-hosted object stores need.
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+	// CredentialsSecretRef names a Secret in the cluster's namespace with the keys "accessKeyID" and
+	// "secretAccessKey".
+	CredentialsSecretRef corev1.LocalObjectReference `json:"credentialsSecretRef"`
+}
+
+// PVCDestination is a directory on a PersistentVolumeClaim.
+type PVCDestination struct {
+	// ClaimName is the claim, in the cluster's namespace. With a ReadWriteOnce claim, backup Jobs must
+	// run on the node that mounts it.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName"`
+	// SubPath is a directory inside the claim (default: its root).
+	//
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="pvc.subPath must be a relative path without '..'"
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+}
+
+// EtcdBackupSpec is a request for one snapshot of a cluster. It cannot change once created.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdBackup's spec cannot change; create another EtcdBackup"
+type EtcdBackupSpec struct {
+	// ClusterRef names the EtcdCluster, in the same namespace, to back up.
+	ClusterRef corev1.LocalObjectReference `json:"clusterRef"`
+	// Destination is where the snapshot goes; default: the cluster's spec.backup.destination.
+	// +optional
+	Destination *BackupDestination `json:"destination,omitempty"`
+}
+
+// BackupPhase is where a backup is.
+//
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type BackupPhase string
+
+// The phases of an EtcdBackup.
+const (
+	BackupPending   BackupPhase = "Pending"
+	BackupRunning   BackupPhase = "Running"
+	BackupSucceeded BackupPhase = "Succeeded"
+	BackupFailed    BackupPhase = "Failed"
+)
+
+// EtcdBackupStatus is what the backup did.
+type EtcdBackupStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is Pending (waiting for the cluster or for another backup of it), Running, Succeeded or
+	// Failed.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
+	// StartTime is when the snapshot started streaming.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the snapshot was verified and stored.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Location is where the snapshot is: "s3://<bucket>/<key>" or "pvc://<claim>/<path>".
+	// +optional
+	Location string `json:"location,omitempty"`
+	// Key is the snapshot's key in the destination (under the prefix or subPath).
+	// +optional
+	Key string `json:"key,omitempty"`
+	// SizeBytes is the snapshot's size in bytes.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Revision is the etcd revision the snapshot holds.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// SHA256 is the hex sha256 of the snapshot file, checked again before a restore.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// EtcdVersion is the server version of the member the snapshot was taken from.
+	// +optional
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+	// Member is the member the snapshot was taken from.
+	// +optional
+	Member string `json:"member,omitempty"`
+	// Message says what happened, and on failure what to do about it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Conditions: Complete (True once the snapshot is verified and stored), Failed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EtcdBackup is one verified snapshot of an EtcdCluster, taken by a Job, stored in S3 or on a PVC.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdbackup,categories=all
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`
+// +kubebuilder:printcolumn:name="Location",type=string,priority=1,JSONPath=`.status.location`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec EtcdBackupSpec `json:"spec"`
+	// +optional
+	Status EtcdBackupStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupList is a list of EtcdBackups.
+//
+// +kubebuilder:object:root=true
+type EtcdBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackup `json:"items"`
+}
+
+// BackupSpec schedules backups of a cluster and bounds how many are kept.
+type BackupSpec struct {
+	// Schedule is a cron expression ("0 * * * *": hourly; "@every 6h"), in TimeZone. Empty: no scheduled
+	// backups (EtcdBackups can still be created by hand). A schedule missed while the operator was down
+	// runs once when it is back, not once per missed time.
+	//
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+	// TimeZone of Schedule, an IANA name such as "Europe/Berlin" (default UTC).
+	//
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Retention bounds the scheduled backups kept; older ones are deleted together with their stored
+	// snapshots. The newest successful backup is always kept.
+	// +optional
+	Retention *BackupRetention `json:"retention,omitempty"`
+	// Destination is where scheduled backups, and EtcdBackups that name none, are stored.
+	Destination BackupDestination `json:"destination"`
+	// FinalSnapshot takes a last backup when the EtcdCluster is deleted, if the cluster answers;
+	// deletion never waits for a cluster that does not.
+	// +optional
+	FinalSnapshot bool `json:"finalSnapshot,omitempty"`
+}
+
+// BackupRetention bounds the scheduled backups kept: by count, by age, or both.
+type BackupRetention struct {
+	// MaxCount keeps at most this many scheduled backups.
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxCount *int32 `json:"maxCount,omitempty"`
+	// MaxAge deletes scheduled backups older than this, such as "168h".
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// BootstrapSpec is how a new cluster's data is initialised.
+type BootstrapSpec struct {
+	// Restore creates the cluster from a snapshot: every member restores the same snapshot before etcd
+	// starts; the cluster gets a new cluster ID.
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
+}
+
+// RestoreSpec names the snapshot to restore: an EtcdBackup, or a key in a destination.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.backupRef) != has(self.source)",message="bootstrap.restore needs exactly one of backupRef or source"
+type RestoreSpec struct {
+	// BackupRef names a Succeeded EtcdBackup in the same namespace.
+	// +optional
+	BackupRef *corev1.LocalObjectReference `json:"backupRef,omitempty"`
+	// Source is a snapshot in a destination, by key.
+	// +optional
+	Source *RestoreSource `json:"source,omitempty"`
+}
+
+// RestoreSource is a stored snapshot.
+type RestoreSource struct {
+	// Destination holds the snapshot.
+	Destination BackupDestination `json:"destination"`
+	// Key of the snapshot in the destination (as EtcdBackup status.key reports it).
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key"`
+	// SHA256 is the snapshot's expected hex sha256; when empty, the one recorded next to the snapshot
+	// is used.
+	//
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// RecoverySpec says what the operator may do on its own when a cluster cannot recover.
+type RecoverySpec struct {
+	// RestoreOnQuorumLoss lets the operator recreate the cluster from its newest successful backup when
+	// quorum is lost and the lost members' data is gone. Writes after that backup are lost. Default
+	// false: the operator reports QuorumLost and waits for a human.
+	// +optional
+	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+}
+
+// LastBackup is the newest successful backup of a cluster.
+type LastBackup struct {
+	// Name of the EtcdBackup.
+	Name string `json:"name"`
+	// CompletionTime of the backup.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Location of the snapshot.
+	// +optional
+	Location string `json:"location,omitempty"`
+	// Revision the snapshot holds.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// SizeBytes of the snapshot.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdBackup{}, &EtcdBackupList{})
+}
