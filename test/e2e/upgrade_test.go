@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -371,4 +372,43 @@ func etcdClusterVersion(ctx context.Context, p *corev1.Pod) (string, error) {
 		return "", fmt.Errorf("decode %s/version: %w", podEndpoint(p), err)
 	}
 	return v.Cluster, nil
+}
+
+// TestStorageGrowthReported: growing storage.size on a StorageClass that cannot expand volumes
+// (local-path) says so in the VolumesResized condition, naming the claims, and changes no member.
+func TestStorageGrowthReported(t *testing.T) {
+	c := newCluster(t, "e2e-grow", "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := pods["demo-0"].UID
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := resource.MustParse("2Gi")
+	got.Spec.Storage.Size = &bigger
+	if err := k8s.Update(context.Background(), got); err != nil {
+		t.Fatalf("grow storage: %v", err)
+	}
+	waitFor(t, statusTimeout, "VolumesResized=False VolumeExpansionNotSupported", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, cond := range cur.Status.Conditions {
+			if cond.Type == etcdv1alpha1.ConditionVolumesResized && cond.Status == metav1.ConditionFalse &&
+				cond.Reason == etcdv1alpha1.ReasonExpansionRefused && strings.Contains(cond.Message, "data-demo-0") &&
+				strings.Contains(cond.Message, "local-path does not allow volume expansion") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", cur.Status.Conditions)
+	})
+	pods, err = memberPods(context.Background(), c)
+	if err != nil || pods["demo-0"] == nil || pods["demo-0"].UID != uid {
+		t.Errorf("the member pod changed: %v", err)
+	}
 }
