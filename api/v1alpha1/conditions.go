@@ -15,6 +15,9 @@ const (
 	// ConditionVolumesResized is True when every member's claim has the size spec.storage.size asks
 	// for; False while claims are being expanded, or when their StorageClass cannot expand them.
 	ConditionVolumesResized = "VolumesResized"
+	// ConditionDataInconsistent is True when the members' key-value hashes at one revision differ: their
+	// data diverged. It is checked periodically while the cluster is healthy.
+	ConditionDataInconsistent = "DataInconsistent"
 )
 
 // Condition reasons of an EtcdCluster.
@@ -45,6 +48,8 @@ const (
 	ReasonVolumesMatchSpec  = "VolumesMatchSpec"
 	ReasonExpandingVolumes  = "ExpandingVolumes"
 	ReasonExpansionRefused  = "VolumeExpansionNotSupported"
+	ReasonHashesMatch       = "HashesMatch"
+	ReasonHashMismatch      = "HashMismatch"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

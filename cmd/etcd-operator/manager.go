@@ -37,6 +37,7 @@ type managerOptions struct {
 	healthCheckInterval time.Duration
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
+	consistencyInterval time.Duration
 	zap                 zap.Options
 }
 
@@ -58,6 +59,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
+	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
@@ -101,6 +103,10 @@ func runManager(o *managerOptions) error {
 		Options:             resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository},
 		HealthCheckInterval: o.healthCheckInterval,
 		EtcdTimeout:         o.etcdTimeout,
+	}
+	r.ConsistencyCheckInterval = o.consistencyInterval
+	if o.consistencyInterval == 0 {
+		r.ConsistencyCheckInterval = -1 // disabled
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the EtcdCluster controller: %w", err)

@@ -57,6 +57,11 @@ type EtcdClusterReconciler struct {
 	HealthCheckInterval time.Duration
 	// EtcdTimeout bounds each etcd call of a pass (default 3 s).
 	EtcdTimeout time.Duration
+	// ConsistencyCheckInterval is how often the members' key-value hashes are compared (default 10
+	// minutes; negative disables the check).
+	ConsistencyCheckInterval time.Duration
+
+	consistency consistencyClock
 }
 
 // scope is what one pass observed, once, and what it decided.
@@ -82,6 +87,9 @@ type scope struct {
 	stalled *progress
 	// invalid says why the spec cannot be acted on (the Valid condition), nil when it can.
 	invalid *progress
+	// consistency is the outcome of a hash comparison made in this pass (the DataInconsistent
+	// condition), nil when none was made.
+	consistency *progress
 	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
 	// condition), nil for emptyDir members or an unset size.
 	volumes *progress
@@ -146,6 +154,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileRollout,
 		r.reconcilePDB,
 		r.reconcileVolumes,
+		r.checkConsistency,
 	}
 	for _, phase := range phases {
 		res, err := phase(ctx, s)

@@ -74,6 +74,14 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 		uids[n] = p.UID
 	}
 	firstLeader := leaderName()
+	eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func() error {
+		c = getCluster(t, c)
+		d := condition(c, etcdv1alpha1.ConditionDataInconsistent)
+		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1alpha1.ReasonHashesMatch || !strings.Contains(d.Message, "All 3 members hash to") {
+			return fmt.Errorf("DataInconsistent %+v", d)
+		}
+		return nil
+	})
 
 	c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
@@ -148,12 +156,12 @@ func TestC09_VersionPathRefusedWithoutPodChanges(t *testing.T) {
 	before, _ := getPod(c, "path-0")
 	// The members run 3.5.20 (as the status records), and the spec asks for 3.6.16: etcd's checklist
 	// needs 3.5.26 first. CEL allows it (it cannot see what members run); the operator must not.
-	c = getCluster(t, c)
-	c.Status.CurrentVersion = "3.5.20"
-	c.Status.ClusterID = "abc"
-	if err := k8s.Status().Update(ctx, c); err != nil {
-		t.Fatalf("set status: %v", err)
-	}
+	eventually(t, waitTimeout, "status set to members running 3.5.20", func() error {
+		c = getCluster(t, c)
+		c.Status.CurrentVersion = "3.5.20"
+		c.Status.ClusterID = "abc"
+		return k8s.Status().Update(ctx, c) // retried on a conflict with the operator's own writes
+	})
 	eventually(t, waitTimeout, "Valid=False", func() error {
 		c = getCluster(t, c)
 		v := condition(c, etcdv1alpha1.ConditionValid)

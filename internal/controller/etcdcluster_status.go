@@ -86,6 +86,9 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	} else {
 		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
 	}
+	if s.consistency != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, s.consistency.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{s.consistency.reason, s.consistency.message})
+	}
 	if s.volumes != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
 	}

@@ -75,6 +75,8 @@ type EndpointStatus struct {
 	DBSizeInUseBytes int64
 	// IsLearner is true if the member is a learner.
 	IsLearner bool
+	// Revision is the newest revision of the member's key-value store.
+	Revision int64
 	// Errors are the member's reported problems, e.g. "etcdserver: no
 	// leader" or one entry per active alarm ("memberID:… alarm:NOSPACE").
 	Errors []string
@@ -152,8 +154,28 @@ type Client interface {
 	// the leader's endpoint. It returns nil at once if toID already leads.
 	MoveLeader(ctx context.Context, toID uint64) error
 
+	// HashKV asks exactly endpoint for the hash of its key-value store up
+	// to revision rev (0: its newest), like `etcdctl endpoint hashkv`.
+	// Members that hashed the same revision with the same compact revision
+	// hold the same data exactly when their hashes are equal (etcd's own
+	// corruption check compares them the same way). It fails with etcd's
+	// "future revision" error when the member has not applied rev yet and
+	// "compacted" when rev is below its compact revision.
+	HashKV(ctx context.Context, endpoint string, rev int64) (KVHash, error)
+
 	// Close releases the client's connections.
 	Close() error
+}
+
+// KVHash is one member's hash of its key-value store.
+type KVHash struct {
+	// Endpoint is the client URL that was asked; MemberID the member that answered.
+	Endpoint string
+	MemberID uint64
+	// Hash is the crc32 of the keys and values up to HashRevision.
+	Hash uint32
+	// HashRevision is the revision hashed; CompactRevision the member's compact revision then.
+	HashRevision, CompactRevision int64
 }
 
 // Factory creates a Client. The controller holds a Factory so tests can
@@ -532,6 +554,20 @@ func toStatus(endpoint string, r *clientv3.StatusResponse) EndpointStatus {
 	}
 	if r.Header != nil {
 		st.MemberID = r.Header.MemberId
+		st.Revision = r.Header.Revision
 	}
 	return st
+}
+
+// HashKV implements Client.
+func (c *client) HashKV(ctx context.Context, endpoint string, rev int64) (KVHash, error) {
+	resp, err := c.cli.HashKV(ctx, endpoint, rev)
+	if err != nil {
+		return KVHash{}, fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rev, err)
+	}
+	h := KVHash{Endpoint: endpoint, Hash: resp.Hash, CompactRevision: resp.CompactRevision, HashRevision: resp.HashRevision}
+	if resp.Header != nil {
+		h.MemberID = resp.Header.MemberId
+	}
+	return h, nil
 }
