@@ -31,9 +31,10 @@ test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (
 
 ##@ Development
 .PHONY: manifests
-manifests: ## Generate the CRD, the RBAC role and dist/install.yaml from the Go markers and config/.
-	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd paths="./api/...;./internal/controller/..." \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.
+	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./internal/controller/...;./internal/webhook/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
 	@mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 
