@@ -50,7 +50,7 @@ func newCertFiles(mgr ctrl.Manager, secret types.NamespacedName, dir string) (*c
 
 // Start writes the files whenever the Secret is added or changes, until ctx is done.
 func (f *certFiles) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithValues("secret", f.secret, "dir", f.dir)
+	log := ctrl.Log.WithName("webhook-certs").WithValues("secret", f.secret, "dir", f.dir)
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("create the webhook certificate directory: %w", err)
 	}

@@ -168,6 +168,9 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 			{Name: o.MutatingConfiguration, Type: rotator.Mutating},
 		},
 		FieldOwner: fieldOwner,
+		// The CA is injected once the first certificate is written, not by a concurrent first
+		// generation (which would lose the race for the Secret and log it as an error).
+		EnableReadinessCheck: true,
 		// Every replica serves admission requests, so every replica needs the certificate; concurrent
 		// writes of the Secret are settled by its resourceVersion.
 		RequireLeaderElection: false,
@@ -225,7 +228,7 @@ type registerWhenReady struct {
 func (w *registerWhenReady) Start(ctx context.Context) error {
 	select {
 	case <-w.ready:
-		ctrl.LoggerFrom(ctx).Info("Webhook certificate ready: serving the admission webhooks")
+		ctrl.Log.WithName("webhook").Info("Webhook certificate ready: serving the admission webhooks")
 		return w.registration.register()
 	case <-ctx.Done():
 		return nil
