@@ -50,7 +50,7 @@ func newManagerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers (the default)",
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(o) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (plain HTTP); 0 disables it")
@@ -75,7 +75,8 @@ func newManagerCommand() *cobra.Command {
 	return cmd
 }
 
-func runManager(o *managerOptions) error {
+// runManager runs the controllers and webhooks until ctx is done.
+func runManager(ctx context.Context, o *managerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 
@@ -145,7 +146,7 @@ func runManager(o *managerOptions) error {
 	}
 	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces,
 		"webhooks", o.enableWebhooks, "webhookCertProvisioner", o.webhook.Provisioner)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 // cacheSynced is a readiness check: ready once the informer caches have synced.
