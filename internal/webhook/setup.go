@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,10 @@ var DefaultCertDir = filepath.Join("/tmp", "k8s-webhook-server", "serving-certs"
 const (
 	caName         = "etcd-operator-webhook-ca"
 	caOrganization = "etcd-operator"
+	caValidity     = 10 * 365 * 24 * time.Hour
+	certValidity   = 365 * 24 * time.Hour
+	renewBefore    = 90 * 24 * time.Hour
+	renewalCheck   = 12 * time.Hour
 	rotatorName    = "webhook-cert-rotator"
 	fieldOwner     = "etcd-operator"
 )
@@ -156,13 +161,17 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	secret := types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}
 	certsReady := make(chan struct{})
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      secret,
-		CertDir:        o.CertDir,
-		CAName:         caName,
-		CAOrganization: caOrganization,
-		DNSName:        fmt.Sprintf("%s.%s.svc", o.ServiceName, o.Namespace),
-		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.%s", o.ServiceName, o.Namespace, o.ClusterDomain)},
-		IsReady:        certsReady,
+		SecretKey:              secret,
+		CertDir:                o.CertDir,
+		CAName:                 caName,
+		CAOrganization:         caOrganization,
+		DNSName:                fmt.Sprintf("%s.%s.svc", o.ServiceName, o.Namespace),
+		ExtraDNSNames:          []string{fmt.Sprintf("%s.%s.svc.%s", o.ServiceName, o.Namespace, o.ClusterDomain)},
+		IsReady:                certsReady,
+		CaCertDuration:         caValidity,
+		ServerCertDuration:     certValidity,
+		LookaheadInterval:      renewBefore,
+		RotationCheckFrequency: renewalCheck,
 		Webhooks: []rotator.WebhookInfo{
 			{Name: o.ValidatingConfiguration, Type: rotator.Validating},
 			{Name: o.MutatingConfiguration, Type: rotator.Mutating},
