@@ -31,9 +31,10 @@ test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (
 
 ##@ Development
 .PHONY: manifests
-manifests: ## Generate the CRD, the RBAC role and dist/install.yaml from the Go markers and config/.
-	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd paths="./api/...;./internal/controller/..." \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.
+	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./internal/controller/...;./internal/webhook/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
 	@mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 
@@ -51,7 +52,8 @@ vet: ## go vet the code, the end-to-end tests included.
 	go vet -tags e2e ./test/...
 
 .PHONY: verify
-verify: generate manifests fmt vet ## Fail when generated files or formatting are not current.
+verify: generate manifests fmt vet ## Fail when generated files or formatting are not current, or an install variant does not build.
+	@for k in config/local config/certmanager; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config dist)" || { git status --porcelain -- api config dist; echo "untracked generated files: commit them"; exit 1; }
 

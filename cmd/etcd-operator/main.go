@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -28,7 +29,8 @@ func main() {
 	// `etcd-operator` without a subcommand runs the manager.
 	root.Flags().AddFlagSet(mgr.Flags())
 	root.RunE = mgr.RunE
-	if err := root.Execute(); err != nil {
+	// SIGTERM or SIGINT stops the manager; a second one exits at once.
+	if err := root.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

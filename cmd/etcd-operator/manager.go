@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,11 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/webhook"
 )
 
 // managerOptions are the manager's flags.
@@ -38,6 +41,8 @@ type managerOptions struct {
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
 	consistencyInterval time.Duration
+	enableWebhooks      bool
+	webhook             webhook.Options
 	zap                 zap.Options
 }
 
@@ -46,11 +51,11 @@ func newManagerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers (the default)",
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(o) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (plain HTTP); 0 disables it")
-	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile)")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile; the admission webhooks answer)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "Hold a Lease so that only one of several replicas reconciles")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace)")
 	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces to watch, comma separated (default: all)")
@@ -60,13 +65,20 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
 	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
+	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the EtcdCluster admission webhooks (defaulting and validation); false to run the manager outside a cluster, where the API server cannot call them")
+	f.IntVar(&o.webhook.Port, "webhook-port", webhook.DefaultPort, "Port of the admission webhooks' HTTPS server")
+	f.StringVar(&o.webhook.CertDir, "webhook-cert-dir", webhook.DefaultCertDir, "Directory of the webhook server's tls.crt and tls.key: written by the operator with --webhook-cert-provisioner=self, mounted with external")
+	f.StringVar((*string)(&o.webhook.Provisioner), "webhook-cert-provisioner", string(webhook.ProvisionerSelf), "Where the webhook serving certificate comes from: self (the operator generates a CA and a certificate into --webhook-secret-name, puts the CA into its webhook configurations and renews both before they expire) or external (mounted into --webhook-cert-dir, for example by cert-manager; nothing is generated)")
+	f.StringVar(&o.webhook.SecretName, "webhook-secret-name", webhook.DefaultSecretName, "Secret in the operator's namespace (POD_NAMESPACE) that holds the generated CA and certificate (self provisioner); it must exist, possibly empty")
+	f.StringVar(&o.webhook.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service in front of the webhook server; the generated certificate is for <name>.<namespace>.svc")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
 	return cmd
 }
 
-func runManager(o *managerOptions) error {
+// runManager runs the controllers and webhooks until ctx is done.
+func runManager(ctx context.Context, o *managerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 
@@ -81,8 +93,18 @@ func runManager(o *managerOptions) error {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	o.webhook.Namespace = os.Getenv("POD_NAMESPACE")
+	o.webhook.ClusterDomain = o.clusterDomain
+	var webhookServer crwebhook.Server
+	if o.enableWebhooks {
+		var err error
+		if webhookServer, err = webhook.NewServer(o.webhook); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
+		WebhookServer:           webhookServer,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
@@ -117,8 +139,20 @@ func runManager(o *managerOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced(mgr)); err != nil {
 		return fmt.Errorf("add readyz check: %w", err)
 	}
-	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	if o.enableWebhooks {
+		// Not ready until the webhooks answer: a rollout of the operator completes only once admission
+		// works, and the webhook Service only sends requests to pods that can answer them.
+		served, err := webhook.Setup(mgr, o.webhook)
+		if err != nil {
+			return fmt.Errorf("set up the admission webhooks: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("webhook", served); err != nil {
+			return fmt.Errorf("add webhook readyz check: %w", err)
+		}
+	}
+	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces,
+		"webhooks", o.enableWebhooks, "webhookCertProvisioner", o.webhook.Provisioner)
+	return mgr.Start(ctx)
 }
 
 // cacheSynced is a readiness check: ready once the informer caches have synced.

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/webhook"
+)
+
+// readyTimeout bounds the time from the manager's start to /readyz passing: caches synced, the webhook
+// certificate generated, written and injected, the webhook server started.
+const readyTimeout = 60 * time.Second
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() //nolint:errcheck // only its port is wanted
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// installFromDist creates the objects of dist/install.yaml of the given kinds.
+func installFromDist(t *testing.T, k8s client.Client, kinds ...string) {
+	t.Helper()
+	f, err := os.Open(testenv.InstallFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() //nolint:errcheck // read only
+	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(kinds, u.GetKind()) {
+			if err := k8s.Create(context.Background(), u); err != nil {
+				t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+// TestManagerServesWebhooksOnceReady: the manager as the Deployment runs it (its flags' defaults,
+// POD_NAMESPACE, the objects of dist/install.yaml) generates the webhook certificate and injects its
+// CA; /readyz passes only with the webhook check among its checks, and by then the CA is in both
+// webhook configurations and the webhooks are served under the Service's name.
+func TestManagerServesWebhooksOnceReady(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfigPath)
+	installFromDist(t, k8s, "Namespace", "Secret", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+	const ns = "etcd-operator-system"
+	t.Setenv("POD_NAMESPACE", ns)
+
+	probePort, webhookPort := freePort(t), freePort(t)
+	cmd := newManagerCommand()
+	cmd.SetArgs([]string{
+		"--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-dir=" + filepath.Join(t.TempDir(), "certs"),
+	})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	exited := false
+	t.Cleanup(func() {
+		cancel()
+		if exited {
+			return
+		}
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", probePort)
+	deadline := time.Now().Add(readyTimeout)
+	var body string
+	for {
+		resp, err := http.Get(readyz)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close() //nolint:errcheck // read
+			body = string(b)
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			exited = true
+			t.Fatalf("the manager stopped before it was ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not passing within %s: %v %s", readyTimeout, err, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, "[+]webhook ok") {
+		t.Errorf("/readyz passes without the webhook check: %s", body)
+	}
+
+	// Ready means the CA is in both configurations and the webhooks are served with it.
+	secret := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhook.DefaultSecretName}, secret); err != nil {
+		t.Fatal(err)
+	}
+	ca := secret.Data["ca.crt"]
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: webhook.DefaultValidatingConfiguration}, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: webhook.DefaultMutatingConfiguration}, m); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{v.Name: v.Webhooks[0].ClientConfig.CABundle, m.Name: m.Webhooks[0].ClientConfig.CABundle} {
+		if len(ca) == 0 || string(b) != string(ca) {
+			t.Errorf("ready, but the caBundle of %s is not the generated CA", name)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", webhookPort), &tls.Config{
+		RootCAs: pool, ServerName: webhook.DefaultServiceName + "." + ns + ".svc", MinVersion: tls.VersionTLS12,
+	})
+	if err != nil {
+		t.Fatalf("ready, but the webhook server is not trusted through the caBundle: %v", err)
+	}
+	_ = conn.Close()
+}

@@ -1,0 +1,284 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/version"
+)
+
+// MinStorageSize is the smallest spec.storage.size a cluster may ask for.
+var MinStorageSize = resource.MustParse("64Mi")
+
+// The warnings the webhook returns for changes that are allowed but risky. Each is a complete sentence
+// that kubectl prints as "Warning: ...".
+const (
+	warnRoll       = "changing %s rolls every member one at a time; the leader last"
+	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
+	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
+	warnRetainGone = "spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data (existing claims too)"
+)
+
+var specPath = field.NewPath("spec")
+
+// ValidateCreate returns what is wrong with a new cluster, one field error per problem (each with its
+// path under spec), and, when nothing is wrong, warnings about what is legal but risky. It expects the
+// object as the API server passes it to validation: schema defaults applied and Default run. Empty
+// errors mean c may be created.
+func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.Warnings) {
+	var errs field.ErrorList
+	var warnings admission.Warnings
+	s := &c.Spec
+	if s.Replicas != nil {
+		errs = append(errs, validateReplicas(*s.Replicas)...)
+		if *s.Replicas == 1 {
+			warnings = append(warnings, warnOneMember)
+		}
+	}
+	errs = append(errs, validateVersion(specVersion(s))...)
+	errs = append(errs, validateStorage(nil, &s.Storage)...)
+	if s.Options != nil {
+		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
+	}
+	if len(errs) > 0 {
+		warnings = nil
+	}
+	return errs, warnings
+}
+
+// ValidateUpdate returns what is wrong with the change from old to c, one field error per problem,
+// and, when nothing is wrong, warnings about what the change will do that users should know first. Only what changed is
+// checked: an update that leaves the spec as it is (labels, finalizers) is always allowed, so an object
+// admitted under older rules can still be relabelled and deleted. Version changes are checked against
+// what the members run (old.Status.CurrentVersion) as well as against old.Spec.Version.
+func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.Warnings) {
+	o, s := &old.Spec, &c.Spec
+	if equality.Semantic.DeepEqual(o, s) {
+		return nil, nil
+	}
+	var errs field.ErrorList
+	var warnings admission.Warnings
+
+	if !ptr.Equal(o.Replicas, s.Replicas) && s.Replicas != nil {
+		errs = append(errs, validateReplicas(*s.Replicas)...)
+		if *s.Replicas == 1 && (o.Replicas == nil || *o.Replicas > 1) {
+			warnings = append(warnings, warnOneMember)
+		}
+	}
+	errs = append(errs, validateVersionChange(old, specVersion(s))...)
+	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
+	var oldArgs map[string]string
+	if o.Options != nil {
+		oldArgs = o.Options.ExtraArgs
+	}
+	if s.Options != nil {
+		errs = append(errs, validateExtraArgs(oldArgs, s.Options.ExtraArgs)...)
+	}
+
+	var rolled []string
+	if specVersion(o) != specVersion(s) {
+		rolled = append(rolled, "spec.version")
+	}
+	if o.Image != s.Image {
+		rolled = append(rolled, "spec.image")
+	}
+	if !equality.Semantic.DeepEqual(o.PodTemplate, s.PodTemplate) {
+		rolled = append(rolled, "spec.podTemplate")
+	}
+	if !equality.Semantic.DeepEqual(o.Options, s.Options) {
+		rolled = append(rolled, "spec.options")
+	}
+	if len(rolled) > 0 {
+		warnings = append(warnings, fmt.Sprintf(warnRoll, strings.Join(rolled, ", ")))
+	}
+	if w := quotaWarning(old, c); w != "" {
+		warnings = append(warnings, w)
+	}
+	if retainPolicy(&s.Storage) == etcdv1alpha1.RetainPolicyDelete && retainPolicy(&o.Storage) != etcdv1alpha1.RetainPolicyDelete {
+		warnings = append(warnings, warnRetainGone)
+	}
+	if len(errs) > 0 {
+		// The change is refused: what it would have done does not matter yet.
+		warnings = nil
+	}
+	return errs, warnings
+}
+
+// validateReplicas checks that r is an odd number of members from 1 to 9.
+func validateReplicas(r int32) field.ErrorList {
+	p := specPath.Child("replicas")
+	switch {
+	case r < 1:
+		return field.ErrorList{field.Invalid(p, r, "must be 1, 3, 5, 7 or 9: a cluster has at least one member (to remove the cluster, delete the EtcdCluster)")}
+	case r > 9:
+		return field.ErrorList{field.Invalid(p, r, "must be 1, 3, 5, 7 or 9: more than 9 members slow every write down (each waits for a quorum) without a useful gain in fault tolerance")}
+	case r%2 == 0:
+		return field.ErrorList{field.Invalid(p, r, fmt.Sprintf("must be odd (1, 3, 5, 7 or 9): %d members tolerate no more failures than %d (a quorum of %d is %d) and only add load and risk", r, r-1, r, r/2+1))}
+	}
+	return nil
+}
+
+// specVersion is the spec's version as the API server stores it: the schema defaults an empty one.
+func specVersion(s *etcdv1alpha1.EtcdClusterSpec) string {
+	if s.Version == "" {
+		return etcdv1alpha1.DefaultVersion
+	}
+	return strings.TrimPrefix(s.Version, "v")
+}
+
+// validateVersion checks that v is a version of a minor the operator runs.
+func validateVersion(v string) field.ErrorList {
+	p := specPath.Child("version")
+	parsed, err := version.Parse(v)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, v, err.Error())}
+	}
+	if !version.IsSupported(parsed) {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("etcd %s is not supported: supported minors are %s, such as %s",
+			parsed.MinorString(), strings.Join(version.Supported, ", "), etcdv1alpha1.DefaultVersion))}
+	}
+	return nil
+}
+
+// validateVersionChange checks that the members of old may be changed to run etcd to, per etcd's
+// upgrade policy: from what they run (status.currentVersion, when the operator has reported it) and
+// from the version they are already being changed to (old spec.version).
+func validateVersionChange(old *etcdv1alpha1.EtcdCluster, to string) field.ErrorList {
+	p := specPath.Child("version")
+	inSpec := specVersion(&old.Spec)
+	if to == inSpec {
+		return nil
+	}
+	running := inSpec
+	if cv := old.Status.CurrentVersion; cv != "" {
+		if _, err := version.Parse(cv); err == nil {
+			running = strings.TrimPrefix(cv, "v")
+		}
+	}
+	if err := version.CheckUpgrade(running, to); err != nil {
+		return field.ErrorList{field.Invalid(p, to, err.Error())}
+	}
+	if running != inSpec {
+		if err := version.CheckUpgrade(inSpec, to); err != nil {
+			return field.ErrorList{field.Invalid(p, to, fmt.Sprintf(
+				"the members (on %s) are being changed to %s already: %v", running, inSpec, err))}
+		}
+	}
+	return nil
+}
+
+// validateStorage checks s, and when old is not nil (an update) the change from old to s: the size is
+// at least MinStorageSize and never shrinks or goes away, the class never changes, and members never
+// switch between emptyDir and persistent volumes.
+func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
+	p := specPath.Child("storage")
+	var errs field.ErrorList
+	if mixesEmptyDir(s) && (old == nil || !mixesEmptyDir(old)) {
+		errs = append(errs, field.Forbidden(p.Child("emptyDir"),
+			"cannot be combined with storage.size or storage.storageClassName: emptyDir members keep their data on the node, not in a claim"))
+	}
+	if s.Size != nil && (old == nil || !sameQuantity(old.Size, s.Size)) && s.Size.Cmp(MinStorageSize) < 0 {
+		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+			fmt.Sprintf("must be at least %s, such as 1Gi", MinStorageSize.String())))
+	}
+	if old == nil {
+		return errs
+	}
+	switch {
+	case old.Size != nil && s.Size == nil:
+		errs = append(errs, field.Forbidden(p.Child("size"),
+			fmt.Sprintf("cannot be removed once set (it is %s): it may only grow", old.Size.String())))
+	case old.Size != nil && s.Size.Cmp(*old.Size) < 0:
+		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+			fmt.Sprintf("may only grow: it is %s, and shrinking a volume is not supported", old.Size.String())))
+	}
+	if !ptr.Equal(old.StorageClassName, s.StorageClassName) {
+		was := "the cluster's default class"
+		if old.StorageClassName != nil {
+			was = fmt.Sprintf("%q", *old.StorageClassName)
+		}
+		errs = append(errs, field.Forbidden(p.Child("storageClassName"),
+			fmt.Sprintf("is immutable (it is %s): the members' claims keep the class they were created with", was)))
+	}
+	if (old.EmptyDir != nil) != (s.EmptyDir != nil) {
+		errs = append(errs, field.Forbidden(p.Child("emptyDir"),
+			"storage cannot be switched between emptyDir and persistent volumes after creation: the members' data would not follow"))
+	}
+	return errs
+}
+
+// mixesEmptyDir reports whether s asks for emptyDir members and for claim settings at once.
+func mixesEmptyDir(s *etcdv1alpha1.StorageSpec) bool {
+	return s.EmptyDir != nil && (s.Size != nil || s.StorageClassName != nil)
+}
+
+// sameQuantity reports whether a and b are both unset or both set to the same amount ("1Gi" and
+// "1024Mi" are the same).
+func sameQuantity(a, b *resource.Quantity) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Cmp(*b) == 0
+}
+
+// validateExtraArgs refuses the flags of args that the operator sets itself (v1alpha1.ReservedFlag),
+// except those already in old with the same value, so that an object admitted before a flag became
+// reserved can still be changed otherwise. Errors are sorted by flag name.
+func validateExtraArgs(old, args map[string]string) field.ErrorList {
+	p := specPath.Child("options", "extraArgs")
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var errs field.ErrorList
+	for _, k := range keys {
+		why, reserved := etcdv1alpha1.ReservedFlag(k)
+		if !reserved {
+			continue
+		}
+		if v, ok := old[k]; ok && v == args[k] {
+			continue
+		}
+		errs = append(errs, field.Forbidden(p.Key(k), "is set by the operator and cannot be overridden: "+why))
+	}
+	return errs
+}
+
+// quotaWarning returns a warning when c's backend quota, new or changed, is below the database of a
+// member as last reported in old's status; "" otherwise.
+func quotaWarning(old, c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.Options == nil || c.Spec.Options.QuotaBackendBytes == nil {
+		return ""
+	}
+	q := c.Spec.Options.QuotaBackendBytes
+	if old.Spec.Options != nil && sameQuantity(old.Spec.Options.QuotaBackendBytes, q) {
+		return ""
+	}
+	var largest etcdv1alpha1.MemberStatus
+	for _, m := range old.Status.Members {
+		if m.DBSizeBytes > largest.DBSizeBytes {
+			largest = m
+		}
+	}
+	if largest.DBSizeBytes == 0 || q.Value() >= largest.DBSizeBytes {
+		return ""
+	}
+	return fmt.Sprintf(warnQuota, q.String(), largest.Name, largest.DBSizeBytes)
+}
+
+// retainPolicy is s's retain policy as the API server stores it: the schema defaults an empty one.
+func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
+	if s.RetainPolicy == "" {
+		return etcdv1alpha1.RetainPolicyDelete
+	}
+	return s.RetainPolicy
+}

@@ -1,0 +1,95 @@
+// Package v1alpha1 is the admission webhook of EtcdCluster v1alpha1: defaulting (Default) and the
+// validation that the CRD's schema and CEL rules cannot express, or should state in the same words
+// whichever way an object gets in (ValidateCreate, ValidateUpdate). The rules are pure functions of the
+// old and new objects; the webhook only wraps them.
+package v1alpha1
+
+import (
+	"context"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// The paths the webhook server serves the EtcdCluster webhooks at (controller-runtime derives them from
+// the group, version and kind; the markers below must name the same).
+const (
+	MutatePath   = "/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
+	ValidatePath = "/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
+)
+
+// SetupEtcdClusterWebhookWithManager registers the defaulting and the validating webhook of
+// EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath. Calling it adds the webhook
+// server to mgr (which starts it at once if mgr runs), so the serving certificate must be in place
+// first.
+func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &etcdv1alpha1.EtcdCluster{}).
+		WithDefaulter(&EtcdClusterDefaulter{}).
+		WithValidator(&EtcdClusterValidator{}).
+		Complete()
+}
+
+// Both webhooks fail closed (failurePolicy Fail): while the operator is not serving, EtcdClusters can
+// be neither created nor changed, because only the webhook knows the upgrade path from what the
+// members run. Metadata-only updates (finalizers, labels) skip both webhooks through the
+// matchConditions that config/webhook adds, so a cluster can always be deleted.
+//
+// +kubebuilder:webhook:path=/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=true,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=metcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=vetcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// EtcdClusterDefaulter sets the defaults the CRD's schema cannot: see Default.
+type EtcdClusterDefaulter struct{}
+
+var _ admission.Defaulter[*etcdv1alpha1.EtcdCluster] = &EtcdClusterDefaulter{}
+
+// Default implements admission.Defaulter by calling Default. It never fails.
+func (*EtcdClusterDefaulter) Default(_ context.Context, c *etcdv1alpha1.EtcdCluster) error {
+	Default(c)
+	return nil
+}
+
+// Default strips a leading "v" from spec.version ("v3.6.16" becomes "3.6.16"), as image tags and
+// `etcd --version` write it. Everything else keeps the schema's defaults.
+func Default(c *etcdv1alpha1.EtcdCluster) {
+	v := c.Spec.Version
+	if len(v) > 1 && v[0] == 'v' && v[1] >= '0' && v[1] <= '9' {
+		c.Spec.Version = strings.TrimPrefix(v, "v")
+	}
+}
+
+// EtcdClusterValidator refuses what ValidateCreate and ValidateUpdate find wrong, with a 422 Invalid
+// status that lists every problem with its field path, and returns their warnings otherwise.
+type EtcdClusterValidator struct{}
+
+var _ admission.Validator[*etcdv1alpha1.EtcdCluster] = &EtcdClusterValidator{}
+
+// ValidateCreate implements admission.Validator.
+func (*EtcdClusterValidator) ValidateCreate(_ context.Context, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+	errs, warnings := ValidateCreate(c)
+	return warnings, invalid(c, errs)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (*EtcdClusterValidator) ValidateUpdate(_ context.Context, old, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+	errs, warnings := ValidateUpdate(old, c)
+	return warnings, invalid(c, errs)
+}
+
+// ValidateDelete implements admission.Validator; deletion is always allowed (the webhook is not
+// called for it).
+func (*EtcdClusterValidator) ValidateDelete(context.Context, *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// invalid returns a 422 Invalid error for c listing errs, or nil when errs is empty.
+func invalid(c *etcdv1alpha1.EtcdCluster, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster").GroupKind(), c.Name, errs)
+}

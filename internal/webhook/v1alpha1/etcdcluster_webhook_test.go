@@ -1,0 +1,396 @@
+package v1alpha1
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// The table tests above need no API server; the integration tests below start one on first use, with
+// the webhook configurations exactly as dist/install.yaml installs them (failurePolicy,
+// matchConditions) and this package's webhooks served by a controller-runtime manager.
+
+const (
+	// webhookTimeout bounds the start of the webhook server.
+	webhookTimeout = 30 * time.Second
+	validatingName = "vetcdcluster-v1alpha1.etcd.etcdkit.dev"
+)
+
+var (
+	startOnce sync.Once
+	env       *envtest.Environment
+	envCfg    *rest.Config
+	envErr    error
+	stopMgr   context.CancelFunc
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if stopMgr != nil {
+		stopMgr()
+	}
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+// apiServer returns the configuration of a kube-apiserver whose EtcdCluster requests go through this
+// package's webhooks, starting both on first use.
+func apiServer(t *testing.T) *rest.Config {
+	t.Helper()
+	startOnce.Do(func() {
+		ctrl.SetLogger(logr.Discard())
+		env, envCfg, envErr = testenv.StartWithWebhooks(testenv.InstallFile())
+		if envErr != nil {
+			return
+		}
+		w := env.WebhookInstallOptions
+		server := crwebhook.NewServer(crwebhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir})
+		mgr, err := ctrl.NewManager(envCfg, ctrl.Options{
+			Scheme:                 testenv.Scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			WebhookServer:          server,
+		})
+		if err != nil {
+			envErr = err
+			return
+		}
+		if envErr = SetupEtcdClusterWebhookWithManager(mgr); envErr != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopMgr = cancel
+		go func() { _ = mgr.Start(ctx) }()
+		serving := server.StartedChecker()
+		deadline := time.Now().Add(webhookTimeout)
+		for envErr = serving(&http.Request{}); envErr != nil && time.Now().Before(deadline); envErr = serving(&http.Request{}) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	if envErr != nil {
+		t.Fatalf("start kube-apiserver with the webhooks: %v", envErr)
+	}
+	return envCfg
+}
+
+// warnings records the warnings the API server returns to one client.
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, text string) {
+	if code != 299 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, text)
+}
+
+// take returns the warnings recorded since the last call.
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	got := w.got
+	w.got = nil
+	return got
+}
+
+// newClient returns a client of the test API server, without a cache, and the warnings it receives.
+func newClient(t *testing.T) (client.Client, *warnings) {
+	t.Helper()
+	cfg := rest.CopyConfig(apiServer(t))
+	w := &warnings{}
+	cfg.WarningHandlerWithContext = w
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c, w
+}
+
+var seq int
+
+// create creates a cluster in namespace default under a name unique to the test, and fails t if the
+// API server refuses it.
+func create(t *testing.T, k8s client.Client, opts ...option) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := newObject(opts...)
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatalf("create %s: %v", c.Name, err)
+	}
+	return c
+}
+
+// newObject is cluster(opts...) under a name unique to the test, in namespace default.
+func newObject(opts ...option) *etcdv1alpha1.EtcdCluster {
+	seq++
+	c := cluster(opts...)
+	c.Name, c.Namespace = fmt.Sprintf("w%d", seq), "default"
+	return c
+}
+
+// update applies opts to the stored c and sends the update; c keeps what the API server returned.
+func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...option) error {
+	for _, o := range opts {
+		o(c)
+	}
+	return k8s.Update(context.Background(), c)
+}
+
+// setStatus writes c's status through the status subresource, as the operator does.
+func setStatus(t *testing.T, k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...option) {
+	t.Helper()
+	for _, o := range opts {
+		o(c)
+	}
+	if err := k8s.Status().Update(context.Background(), c); err != nil {
+		t.Fatalf("update the status of %s: %v", c.Name, err)
+	}
+}
+
+// denied fails t unless err is a 422 Invalid whose message has every one of mentions; byWebhook says
+// it must come from the validating webhook rather than the CRD's schema.
+func denied(t *testing.T, err error, byWebhook bool, mentions ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("allowed, want a 422 mentioning %q", mentions)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("%v (reason %s), want 422 Invalid", err, apierrors.ReasonForError(err))
+	}
+	if byWebhook && !strings.Contains(err.Error(), fmt.Sprintf("admission webhook %q denied the request", validatingName)) {
+		t.Errorf("%v: not denied by the webhook", err)
+	}
+	for _, m := range mentions {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("%v: does not mention %q", err, m)
+		}
+	}
+}
+
+// TestC09_VersionPathAtAdmission: version changes off etcd's upgrade path are refused with a message
+// that names the allowed path, including those only the webhook can see (what the members run, the
+// minimum patch before a minor upgrade); the object stays as it was.
+func TestC09_VersionPathAtAdmission(t *testing.T) {
+	k8s, w := newClient(t)
+	ctx := context.Background()
+
+	t.Run("create 3.4.x", func(t *testing.T) {
+		err := k8s.Create(ctx, newObject(ver("3.4.30")))
+		denied(t, err, false, "spec.version")
+	})
+	t.Run("downgrade 3.6 to 3.5", func(t *testing.T) {
+		c := create(t, k8s, ver("3.6.16"))
+		denied(t, update(k8s, c, ver("3.5.35")), false, "spec.version", "downgraded")
+	})
+	t.Run("3.5.20 to 3.6 needs 3.5.26 first", func(t *testing.T) {
+		c := create(t, k8s, ver("3.5.20"))
+		denied(t, update(k8s, c, ver("3.6.16")), true,
+			"spec.version", "upgrading to 3.6 needs every member on 3.5.26 or later first", "upgrade to 3.5.x (x ≥ 26) first")
+	})
+	t.Run("downgrade below what the members run", func(t *testing.T) {
+		c := create(t, k8s, ver("3.5.35"))
+		setStatus(t, k8s, c, running("3.6.16"))
+		denied(t, update(k8s, c, ver("3.5.40")), true,
+			"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40 in place")
+		got := &etcdv1alpha1.EtcdCluster{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Version != "3.5.35" {
+			t.Errorf("spec.version is %q after a refused change, want 3.5.35", got.Spec.Version)
+		}
+	})
+	t.Run("3.5.35 to 3.6.16", func(t *testing.T) {
+		c := create(t, k8s, ver("3.5.35"))
+		setStatus(t, k8s, c, running("3.5.35"))
+		w.take()
+		if err := update(k8s, c, ver("3.6.16")); err != nil {
+			t.Fatalf("upgrade refused: %v", err)
+		}
+		checkWarnings(t, w.take(), []string{"changing spec.version rolls every member one at a time; the leader last"})
+	})
+}
+
+// TestC10_C11_DeniedAtAdmission: sizes and storage changes the operator cannot honour get a 422 that
+// says why, and one answer lists every problem the webhook finds.
+func TestC10_C11_DeniedAtAdmission(t *testing.T) {
+	k8s, _ := newClient(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		opts      []option
+		byWebhook bool
+		mentions  []string
+	}{
+		{"C10 replicas 0", []option{replicas(0)}, false, []string{"spec.replicas"}},
+		{"C10 replicas 2", []option{replicas(2)}, false, []string{"spec.replicas", "odd"}},
+		{"C10 replicas 4", []option{replicas(4)}, false, []string{"spec.replicas", "a quorum of 4 is 3"}},
+		{"C10 replicas 11", []option{replicas(11)}, false, []string{"spec.replicas"}},
+		{"C11 size 0", []option{size("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"C11 size -1Gi", []option{size("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"reserved flags, all listed", []option{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
+			`spec.options.extraArgs[initial-cluster-state]: Forbidden: is set by the operator and cannot be overridden: the operator decides the initial cluster state of each member`,
+			`spec.options.extraArgs[name]: Forbidden: is set by the operator and cannot be overridden: the operator names each member after its pod`,
+		}},
+	} {
+		t.Run("create "+tc.name, func(t *testing.T) {
+			denied(t, k8s.Create(ctx, newObject(tc.opts...)), tc.byWebhook, tc.mentions...)
+		})
+	}
+
+	t.Run("update C10 3 to 0", func(t *testing.T) {
+		denied(t, update(k8s, create(t, k8s), replicas(0)), false, "spec.replicas")
+	})
+	t.Run("update C11 shrink", func(t *testing.T) {
+		denied(t, update(k8s, create(t, k8s, size("2Gi")), size("1Gi")), false, "spec.storage.size", "only grow")
+	})
+	t.Run("update C11 class change", func(t *testing.T) {
+		denied(t, update(k8s, create(t, k8s, class("fast")), class("slow")), false, "spec.storage.storageClassName", "immutable")
+	})
+	t.Run("update, every problem the webhook sees", func(t *testing.T) {
+		c := create(t, k8s, ver("3.5.20"))
+		denied(t, update(k8s, c, ver("3.6.16"), extraArgs("data-dir", "/x")), true,
+			"spec.version", "3.5.26 or later", "spec.options.extraArgs[data-dir]")
+	})
+	t.Run("update, allowed: grow and change the image", func(t *testing.T) {
+		c := create(t, k8s)
+		if err := update(k8s, c, size("2Gi"), image("mirror.example/etcd:v3.6.16")); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+	})
+}
+
+// TestVersionPrefixDefaulted: "v3.6.16" is stored as "3.6.16", on create and on update.
+func TestVersionPrefixDefaulted(t *testing.T) {
+	k8s, _ := newClient(t)
+	c := create(t, k8s, ver("v3.5.35"))
+	if c.Spec.Version != "3.5.35" {
+		t.Errorf("created with spec.version %q, want 3.5.35", c.Spec.Version)
+	}
+	if err := update(k8s, c, ver("v3.6.16")); err != nil {
+		t.Fatalf("update to v3.6.16: %v", err)
+	}
+	if c.Spec.Version != "3.6.16" {
+		t.Errorf("updated to spec.version %q, want 3.6.16", c.Spec.Version)
+	}
+}
+
+// TestWarnings: risky but legal changes are admitted with a warning that says what will happen.
+func TestWarnings(t *testing.T) {
+	k8s, w := newClient(t)
+	for _, tc := range []struct {
+		name   string
+		create []option
+		status []option
+		change []option
+		want   []string
+	}{
+		{"create with one member", []option{replicas(1)}, nil, nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
+		{"scale down to one member", nil, nil, []option{replicas(1)}, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
+		{"pod template", nil, nil, []option{podLabels("team", "a")}, []string{"changing spec.podTemplate rolls every member one at a time; the leader last"}},
+		{"quota below a member's database", nil, []option{dbSizes(1<<30, 3<<30, 1<<30)}, []option{quota("2Gi")}, []string{
+			"changing spec.options rolls every member",
+			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
+		}},
+		{"retain policy back to Delete", []option{retain(etcdv1alpha1.RetainPolicyRetain)}, nil, []option{retain(etcdv1alpha1.RetainPolicyDelete)}, []string{
+			"spec.storage.retainPolicy is now Delete",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.take()
+			c := create(t, k8s, tc.create...)
+			if tc.change == nil {
+				checkWarnings(t, w.take(), tc.want)
+				return
+			}
+			checkWarnings(t, w.take(), nil)
+			if tc.status != nil {
+				setStatus(t, k8s, c, tc.status...)
+			}
+			if err := update(k8s, c, tc.change...); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			checkWarnings(t, w.take(), tc.want)
+		})
+	}
+}
+
+// TestMetadataUpdatesSkipTheWebhooks: with the webhook unreachable, updates that leave the spec alone
+// (finalizers, labels) still go through, so clusters can be deleted while the operator is down;
+// spec changes are refused (failurePolicy Fail).
+func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
+	k8s, _ := newClient(t)
+	ctx := context.Background()
+	c := create(t, k8s)
+
+	// A copy of the installed validating configuration whose webhook nobody serves.
+	installed := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "etcd-operator-validating-webhook-configuration"}, installed); err != nil {
+		t.Fatalf("get the installed validating webhook configuration: %v", err)
+	}
+	down := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "unreachable-" + installed.Name},
+		Webhooks:   installed.Webhooks,
+	}
+	down.Webhooks[0].ClientConfig.URL = ptr.To("https://127.0.0.1:1/validate")
+	if err := k8s.Create(ctx, down); err != nil {
+		t.Fatalf("create %s: %v", down.Name, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), down) })
+
+	// Configuration changes reach the API server's admission chain through a watch: wait until a spec
+	// change (a dry run, which changes nothing) calls the unreachable webhook.
+	deadline := time.Now().Add(webhookTimeout)
+	for {
+		probe := c.DeepCopy()
+		probe.Spec.Replicas = ptr.To[int32](5)
+		err := k8s.Update(ctx, probe, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unreachable webhook was not called within %s: %v", webhookTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := update(k8s, c, labels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
+		c.Finalizers = append(c.Finalizers, "example.com/test")
+	}); err != nil {
+		t.Fatalf("metadata update refused while the webhook is down: %v", err)
+	}
+	c.Finalizers = nil
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatalf("finalizer removal refused while the webhook is down: %v", err)
+	}
+	err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = ptr.To(resource.MustParse("4Gi")) })
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("spec change while the webhook is down: %v, want a failed webhook call", err)
+	}
+}
