@@ -17,7 +17,9 @@ func ago(d time.Duration) time.Time { return t0.Add(-d) }
 
 func TestPrune(t *testing.T) {
 	h := time.Hour
-	ok := func(name string, d time.Duration) BackupInfo { return BackupInfo{Name: name, CompletionTime: ago(d), Succeeded: true} }
+	ok := func(name string, d time.Duration) BackupInfo {
+		return BackupInfo{Name: name, CompletionTime: ago(d), Succeeded: true}
+	}
 	fail := func(name string, d time.Duration) BackupInfo { return BackupInfo{Name: name, CompletionTime: ago(d)} }
 	running := func(name string) BackupInfo { return BackupInfo{Name: name} }
 
