@@ -95,9 +95,16 @@ type TakeOptions struct {
 	// TempDir is where the snapshot is staged before upload; it needs room for the whole
 	// database. Empty means os.TempDir().
 	TempDir string
+	// StatusTimeout bounds how long each member may take to report its status when the member to
+	// snapshot is chosen; a member that does not answer in time is passed over. Zero means
+	// DefaultStatusTimeout.
+	StatusTimeout time.Duration
 	// Logger receives progress messages; nil for none.
 	Logger *zap.Logger
 }
+
+// DefaultStatusTimeout is TakeOptions.StatusTimeout's default.
+const DefaultStatusTimeout = 5 * time.Second
 
 // Take makes a backup: it picks a member (SelectMember), streams its snapshot to a file in TempDir
 // while computing its sha256 (Save), verifies it, uploads it to Key with its sha256 as metadata,
@@ -133,7 +140,13 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 		return Result{}, fmt.Errorf("backup: %w", err)
 	}
 	defer c.Close()
-	member, err := SelectMember(ctx, c, o.Etcd.Endpoints)
+	statusTimeout := o.StatusTimeout
+	if statusTimeout <= 0 {
+		statusTimeout = DefaultStatusTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	member, err := SelectMember(sctx, c, o.Etcd.Endpoints)
+	cancel()
 	if err != nil {
 		return Result{}, fmt.Errorf("backup: %w", err)
 	}

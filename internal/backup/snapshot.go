@@ -33,8 +33,9 @@ const (
 	RoleLeader   = "leader"
 )
 
-// SelectMember asks every endpoint for its status (concurrently, within ctx) and returns the member
-// to take a snapshot from: a healthy follower, or the leader when no follower qualifies. Healthy
+// SelectMember asks every endpoint for its status, concurrently, and returns the member to take a
+// snapshot from: a healthy follower, or the leader when no follower qualifies. An endpoint that has
+// not answered when ctx ends is passed over, so callers bound ctx to a few seconds. Healthy
 // means: it answered, reports no errors or alarms, knows a leader, is a voter (not a learner), and
 // is in the newest raft term any endpoint reported (a partitioned member with a stale view is
 // passed over). Among healthy followers the one with the highest applied index wins, then the
