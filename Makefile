@@ -80,5 +80,9 @@ cluster-down: ## Stop the local Kubernetes; PURGE=1 also wipes its state.
 	bash hack/cluster-down.sh $(if $(PURGE),--purge,)
 
 .PHONY: bench
-bench: ## Measure bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
+bench: bench-backup ## Measure backup and restore, then bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
 	E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh
+
+.PHONY: bench-backup
+bench-backup: s3-server ## Measure backup throughput against etcdctl snapshot save, and restore time, on a ~200 MiB database (no cluster needed).
+	VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 -run '^$$' -bench . -benchtime 3x ./internal/backup

@@ -160,16 +160,16 @@ func Save(ctx context.Context, cli *clientv3.Client, path string) (Snapshot, err
 	}
 	defer resp.Snapshot.Close()
 
-	whole := sha256.New()
-	embedded := &trailerHash{h: sha256.New()}
-	n, err := io.CopyBuffer(io.MultiWriter(f, whole, embedded), resp.Snapshot, make([]byte, 1<<20))
+	th := &trailerHash{h: sha256.New()}
+	n, err := io.CopyBuffer(io.MultiWriter(f, th), resp.Snapshot, make([]byte, 1<<20))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
 		return Snapshot{}, fmt.Errorf("snapshot from %s: stream: %w", ep, err)
 	}
-	if err := embedded.check(n); err != nil {
+	sum, err := th.finish(n)
+	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot from %s: %w", ep, err)
 	}
 	if err := f.Close(); err != nil {
@@ -182,7 +182,7 @@ func Save(ctx context.Context, cli *clientv3.Client, path string) (Snapshot, err
 	s := Snapshot{
 		Path:      path,
 		SizeBytes: n,
-		SHA256:    hex.EncodeToString(whole.Sum(nil)),
+		SHA256:    hex.EncodeToString(sum),
 		Status:    st,
 	}
 	if resp.Header != nil {
@@ -206,7 +206,7 @@ func Verify(path string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("verify snapshot %s: %w", path, err)
 	}
-	if err := th.check(n); err != nil {
+	if _, err := th.finish(n); err != nil {
 		return Status{}, fmt.Errorf("verify snapshot %s: %w", path, err)
 	}
 	return VerifyDB(path)
@@ -237,7 +237,8 @@ func VerifyDB(path string) (st Status, err error) {
 }
 
 // trailerHash hashes everything written to it except the last sha256.Size bytes, which it keeps:
-// etcd's snapshot stream ends with the sha256 of the bytes before it.
+// etcd's snapshot stream ends with the sha256 of the bytes before it. One sha256 pass gives both
+// that check and the sha256 of the whole stream (finish).
 type trailerHash struct {
 	h    hash.Hash
 	tail [sha256.Size]byte
@@ -263,14 +264,17 @@ func (t *trailerHash) Write(p []byte) (int, error) {
 	return total, nil
 }
 
-// check returns nil if the n bytes written were a database followed by its sha256. Like etcd, it
-// recognises the trailer by the size: databases are a whole number of 512-byte sectors.
-func (t *trailerHash) check(n int64) error {
+// finish checks that the n bytes written were a database followed by its sha256 and returns the
+// sha256 of all n bytes. Like etcd, it recognises the trailer by the size: databases are a whole
+// number of 512-byte sectors. Call it once, after the last Write.
+func (t *trailerHash) finish(n int64) ([]byte, error) {
 	if n%512 != sha256.Size || t.n != sha256.Size {
-		return fmt.Errorf("%w: %d bytes is not a database followed by its sha256 (truncated stream?)", ErrCorruptSnapshot, n)
+		return nil, fmt.Errorf("%w: %d bytes is not a database followed by its sha256 (truncated stream?)", ErrCorruptSnapshot, n)
 	}
+	// Sum does not change the state: the hash continues over the trailer for the whole file's.
 	if sum := t.h.Sum(nil); !bytes.Equal(sum, t.tail[:]) {
-		return fmt.Errorf("%w: the database's sha256 is %x, the snapshot says %x", ErrCorruptSnapshot, sum, t.tail[:])
+		return nil, fmt.Errorf("%w: the database's sha256 is %x, the snapshot says %x", ErrCorruptSnapshot, sum, t.tail[:])
 	}
-	return nil
+	t.h.Write(t.tail[:])
+	return t.h.Sum(nil), nil
 }
