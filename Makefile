@@ -84,5 +84,5 @@ bench: bench-backup ## Measure backup and restore, then bootstrap, member recove
 	E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh
 
 .PHONY: bench-backup
-bench-backup: s3-server ## Measure backup throughput against etcdctl snapshot save, and restore time, on a ~200 MiB database (no cluster needed).
+bench-backup: s3-server ## Measure backup throughput against etcdctl snapshot save, and restore time, on a ~300 MB database (no cluster needed).
 	VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 -run '^$$' -bench . -benchtime 3x ./internal/backup
