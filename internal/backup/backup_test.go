@@ -250,8 +250,11 @@ func TestBackupAndRestore(t *testing.T) {
 				InitialClusterToken: token, PeerURLs: []string{"http://" + h + ":2380"},
 			}
 		}
-		// A leftover of a killed restore does not get in the way.
+		// A leftover of a killed restore, or a volume's lost+found, does not get in the way.
 		if err := os.MkdirAll(filepath.Join(dirs[0], stagingName, "data", "member"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dirs[1], "lost+found"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		// Every member restores the same snapshot, concurrently, as init containers would.

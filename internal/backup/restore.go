@@ -156,8 +156,8 @@ func (m RestoreMarker) same(want RestoreMarker) bool {
 }
 
 // checkDataDir returns done=true when dataDir was already restored with the same inputs as want,
-// nil when dataDir is missing or empty (a leftover staging directory does not count), and an error
-// wrapping ErrDataDirNotEmpty otherwise.
+// nil when dataDir is missing or empty (a leftover staging directory, and the lost+found of a
+// volume's root, do not count), and an error wrapping ErrDataDirNotEmpty otherwise.
 func checkDataDir(dataDir string, want RestoreMarker) (done bool, err error) {
 	entries, err := os.ReadDir(dataDir)
 	if isNotExist(err) {
@@ -166,7 +166,7 @@ func checkDataDir(dataDir string, want RestoreMarker) (done bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == stagingName })
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == stagingName || e.Name() == "lost+found" })
 	if len(entries) == 0 {
 		return false, nil
 	}
