@@ -111,8 +111,8 @@ const DefaultStatusTimeout = 5 * time.Second
 // then writes the manifest (ManifestKey) holding the Result. Take is idempotent per key: when the
 // manifest already exists, Take returns it and takes no new snapshot (a retried Job does not
 // replace a complete backup). The manifest is read first, so wrong storage credentials fail before
-// any snapshot is taken. When Take fails, it leaves no object at Key or at the manifest's key
-// (beyond what was there before a failed upload), and the error wraps ErrNoHealthyMember,
+// any snapshot is taken. When Take fails, it adds nothing at Key or at the manifest's key (a
+// snapshot uploaded before the manifest failed is deleted again), and the error wraps ErrNoHealthyMember,
 // ErrCorruptSnapshot, ErrAccessDenied, ErrBucketNotFound, ErrUnreachable or ctx's error when one of
 // those was the cause.
 func Take(ctx context.Context, o TakeOptions) (Result, error) {
