@@ -22,8 +22,8 @@ demo: ## Bring up a local Kubernetes (unless KUBECONFIG is set), install the ope
 	bash hack/demo.sh
 
 .PHONY: test
-test: envtest ## Run the unit and integration tests (real kube-apiserver and etcd; builds them once per machine).
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" go test -count=1 $(TEST_PKGS)
+test: envtest s3-server ## Run the unit and integration tests (real kube-apiserver, etcd and S3 server; builds them once per machine).
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 $(TEST_PKGS)
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (brought up if needed).
@@ -69,6 +69,10 @@ image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Do
 envtest: ## Build kube-apiserver and etcd for the integration tests (once per machine).
 	bash hack/envtest.sh
 
+.PHONY: s3-server
+s3-server: ## Build the S3-compatible server (versitygw) the backup tests write to (once per machine).
+	bash hack/build-s3.sh
+
 .PHONY: cluster-up
 cluster-up: ## Bring up the local single-node Kubernetes (builds it once per machine, ~15 min cold).
 	bash hack/cluster-up.sh
@@ -78,5 +82,9 @@ cluster-down: ## Stop the local Kubernetes; PURGE=1 also wipes its state.
 	bash hack/cluster-down.sh $(if $(PURGE),--purge,)
 
 .PHONY: bench
-bench: ## Measure bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
+bench: bench-backup ## Measure backup and restore, then bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
 	E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh
+
+.PHONY: bench-backup
+bench-backup: s3-server ## Measure backup throughput against etcdctl snapshot save, and restore time, on a ~300 MB database (no cluster needed).
+	VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 -run '^$$' -bench . -benchtime 3x ./internal/backup

@@ -1,5 +1,6 @@
 // Command etcd-operator runs etcd clusters on Kubernetes. `etcd-operator manager` (the default) runs
-// the controllers; `etcd-operator version` prints the version.
+// the controllers; `etcd-operator backup` and `etcd-operator restore` take and restore snapshots
+// (in Jobs and init containers); `etcd-operator version` prints the version.
 package main
 
 import (
@@ -26,6 +27,8 @@ func main() {
 		Short: "Print the operator's version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
 	})
+	root.AddCommand(newBackupCommand())
+	root.AddCommand(newRestoreCommand())
 	// `etcd-operator` without a subcommand runs the manager.
 	root.Flags().AddFlagSet(mgr.Flags())
 	root.RunE = mgr.RunE

@@ -1,0 +1,279 @@
+// Package backup takes, stores and restores etcd snapshots.
+//
+// A backup (Take) streams a snapshot from one healthy member (a follower when there is one),
+// computing its sha256 while streaming and checking the sha256 etcd appends to it, verifies the
+// database with etcd's snapshot status, and stores it under a deterministic key (Key) in a Store:
+// an S3 bucket or a directory. A small JSON manifest with the Result is stored next to it
+// (ManifestKey), after the snapshot: a manifest means the snapshot at its key is complete and
+// verified. A failed backup leaves neither.
+//
+// A restore (Restore) downloads a snapshot, verifies its sha256 and creates a member's data
+// directory from it with etcdutl's restore library, as a member of a new cluster; every member of
+// the new cluster restores the same snapshot before etcd starts. Prune decides which backups a
+// retention policy deletes.
+package backup
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// ManifestSuffix is appended to a snapshot's key to name its manifest.
+const ManifestSuffix = ".json"
+
+// maxManifestBytes bounds how much of a manifest is read.
+const maxManifestBytes = 64 << 10
+
+// Key returns the key of backup name of cluster in namespace: "<namespace>/<cluster>/<name>.db".
+// A store adds its own prefix (S3) or root directory. Each part must be non-empty and must not
+// contain "/" or be "." or "..".
+func Key(namespace, cluster, name string) (string, error) {
+	for _, p := range []struct{ what, v string }{{"namespace", namespace}, {"cluster", cluster}, {"backup name", name}} {
+		if p.v == "" || p.v == "." || p.v == ".." || strings.ContainsAny(p.v, "/\\") {
+			return "", fmt.Errorf("%w: %s %q", ErrInvalidKey, p.what, p.v)
+		}
+	}
+	return namespace + "/" + cluster + "/" + name + ".db", nil
+}
+
+// ManifestKey returns the key of the manifest of the snapshot at key: key + ".json".
+func ManifestKey(key string) string { return key + ManifestSuffix }
+
+// Result describes a complete backup. It is the manifest's content and what `etcd-operator backup`
+// prints.
+type Result struct {
+	// Key is the snapshot's key in the store; Location is where that is ("s3://bucket/prefix/key",
+	// "file:///dir/key").
+	Key      string `json:"key"`
+	Location string `json:"location"`
+	// SizeBytes is the snapshot's size in bytes.
+	SizeBytes int64 `json:"sizeBytes"`
+	// SHA256 is the hex sha256 of the snapshot as stored.
+	SHA256 string `json:"sha256"`
+	// Revision is the newest revision in the snapshot; TotalKeys the number of live keys; Hash
+	// etcd's snapshot hash (crc32c of its buckets).
+	Revision  int64  `json:"revision"`
+	TotalKeys int    `json:"totalKeys"`
+	Hash      uint32 `json:"hash"`
+	// EtcdVersion is the version of the etcd server that produced the snapshot ("3.6.16");
+	// StorageVersion the database's storage version ("3.6.0").
+	EtcdVersion    string `json:"etcdVersion"`
+	StorageVersion string `json:"storageVersion,omitempty"`
+	// Member is the hex ID of the member the snapshot was taken from, Endpoint its client URL and
+	// Role RoleFollower or RoleLeader.
+	Member   string `json:"member"`
+	Endpoint string `json:"endpoint"`
+	Role     string `json:"role"`
+	// StartTime is when the backup started; CompletionTime when the snapshot was stored (the
+	// manifest is written right after).
+	StartTime      time.Time `json:"startTime"`
+	CompletionTime time.Time `json:"completionTime"`
+}
+
+// TakeOptions are the inputs of Take.
+type TakeOptions struct {
+	// Etcd says how to reach the cluster: the member to snapshot is chosen among Etcd.Endpoints
+	// (SelectMember).
+	Etcd etcd.Config
+	// Store and Key are where the snapshot goes (Key: see Key).
+	Store Store
+	Key   string
+	// TempDir is where the snapshot is staged before upload; it needs room for the whole
+	// database. Empty means os.TempDir().
+	TempDir string
+	// StatusTimeout bounds how long each member may take to report its status when the member to
+	// snapshot is chosen; a member that does not answer in time is passed over. Zero means
+	// DefaultStatusTimeout.
+	StatusTimeout time.Duration
+	// Logger receives progress messages; nil for none.
+	Logger *zap.Logger
+}
+
+// DefaultStatusTimeout is TakeOptions.StatusTimeout's default.
+const DefaultStatusTimeout = 5 * time.Second
+
+// Take makes a backup: it picks a member (SelectMember), streams its snapshot to a file in TempDir
+// while computing its sha256 (Save), verifies it, uploads it to Key with its sha256 as metadata,
+// then writes the manifest (ManifestKey) holding the Result. Take is idempotent per key: when the
+// manifest already exists, Take returns it and takes no new snapshot (a retried Job does not
+// replace a complete backup). The manifest is read first, so wrong storage credentials fail before
+// any snapshot is taken. When Take fails, it adds nothing at Key or at the manifest's key (a
+// snapshot uploaded before the manifest failed is deleted again), and the error wraps ErrNoHealthyMember,
+// ErrCorruptSnapshot, ErrAccessDenied, ErrBucketNotFound, ErrUnreachable or ctx's error when one of
+// those was the cause.
+func Take(ctx context.Context, o TakeOptions) (Result, error) {
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	start := time.Now().UTC()
+	if err := checkKey(o.Key); err != nil {
+		return Result{}, err
+	}
+	if o.Store == nil {
+		return Result{}, errors.New("backup: no store")
+	}
+	switch prev, err := ReadManifest(ctx, o.Store, o.Key); {
+	case err == nil:
+		log.Info("backup already complete: its manifest exists; not taking another snapshot", zap.String("location", prev.Location))
+		return prev, nil
+	case !errors.Is(err, ErrNotFound):
+		return Result{}, fmt.Errorf("backup %s: %w", o.Store.Location(o.Key), err)
+	}
+
+	c, err := etcd.New(ctx, o.Etcd)
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	defer c.Close()
+	statusTimeout := o.StatusTimeout
+	if statusTimeout <= 0 {
+		statusTimeout = DefaultStatusTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	member, err := SelectMember(sctx, c, o.Etcd.Endpoints)
+	cancel()
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	role := RoleFollower
+	if member.IsLeader() {
+		role = RoleLeader
+	}
+	log.Info("taking a snapshot", zap.String("endpoint", member.Endpoint), zap.String("member", etcd.FormatID(member.MemberID)),
+		zap.String("role", role), zap.Int64("dbSizeBytes", member.DBSizeBytes))
+
+	dir, err := os.MkdirTemp(o.TempDir, "etcd-backup-")
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: staging directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{member.Endpoint},
+		DialTimeout: dialTimeout(o.Etcd),
+		TLS:         o.Etcd.TLS,
+		Username:    o.Etcd.Username,
+		Password:    o.Etcd.Password,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: client for %s: %w", member.Endpoint, err)
+	}
+	defer cli.Close()
+	snap, err := Save(ctx, cli, filepath.Join(dir, "snapshot.db"))
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	log.Info("snapshot verified", zap.Int64("sizeBytes", snap.SizeBytes), zap.String("sha256", snap.SHA256),
+		zap.Int64("revision", snap.Status.Revision), zap.Int("totalKeys", snap.Status.TotalKeys), zap.String("storageVersion", snap.Status.StorageVersion))
+
+	f, err := os.Open(snap.Path)
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	location, err := o.Store.Put(ctx, o.Key, f, snap.SizeBytes, PutOptions{SHA256: snap.SHA256})
+	if err != nil {
+		return Result{}, fmt.Errorf("backup: upload: %w", err)
+	}
+	memberID := member.MemberID
+	if snap.MemberID != 0 {
+		memberID = snap.MemberID
+	}
+	res := Result{
+		Key:            o.Key,
+		Location:       location,
+		SizeBytes:      snap.SizeBytes,
+		SHA256:         snap.SHA256,
+		Revision:       snap.Status.Revision,
+		TotalKeys:      snap.Status.TotalKeys,
+		Hash:           snap.Status.Hash,
+		EtcdVersion:    member.Version,
+		StorageVersion: snap.Status.StorageVersion,
+		Member:         etcd.FormatID(memberID),
+		Endpoint:       member.Endpoint,
+		Role:           role,
+		StartTime:      start,
+		CompletionTime: time.Now().UTC(),
+	}
+	if err := writeManifest(ctx, o.Store, res); err != nil {
+		// Without its manifest the snapshot is not a backup: remove it, even if ctx has ended.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if derr := o.Store.Delete(dctx, o.Key); derr != nil {
+			err = errors.Join(err, fmt.Errorf("and could not remove the snapshot without manifest: %w", derr))
+		}
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	log.Info("backup complete", zap.String("location", location))
+	return res, nil
+}
+
+// dialTimeout is cfg's dial timeout or etcd.DefaultDialTimeout.
+func dialTimeout(cfg etcd.Config) time.Duration {
+	if cfg.DialTimeout > 0 {
+		return cfg.DialTimeout
+	}
+	return etcd.DefaultDialTimeout
+}
+
+// writeManifest stores r as the manifest of r.Key.
+func writeManifest(ctx context.Context, s Store, r Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if _, err := s.Put(ctx, ManifestKey(r.Key), bytes.NewReader(b), int64(len(b)), PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+// ReadManifest returns the Result stored in the manifest of the snapshot at key. The error wraps
+// ErrNotFound when there is no manifest (no complete backup at key).
+func ReadManifest(ctx context.Context, s Store, key string) (Result, error) {
+	rc, err := s.Get(ctx, ManifestKey(key))
+	if err != nil {
+		return Result{}, fmt.Errorf("manifest: %w", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes))
+	if err != nil {
+		return Result{}, fmt.Errorf("read manifest %s: %w", s.Location(ManifestKey(key)), err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Result{}, fmt.Errorf("manifest %s: %w", s.Location(ManifestKey(key)), err)
+	}
+	if r.Key != key || r.SHA256 == "" {
+		return Result{}, fmt.Errorf("manifest %s: not the manifest of %s (key %q, sha256 %q)", s.Location(ManifestKey(key)), key, r.Key, r.SHA256)
+	}
+	return r, nil
+}
+
+// Delete removes the backup at key: its manifest first, then the snapshot, so that a manifest
+// never names a missing snapshot. Missing objects are not an error.
+func Delete(ctx context.Context, s Store, key string) error {
+	if err := s.Delete(ctx, ManifestKey(key)); err != nil {
+		return err
+	}
+	return s.Delete(ctx, key)
+}
+
+// isNotExist reports whether err says a file does not exist.
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,142 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Server is a real S3-compatible server (versitygw over a POSIX directory) running on loopback
+// for the duration of a test.
+type S3Server struct {
+	// Endpoint is the server's URL, http://127.0.0.1:<port>.
+	Endpoint string
+	// Region is the region the server reports ("us-east-1").
+	Region string
+	// Bucket exists and is empty when StartS3 returns.
+	Bucket string
+	// AccessKeyID and SecretAccessKey are the root user's credentials.
+	AccessKeyID, SecretAccessKey string
+	// Dir is the directory the server stores buckets in (one sub-directory per bucket).
+	Dir string
+	// Client is a client with the root credentials, for checks behind the code under test.
+	Client *minio.Client
+}
+
+// VersitygwPath returns the versitygw binary the tests run: $VERSITYGW when set (make test sets
+// it), else what hack/build-s3.sh --print names.
+func VersitygwPath() (string, error) {
+	if p := os.Getenv("VERSITYGW"); p != "" {
+		return p, nil
+	}
+	_, file, _, _ := goruntime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-s3.sh")
+	out, err := exec.Command("bash", script, "--print").Output()
+	if err != nil {
+		return "", fmt.Errorf("bash %s --print: %w", script, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// StartS3 starts versitygw with a fresh directory and random root credentials on a free port of
+// 127.0.0.1, waits (up to 30 s) until it answers, creates a bucket and returns. The server stops
+// when the test ends. The test fails when the binary is missing: `make test` builds it.
+func StartS3(t testing.TB) *S3Server {
+	t.Helper()
+	bin, err := VersitygwPath()
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		t.Fatalf("the S3 server for the tests is missing (%v): run the tests with `make test`, which builds it (hack/build-s3.sh)", err)
+	}
+	s := &S3Server{
+		Region:          "us-east-1",
+		Bucket:          "backups",
+		AccessKeyID:     "root" + randomHex(t, 4),
+		SecretAccessKey: randomHex(t, 20),
+		Dir:             t.TempDir(),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	s.Endpoint = "http://" + addr
+
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	logs := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	cmd := exec.Command(bin, "--port", addr, "--region", s.Region, "--quiet", "posix", s.Dir)
+	// Credentials through the environment, not the command line; nothing else is inherited.
+	cmd.Env = []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey, "HOME=" + s.Dir}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	s.Client, err = minio.New(addr, &minio.Options{
+		Creds:        credentials.NewStaticV4(s.AccessKeyID, s.SecretAccessKey, ""),
+		Region:       s.Region,
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   1,
+	})
+	if err != nil {
+		t.Fatalf("S3 client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		err = s.Client.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{Region: s.Region})
+		if err == nil {
+			return s
+		}
+		select {
+		case werr := <-exited:
+			t.Fatalf("versitygw exited: %v\n%s", werr, logs())
+		case <-ctx.Done():
+			t.Fatalf("versitygw on %s did not create bucket %s within 30s: %v\n%s", addr, s.Bucket, errors.Join(err, ctx.Err()), logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(t testing.TB, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
