@@ -11,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -41,6 +43,7 @@ type managerOptions struct {
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
 	consistencyInterval time.Duration
+	operatorImage       string
 	enableWebhooks      bool
 	webhook             webhook.Options
 	zap                 zap.Options
@@ -64,6 +67,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
+	f.StringVar(&o.operatorImage, "operator-image", "", "Image that backup Jobs and restore init containers run (the etcd-operator binary as entrypoint); default: this pod's own image, read through POD_NAME and POD_NAMESPACE")
 	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
 	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the EtcdCluster admission webhooks (defaulting and validation); false to run the manager outside a cluster, where the API server cannot call them")
 	f.IntVar(&o.webhook.Port, "webhook-port", webhook.DefaultPort, "Port of the admission webhooks' HTTPS server")
@@ -118,11 +122,17 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage}
+	if opts.OperatorImage == "" {
+		if opts.OperatorImage, opts.OperatorImagePullPolicy, err = ownImage(ctx, mgr.GetAPIReader()); err != nil {
+			log.Info("Backup Jobs and restores are unavailable until --operator-image is set", "reason", err.Error())
+		}
+	}
 	r := &controller.EtcdClusterReconciler{
 		Client:              controller.CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
-		Options:             resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository},
+		Options:             opts,
 		HealthCheckInterval: o.healthCheckInterval,
 		EtcdTimeout:         o.etcdTimeout,
 	}
@@ -165,4 +175,24 @@ func cacheSynced(mgr ctrl.Manager) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// ownImage returns the image and pull policy of the first container of the operator's own pod, named
+// by the POD_NAME and POD_NAMESPACE environment variables (the downward API in config/manager).
+func ownImage(ctx context.Context, r client.Reader) (image, pullPolicy string, err error) {
+	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || ns == "" {
+		return "", "", errors.New("POD_NAME and POD_NAMESPACE are not set, so the operator cannot read its own image")
+	}
+	pod := &corev1.Pod{}
+	getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.Get(getCtx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		return "", "", fmt.Errorf("read the operator's own pod %s/%s: %w", ns, name, err)
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return "", "", fmt.Errorf("pod %s/%s has no container", ns, name)
+	}
+	c := pod.Spec.Containers[0]
+	return c.Image, string(c.ImagePullPolicy), nil
 }

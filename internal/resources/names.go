@@ -34,6 +34,12 @@ type Options struct {
 	ClusterDomain string
 	// ImageRepository is the repository of etcd images (default DefaultImageRepository).
 	ImageRepository string
+	// OperatorImage is the operator's own image, which backup Jobs and restore init containers run
+	// (its entrypoint is the etcd-operator binary).
+	OperatorImage string
+	// OperatorImagePullPolicy is the pull policy of OperatorImage in those pods (empty: Kubernetes'
+	// default for the tag).
+	OperatorImagePullPolicy string
 }
 
 func (o Options) clusterDomain() string {
