@@ -87,6 +87,9 @@ type scope struct {
 	stalled *progress
 	// invalid says why the spec cannot be acted on (the Valid condition), nil when it can.
 	invalid *progress
+	// restore is the resolved snapshot the initial members restore (spec.bootstrap.restore), once
+	// resolved in this pass.
+	restore *resources.RestorePlan
 	// consistency is the outcome of a hash comparison made in this pass (the DataInconsistent
 	// condition), nil when none was made.
 	consistency *progress

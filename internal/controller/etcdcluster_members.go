@@ -147,6 +147,13 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 		r.event(c, corev1.EventTypeWarning, "ForeignClaims", "Bootstrap", "%s", s.blocked.message)
 		return ctrl.Result{}, nil
 	}
+	plan, err := r.restorePlan(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && plan == nil {
+		return ctrl.Result{}, nil // s says what the restore waits for
+	}
 	var created []string
 	for _, name := range names {
 		if _, ok := s.pods[name]; ok {
@@ -171,9 +178,15 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 	}
 	if len(created) > 0 {
 		r.event(c, corev1.EventTypeNormal, "CreatedMembers", "Create", "Created members %s to bootstrap a %d-member cluster", strings.Join(created, ", "), len(names))
+		if plan != nil {
+			r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
+		}
 	}
 	s.progress = &progress{etcdv1alpha1.ReasonBootstrapping,
 		fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))}
+	if plan != nil {
+		s.progress.message = fmt.Sprintf("Waiting for the %d initial members to restore snapshot %s, start and form a new cluster", len(names), plan.Key)
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -187,8 +200,20 @@ func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Mem
 		InitialCluster: pvc.Annotations[etcdv1alpha1.AnnotationInitialCluster]}
 }
 
-// createPod creates member m's pod; one that already exists is left as it is.
+// createPod creates member m's pod; one that already exists is left as it is. A member of the initial
+// bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
+// while that snapshot cannot be resolved, no pod is created and s says why.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
+	if m.InitialClusterState == resources.StateNew {
+		plan, err := r.restorePlan(ctx, s)
+		if err != nil {
+			return err
+		}
+		if plan == nil && (s.blocked != nil || s.progress != nil) && !formed(s) {
+			return nil
+		}
+		m.Restore = plan
+	}
 	pod := r.Options.BuildPod(s.cluster, m)
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is

@@ -13,6 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
 
@@ -21,6 +22,9 @@ var k8s client.Client
 
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
+// testOperatorImage is the operator image restore init containers get in these tests (never run).
+const testOperatorImage = "example.com/etcd-operator:test"
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	env, cfg, err := testenv.Start()
@@ -46,6 +50,7 @@ func TestMain(m *testing.M) {
 		Client:              CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
+		Options:             resources.Options{OperatorImage: testOperatorImage},
 		HealthCheckInterval: 5 * time.Second,
 		EtcdTimeout:         2 * time.Second,
 	}

@@ -40,6 +40,9 @@ type Member struct {
 	// InitialCluster is the --initial-cluster value: "name=peerURL,..." of every member the new member
 	// must know, itself included.
 	InitialCluster string
+	// Restore, for a member of the initial bootstrap of a cluster created from a backup, is the
+	// snapshot its data directory is restored from by an init container before etcd first starts.
+	Restore *RestorePlan
 }
 
 // OwnerReference makes cluster c the controller of an object.
@@ -196,22 +199,35 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 				},
 				Resources: resources,
 				// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
-				StartupProbe:   probe(livez, 2, 150),
-				LivenessProbe:  probe(livez, 10, 6),
-				ReadinessProbe: probe(readyz, 2, 3),
-				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				StartupProbe:             probe(livez, 2, 150),
+				LivenessProbe:            probe(livez, 10, 6),
+				ReadinessProbe:           probe(readyz, 2, 3),
+				VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
+				SecurityContext:          restrictedContainer(),
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Volumes: []corev1.Volume{o.dataVolume(c, m.Name)},
 		},
 	}
+	if m.Restore != nil {
+		init, vols := o.restoreInitContainer(c, m, m.Restore)
+		pod.Spec.InitContainers = []corev1.Container{init}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
+	}
 	return pod
 }
+
+// restrictedContainer is the security context of every container the operator builds: no privilege
+// escalation, a read-only root filesystem, no capabilities.
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
 
 func (o Options) dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
 	if ed := c.Spec.Storage.EmptyDir; ed != nil {

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/version"
+)
+
+// +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdbackups,verbs=get;list;watch
+
+// restorePlan returns the snapshot the initial members of a cluster created from a backup restore, or
+// nil when the cluster is not restored from one. While it cannot be resolved it sets s.blocked or
+// s.progress and returns nil; once the cluster has formed, an unresolvable plan (the EtcdBackup was
+// deleted since) is nil without a block: the members' data was restored when they first started.
+func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, error) {
+	c := s.cluster
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
+		return nil, nil
+	}
+	if s.restore != nil {
+		return s.restore, nil
+	}
+	plan, wait, err := r.resolveRestore(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if wait != nil {
+		if formed(s) {
+			return nil, nil
+		}
+		if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
+			s.blocked = wait
+		} else {
+			s.progress = wait
+		}
+		return nil, nil
+	}
+	if r.Options.OperatorImage == "" {
+		s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
+			"The operator does not know its own image, which restores run: start it with --operator-image, or with POD_NAME and POD_NAMESPACE set"}
+		return nil, nil
+	}
+	s.restore = plan
+	return plan, nil
+}
+
+// resolveRestore reads spec.bootstrap.restore: the snapshot's destination, key and sha256. It returns
+// why it cannot (yet) as a progress: ReasonInvalidSpec when the user must change something.
+func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *progress, error) {
+	rs := c.Spec.Bootstrap.Restore
+	if src := rs.Source; src != nil {
+		return &resources.RestorePlan{Destination: src.Destination, Key: src.Key, SHA256: src.SHA256}, nil, nil
+	}
+	b := &etcdv1alpha1.EtcdBackup{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: rs.BackupRef.Name}, b)
+	if apierrors.IsNotFound(err) {
+		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			"spec.bootstrap.restore.backupRef: EtcdBackup %s not found in namespace %s; name an existing backup, or restore by key with bootstrap.restore.source", rs.BackupRef.Name, c.Namespace)}, nil
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("get etcdbackup %s: %w", rs.BackupRef.Name, err)
+	}
+	switch b.Status.Phase {
+	case etcdv1alpha1.BackupSucceeded:
+	case etcdv1alpha1.BackupFailed:
+		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			"spec.bootstrap.restore.backupRef: EtcdBackup %s failed (%s); restore another backup", b.Name, b.Status.Message)}, nil
+	default:
+		return nil, &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
+	}
+	if msg := snapshotVersionProblem(b.Status.EtcdVersion, c.Spec.VersionOrDefault()); msg != "" {
+		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf("spec.bootstrap.restore.backupRef: EtcdBackup %s: %s", b.Name, msg)}, nil
+	}
+	dest := b.Spec.Destination
+	if dest == nil {
+		src := &etcdv1alpha1.EtcdCluster{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: b.Spec.ClusterRef.Name}, src)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("get etcdcluster %s: %w", b.Spec.ClusterRef.Name, err)
+		}
+		if err != nil || src.Spec.Backup == nil {
+			return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+				"spec.bootstrap.restore.backupRef: EtcdBackup %s names no destination and its cluster %s no longer says where backups go; restore it with bootstrap.restore.source (key %s)",
+				b.Name, b.Spec.ClusterRef.Name, b.Status.Key)}, nil
+		}
+		dest = &src.Spec.Backup.Destination
+	}
+	return &resources.RestorePlan{Destination: *dest, Key: b.Status.Key, SHA256: b.Status.SHA256}, nil, nil
+}
+
+// snapshotVersionProblem says why a cluster running version cannot restore a snapshot taken from
+// etcd snapshotVersion ("" when it can): a snapshot may only be restored by the same or the next
+// minor, never by an older one (that would be a downgrade of its storage format).
+func snapshotVersionProblem(snapshotVersion, clusterVersion string) string {
+	if snapshotVersion == "" {
+		return ""
+	}
+	if err := version.CheckUpgrade(snapshotVersion, clusterVersion); err != nil {
+		sv, err1 := version.Parse(snapshotVersion)
+		cv, err2 := version.Parse(clusterVersion)
+		if err1 == nil && err2 == nil && sv.Major == cv.Major && sv.Minor == cv.Minor {
+			return "" // an older patch of the same minor restores a snapshot fine
+		}
+		return fmt.Sprintf("the snapshot was taken from etcd %s and cannot be restored by %s: %v", snapshotVersion, clusterVersion, err)
+	}
+	return ""
+}

@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// TestRestoreBootstrap: a cluster created from an EtcdBackup waits while the backup is not done (no
+// member created), then bootstraps every member with an init container that restores that backup's
+// snapshot (key, sha256, its own name, the new initial cluster and the new cluster's UID as token).
+func TestRestoreBootstrap(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-restore"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dest := &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd",
+		ForcePathStyle: true, CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3-creds"}}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "src"}, Destination: dest}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "copy", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Bootstrap: &etcdv1alpha1.BootstrapSpec{
+			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "nightly"}}}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "waiting for the backup", func() error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1alpha1.ReasonWaiting || !strings.Contains(p.Message, "Waiting for EtcdBackup nightly to succeed") {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		return nil
+	})
+	if _, err := getPod(c, "copy-0"); err == nil {
+		t.Fatalf("a member was created before its backup succeeded")
+	}
+
+	sha := strings.Repeat("ab", 32)
+	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
+		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+			return err
+		}
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-restore/src/nightly.db", SHA256: sha, EtcdVersion: "3.6.16"}
+		return k8s.Status().Update(ctx, b)
+	})
+	c = getCluster(t, c)
+	initial := "--initial-cluster=" + testOptions().InitialCluster(c, []string{"copy-0", "copy-1", "copy-2"})
+	for i := range 3 {
+		name := fmt.Sprintf("copy-%d", i)
+		var p *corev1.Pod
+		eventually(t, waitTimeout, "pod "+name, func() (err error) { p, err = getPod(c, name); return err })
+		if len(p.Spec.InitContainers) != 1 {
+			t.Fatalf("pod %s has %d init containers, want the restore", name, len(p.Spec.InitContainers))
+		}
+		ic := p.Spec.InitContainers[0]
+		for _, want := range []string{"restore", "--key=ns-restore/src/nightly.db", "--sha256=" + sha, "--name=" + name, initial,
+			"--initial-cluster-token=" + string(c.UID), "--data-dir=/var/lib/etcd/data", "--s3-bucket=etcd", "--s3-force-path-style",
+			"--initial-advertise-peer-urls=" + testOptions().PeerURL(c, name)} {
+			if !slices.Contains(ic.Args, want) {
+				t.Errorf("pod %s restore args lack %q: %q", name, want, ic.Args)
+			}
+		}
+		if ic.Image != testOperatorImage {
+			t.Errorf("restore image %q, want the operator's", ic.Image)
+		}
+		if !slices.Contains(p.Spec.Containers[0].Command, "--initial-cluster-state=new") {
+			t.Errorf("pod %s does not bootstrap a new cluster", name)
+		}
+	}
+}
+
+// TestRestoreRefused: a failed backup, or a snapshot from a newer minor than the cluster runs, is
+// refused with a message and no member is created.
+func TestRestoreRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-restore-bad"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	for _, tc := range []struct {
+		name, version string
+		status        etcdv1alpha1.EtcdBackupStatus
+		mention       string
+	}{
+		{"failed", "3.6.16", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupFailed, Message: "access denied"}, "EtcdBackup failed failed (access denied)"},
+		{"newer", "3.5.35", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "k", SHA256: strings.Repeat("0", 64), EtcdVersion: "3.6.16"}, "taken from etcd 3.6.16 and cannot be restored by 3.5.35"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns.Name},
+				Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "src"}, Destination: dest}}
+			if err := k8s.Create(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			b.Status = tc.status
+			if err := k8s.Status().Update(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "from-" + tc.name, Namespace: ns.Name},
+				Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Version: tc.version, Bootstrap: &etcdv1alpha1.BootstrapSpec{
+					Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: tc.name}}}}}
+			if err := k8s.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, waitTimeout, "refused", func() error {
+				c = getCluster(t, c)
+				p := condition(c, etcdv1alpha1.ConditionProgressing)
+				if p == nil || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, tc.mention) {
+					return fmt.Errorf("Progressing %+v", p)
+				}
+				return nil
+			})
+			if _, err := getPod(c, c.Name+"-0"); err == nil {
+				t.Errorf("a member was created from a backup that cannot be restored")
+			}
+		})
+	}
+}
+
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+// testOptions are the builder options the test manager runs with.
+func testOptions() resources.Options { return resources.Options{OperatorImage: testOperatorImage} }
