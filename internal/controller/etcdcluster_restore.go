@@ -93,20 +93,11 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 	return &resources.RestorePlan{Destination: *dest, Key: b.Status.Key, SHA256: b.Status.SHA256}, nil, nil
 }
 
-// snapshotVersionProblem says why a cluster running version cannot restore a snapshot taken from
-// etcd snapshotVersion ("" when it can): a snapshot may only be restored by the same or the next
-// minor, never by an older one (that would be a downgrade of its storage format).
+// snapshotVersionProblem says why a cluster running clusterVersion cannot restore a snapshot taken
+// from etcd snapshotVersion ("" when it can); see version.CheckRestore.
 func snapshotVersionProblem(snapshotVersion, clusterVersion string) string {
-	if snapshotVersion == "" {
-		return ""
-	}
-	if err := version.CheckUpgrade(snapshotVersion, clusterVersion); err != nil {
-		sv, err1 := version.Parse(snapshotVersion)
-		cv, err2 := version.Parse(clusterVersion)
-		if err1 == nil && err2 == nil && sv.Major == cv.Major && sv.Minor == cv.Minor {
-			return "" // an older patch of the same minor restores a snapshot fine
-		}
-		return fmt.Sprintf("the snapshot was taken from etcd %s and cannot be restored by %s: %v", snapshotVersion, clusterVersion, err)
+	if err := version.CheckRestore(snapshotVersion, clusterVersion); err != nil {
+		return err.Error()
 	}
 	return ""
 }

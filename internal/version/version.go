@@ -113,3 +113,28 @@ func CheckUpgrade(from, to string) error {
 	}
 	return nil
 }
+
+// CheckRestore returns nil when a cluster running clusterVersion may restore a snapshot taken from
+// etcd snapshotVersion: the same minor (any patch), or the next minor, as for an upgrade. An older
+// minor would have to read a newer storage format: refused with an error wrapping ErrDowngrade. An
+// empty snapshotVersion (unknown) is allowed.
+func CheckRestore(snapshotVersion, clusterVersion string) error {
+	if snapshotVersion == "" {
+		return nil
+	}
+	sv, err := Parse(snapshotVersion)
+	if err != nil {
+		return err
+	}
+	cv, err := Parse(clusterVersion)
+	if err != nil {
+		return err
+	}
+	if sv.Major == cv.Major && sv.Minor == cv.Minor {
+		return nil
+	}
+	if err := CheckUpgrade(snapshotVersion, clusterVersion); err != nil {
+		return fmt.Errorf("the snapshot was taken from etcd %s and cannot be restored by %s: %w", snapshotVersion, clusterVersion, err)
+	}
+	return nil
+}

@@ -51,3 +51,21 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("Compare(%v,%v) wrong", a, b)
 	}
 }
+
+func TestCheckRestore(t *testing.T) {
+	for _, tc := range []struct {
+		snap, cluster string
+		ok            bool
+	}{
+		{"3.6.16", "3.6.16", true},
+		{"3.6.16", "3.6.10", true}, // same minor, older patch: same storage format
+		{"3.5.35", "3.6.16", true},
+		{"", "3.6.16", true},
+		{"3.6.16", "3.5.35", false},
+		{"3.4.30", "3.6.16", false},
+	} {
+		if err := CheckRestore(tc.snap, tc.cluster); (err == nil) != tc.ok {
+			t.Errorf("CheckRestore(%q, %q) = %v, want ok=%v", tc.snap, tc.cluster, err, tc.ok)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -30,7 +31,7 @@ const (
 func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &etcdv1alpha1.EtcdCluster{}).
 		WithDefaulter(&EtcdClusterDefaulter{}).
-		WithValidator(&EtcdClusterValidator{}).
+		WithValidator(&EtcdClusterValidator{Reader: mgr.GetAPIReader()}).
 		Complete()
 }
 
@@ -64,13 +65,25 @@ func Default(c *etcdv1alpha1.EtcdCluster) {
 
 // EtcdClusterValidator refuses what ValidateCreate and ValidateUpdate find wrong, with a 422 Invalid
 // status that lists every problem with its field path, and returns their warnings otherwise.
-type EtcdClusterValidator struct{}
+type EtcdClusterValidator struct {
+	// Reader reads the EtcdBackup a new cluster restores (ValidateRestore); nil skips that check.
+	Reader client.Reader
+}
 
 var _ admission.Validator[*etcdv1alpha1.EtcdCluster] = &EtcdClusterValidator{}
 
 // ValidateCreate implements admission.Validator.
-func (*EtcdClusterValidator) ValidateCreate(_ context.Context, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
 	errs, warnings := ValidateCreate(c)
+	b, err := lookupBackup(ctx, v.Reader, c)
+	if err != nil {
+		return warnings, apierrors.NewInternalError(err)
+	}
+	rerrs, rwarn := ValidateRestore(c, b)
+	errs, warnings = append(errs, rerrs...), append(warnings, rwarn...)
+	if len(errs) > 0 {
+		warnings = nil // warnings of a refused request only distract
+	}
 	return warnings, invalid(c, errs)
 }
 
