@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
@@ -48,6 +49,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run the end-to-end tests with `make test-e2e`")
 		os.Exit(1)
 	}
+	// admission warnings (for example on a 1-member cluster) are logged through controller-runtime's logger
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	var err error
 	config, err = ctrl.GetConfig()
 	if err == nil {
