@@ -4,10 +4,6 @@
 package testenv
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	goruntime "runtime"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -29,19 +25,5 @@ var Scheme = func() *runtime.Scheme {
 // Start starts kube-apiserver and etcd with the CRDs of config/crd/bases installed. It returns an
 // error that says how to get the binaries when KUBEBUILDER_ASSETS is not set.
 func Start() (*envtest.Environment, *rest.Config, error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/envtest.sh --print) after `make envtest`")
-	}
-	_, file, _, _ := goruntime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                Scheme,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, nil, fmt.Errorf("start kube-apiserver and etcd: %w", err)
-	}
-	return env, cfg, nil
+	return StartWithWebhooks()
 }

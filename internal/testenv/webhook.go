@@ -31,7 +31,9 @@ func StartWithWebhooks(webhookPaths ...string) (*envtest.Environment, *rest.Conf
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: webhookPaths, LocalServingHost: "127.0.0.1"},
+	}
+	if len(webhookPaths) > 0 {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: webhookPaths, LocalServingHost: "127.0.0.1"}
 	}
 	cfg, err := env.Start()
 	if err != nil {
