@@ -13,6 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
 
@@ -50,6 +51,15 @@ func TestMain(m *testing.M) {
 		EtcdTimeout:         2 * time.Second,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	br := &EtcdBackupReconciler{
+		Client:   CountingClient(mgr.GetClient()),
+		Recorder: mgr.GetEventRecorder("etcd-operator"),
+		Options:  resources.Options{OperatorImage: testOperatorImage},
+	}
+	if err := br.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
