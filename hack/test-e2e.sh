@@ -4,9 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/env.sh
+# the S3 server the backup tests run in the cluster (docker.io/local/versitygw:$VERSITYGW_VERSION)
+bash hack/build-s3.sh --image
 if [ -z "${KUBECONFIG:-}" ]; then
   bash hack/cluster-up.sh
   export KUBECONFIG=$LOCAL_KUBECONFIG
+fi
+if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
+  bash hack/load-image.sh "$IMAGES/versitygw-$VERSITYGW_VERSION.tar"
 fi
 bash hack/install-operator.sh
 log "running the end-to-end tests (about 5 minutes)"

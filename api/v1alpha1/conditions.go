@@ -18,6 +18,18 @@ const (
 	// ConditionDataInconsistent is True when the members' key-value hashes at one revision differ: their
 	// data diverged. It is checked periodically while the cluster is healthy.
 	ConditionDataInconsistent = "DataInconsistent"
+	// ConditionBackupFailing is True when scheduled backups keep failing: the newest scheduled backups
+	// all failed, or the newest successful backup is older than three schedule periods. Set only while
+	// spec.backup.schedule is.
+	ConditionBackupFailing = "BackupFailing"
+)
+
+// Condition types of an EtcdBackup.
+const (
+	// BackupConditionComplete is True once the snapshot is verified and stored.
+	BackupConditionComplete = "Complete"
+	// BackupConditionFailed is True when the backup failed; the message says why and what to do.
+	BackupConditionFailed = "Failed"
 )
 
 // Condition reasons of an EtcdCluster.
@@ -50,6 +62,10 @@ const (
 	ReasonExpansionRefused  = "VolumeExpansionNotSupported"
 	ReasonHashesMatch       = "HashesMatch"
 	ReasonHashMismatch      = "HashMismatch"
+	ReasonBackupsFailing    = "BackupsFailing"
+	ReasonBackupTooOld      = "LastBackupTooOld"
+	ReasonBackupsSucceeding = "BackupsSucceeding"
+	ReasonNoBackupYet       = "NoBackupYet"
 )
 
 // Labels and annotations the operator puts on the objects it owns.
@@ -71,6 +87,24 @@ const (
 	AnnotationSpecHash = "etcd.etcdkit.dev/spec-hash"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
+	// LabelBackup names the EtcdBackup a Job or pod belongs to (shortened with a hash when the name
+	// is longer than a label value may be).
+	LabelBackup = "etcd.etcdkit.dev/backup"
+	// LabelScheduled is "true" on the EtcdBackups a cluster's spec.backup.schedule created; only
+	// those are pruned by spec.backup.retention.
+	LabelScheduled = "etcd.etcdkit.dev/scheduled"
+	// LabelFinalSnapshot is "true" on the EtcdBackup taken when its cluster was deleted.
+	LabelFinalSnapshot = "etcd.etcdkit.dev/final-snapshot"
+	// AnnotationDeleteSnapshot set to "true" on an EtcdBackup makes deleting it delete its stored
+	// snapshot and manifest too. Retention sets it on the backups it prunes; without it, deleting an
+	// EtcdBackup keeps the stored data.
+	AnnotationDeleteSnapshot = "etcd.etcdkit.dev/delete-snapshot"
+	// AnnotationScheduledTime on a scheduled EtcdBackup is the schedule time (RFC 3339) it was
+	// created for.
+	AnnotationScheduledTime = "etcd.etcdkit.dev/scheduled-time"
+	// BackupFinalizer lets the operator delete an EtcdBackup's stored snapshot (when
+	// AnnotationDeleteSnapshot asks for it) before the EtcdBackup goes away.
+	BackupFinalizer = "etcd.etcdkit.dev/backup-finalizer"
 )
 
 // ReplicasOrDefault returns spec.replicas, or 3 when unset (the API server defaults it).

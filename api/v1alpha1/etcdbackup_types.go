@@ -102,10 +102,12 @@ type EtcdBackupStatus struct {
 	// StartTime is when the snapshot started streaming.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
-	// CompletionTime is when the snapshot was verified and stored.
+	// CompletionTime is when the snapshot was verified and stored (Succeeded), or when the backup
+	// was given up (Failed).
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Location is where the snapshot is: "s3://<bucket>/<key>" or "pvc://<claim>/<path>".
+	// Location is where the snapshot is: "s3://<bucket>/<prefix>/<key>" or
+	// "pvc://<claim>/<subPath>/<key>".
 	// +optional
 	Location string `json:"location,omitempty"`
 	// Key is the snapshot's key in the destination (under the prefix or subPath).

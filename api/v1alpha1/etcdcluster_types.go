@@ -342,6 +342,11 @@ type EtcdClusterStatus struct {
 	// LastBackup is the newest successful backup of the cluster.
 	// +optional
 	LastBackup *LastBackup `json:"lastBackup,omitempty"`
+	// LastScheduleTime is the newest time of spec.backup.schedule for which a scheduled backup was
+	// created (or skipped because the previous one had not finished). Missed times before it are not
+	// made up for.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,
@@ -360,6 +365,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`
 // +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Progressing")].message`
+// +kubebuilder:printcolumn:name="Last Backup",type=date,priority=1,JSONPath=`.status.lastBackup.completionTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

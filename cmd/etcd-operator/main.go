@@ -27,7 +27,9 @@ func main() {
 		Short: "Print the operator's version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
 	})
-	root.AddCommand(newBackupCommand())
+	backupCmd := newBackupCommand()
+	backupCmd.AddCommand(newBackupDeleteCommand())
+	root.AddCommand(backupCmd)
 	root.AddCommand(newRestoreCommand())
 	// `etcd-operator` without a subcommand runs the manager.
 	root.Flags().AddFlagSet(mgr.Flags())

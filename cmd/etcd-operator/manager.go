@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -90,7 +92,10 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 
-	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod}
+	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
+		// Only the operator's own Jobs (backups), not every Job of the cluster.
+		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
+	}}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range o.watchNamespaces {
@@ -142,6 +147,14 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the EtcdCluster controller: %w", err)
+	}
+	br := &controller.EtcdBackupReconciler{
+		Client:   controller.CountingClient(mgr.GetClient()),
+		Recorder: mgr.GetEventRecorder("etcd-operator"),
+		Options:  opts,
+	}
+	if err := br.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the EtcdBackup controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz check: %w", err)

@@ -96,6 +96,8 @@ type scope struct {
 	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
 	// condition), nil for emptyDir members or an unset size.
 	volumes *progress
+	// backup is what the backup phase observed (status.lastBackup, BackupFailing), nil when it did not run.
+	backup *backupObservation
 }
 
 // progress is a reason and message for a condition.
@@ -144,7 +146,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		logger.Error(err, "Reconcile failed", "etcdcluster", klog.KObj(c))
 		return ctrl.Result{}, err
 	}
-	return lowestRequeue(result, r.requeueFor(s)), nil
+	return lowestRequeue(result, r.requeueFor(s), s.backupRequeue()), nil
 }
 
 // reconcilePhases runs the phases of a live cluster in order; a phase that acted returns early.
@@ -153,6 +155,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileServices,
 		r.observe,
 		r.validateSpec,
+		r.reconcileBackups,
 		r.reconcileMembers,
 		r.reconcileRollout,
 		r.reconcilePDB,
@@ -221,11 +224,15 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 }
 
 // reconcileDelete lets the owner garbage collector remove the pods, claims and Services, and removes the
-// finalizer. It makes no etcd call: members are going away together, and a cluster without quorum
-// could not answer one anyway.
+// finalizer, after a final snapshot when spec.backup.finalSnapshot asks for one (bounded, skipped when
+// the cluster is not Available). It makes no etcd call: members are going away together, and a
+// cluster without quorum could not answer one anyway.
 func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(c, etcdv1alpha1.Finalizer) {
 		return ctrl.Result{}, nil
+	}
+	if res, done, err := r.finalSnapshot(ctx, c); err != nil || !done {
+		return res, err
 	}
 	r.event(c, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the cluster's members")
 	controllerutil.RemoveFinalizer(c, etcdv1alpha1.Finalizer)
@@ -276,6 +283,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(clusterOfBackup)).
 		Named("etcdcluster").
 		Complete(r)
 }

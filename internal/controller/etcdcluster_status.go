@@ -92,6 +92,7 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	if s.volumes != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
 	}
+	applyBackupStatus(s)
 
 	switch {
 	case c.DeletionTimestamp != nil:

@@ -58,6 +58,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	br := &EtcdBackupReconciler{
+		Client:   CountingClient(mgr.GetClient()),
+		Recorder: mgr.GetEventRecorder("etcd-operator"),
+		Options:  resources.Options{OperatorImage: testOperatorImage},
+	}
+	if err := br.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -48,6 +48,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	if s.Options != nil {
 		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
 	}
+	errs = append(errs, validateBackup(nil, s.Backup)...)
 	if len(errs) > 0 {
 		warnings = nil
 	}
@@ -82,6 +83,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if s.Options != nil {
 		errs = append(errs, validateExtraArgs(oldArgs, s.Options.ExtraArgs)...)
 	}
+	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {

@@ -1,0 +1,644 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// testOperatorImage is the image the backup reconciler under test puts into Jobs (nothing runs it:
+// runJob plays kubelet).
+const testOperatorImage = "docker.io/local/etcd-operator:test"
+
+var (
+	operatorBinOnce sync.Once
+	operatorBin     string
+	operatorBinErr  error
+)
+
+// etcdOperatorBinary builds cmd/etcd-operator once per test run: the command backup Jobs run.
+func etcdOperatorBinary(t *testing.T) string {
+	t.Helper()
+	operatorBinOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		dir, err := os.MkdirTemp("", "etcd-operator-bin-")
+		if err != nil {
+			operatorBinErr = err
+			return
+		}
+		operatorBin = filepath.Join(dir, "etcd-operator")
+		cmd := exec.Command("go", "build", "-o", operatorBin, "./cmd/etcd-operator")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			operatorBinErr = fmt.Errorf("go build ./cmd/etcd-operator: %v\n%s", err, out)
+		}
+	})
+	if operatorBinErr != nil {
+		t.Fatal(operatorBinErr)
+	}
+	return operatorBin
+}
+
+// jobWorld is what runJob maps a Job's pod onto on this machine: member names to the loopback hosts
+// of their embedded etcd, claim names to directories.
+type jobWorld struct {
+	hosts  map[string]string
+	claims map[string]string
+}
+
+// runJob plays kubelet and the Job controller for one of the operator's Jobs: it runs the Job's
+// command line with the real etcd-operator binary — member URLs mapped to the embedded members, the
+// mounted Secret's keys written as files, a claim mapped to a directory — then records the pod with
+// the command's termination message and exit code and marks the Job Complete or Failed, as the
+// podFailurePolicy decides for exit code 1. It returns the exit code and the termination message.
+func runJob(t *testing.T, job *batchv1.Job, w jobWorld) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	bin := etcdOperatorBinary(t)
+	spec := job.Spec.Template.Spec
+	ctr := spec.Containers[0]
+	work := t.TempDir()
+	resultFile := filepath.Join(work, "termination-log")
+	mountDir := map[string]string{}
+	for _, v := range spec.Volumes {
+		dir := filepath.Join(work, v.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case v.Secret != nil:
+			sec := &corev1.Secret{}
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: v.Secret.SecretName}, sec)
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			for k, val := range sec.Data {
+				if err := os.WriteFile(filepath.Join(dir, k), val, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case v.PersistentVolumeClaim != nil:
+			dir = w.claims[v.PersistentVolumeClaim.ClaimName]
+		}
+		mountDir[v.Name] = dir
+	}
+	mounted := map[string]string{}
+	for _, m := range ctr.VolumeMounts {
+		dir := filepath.Join(mountDir[m.Name], m.SubPath)
+		if err := os.MkdirAll(dir, 0o700); err != nil { // kubelet creates a missing subPath
+			t.Fatal(err)
+		}
+		mounted[m.MountPath] = dir
+	}
+	var args []string
+	for _, a := range ctr.Args {
+		if v, ok := strings.CutPrefix(a, "--endpoints="); ok {
+			var eps []string
+			for _, ep := range strings.Split(v, ",") {
+				u, err := url.Parse(ep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				member, _, _ := strings.Cut(u.Hostname(), ".")
+				eps = append(eps, "http://"+w.hosts[member]+":2379")
+			}
+			a = "--endpoints=" + strings.Join(eps, ",")
+		}
+		if flag, path, ok := strings.Cut(a, "="); ok && mounted[path] != "" {
+			a = flag + "=" + mounted[path]
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--result-file="+resultFile)
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	msg, _ := os.ReadFile(resultFile)
+	t.Logf("Job %s: etcd-operator %s: exit %d\n%s", job.Name, strings.Join(args, " "), code, out)
+	finishJob(t, job, code, string(msg))
+	return code, string(msg)
+}
+
+// finishJob records a pod of job that ended with exit code code and termination message msg, and
+// the Job's outcome, as kubelet and the Job controller would.
+func finishJob(t *testing.T, job *batchv1.Job, code int, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{jobControllerUIDLabel: string(job.UID), "batch.kubernetes.io/job-name": job.Name}
+	for k, v := range job.Spec.Template.Labels {
+		labels[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: job.Name + "-", Namespace: job.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatalf("create pod of job %s: %v", job.Name, err)
+	}
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: resources.BackupContainerName, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: int32(code), Message: msg, StartedAt: job.CreationTimestamp, FinishedAt: now,
+		}},
+	}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("pod status: %v", err)
+	}
+	eventually(t, waitTimeout, "job "+job.Name+" finished", func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+			return err
+		}
+		start := j.CreationTimestamp
+		j.Status.StartTime = &start
+		if code == 0 {
+			j.Status.Succeeded = 1
+			j.Status.CompletionTime = &now
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
+			}
+		} else {
+			j.Status.Failed = 1
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container backup for pod exited with code 1 matching FailJob rule at index 0", LastTransitionTime: now, LastProbeTime: now},
+				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container backup for pod exited with code 1 matching FailJob rule at index 0", LastTransitionTime: now, LastProbeTime: now},
+			}
+		}
+		return k8s.Status().Update(ctx, j)
+	})
+}
+
+// waitJob waits for the Job of the given name and returns it.
+func waitJob(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	j := &batchv1.Job{}
+	eventually(t, waitTimeout, "job "+name, func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, j)
+	})
+	return j
+}
+
+func getBackup(t *testing.T, ns, name string) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	b := &etcdv1alpha1.EtcdBackup{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
+		t.Fatalf("get backup %s: %v", name, err)
+	}
+	return b
+}
+
+func waitBackupPhase(t *testing.T, ns, name string, phase etcdv1alpha1.BackupPhase) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	var b *etcdv1alpha1.EtcdBackup
+	eventually(t, waitTimeout, "backup "+name+" "+string(phase), func() error {
+		b = getBackup(t, ns, name)
+		if b.Status.Phase != phase {
+			return fmt.Errorf("phase %q: %s", b.Status.Phase, b.Status.Message)
+		}
+		return nil
+	})
+	return b
+}
+
+func newBackup(t *testing.T, ns, name, cluster string, dest *etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: dest},
+	}
+	if err := k8s.Create(context.Background(), b); err != nil {
+		t.Fatalf("create backup %s: %v", name, err)
+	}
+	return b
+}
+
+// availableCluster creates a 1-member cluster whose member is an embedded etcd on host, and waits
+// until it is Available.
+func availableCluster(t *testing.T, name, host string) (*etcdv1alpha1.EtcdCluster, jobWorld) {
+	t.Helper()
+	c := createCluster(t, name, 1)
+	testenv.StartEtcd(t, []string{name + "-0"}, []string{host})
+	runPods(t, c, map[string]string{name + "-0": host})
+	eventually(t, waitTimeout, "cluster "+name+" Available", func() error {
+		c = getCluster(t, c)
+		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+			return fmt.Errorf("available %+v", a)
+		}
+		return nil
+	})
+	return c, jobWorld{hosts: map[string]string{name + "-0": host}, claims: map[string]string{}}
+}
+
+// s3Destination creates the credentials Secret (with the given secret key) and returns a destination
+// in the test's S3 server.
+func s3Destination(t *testing.T, ns string, s3 *testenv.S3Server, secretKey string) *etcdv1alpha1.BackupDestination {
+	t.Helper()
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: ns},
+		StringData: map[string]string{"accessKeyID": s3.AccessKeyID, "secretAccessKey": secretKey},
+	}
+	if err := k8s.Create(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+	return &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+		Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, ForcePathStyle: true, Prefix: "etcd",
+		CredentialsSecretRef: corev1.LocalObjectReference{Name: sec.Name},
+	}}
+}
+
+func setBackupSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, spec *etcdv1alpha1.BackupSpec) {
+	t.Helper()
+	eventually(t, waitTimeout, "set spec.backup", func() error {
+		cur := getCluster(t, c)
+		cur.Spec.Backup = spec
+		return k8s.Update(context.Background(), cur)
+	})
+}
+
+func s3Object(s3 *testenv.S3Server, key string) (minio.ObjectInfo, error) {
+	return s3.Client.StatObject(context.Background(), s3.Bucket, key, minio.StatObjectOptions{})
+}
+
+// TestBackupToS3: an EtcdBackup without a destination uses its cluster's; a Job runs `etcd-operator
+// backup` against the members; the status reports the verified snapshot that is in the bucket, and the
+// cluster reports it as its last backup.
+func TestBackupToS3(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	c, w := availableCluster(t, "bks3", "127.0.0.161")
+	ctx := context.Background()
+	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
+	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.161:2379"}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	put, err := cli.Put(ctx, "greeting", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newBackup(t, c.Namespace, "first", c.Name, nil)
+
+	job := waitJob(t, c.Namespace, "first-backup")
+	b := waitBackupPhase(t, c.Namespace, "first", etcdv1alpha1.BackupRunning)
+	if b.Status.StartTime == nil || !strings.Contains(b.Status.Message, "first-backup") {
+		t.Errorf("running status %+v", b.Status)
+	}
+	if code, msg := runJob(t, job, w); code != 0 {
+		t.Fatalf("backup exited %d: %s", code, msg)
+	}
+	b = waitBackupPhase(t, c.Namespace, "first", etcdv1alpha1.BackupSucceeded)
+	st := b.Status
+	wantKey := c.Namespace + "/bks3/first.db"
+	if st.Key != wantKey || st.Location != "s3://backups/etcd/"+wantKey || st.SizeBytes <= 0 || st.Revision < put.Header.Revision ||
+		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(st.SHA256) || !strings.HasPrefix(st.EtcdVersion, "3.6.") ||
+		st.CompletionTime == nil || st.StartTime == nil || st.Member == "" {
+		t.Errorf("status %+v", st)
+	}
+	if cond := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.BackupConditionComplete); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Complete condition %+v", cond)
+	}
+	obj, err := s3Object(s3, "etcd/"+wantKey)
+	if err != nil || obj.Size != st.SizeBytes {
+		t.Errorf("stored snapshot: %+v %v", obj, err)
+	}
+	if _, err := s3Object(s3, "etcd/"+wantKey+".json"); err != nil {
+		t.Errorf("manifest: %v", err)
+	}
+	eventually(t, waitTimeout, "cluster status.lastBackup", func() error {
+		cur := getCluster(t, c)
+		if lb := cur.Status.LastBackup; lb == nil || lb.Name != "first" || lb.Revision != st.Revision || lb.SizeBytes != st.SizeBytes || lb.Location != st.Location {
+			return fmt.Errorf("lastBackup %+v", cur.Status.LastBackup)
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(backupLastSuccess.WithLabelValues(c.Namespace, c.Name)); v != float64(st.CompletionTime.Unix()) {
+		t.Errorf("last success gauge %v, want %d", v, st.CompletionTime.Unix())
+	}
+	if v := testutil.ToFloat64(backupSize.WithLabelValues(c.Namespace, c.Name)); v != float64(st.SizeBytes) {
+		t.Errorf("size gauge %v", v)
+	}
+	if n := testutil.CollectAndCount(backupDuration, "etcd_operator_backup_duration_seconds"); n < 1 {
+		t.Errorf("duration histogram has %d series", n)
+	}
+	// A finished backup is left alone: no second Job.
+	jobs := &batchv1.JobList{}
+	if err := k8s.List(ctx, jobs, client.InNamespace(c.Namespace)); err != nil || len(jobs.Items) != 1 {
+		t.Errorf("%d jobs (%v), want 1", len(jobs.Items), err)
+	}
+}
+
+// TestBackupsOfOneClusterAreSerialised: two backups of one cluster run one after the other, in creation
+// order; the second waits with a message naming the first. They go to a claim.
+func TestBackupsOfOneClusterAreSerialised(t *testing.T) {
+	c, w := availableCluster(t, "bkser", "127.0.0.162")
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "backups", Namespace: c.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	w.claims["backups"] = t.TempDir()
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "snapshots"}}
+	newBackup(t, c.Namespace, "a", c.Name, dest)
+	newBackup(t, c.Namespace, "b", c.Name, dest)
+
+	jobA := waitJob(t, c.Namespace, "a-backup")
+	b := waitBackupPhase(t, c.Namespace, "b", etcdv1alpha1.BackupPending)
+	if !strings.Contains(b.Status.Message, "backup a of the same cluster") {
+		t.Errorf("b waits for: %q", b.Status.Message)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "b-backup"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("b has a Job while a runs: %v", err)
+	}
+	if code, msg := runJob(t, jobA, w); code != 0 {
+		t.Fatalf("a exited %d: %s", code, msg)
+	}
+	a := waitBackupPhase(t, c.Namespace, "a", etcdv1alpha1.BackupSucceeded)
+	jobB := waitJob(t, c.Namespace, "b-backup")
+	if jobB.CreationTimestamp.Before(a.Status.CompletionTime) {
+		t.Errorf("b's Job was created at %v, before a completed at %v", jobB.CreationTimestamp, a.Status.CompletionTime)
+	}
+	if code, msg := runJob(t, jobB, w); code != 0 {
+		t.Fatalf("b exited %d: %s", code, msg)
+	}
+	b = waitBackupPhase(t, c.Namespace, "b", etcdv1alpha1.BackupSucceeded)
+	key := c.Namespace + "/bkser/b.db"
+	if b.Status.Location != "pvc://backups/snapshots/"+key {
+		t.Errorf("location %q", b.Status.Location)
+	}
+	fi, err := os.Stat(filepath.Join(w.claims["backups"], "snapshots", key))
+	if err != nil || fi.Size() != b.Status.SizeBytes {
+		t.Errorf("snapshot on the claim: %v %v", fi, err)
+	}
+}
+
+// TestBackupWrongCredentials: the storage refusing the credentials fails the backup with a message
+// naming the credentials Secret and a Warning event; the backup is not retried.
+func TestBackupWrongCredentials(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	c, w := availableCluster(t, "bkcred", "127.0.0.163")
+	ctx := context.Background()
+	dest := s3Destination(t, c.Namespace, s3, "not-the-secret-key")
+	newBackup(t, c.Namespace, "denied", c.Name, dest)
+	job := waitJob(t, c.Namespace, "denied-backup")
+	code, msg := runJob(t, job, w)
+	if code != resources.ExitCodeBackupFailed {
+		t.Fatalf("exit code %d, want %d: %s", code, resources.ExitCodeBackupFailed, msg)
+	}
+	b := waitBackupPhase(t, c.Namespace, "denied", etcdv1alpha1.BackupFailed)
+	if !strings.Contains(b.Status.Message, "check the credentials Secret") || b.Status.Message != strings.TrimSpace(msg) {
+		t.Errorf("message %q, termination message %q", b.Status.Message, msg)
+	}
+	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Failed condition %+v", cond)
+	}
+	eventually(t, waitTimeout, "Warning event", func() error {
+		evs := &eventsv1.EventList{}
+		if err := k8s.List(ctx, evs, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "denied" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, "check the credentials Secret") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event about the credentials among %d events", len(evs.Items))
+	})
+	if _, err := s3Object(s3, "etcd/"+c.Namespace+"/bkcred/denied.db"); err == nil {
+		t.Error("a snapshot was stored with wrong credentials")
+	}
+	// Waking the backup again creates no new Job and keeps it Failed.
+	eventually(t, waitTimeout, "annotate", func() error {
+		cur := getBackup(t, c.Namespace, "denied")
+		cur.Annotations = map[string]string{"poke": "1"}
+		return k8s.Update(ctx, cur)
+	})
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		jobs := &batchv1.JobList{}
+		if err := k8s.List(ctx, jobs, client.InNamespace(c.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs.Items) != 1 || getBackup(t, c.Namespace, "denied").Status.Phase != etcdv1alpha1.BackupFailed {
+			t.Fatalf("%d jobs, phase %s: a failed backup was retried", len(jobs.Items), getBackup(t, c.Namespace, "denied").Status.Phase)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if v := testutil.ToFloat64(backupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
+		t.Errorf("failures counter %v, want 1", v)
+	}
+}
+
+// TestScheduleCatchUpIsOneBackup: ten schedule times missed (as after an operator outage) make one
+// backup, for the newest of them, named after it; later times are skipped while it has not finished.
+func TestScheduleCatchUpIsOneBackup(t *testing.T) {
+	c, _ := availableCluster(t, "bksched", "127.0.0.164")
+	ctx := context.Background()
+	tenAgo := metav1.NewTime(time.Now().Add(-10 * time.Minute).Truncate(time.Minute))
+	eventually(t, waitTimeout, "status.lastScheduleTime ten minutes ago", func() error {
+		cur := getCluster(t, c)
+		cur.Status.LastScheduleTime = &tenAgo
+		return k8s.Status().Update(ctx, cur)
+	})
+	before := time.Now().Truncate(time.Minute)
+	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{
+		Schedule:    "* * * * *",
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "nowhere"}},
+	})
+	var list []etcdv1alpha1.EtcdBackup
+	eventually(t, waitTimeout, "one scheduled backup", func() error {
+		l := &etcdv1alpha1.EtcdBackupList{}
+		if err := k8s.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		list = l.Items
+		if len(list) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	if len(list) != 1 {
+		t.Fatalf("%d backups for 10 missed times, want 1", len(list))
+	}
+	b := list[0]
+	scheduled, err := time.Parse(time.RFC3339, b.Annotations[etcdv1alpha1.AnnotationScheduledTime])
+	if err != nil || scheduled.Before(before) {
+		t.Errorf("scheduled for %v (%v), want the newest missed time, not before %v", scheduled, err, before)
+	}
+	if b.Name != ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1alpha1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
+		t.Errorf("backup %s labels %v owners %v", b.Name, b.Labels, b.OwnerReferences)
+	}
+	eventually(t, waitTimeout, "status.lastScheduleTime advanced", func() error {
+		if lst := getCluster(t, c).Status.LastScheduleTime; lst == nil || lst.Time.Before(scheduled) {
+			return fmt.Errorf("lastScheduleTime %v", lst)
+		}
+		return nil
+	})
+}
+
+// TestRetentionDeletesOldestWithSnapshots: maxCount 2 over three successful scheduled backups deletes
+// the oldest EtcdBackup and, through a delete Job, its snapshot and manifest; the others stay.
+func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	c, w := availableCluster(t, "bkret", "127.0.0.165")
+	ctx := context.Background()
+	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
+	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest})
+	c = getCluster(t, c)
+	names := []string{"bkret-1", "bkret-2", "bkret-3"}
+	for _, n := range names { // as the schedule creates them
+		b := &etcdv1alpha1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: c.Namespace,
+				Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
+				OwnerReferences: []metav1.OwnerReference{resources.OwnerReference(c)}},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest},
+		}
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if code, msg := runJob(t, waitJob(t, c.Namespace, n+"-backup"), w); code != 0 {
+			t.Fatalf("%s exited %d: %s", n, code, msg)
+		}
+		waitBackupPhase(t, c.Namespace, n, etcdv1alpha1.BackupSucceeded)
+	}
+	key := func(n string) string { return "etcd/" + c.Namespace + "/bkret/" + n + ".db" }
+	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{
+		Schedule: "0 0 1 1 *", Retention: &etcdv1alpha1.BackupRetention{MaxCount: ptr.To[int32](2)}, Destination: *dest,
+	})
+	del := waitJob(t, c.Namespace, "bkret-1-delete")
+	if code, msg := runJob(t, del, w); code != 0 {
+		t.Fatalf("delete exited %d: %s", code, msg)
+	}
+	eventually(t, waitTimeout, "bkret-1 gone", func() error {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "bkret-1"}, &etcdv1alpha1.EtcdBackup{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	for _, k := range []string{key("bkret-1"), key("bkret-1") + ".json"} {
+		if _, err := s3Object(s3, k); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+			t.Errorf("%s after retention: %v", k, err)
+		}
+	}
+	for _, n := range names[1:] {
+		if getBackup(t, c.Namespace, n).Status.Phase != etcdv1alpha1.BackupSucceeded {
+			t.Errorf("%s not kept", n)
+		}
+		if _, err := s3Object(s3, key(n)); err != nil {
+			t.Errorf("%s: %v", key(n), err)
+		}
+	}
+	if cond := condition(getCluster(t, c), etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("BackupFailing %+v", cond)
+	}
+}
+
+// TestFinalSnapshotOnDelete: deleting an Available cluster with finalSnapshot takes a backup that
+// outlives it, then lets the cluster go; an unreachable cluster is deleted at once, without one.
+func TestFinalSnapshotOnDelete(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	c, w := availableCluster(t, "bkfinal", "127.0.0.166")
+	ctx := context.Background()
+	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
+	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest, FinalSnapshot: true})
+	c = getCluster(t, c)
+	if err := k8s.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	name := FinalSnapshotName(c)
+	job := waitJob(t, c.Namespace, name+"-backup")
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); err != nil {
+		t.Fatalf("the cluster went before its final snapshot: %v", err)
+	}
+	if code, msg := runJob(t, job, w); code != 0 {
+		t.Fatalf("final snapshot exited %d: %s", code, msg)
+	}
+	b := waitBackupPhase(t, c.Namespace, name, etcdv1alpha1.BackupSucceeded)
+	if len(b.OwnerReferences) != 0 {
+		t.Errorf("final snapshot is owned: %v", b.OwnerReferences)
+	}
+	eventually(t, waitTimeout, "cluster deleted", func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+
+	// Never Available: deleted without waiting.
+	dead := createCluster(t, "bkdead", 1)
+	setBackupSpec(t, dead, &etcdv1alpha1.BackupSpec{Destination: *dest, FinalSnapshot: true})
+	eventually(t, waitTimeout, "finalizer", func() error {
+		if len(getCluster(t, dead).Finalizers) == 0 {
+			return errors.New("no finalizer yet")
+		}
+		return nil
+	})
+	start := time.Now()
+	if err := k8s.Delete(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "unreachable cluster deleted", func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(dead), &etcdv1alpha1.EtcdCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	t.Logf("unreachable cluster deleted in %v", time.Since(start))
+	l := &etcdv1alpha1.EtcdBackupList{}
+	if err := k8s.List(ctx, l, client.InNamespace(dead.Namespace)); err != nil || len(l.Items) != 0 {
+		t.Errorf("%d backups of an unreachable cluster (%v)", len(l.Items), err)
+	}
+}

@@ -1,0 +1,369 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// Bounds of scheduled and final backups.
+const (
+	// failingAfter is how many scheduled backups in a row must fail, or how many schedule periods
+	// the newest success may be old, before the BackupFailing condition is True.
+	failingAfter = 3
+	// finalSnapshotTimeout bounds how long a deleted cluster waits for its final snapshot.
+	finalSnapshotTimeout = 5 * time.Minute
+	// requeueFinalSnapshot is how often a deleted cluster looks at its final snapshot.
+	requeueFinalSnapshot = 2 * time.Second
+)
+
+// backupObservation is what the backup phase found and decided, for the status.
+type backupObservation struct {
+	// last is the newest successful backup of the cluster, nil when none.
+	last *etcdv1alpha1.LastBackup
+	// lastSchedule is the schedule time a backup was created (or skipped) for in this pass; nil
+	// when none.
+	lastSchedule *metav1.Time
+	// failing is the BackupFailing condition (reason, message) and whether it is True; nil when
+	// the cluster has no schedule.
+	failing *progress
+	// failingTrue is the condition's status.
+	failingTrue bool
+	// requeue is how soon the next schedule time comes; zero without a schedule.
+	requeue time.Duration
+}
+
+// backupRequeue is when the next scheduled backup is due, for the pass's requeue.
+func (s *scope) backupRequeue() ctrl.Result {
+	if s.backup == nil || s.backup.requeue <= 0 {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: s.backup.requeue}
+}
+
+// applyBackupStatus sets status.lastBackup, status.lastScheduleTime and the BackupFailing
+// condition from what the backup phase observed; nothing when it did not run.
+func applyBackupStatus(s *scope) {
+	o := s.backup
+	if o == nil {
+		return
+	}
+	st := &s.cluster.Status
+	st.LastBackup = o.last
+	if o.lastSchedule != nil {
+		st.LastScheduleTime = o.lastSchedule
+	}
+	if o.failing == nil {
+		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionBackupFailing)
+		return
+	}
+	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionBackupFailing, o.failingTrue, [2]string{o.failing.reason, o.failing.message})
+}
+
+// ScheduledBackupName is the name of the EtcdBackup that cluster's schedule creates for time t:
+// "<cluster>-<yyyymmdd>-<hhmmss>" in UTC. The same time gives the same name, so an operator that
+// restarts never creates a second backup for one schedule time.
+func ScheduledBackupName(cluster string, t time.Time) string {
+	return cluster + "-" + t.UTC().Format("20060102-150405")
+}
+
+// FinalSnapshotName is the name of the EtcdBackup taken when cluster c is deleted: "<cluster>-final-"
+// and the first 8 characters of its UID, so that a later cluster of the same name gets its own.
+func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
+	uid := string(c.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return c.Name + "-final-" + uid
+}
+
+// reconcileBackups creates the scheduled backup that is due (one for the newest missed schedule
+// time), prunes scheduled backups by spec.backup.retention, and observes the newest successful backup
+// and whether backups keep failing. It never blocks the phases after it.
+func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list backups: %w", err)
+	}
+	var all, scheduled []*etcdv1alpha1.EtcdBackup
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Spec.ClusterRef.Name != c.Name {
+			continue
+		}
+		all = append(all, b)
+		if b.Labels[etcdv1alpha1.LabelScheduled] == "true" && metav1.IsControlledBy(b, c) {
+			scheduled = append(scheduled, b)
+		}
+	}
+	obs := &backupObservation{last: newestSuccess(all)}
+	s.backup = obs
+	if obs.last != nil && obs.last.CompletionTime != nil {
+		backupLastSuccess.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.CompletionTime.Unix()))
+		backupSize.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.SizeBytes))
+	}
+	spec := c.Spec.Backup
+	if spec == nil || spec.Schedule == "" {
+		return ctrl.Result{}, nil
+	}
+	now := time.Now()
+	sched, err := backup.ParseSchedule(spec.Schedule, spec.TimeZone)
+	if err != nil {
+		obs.failing, obs.failingTrue = &progress{etcdv1alpha1.ReasonInvalidSpec, "spec.backup: " + err.Error()}, true
+		return ctrl.Result{}, nil
+	}
+	earliest := c.CreationTimestamp.Time
+	if c.Status.LastScheduleTime != nil {
+		earliest = c.Status.LastScheduleTime.Time
+	}
+	last, missed, next := backup.MissedSchedule(sched, earliest, now)
+	if !next.IsZero() {
+		obs.requeue = max(next.Sub(now), time.Second)
+	}
+	if !last.IsZero() {
+		if err := r.createScheduledBackup(ctx, c, scheduled, last, missed); err != nil {
+			return ctrl.Result{}, err
+		}
+		t := metav1.NewTime(last)
+		obs.lastSchedule = &t
+	}
+	if err := r.applyRetention(ctx, c, scheduled, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	failing, reasonMsg := BackupFailing(scheduled, obs.last, backup.SchedulePeriod(sched, now), now)
+	obs.failing, obs.failingTrue = &progress{reasonMsg[0], reasonMsg[1]}, failing
+	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) {
+		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
+	}
+	return ctrl.Result{}, nil
+}
+
+// createScheduledBackup creates the EtcdBackup of schedule time t, unless a scheduled backup of
+// the cluster has not finished yet (then t is skipped, as a CronJob with concurrencyPolicy Forbid
+// does, so that backups of an unreachable cluster do not pile up).
+func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, t time.Time, missed int) error {
+	name := ScheduledBackupName(c.Name, t)
+	for _, b := range scheduled {
+		if b.Name == name {
+			return nil // created before a restart, or by an earlier pass
+		}
+	}
+	for _, b := range scheduled {
+		if !backupFinished(b) {
+			r.event(c, corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
+				t.UTC().Format(time.RFC3339), b.Name, b.Status.Message)
+			return nil
+		}
+	}
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: c.Namespace,
+			Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
+			Annotations:     map[string]string{etcdv1alpha1.AnnotationScheduledTime: t.UTC().Format(time.RFC3339)},
+			OwnerReferences: []metav1.OwnerReference{resources.OwnerReference(c)},
+		},
+		Spec: etcdv1alpha1.EtcdBackupSpec{
+			ClusterRef:  corev1.LocalObjectReference{Name: c.Name},
+			Destination: c.Spec.Backup.Destination.DeepCopy(),
+		},
+	}
+	if err := r.Create(ctx, b); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("create scheduled backup %s: %w", name, err)
+	}
+	note := ""
+	if missed > 1 {
+		note = fmt.Sprintf(" (%d schedule times were missed; one backup makes up for them)", missed)
+	}
+	r.event(c, corev1.EventTypeNormal, "ScheduledBackup", "Backup", "Created EtcdBackup %s for %s%s", name, t.UTC().Format(time.RFC3339), note)
+	return nil
+}
+
+// applyRetention deletes the scheduled backups spec.backup.retention no longer keeps, with their
+// stored snapshots (the delete-snapshot annotation makes the EtcdBackup's finalizer delete them).
+func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, now time.Time) error {
+	ret := c.Spec.Backup.Retention
+	if ret == nil {
+		return nil
+	}
+	p := backup.Retention{}
+	if ret.MaxCount != nil {
+		p.MaxCount = int(*ret.MaxCount)
+	}
+	if ret.MaxAge != nil {
+		p.MaxAge = ret.MaxAge.Duration
+	}
+	byName := map[string]*etcdv1alpha1.EtcdBackup{}
+	var infos []backup.BackupInfo
+	for _, b := range scheduled {
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		byName[b.Name] = b
+		info := backup.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
+		if backupFinished(b) && b.Status.CompletionTime != nil {
+			info.CompletionTime = b.Status.CompletionTime.Time
+		}
+		infos = append(infos, info)
+	}
+	for _, name := range backup.Prune(infos, p, now) {
+		b := byName[name]
+		if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] != "true" {
+			patch := client.MergeFrom(b.DeepCopy())
+			if b.Annotations == nil {
+				b.Annotations = map[string]string{}
+			}
+			b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] = "true"
+			if err := r.Patch(ctx, b, patch); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("mark backup %s for deletion: %w", name, err)
+			}
+		}
+		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete backup %s: %w", name, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "PrunedBackup", "Backup", "Deleted backup %s (%s) and its stored snapshot, by spec.backup.retention", name, b.Status.Phase)
+	}
+	return nil
+}
+
+// newestSuccess returns the newest Succeeded backup as status.lastBackup, nil when none.
+func newestSuccess(backups []*etcdv1alpha1.EtcdBackup) *etcdv1alpha1.LastBackup {
+	var best *etcdv1alpha1.EtcdBackup
+	for _, b := range backups {
+		if b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.CompletionTime == nil {
+			continue
+		}
+		if best == nil || b.Status.CompletionTime.After(best.Status.CompletionTime.Time) ||
+			(b.Status.CompletionTime.Equal(best.Status.CompletionTime) && b.Name > best.Name) {
+			best = b
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return &etcdv1alpha1.LastBackup{
+		Name: best.Name, CompletionTime: best.Status.CompletionTime.DeepCopy(), Location: best.Status.Location,
+		Revision: best.Status.Revision, SizeBytes: best.Status.SizeBytes,
+	}
+}
+
+// BackupFailing decides the BackupFailing condition of a cluster with a schedule of the given period:
+// True when the newest failingAfter finished scheduled backups all failed, or when the newest
+// successful backup (last) completed more than failingAfter periods before now. It returns the
+// condition's status and its reason and message. Pure.
+func BackupFailing(scheduled []*etcdv1alpha1.EtcdBackup, last *etcdv1alpha1.LastBackup, period time.Duration, now time.Time) (bool, [2]string) {
+	var finished []*etcdv1alpha1.EtcdBackup
+	for _, b := range scheduled {
+		if backupFinished(b) && b.Status.CompletionTime != nil {
+			finished = append(finished, b)
+		}
+	}
+	slices.SortFunc(finished, func(a, b *etcdv1alpha1.EtcdBackup) int { // newest first
+		if c := b.Status.CompletionTime.Compare(a.Status.CompletionTime.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Name, a.Name)
+	})
+	if len(finished) >= failingAfter && !slices.ContainsFunc(finished[:failingAfter], func(b *etcdv1alpha1.EtcdBackup) bool {
+		return b.Status.Phase == etcdv1alpha1.BackupSucceeded
+	}) {
+		return true, [2]string{etcdv1alpha1.ReasonBackupsFailing, fmt.Sprintf("The last %d scheduled backups failed; the newest, %s: %s",
+			failingAfter, finished[0].Name, finished[0].Status.Message)}
+	}
+	if last == nil || last.CompletionTime == nil {
+		return false, [2]string{etcdv1alpha1.ReasonNoBackupYet, "No backup has succeeded yet"}
+	}
+	if period > 0 && now.Sub(last.CompletionTime.Time) > failingAfter*period {
+		return true, [2]string{etcdv1alpha1.ReasonBackupTooOld, fmt.Sprintf("The newest successful backup, %s, completed at %s: more than %d schedule periods (%s) ago",
+			last.Name, last.CompletionTime.UTC().Format(time.RFC3339), failingAfter, period)}
+	}
+	return false, [2]string{etcdv1alpha1.ReasonBackupsSucceeding, fmt.Sprintf("The newest successful backup, %s, completed at %s",
+		last.Name, last.CompletionTime.UTC().Format(time.RFC3339))}
+}
+
+// finalSnapshot takes the final snapshot of a deleted cluster when spec.backup.finalSnapshot asks
+// for one: it creates an EtcdBackup not owned by the cluster (so that it outlives it) while the
+// cluster was last seen Available, and waits for it, without blocking, at most finalSnapshotTimeout
+// after the deletion. done is true when deletion may proceed.
+func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (res ctrl.Result, done bool, err error) {
+	defer func() {
+		if done {
+			forgetBackupMetrics(c.Namespace, c.Name)
+		}
+	}()
+	if c.Spec.Backup == nil || !c.Spec.Backup.FinalSnapshot {
+		return ctrl.Result{}, true, nil
+	}
+	name := FinalSnapshotName(c)
+	b := &etcdv1alpha1.EtcdBackup{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b)
+	switch {
+	case apierrors.IsNotFound(err):
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			r.event(c, corev1.EventTypeWarning, "FinalSnapshotSkipped", "Delete", "No final snapshot: the cluster is not Available")
+			return ctrl.Result{}, true, nil
+		}
+		if time.Since(c.DeletionTimestamp.Time) > finalSnapshotTimeout {
+			return ctrl.Result{}, true, nil
+		}
+		b = &etcdv1alpha1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: c.Namespace,
+				Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelFinalSnapshot: "true"},
+			},
+			Spec: etcdv1alpha1.EtcdBackupSpec{
+				ClusterRef:  corev1.LocalObjectReference{Name: c.Name},
+				Destination: c.Spec.Backup.Destination.DeepCopy(),
+			},
+		}
+		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, false, fmt.Errorf("create final snapshot %s: %w", name, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "FinalSnapshot", "Delete", "Taking a final snapshot, EtcdBackup %s, before the members go (waiting at most %s)", name, finalSnapshotTimeout)
+		return ctrl.Result{RequeueAfter: requeueFinalSnapshot}, false, nil
+	case err != nil:
+		return ctrl.Result{}, false, fmt.Errorf("get final snapshot: %w", err)
+	}
+	switch {
+	case b.Status.Phase == etcdv1alpha1.BackupSucceeded:
+		r.event(c, corev1.EventTypeNormal, "FinalSnapshotTaken", "Delete", "Final snapshot %s stored at %s", name, b.Status.Location)
+		return ctrl.Result{}, true, nil
+	case b.Status.Phase == etcdv1alpha1.BackupFailed:
+		r.event(c, corev1.EventTypeWarning, "FinalSnapshotFailed", "Delete", "Final snapshot %s failed: %s", name, b.Status.Message)
+		return ctrl.Result{}, true, nil
+	case time.Since(c.DeletionTimestamp.Time) > finalSnapshotTimeout:
+		r.event(c, corev1.EventTypeWarning, "FinalSnapshotTimedOut", "Delete", "Final snapshot %s did not finish within %s (%s): deleting the cluster anyway", name, finalSnapshotTimeout, b.Status.Message)
+		return ctrl.Result{}, true, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueFinalSnapshot}, false, nil
+}
+
+// clusterOfBackup maps an EtcdBackup to the EtcdCluster it backs up.
+func clusterOfBackup(_ context.Context, o client.Object) []reconcile.Request {
+	b, ok := o.(*etcdv1alpha1.EtcdBackup)
+	if !ok || b.Spec.ClusterRef.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}}}
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// TestScheduledBackupName: one name per schedule time, in UTC whatever the time zone, stable across
+// operator restarts, and a valid object name for the longest cluster name.
+func TestScheduledBackupName(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	at := time.Date(2026, 1, 10, 3, 0, 0, 0, berlin)
+	if got := ScheduledBackupName("demo", at); got != "demo-20260110-020000" {
+		t.Errorf("name %q", got)
+	}
+	if ScheduledBackupName("demo", at) != ScheduledBackupName("demo", at.UTC()) {
+		t.Error("the same instant named twice")
+	}
+	if ScheduledBackupName("demo", at) == ScheduledBackupName("demo", at.Add(30*time.Second)) {
+		t.Error("two schedule times (@every 30s) share a name")
+	}
+	if errs := validation.IsDNS1123Subdomain(ScheduledBackupName(strings.Repeat("c", 50), at)); len(errs) > 0 {
+		t.Errorf("not an object name: %v", errs)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", UID: "0123456789abcdef"}}
+	if got := FinalSnapshotName(c); got != "demo-final-01234567" {
+		t.Errorf("final snapshot name %q", got)
+	}
+}
+
+func finished(name string, phase etcdv1alpha1.BackupPhase, at time.Time, msg string) *etcdv1alpha1.EtcdBackup {
+	t := metav1.NewTime(at)
+	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, CompletionTime: &t, Message: msg, SizeBytes: 10, Location: "s3://b/" + name}}
+}
+
+// TestBackupFailing: True after three scheduled failures in a row or when the newest success is older
+// than three periods; a success among the newest three, or a fresh success, keeps it False.
+func TestBackupFailing(t *testing.T) {
+	now := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
+	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
+	ok, fail := etcdv1alpha1.BackupSucceeded, etcdv1alpha1.BackupFailed
+	running := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Status: etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupRunning}}
+	for _, tc := range []struct {
+		name    string
+		backups []*etcdv1alpha1.EtcdBackup
+		failing bool
+		reason  string
+		mention string
+	}{
+		{"nothing yet", nil, false, etcdv1alpha1.ReasonNoBackupYet, "No backup"},
+		{"fresh success", []*etcdv1alpha1.EtcdBackup{finished("a", ok, ago(1), "")}, false, etcdv1alpha1.ReasonBackupsSucceeding, "a, completed at"},
+		{"two failures after a success", []*etcdv1alpha1.EtcdBackup{finished("a", ok, ago(3), ""), finished("b", fail, ago(2), "x"), finished("c", fail, ago(1), "y"), running},
+			false, etcdv1alpha1.ReasonBackupsSucceeding, ""},
+		{"three failures", []*etcdv1alpha1.EtcdBackup{finished("a", ok, ago(4), ""), finished("b", fail, ago(3), "x"), finished("c", fail, ago(2), "y"), finished("d", fail, ago(1), "backup failed: access denied")},
+			true, etcdv1alpha1.ReasonBackupsFailing, "the newest, d: backup failed: access denied"},
+		{"success older than three periods", []*etcdv1alpha1.EtcdBackup{finished("a", ok, ago(4), "")}, true, etcdv1alpha1.ReasonBackupTooOld, "more than 3 schedule periods (1m0s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			failing, rm := BackupFailing(tc.backups, newestSuccess(tc.backups), time.Minute, now)
+			if failing != tc.failing || rm[0] != tc.reason || !strings.Contains(rm[1], tc.mention) {
+				t.Errorf("got %v %q %q", failing, rm[0], rm[1])
+			}
+		})
+	}
+}
+
+// TestApplyBackupStatus: the backup phase's observation becomes status.lastBackup, lastScheduleTime
+// and the BackupFailing condition; without a schedule the condition is removed; a pass that did not
+// run the phase changes nothing.
+func TestApplyBackupStatus(t *testing.T) {
+	c := &etcdv1alpha1.EtcdCluster{}
+	s := &scope{cluster: c}
+	applyBackupStatus(s)
+	if c.Status.LastBackup != nil || len(c.Status.Conditions) != 0 {
+		t.Fatalf("status changed without an observation: %+v", c.Status)
+	}
+	at := metav1.NewTime(time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC))
+	s.backup = &backupObservation{last: newestSuccess([]*etcdv1alpha1.EtcdBackup{finished("a", etcdv1alpha1.BackupSucceeded, at.Time, "")}),
+		lastSchedule: &at, failing: &progress{etcdv1alpha1.ReasonBackupsFailing, "m"}, failingTrue: true}
+	applyBackupStatus(s)
+	if lb := c.Status.LastBackup; lb == nil || lb.Name != "a" || !lb.CompletionTime.Equal(&at) || lb.SizeBytes != 10 || lb.Location != "s3://b/a" {
+		t.Errorf("lastBackup %+v", lb)
+	}
+	if !c.Status.LastScheduleTime.Equal(&at) {
+		t.Errorf("lastScheduleTime %v", c.Status.LastScheduleTime)
+	}
+	if cond := condition(c, etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("BackupFailing %+v", cond)
+	}
+	s.backup = &backupObservation{}
+	applyBackupStatus(s)
+	if condition(c, etcdv1alpha1.ConditionBackupFailing) != nil || c.Status.LastScheduleTime == nil {
+		t.Errorf("after the schedule was removed: %+v", c.Status)
+	}
+}

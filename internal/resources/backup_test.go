@@ -1,0 +1,211 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+func backupFixtures() (*etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup) {
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "apps", UID: "cluster-uid"},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
+		Status: etcdv1alpha1.EtcdClusterStatus{Members: []etcdv1alpha1.MemberStatus{
+			{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"},
+		}},
+	}
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "apps", UID: "backup-uid"},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}},
+	}
+	return c, b
+}
+
+var s3Dest = &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+	Endpoint: "http://s3.storage.svc:7070", Bucket: "etcd", Prefix: "prod", Region: "eu-1", ForcePathStyle: true,
+	CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3-creds"},
+}}
+
+// TestBuildBackupJobS3: the Job runs `etcd-operator backup` in the operator's image against every
+// member's fully qualified client URL, with the credentials Secret mounted read-only, an emptyDir to
+// stage in, as the member pods' hardened non-root user, not retried after the command failed.
+func TestBuildBackupJobS3(t *testing.T) {
+	c, b := backupFixtures()
+	o := Options{OperatorImage: "docker.io/local/etcd-operator:dev", OperatorImagePullPolicy: "IfNotPresent"}
+	j := o.BuildBackupJob(c, b, s3Dest)
+	if j.Name != "nightly-backup" || j.Namespace != "apps" {
+		t.Errorf("job %s/%s", j.Namespace, j.Name)
+	}
+	if !metav1.IsControlledBy(j, b) {
+		t.Errorf("job is not controlled by the backup: %+v", j.OwnerReferences)
+	}
+	for k, v := range map[string]string{etcdv1alpha1.LabelCluster: "demo", etcdv1alpha1.LabelBackup: "nightly", "app.kubernetes.io/managed-by": "etcd-operator"} {
+		if j.Labels[k] != v || j.Spec.Template.Labels[k] != v {
+			t.Errorf("label %s = %q / %q, want %q", k, j.Labels[k], j.Spec.Template.Labels[k], v)
+		}
+	}
+	if j.Spec.Template.Labels["app.kubernetes.io/name"] == "etcd" {
+		t.Error("backup pods carry the member pods' selector label: the client Service and PDB would select them")
+	}
+	pod := j.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	if ctr.Image != o.OperatorImage || ctr.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s %s", ctr.Image, ctr.ImagePullPolicy)
+	}
+	want := []string{
+		"backup",
+		"--endpoints=http://demo-0.demo-peer.apps.svc.cluster.local:2379,http://demo-2.demo-peer.apps.svc.cluster.local:2379,http://demo-3.demo-peer.apps.svc.cluster.local:2379",
+		"--namespace=apps", "--cluster=demo", "--name=nightly", "--temp-dir=/tmp", "--timeout=30m0s",
+		"--s3-endpoint=http://s3.storage.svc:7070", "--s3-bucket=etcd", "--s3-credentials-dir=" + S3CredentialsDir,
+		"--s3-prefix=prod", "--s3-region=eu-1", "--s3-force-path-style",
+	}
+	if !slices.Equal(ctr.Args, want) {
+		t.Errorf("args\n got %q\nwant %q", ctr.Args, want)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	if m := mounts["s3-credentials"]; m.MountPath != S3CredentialsDir || !m.ReadOnly {
+		t.Errorf("credentials mount %+v", m)
+	}
+	if m := mounts["staging"]; m.MountPath != "/tmp" {
+		t.Errorf("staging mount %+v", m)
+	}
+	for _, v := range pod.Volumes {
+		switch v.Name {
+		case "s3-credentials":
+			if v.Secret == nil || v.Secret.SecretName != "s3-creds" {
+				t.Errorf("credentials volume %+v", v)
+			}
+		case "staging":
+			if v.EmptyDir == nil {
+				t.Errorf("staging volume %+v", v)
+			}
+		default:
+			t.Errorf("unexpected volume %s", v.Name)
+		}
+	}
+	checkHardened(t, j)
+	if ptr.Deref(j.Spec.BackoffLimit, -1) != 1 || ptr.Deref(j.Spec.ActiveDeadlineSeconds, 0) != int64((BackupTimeout+BackupJobSlack).Seconds()) {
+		t.Errorf("backoffLimit %v activeDeadlineSeconds %v", j.Spec.BackoffLimit, j.Spec.ActiveDeadlineSeconds)
+	}
+	rules := j.Spec.PodFailurePolicy.Rules
+	if len(rules) != 2 || rules[0].Action != batchv1.PodFailurePolicyActionFailJob || !slices.Equal(rules[0].OnExitCodes.Values, []int32{ExitCodeBackupFailed}) ||
+		*rules[0].OnExitCodes.ContainerName != BackupContainerName || rules[1].Action != batchv1.PodFailurePolicyActionIgnore {
+		t.Errorf("podFailurePolicy %+v", rules)
+	}
+	if ctr.TerminationMessagePolicy != corev1.TerminationMessageReadFile || ctr.TerminationMessagePath != "/dev/termination-log" {
+		t.Errorf("termination message %s %s", ctr.TerminationMessagePolicy, ctr.TerminationMessagePath)
+	}
+}
+
+func checkHardened(t *testing.T, j *batchv1.Job) {
+	t.Helper()
+	pod := j.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	psc, sc := pod.SecurityContext, ctr.SecurityContext
+	if !*psc.RunAsNonRoot || *psc.RunAsUser != nonRootID || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v", psc)
+	}
+	if *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context %+v", sc)
+	}
+	if *pod.AutomountServiceAccountToken || pod.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("service account token %v, restartPolicy %s", *pod.AutomountServiceAccountToken, pod.RestartPolicy)
+	}
+}
+
+// TestBuildBackupJobPVC: a claim destination is mounted at its subPath and named with --dir.
+func TestBuildBackupJobPVC(t *testing.T) {
+	c, b := backupFixtures()
+	c.Status.Members = nil // before etcd answered: ordinals from spec.replicas
+	d := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd/demo"}}
+	j := Options{OperatorImage: "op"}.BuildBackupJob(c, b, d)
+	ctr := j.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(ctr.Args, "--dir="+BackupPVCDir) || slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--s3") }) {
+		t.Errorf("args %q", ctr.Args)
+	}
+	if !slices.Contains(ctr.Args, "--endpoints=http://demo-0.demo-peer.apps.svc.cluster.local:2379,http://demo-1.demo-peer.apps.svc.cluster.local:2379,http://demo-2.demo-peer.apps.svc.cluster.local:2379") {
+		t.Errorf("endpoints from spec.replicas: %q", ctr.Args)
+	}
+	var found bool
+	for _, m := range ctr.VolumeMounts {
+		if m.Name == "backups" {
+			found = m.MountPath == BackupPVCDir && m.SubPath == "etcd/demo" && !m.ReadOnly
+		}
+	}
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.Name == "backups" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "backups") {
+			t.Errorf("claim volume %+v", v)
+		}
+	}
+	if !found {
+		t.Errorf("claim not mounted at %s with its subPath: %+v", BackupPVCDir, ctr.VolumeMounts)
+	}
+	checkHardened(t, j)
+}
+
+// TestBuildDeleteSnapshotJob: `etcd-operator backup delete` for the backup's key in its destination.
+func TestBuildDeleteSnapshotJob(t *testing.T) {
+	_, b := backupFixtures()
+	j := Options{OperatorImage: "op"}.BuildDeleteSnapshotJob("apps", "demo", b, s3Dest)
+	ctr := j.Spec.Template.Spec.Containers[0]
+	if j.Name != "nightly-delete" || !slices.Equal(ctr.Args[:5], []string{"backup", "delete", "--namespace=apps", "--cluster=demo", "--name=nightly"}) ||
+		!slices.Contains(ctr.Args, "--s3-bucket=etcd") || !metav1.IsControlledBy(j, b) {
+		t.Errorf("job %s args %q", j.Name, ctr.Args)
+	}
+	checkHardened(t, j)
+}
+
+// TestBackupJobNamesFitLabels: names of any length give Job names and label values of at most 63
+// characters, distinct for distinct backups.
+func TestBackupJobNamesFitLabels(t *testing.T) {
+	seen := map[string]string{}
+	for _, n := range []int{1, 40, 55, 56, 57, 63, 64, 120, 253} {
+		for _, suffix := range []string{"a", "b"} {
+			name := strings.Repeat("x", n-1) + suffix
+			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			for _, jn := range []string{BackupJobName(b), DeleteSnapshotJobName(b)} {
+				if errs := validation.IsDNS1123Label(jn); len(errs) > 0 {
+					t.Errorf("job name %q of a %d-character backup: %v", jn, n, errs)
+				}
+				if prev, ok := seen[jn]; ok && prev != name {
+					t.Errorf("backups %q and %q share job name %q", prev, name, jn)
+				}
+				seen[jn] = name
+			}
+			for k, v := range BackupLabels(strings.Repeat("c", 50), b) {
+				if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+					t.Errorf("label %s=%q: %v", k, v, errs)
+				}
+			}
+		}
+	}
+}
+
+// TestDestinationLocation: locations as EtcdBackup status reports them.
+func TestDestinationLocation(t *testing.T) {
+	for _, tc := range []struct {
+		d    *etcdv1alpha1.BackupDestination
+		want string
+	}{
+		{s3Dest, "s3://etcd/prod/apps/demo/b.db"},
+		{&etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "etcd"}}, "s3://etcd/apps/demo/b.db"},
+		{&etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "x/y"}}, "pvc://backups/x/y/apps/demo/b.db"},
+		{&etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}, "pvc://backups/apps/demo/b.db"},
+		{nil, ""},
+	} {
+		if got := DestinationLocation(tc.d, "apps/demo/b.db"); got != tc.want {
+			t.Errorf("DestinationLocation(%+v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
