@@ -127,6 +127,26 @@ func DestinationArgs(d *etcdv1alpha1.BackupDestination) []string {
 	return nil
 }
 
+// DestinationVolumes returns the volume and mount through which a pod reaches destination d with the
+// flags of DestinationArgs: the S3 credentials Secret read-only at S3CredentialsDir (optional: a
+// missing Secret or key fails the command with a message naming it, instead of a pod stuck in
+// ContainerCreating), or the claim's subPath at BackupPVCDir (read-only when readOnly).
+func DestinationVolumes(d *etcdv1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume, []corev1.VolumeMount) {
+	switch {
+	case d.S3 != nil:
+		return []corev1.Volume{{Name: "s3-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: d.S3.CredentialsSecretRef.Name, Optional: ptr.To(true), DefaultMode: ptr.To[int32](0o440),
+			}}}},
+			[]corev1.VolumeMount{{Name: "s3-credentials", MountPath: S3CredentialsDir, ReadOnly: true}}
+	case d.PVC != nil:
+		return []corev1.Volume{{Name: "backups", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.PVC.ClaimName, ReadOnly: readOnly},
+			}}},
+			[]corev1.VolumeMount{{Name: "backups", MountPath: BackupPVCDir, SubPath: d.PVC.SubPath, ReadOnly: readOnly}}
+	}
+	return nil, nil
+}
+
 // DestinationLocation is where backup key (see backup.Key) is in destination d:
 // "s3://<bucket>/<prefix>/<key>" or "pvc://<claim>/<subPath>/<key>"; "" for an empty destination.
 func DestinationLocation(d *etcdv1alpha1.BackupDestination, key string) string {
@@ -182,20 +202,8 @@ func (o Options) backupJob(name, clusterName string, b *etcdv1alpha1.EtcdBackup,
 	labels := BackupLabels(clusterName, b)
 	volumes := []corev1.Volume{{Name: "staging", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	mounts := []corev1.VolumeMount{{Name: "staging", MountPath: BackupStagingDir}}
-	switch {
-	case d.S3 != nil:
-		// Optional: a missing Secret or key fails the command with a message naming it, instead of a
-		// pod stuck in ContainerCreating.
-		volumes = append(volumes, corev1.Volume{Name: "s3-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: d.S3.CredentialsSecretRef.Name, Optional: ptr.To(true), DefaultMode: ptr.To[int32](0o440),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "s3-credentials", MountPath: S3CredentialsDir, ReadOnly: true})
-	case d.PVC != nil:
-		volumes = append(volumes, corev1.Volume{Name: "backups", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.PVC.ClaimName},
-		}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "backups", MountPath: BackupPVCDir, SubPath: d.PVC.SubPath})
-	}
+	dv, dm := DestinationVolumes(d, false)
+	volumes, mounts = append(volumes, dv...), append(mounts, dm...)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
@@ -250,11 +258,7 @@ func (o Options) backupJob(name, clusterName string, b *etcdv1alpha1.EtcdBackup,
 						VolumeMounts:             mounts,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
+						SecurityContext:          restrictedContainer(),
 					}},
 					Volumes: volumes,
 				},
