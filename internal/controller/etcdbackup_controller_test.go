@@ -34,8 +34,8 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
 
-// testOperatorImage is the image the backup reconciler under test puts into Jobs (nothing runs it:
-// runJob plays kubelet).
+// testOperatorImage is the image the reconcilers under test put into backup Jobs and restore init
+// containers (nothing runs it: runJob plays kubelet).
 const testOperatorImage = "docker.io/local/etcd-operator:test"
 
 var (

@@ -69,7 +69,8 @@ func (o *etcdObservation) healthy(id uint64) bool {
 // unreachable is an observation, not an error.
 func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
-	sel := client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}
+	// the selector of member pods and claims: backup Job pods carry the cluster label too
+	sel := client.MatchingLabels(resources.SelectorLabels(c))
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)

@@ -107,10 +107,13 @@ func TestRestoreRefused(t *testing.T) {
 			if err := k8s.Create(ctx, b); err != nil {
 				t.Fatal(err)
 			}
-			b.Status = tc.status
-			if err := k8s.Status().Update(ctx, b); err != nil {
-				t.Fatal(err)
-			}
+			eventually(t, waitTimeout, "backup status set", func() error {
+				if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+					return err
+				}
+				b.Status = tc.status
+				return k8s.Status().Update(ctx, b) // retried on a conflict with the backup controller
+			})
 			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "from-" + tc.name, Namespace: ns.Name},
 				Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Version: tc.version, Bootstrap: &etcdv1alpha1.BootstrapSpec{
 					Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: tc.name}}}}}

@@ -22,9 +22,6 @@ var k8s client.Client
 
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
-// testOperatorImage is the operator image restore init containers get in these tests (never run).
-const testOperatorImage = "example.com/etcd-operator:test"
-
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	env, cfg, err := testenv.Start()

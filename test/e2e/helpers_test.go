@@ -86,7 +86,7 @@ func assertAvailable(t testing.TB, c *etcdv1alpha1.EtcdCluster, timeout time.Dur
 // memberPods returns the cluster's member pods by name.
 func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}); err != nil {
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
 		return nil, err
 	}
 	out := map[string]*corev1.Pod{}
