@@ -46,6 +46,7 @@ type managerOptions struct {
 	etcdTimeout         time.Duration
 	consistencyInterval time.Duration
 	operatorImage       string
+	maxConcurrent       int
 	enableWebhooks      bool
 	webhook             webhook.Options
 	zap                 zap.Options
@@ -69,6 +70,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
+	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many EtcdClusters are reconciled at once (passes of one cluster never overlap)")
 	f.StringVar(&o.operatorImage, "operator-image", "", "Image that backup Jobs and restore init containers run (the etcd-operator binary as entrypoint); default: this pod's own image, read through POD_NAME and POD_NAMESPACE")
 	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
 	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the EtcdCluster admission webhooks (defaulting and validation); false to run the manager outside a cluster, where the API server cannot call them")
@@ -141,6 +143,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		HealthCheckInterval: o.healthCheckInterval,
 		EtcdTimeout:         o.etcdTimeout,
 	}
+	r.MaxConcurrentReconciles = o.maxConcurrent
 	r.ConsistencyCheckInterval = o.consistencyInterval
 	if o.consistencyInterval == 0 {
 		r.ConsistencyCheckInterval = -1 // disabled

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,6 +61,10 @@ type EtcdClusterReconciler struct {
 	// ConsistencyCheckInterval is how often the members' key-value hashes are compared (default 10
 	// minutes; negative disables the check).
 	ConsistencyCheckInterval time.Duration
+
+	// MaxConcurrentReconciles is how many clusters are reconciled at once (default
+	// DefaultMaxConcurrentReconciles); passes of one cluster never overlap.
+	MaxConcurrentReconciles int
 
 	consistency consistencyClock
 }
@@ -285,5 +290,18 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(clusterOfBackup)).
 		Named("etcdcluster").
+		// Passes of different clusters run in parallel: one cluster whose members do not answer (each
+		// etcd call waits out its timeout) must not delay the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.maxConcurrent()}).
 		Complete(r)
+}
+
+// DefaultMaxConcurrentReconciles is how many clusters are reconciled at once by default.
+const DefaultMaxConcurrentReconciles = 4
+
+func (r *EtcdClusterReconciler) maxConcurrent() int {
+	if r.MaxConcurrentReconciles > 0 {
+		return r.MaxConcurrentReconciles
+	}
+	return DefaultMaxConcurrentReconciles
 }

@@ -55,7 +55,11 @@ func TestRestoreBootstrap(t *testing.T) {
 		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 			return err
 		}
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-restore/src/nightly.db", SHA256: sha, EtcdVersion: "3.6.16"}
+		if b.Status.Phase == "" {
+			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name) // its first write would overwrite ours
+		}
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-restore/src/nightly.db", SHA256: sha,
+			EtcdVersion: "3.6.16", ObservedGeneration: b.Generation}
 		return k8s.Status().Update(ctx, b)
 	})
 	c = getCluster(t, c)
@@ -111,7 +115,11 @@ func TestRestoreRefused(t *testing.T) {
 				if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 					return err
 				}
+				if b.Status.Phase == "" {
+					return fmt.Errorf("the backup controller has not looked at %s yet", b.Name) // its first write would overwrite ours
+				}
 				b.Status = tc.status
+				b.Status.ObservedGeneration = b.Generation
 				return k8s.Status().Update(ctx, b) // retried on a conflict with the backup controller
 			})
 			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "from-" + tc.name, Namespace: ns.Name},
