@@ -246,10 +246,12 @@ type RestoreSource struct {
 }
 
 // RecoverySpec says what the operator may do on its own when a cluster cannot recover.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.restoreOnQuorumLoss) || !self.restoreOnQuorumLoss",message="spec.recovery.restoreOnQuorumLoss is not supported yet: after a quorum loss without data the operator reports QuorumLost and waits; create a new cluster from the newest EtcdBackup with spec.bootstrap.restore"
 type RecoverySpec struct {
-	// RestoreOnQuorumLoss lets the operator recreate the cluster from its newest successful backup when
-	// quorum is lost and the lost members' data is gone. Writes after that backup are lost. Default
-	// false: the operator reports QuorumLost and waits for a human.
+	// RestoreOnQuorumLoss will let the operator recreate the cluster from its newest successful backup
+	// when quorum is lost and the lost members' data is gone (writes after that backup are lost). Not
+	// supported yet: only false is accepted; the operator reports QuorumLost and waits for a human.
 	// +optional
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
 }

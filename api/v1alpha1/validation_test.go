@@ -105,6 +105,9 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"compaction retention not a duration", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1 hour"}
 		}, "autoCompactionRetention"},
+		{"restoreOnQuorumLoss not supported yet", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+		}, "restoreOnQuorumLoss is not supported yet"},
 		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},
