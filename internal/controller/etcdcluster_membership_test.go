@@ -38,11 +38,20 @@ func memberList(t *testing.T, endpoint string) []etcd.Member {
 
 func setReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
 	t.Helper()
-	eventually(t, waitTimeout, "update replicas", func() error {
-		got := getCluster(t, c)
-		got.Spec.Replicas = ptr.To(n)
+	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) })
+}
+
+// updateSpec changes the cluster's spec with mutate on its latest version, again on a conflict with
+// the operator's own writes (finalizer, status), and returns the updated cluster.
+func updateSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var got *etcdv1alpha1.EtcdCluster
+	eventually(t, waitTimeout, "update the spec", func() error {
+		got = getCluster(t, c)
+		mutate(got)
 		return k8s.Update(context.Background(), got)
 	})
+	return got
 }
 
 // TestScaleUpAddsOneLearner: growing a formed cluster adds one learner in etcd, under the lowest free

@@ -83,11 +83,10 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 		return nil
 	})
 
-	c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
-	if err := k8s.Update(ctx, c); err != nil {
-		t.Fatalf("update pod template: %v", err)
-	}
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	})
 	wantHash := resources.Options{}.SpecHash(c)
 
 	// Play kubelet: a pod recreated with a new UID "starts" (the embedded member keeps running on its
@@ -211,19 +210,20 @@ func TestVolumeExpansion(t *testing.T) {
 			}
 			pvc := &corev1.PersistentVolumeClaim{}
 			key := client.ObjectKey{Namespace: ns.Name, Name: "data-vol-0"}
-			eventually(t, waitTimeout, "claim", func() error { return k8s.Get(ctx, key, pvc) })
 			// play the volume controller: bound at 1Gi
-			pvc.Status.Phase = corev1.ClaimBound
-			pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
-			if err := k8s.Status().Update(ctx, pvc); err != nil {
-				t.Fatal(err)
+			setClaimStatus := func(capacity resource.Quantity) {
+				eventually(t, waitTimeout, "claim status", func() error {
+					if err := k8s.Get(ctx, key, pvc); err != nil {
+						return err
+					}
+					pvc.Status.Phase = corev1.ClaimBound
+					pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: capacity}
+					return k8s.Status().Update(ctx, pvc) // retried on a conflict with the operator's writes
+				})
 			}
-			c = getCluster(t, c)
+			setClaimStatus(size)
 			bigger := resource.MustParse("2Gi")
-			c.Spec.Storage.Size = &bigger
-			if err := k8s.Update(ctx, c); err != nil {
-				t.Fatal(err)
-			}
+			c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
 			eventually(t, waitTimeout, "VolumesResized "+tc.reason, func() error {
 				c = getCluster(t, c)
 				v := condition(c, etcdv1alpha1.ConditionVolumesResized)
@@ -245,10 +245,7 @@ func TestVolumeExpansion(t *testing.T) {
 				return
 			}
 			// the storage provider grows the volume: the condition turns True
-			pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: bigger}
-			if err := k8s.Status().Update(ctx, pvc); err != nil {
-				t.Fatal(err)
-			}
+			setClaimStatus(bigger)
 			eventually(t, waitTimeout, "VolumesResized True", func() error {
 				c = getCluster(t, c)
 				if v := condition(c, etcdv1alpha1.ConditionVolumesResized); v == nil || v.Status != metav1.ConditionTrue {
