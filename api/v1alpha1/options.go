@@ -35,6 +35,8 @@ var reservedFlags = map[string]string{
 	"auto-tls":                    "TLS settings are managed by the operator",
 	"peer-auto-tls":               "TLS settings are managed by the operator",
 	"config-file":                 "all flags come from the EtcdCluster",
+	"unsafe-no-fsync":             "without fsync a crash or power loss can lose acknowledged writes",
+	"strict-reconfig-check":       "membership changes must never be accepted without a quorum of started members",
 	"quota-backend-bytes":         "use spec.options.quotaBackendBytes",
 	"auto-compaction-mode":        "use spec.options.autoCompactionMode",
 	"auto-compaction-retention":   "use spec.options.autoCompactionRetention",

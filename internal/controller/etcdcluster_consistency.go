@@ -141,10 +141,12 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	}
 	wg.Wait()
 	v := compareHashes(rev, hashes, len(endpoints))
-	if !v.conclusive {
-		return ctrl.Result{RequeueAfter: requeueUnhealthy}, nil // look again soon, not at the next health check
-	}
+	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
+	// retried more often than the interval
 	r.consistency.done(c.UID, now)
+	if !v.conclusive {
+		return ctrl.Result{}, nil
+	}
 	if v.consistent {
 		s.consistency = &progress{etcdv1alpha1.ReasonHashesMatch, v.message}
 		return ctrl.Result{}, nil

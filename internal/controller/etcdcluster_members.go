@@ -204,12 +204,14 @@ func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Mem
 // bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
 // while that snapshot cannot be resolved, no pod is created and s says why.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
-	if m.InitialClusterState == resources.StateNew {
+	if m.InitialClusterState == resources.StateNew && !formed(s) {
+		// only before the cluster first forms: afterwards a recreated member starts on its own data and
+		// must not depend on the backup storage (its credentials, its availability) to restart
 		plan, err := r.restorePlan(ctx, s)
 		if err != nil {
 			return err
 		}
-		if plan == nil && (s.blocked != nil || s.progress != nil) && !formed(s) {
+		if plan == nil && (s.blocked != nil || s.progress != nil) {
 			return nil
 		}
 		m.Restore = plan

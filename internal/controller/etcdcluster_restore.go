@@ -35,7 +35,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 			return nil, nil
 		}
 		if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
-			s.blocked = wait
+			s.blocked, s.invalid = wait, wait
 		} else {
 			s.progress = wait
 		}
@@ -61,7 +61,7 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: rs.BackupRef.Name}, b)
 	if apierrors.IsNotFound(err) {
 		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-			"spec.bootstrap.restore.backupRef: EtcdBackup %s not found in namespace %s; name an existing backup, or restore by key with bootstrap.restore.source", rs.BackupRef.Name, c.Namespace)}, nil
+			"spec.bootstrap.restore.backupRef: EtcdBackup %s not found in namespace %s; create it, or delete this EtcdCluster and create it again naming an existing backup (spec.bootstrap cannot change)", rs.BackupRef.Name, c.Namespace)}, nil
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("get etcdbackup %s: %w", rs.BackupRef.Name, err)
 	}
@@ -69,7 +69,7 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 	case etcdv1alpha1.BackupSucceeded:
 	case etcdv1alpha1.BackupFailed:
 		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-			"spec.bootstrap.restore.backupRef: EtcdBackup %s failed (%s); restore another backup", b.Name, b.Status.Message)}, nil
+			"spec.bootstrap.restore.backupRef: EtcdBackup %s failed (%s); delete this EtcdCluster and create it again naming a backup that succeeded (spec.bootstrap cannot change)", b.Name, b.Status.Message)}, nil
 	default:
 		return nil, &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
 	}
@@ -85,7 +85,7 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 		}
 		if err != nil || src.Spec.Backup == nil {
 			return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-				"spec.bootstrap.restore.backupRef: EtcdBackup %s names no destination and its cluster %s no longer says where backups go; restore it with bootstrap.restore.source (key %s)",
+				"spec.bootstrap.restore.backupRef: EtcdBackup %s names no destination and its cluster %s no longer says where backups go; delete this EtcdCluster and create it again with bootstrap.restore.source (key %s)",
 				b.Name, b.Spec.ClusterRef.Name, b.Status.Key)}, nil
 		}
 		dest = &src.Spec.Backup.Destination

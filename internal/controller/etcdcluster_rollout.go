@@ -137,7 +137,21 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 // A budget of that name that the cluster does not own is left alone and reported.
 func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
-	want := resources.BuildPDB(c)
+	var voters int32
+	if s.etcd != nil {
+		for _, m := range s.etcd.members {
+			if !m.IsLearner {
+				voters++
+			}
+		}
+	} else {
+		for _, m := range c.Status.Members {
+			if m.Role == etcdv1alpha1.RoleVoter {
+				voters++
+			}
+		}
+	}
+	want := resources.BuildPDB(c, voters)
 	got := &policyv1.PodDisruptionBudget{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
 	switch {

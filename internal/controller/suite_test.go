@@ -49,7 +49,9 @@ func TestMain(m *testing.M) {
 		EtcdClient:          etcd.New,
 		Options:             resources.Options{OperatorImage: testOperatorImage},
 		HealthCheckInterval: 5 * time.Second,
-		EtcdTimeout:         2 * time.Second,
+		// compare hashes on every healthy pass, so tests see the DataInconsistent condition soon
+		ConsistencyCheckInterval: time.Second,
+		EtcdTimeout:              2 * time.Second,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -349,10 +349,12 @@ func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
 func Quorum(n int32) int32 { return n/2 + 1 }
 
 // BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
-// member only while a quorum of the desired members stays available, and never one while another is
-// already down.
-func BuildPDB(c *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
-	minAvailable := intstr.FromInt32(Quorum(c.Spec.ReplicasOrDefault()))
+// member only while a quorum stays available (of the desired members, or of the voters that exist,
+// whichever is more), and never one while another is already down.
+func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
+	// During a scale-down spec.replicas is already smaller than the cluster: the quorum of the voters
+	// that exist is what must stay up.
+	minAvailable := intstr.FromInt32(Quorum(max(c.Spec.ReplicasOrDefault(), voters)))
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: c.Name, Namespace: c.Namespace, Labels: Labels(c),

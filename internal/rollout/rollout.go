@@ -68,7 +68,8 @@ type Action struct {
 
 // Next returns the single next step of the rollout. It restarts a member only when every member is
 // ready and healthy (so at most one is ever down, and each restarted member has caught up before the
-// next one goes), restarts followers before the leader, and restarts the leader of a multi-member
+// next one goes), or when the only member that is down is itself out of date (recreating it takes
+// nothing else down); it restarts followers before the leader, and the leader of a multi-member
 // cluster only after leadership has moved to an up-to-date follower.
 func Next(s State) Action {
 	members := append([]Member(nil), s.Members...)
@@ -92,6 +93,17 @@ func Next(s State) Action {
 			notReady = append(notReady, m.Name+" is not ready")
 		case !m.Healthy:
 			notReady = append(notReady, m.Name+" is not healthy")
+		}
+	}
+	if len(notReady) == 1 {
+		// The one member that is down is itself out of date (for example its new image cannot be pulled,
+		// or it crash-loops on a flag the spec no longer has): recreating it with the current spec takes
+		// down no other member, and is the only way a fixed spec can reach it.
+		for _, m := range outdated {
+			if !m.Learner && m.ID != s.Leader && (!m.Ready || !m.Healthy) {
+				return Action{Kind: Restart, Member: m.Name, ID: m.ID, Remaining: n,
+					Reason: fmt.Sprintf("%s is down and runs an old spec: recreating it with the current one (%d of %d members to update)", m.Name, n, len(members))}
+			}
 		}
 	}
 	if len(notReady) > 0 {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
@@ -75,6 +76,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 		}
 	}
 	errs = append(errs, validateVersionChange(old, specVersion(s))...)
+	errs = append(errs, validateImageWithVersion(old, c)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	var oldArgs map[string]string
 	if o.Options != nil {
@@ -177,6 +179,16 @@ func validateVersionChange(old *etcdv1alpha1.EtcdCluster, to string) field.Error
 	return nil
 }
 
+// validateImageWithVersion refuses a version change that would change nothing: with spec.image set,
+// the image decides what the members run, so the version must change together with it.
+func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+	if c.Spec.Image == "" || specVersion(&old.Spec) == specVersion(&c.Spec) || old.Spec.Image != c.Spec.Image {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specPath.Child("version"), c.Spec.Version, fmt.Sprintf(
+		"spec.image (%s) is set and decides what the members run: change spec.image to an image of etcd %s in the same update, or remove spec.image", c.Spec.Image, c.Spec.Version))}
+}
+
 // validateStorage checks s, and when old is not nil (an update) the change from old to s: the size is
 // at least MinStorageSize and never shrinks or goes away, the class never changes, and members never
 // switch between emptyDir and persistent volumes.
@@ -201,6 +213,9 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 	case old.Size != nil && s.Size.Cmp(*old.Size) < 0:
 		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
 			fmt.Sprintf("may only grow: it is %s, and shrinking a volume is not supported", old.Size.String())))
+	case old.Size == nil && old.EmptyDir == nil && s.Size != nil && s.Size.Cmp(resources.DefaultStorageSize) < 0 && s.Size.Cmp(MinStorageSize) >= 0:
+		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+			fmt.Sprintf("may only grow: it was unset, so the members' claims have the default %s, and shrinking a volume is not supported", resources.DefaultStorageSize.String())))
 	}
 	if !ptr.Equal(old.StorageClassName, s.StorageClassName) {
 		was := "the cluster's default class"

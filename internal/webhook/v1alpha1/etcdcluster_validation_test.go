@@ -243,6 +243,11 @@ func TestValidateUpdate(t *testing.T) {
 		{"patch upgrade", cluster(ver("3.6.15"), running("3.6.15")), cluster(ver("3.6.16")), nil, []string{"changing spec.version " + roll}},
 		{"unparsable status ignored", cluster(ver("3.6.15"), running("unknown")), cluster(ver("3.6.16")), nil, []string{"spec.version"}},
 		{"v prefix is the same version", cluster(ver("3.6.16")), cluster(ver("v3.6.16")), nil, nil},
+		{"version change with an unchanged spec.image", cluster(ver("3.6.15"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+			cluster(ver("3.6.16"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+			[]problem{{"spec.version", "spec.image (mirror/etcd:v3.6.15) is set and decides what the members run"}}, nil},
+		{"shrink from the default size", cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }), cluster(func(c *etcdv1alpha1.EtcdCluster) { q := resource.MustParse("128Mi"); c.Spec.Storage.Size = &q }),
+			[]problem{{"spec.storage.size", "it was unset, so the members' claims have the default 1Gi"}}, nil},
 
 		// Size (C10).
 		{"C10 3 to 0", cluster(), cluster(replicas(0)), []problem{{"spec.replicas", "to remove the cluster, delete the EtcdCluster"}}, nil},
