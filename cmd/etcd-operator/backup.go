@@ -173,13 +173,7 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 	if err != nil {
 		return fail(cmd, log, o.resultFile, "backup", o.timeout, err)
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), string(b))
-	writeResultFile(log, o.resultFile, b)
-	return nil
+	return printResult(cmd, log, o.resultFile, res)
 }
 
 type restoreOptions struct {
@@ -265,12 +259,17 @@ func runRestore(cmd *cobra.Command, o *restoreOptions) error {
 	if err != nil {
 		return fail(cmd, log, o.resultFile, "restore", o.timeout, err)
 	}
-	b, err := json.Marshal(out)
+	return printResult(cmd, log, o.resultFile, out)
+}
+
+// printResult prints a command's result as one JSON line and writes it to resultFile.
+func printResult(cmd *cobra.Command, log *zap.Logger, resultFile string, result any) error {
+	b, err := json.Marshal(result)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), string(b))
-	writeResultFile(log, o.resultFile, b)
+	writeResultFile(log, resultFile, b)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -71,11 +70,5 @@ func runBackupDelete(cmd *cobra.Command, o *backupDeleteOptions) error {
 	if err != nil {
 		return fail(cmd, log, o.resultFile, "backup delete", o.timeout, err)
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), string(b))
-	writeResultFile(log, o.resultFile, b)
-	return nil
+	return printResult(cmd, log, o.resultFile, out)
 }

@@ -180,14 +180,7 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			NodeSelector:                 tmpl.NodeSelector,
 			PriorityClassName:            tmpl.PriorityClassName,
 			ServiceAccountName:           tmpl.ServiceAccountName,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr.To(true),
-				RunAsUser:           ptr.To[int64](nonRootID),
-				RunAsGroup:          ptr.To[int64](nonRootID),
-				FSGroup:             ptr.To[int64](nonRootID),
-				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:              restrictedPod(),
 			Containers: []corev1.Container{{
 				Name:    "etcd",
 				Image:   o.Image(c),
@@ -215,6 +208,19 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	return pod
+}
+
+// restrictedPod is the security context of every pod the operator builds: non-root (uid and gid
+// 65532, which also owns the volumes), the runtime's default seccomp profile.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To[int64](nonRootID),
+		RunAsGroup:          ptr.To[int64](nonRootID),
+		FSGroup:             ptr.To[int64](nonRootID),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }
 
 // restrictedContainer is the security context of every container the operator builds: no privilege
