@@ -66,6 +66,12 @@ const (
 	ReasonBackupTooOld      = "LastBackupTooOld"
 	ReasonBackupsSucceeding = "BackupsSucceeding"
 	ReasonNoBackupYet       = "NoBackupYet"
+	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
+	// voting members still have their data.
+	ReasonQuorumDataLost = "QuorumDataLost"
+	// ReasonRestoringFromBackup: the cluster is being recreated from a backup after ReasonQuorumDataLost
+	// (spec.recovery.restoreOnQuorumLoss).
+	ReasonRestoringFromBackup = "RestoringFromBackup"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

@@ -246,14 +246,59 @@ type RestoreSource struct {
 }
 
 // RecoverySpec says what the operator may do on its own when a cluster cannot recover.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.restoreOnQuorumLoss) || !self.restoreOnQuorumLoss",message="spec.recovery.restoreOnQuorumLoss is not supported yet: after a quorum loss without data the operator reports QuorumLost and waits; create a new cluster from the newest EtcdBackup with spec.bootstrap.restore"
 type RecoverySpec struct {
-	// RestoreOnQuorumLoss will let the operator recreate the cluster from its newest successful backup
-	// when quorum is lost and the lost members' data is gone (writes after that backup are lost). Not
-	// supported yet: only false is accepted; the operator reports QuorumLost and waits for a human.
+	// RestoreOnQuorumLoss lets the operator recreate the cluster from its newest successful backup
+	// when quorum is lost and cannot come back: the members whose data is kept (their claims, or for
+	// storage.emptyDir their pods) are fewer than a quorum of the voting members etcd last listed.
+	// The members are deleted, with their claims, and recreated from the snapshot under a new cluster
+	// ID; writes after that backup are lost, and status.recovery records which backup was used.
+	// Without it (the default) the operator reports the loss in the Available condition and an event,
+	// and changes nothing: quorum loss with data kept is always waited out, never restored over.
 	// +optional
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+}
+
+// RecoveryPhase is where an automatic restore after a quorum loss is.
+//
+// +kubebuilder:validation:Enum=Deleting;Restoring;Succeeded
+type RecoveryPhase string
+
+// The phases of an automatic restore.
+const (
+	// RecoveryDeleting: the lost cluster's member pods and claims are being deleted.
+	RecoveryDeleting RecoveryPhase = "Deleting"
+	// RecoveryRestoring: new members restore the snapshot and form a new cluster.
+	RecoveryRestoring RecoveryPhase = "Restoring"
+	// RecoverySucceeded: the new cluster answered.
+	RecoverySucceeded RecoveryPhase = "Succeeded"
+)
+
+// RecoveryStatus is an automatic restore from a backup after a quorum loss without data.
+type RecoveryStatus struct {
+	// Phase is Deleting, Restoring or Succeeded.
+	Phase RecoveryPhase `json:"phase"`
+	// Backup is the EtcdBackup restored.
+	Backup string `json:"backup"`
+	// Key and SHA256 of the snapshot restored, as the backup reported them.
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Revision the snapshot holds: writes after it were lost.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// BackupCompletionTime is when the restored backup was taken.
+	// +optional
+	BackupCompletionTime *metav1.Time `json:"backupCompletionTime,omitempty"`
+	// PreviousClusterID is the cluster ID (hex) of the cluster that was lost; the restored cluster has
+	// another one.
+	// +optional
+	PreviousClusterID string `json:"previousClusterID,omitempty"`
+	// LostMembers are the members whose data was gone.
+	// +optional
+	LostMembers []string `json:"lostMembers,omitempty"`
+	// StartTime is when the operator decided to restore; CompletionTime when the new cluster answered.
+	StartTime metav1.Time `json:"startTime"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // LastBackup is the newest successful backup of a cluster.

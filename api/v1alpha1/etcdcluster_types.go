@@ -244,7 +244,7 @@ type PodTemplate struct {
 
 // ClusterPhase is a one-word summary of the cluster's state; conditions carry the detail.
 //
-// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Deleting
+// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Restoring;Deleting
 type ClusterPhase string
 
 // The phases of an EtcdCluster.
@@ -255,6 +255,9 @@ const (
 	PhaseUpgrading  ClusterPhase = "Upgrading"
 	PhaseDegraded   ClusterPhase = "Degraded"
 	PhaseQuorumLost ClusterPhase = "QuorumLost"
+	// PhaseRestoring: after a quorum loss without data, the cluster is being recreated from a backup
+	// (spec.recovery.restoreOnQuorumLoss; status.recovery says from which).
+	PhaseRestoring ClusterPhase = "Restoring"
 	PhaseDeleting   ClusterPhase = "Deleting"
 )
 
@@ -303,7 +306,8 @@ type EtcdClusterStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase is a one-word summary: Creating, Running, Scaling, Upgrading, Degraded, QuorumLost or Deleting.
+	// Phase is a one-word summary: Creating, Running, Scaling, Upgrading, Degraded, QuorumLost,
+	// Restoring or Deleting.
 	// +optional
 	Phase ClusterPhase `json:"phase,omitempty"`
 	// Conditions: Available (quorum and a leader: the cluster serves reads and writes), Progressing
@@ -347,6 +351,10 @@ type EtcdClusterStatus struct {
 	// made up for.
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// Recovery is the newest restore from a backup the operator made on its own after a quorum loss
+	// without data (spec.recovery.restoreOnQuorumLoss): while it runs, and after it succeeded.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,

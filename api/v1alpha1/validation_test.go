@@ -65,6 +65,29 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestRecoveryAccepted: spec.recovery.restoreOnQuorumLoss is accepted and kept, and can be turned off
+// again.
+func TestRecoveryAccepted(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+	})
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create with restoreOnQuorumLoss: %v", err)
+	}
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Recovery == nil || !got.Spec.Recovery.RestoreOnQuorumLoss {
+		t.Fatalf("spec.recovery = %+v, want restoreOnQuorumLoss kept", got.Spec.Recovery)
+	}
+	got.Spec.Recovery.RestoreOnQuorumLoss = false
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatalf("turn restoreOnQuorumLoss off: %v", err)
+	}
+}
+
 // TestC10_RejectedOnCreate: invalid sizes, versions and storage get a 422 with a message that says why.
 func TestC10_RejectedOnCreate(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
@@ -105,9 +128,6 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"compaction retention not a duration", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1 hour"}
 		}, "autoCompactionRetention"},
-		{"restoreOnQuorumLoss not supported yet", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
-		}, "restoreOnQuorumLoss is not supported yet"},
 		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},

@@ -41,6 +41,9 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 	if err := r.syncClaimOwnership(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if recovering(s.cluster) {
+		return r.reconcileRecovery(ctx, s)
+	}
 	if !formed(s) {
 		return r.bootstrap(ctx, s)
 	}
@@ -48,6 +51,9 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 		return ctrl.Result{}, err
 	}
 	if s.etcd == nil {
+		if d := observeDataLoss(s); d.permanent() {
+			return r.quorumDataLost(ctx, s, d)
+		}
 		s.stalled = &progress{etcdv1alpha1.ReasonQuorumLost,
 			"No member answers: pods whose data is kept are recreated; no membership change is made until a quorum answers again"}
 		return ctrl.Result{}, nil
@@ -151,7 +157,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && plan == nil {
+	if (recovering(c) || c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil) && plan == nil {
 		return ctrl.Result{}, nil // s says what the restore waits for
 	}
 	var created []string

@@ -14,31 +14,43 @@ import (
 
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdbackups,verbs=get;list;watch
 
-// restorePlan returns the snapshot the initial members of a cluster created from a backup restore, or
-// nil when the cluster is not restored from one. While it cannot be resolved it sets s.blocked or
-// s.progress and returns nil; once the cluster has formed, an unresolvable plan (the EtcdBackup was
-// deleted since) is nil without a block: the members' data was restored when they first started.
+// restorePlan returns the snapshot the initial members of a cluster restore: the one
+// spec.bootstrap.restore names, or, during an automatic restore after a quorum loss, the one
+// status.recovery names; nil when the cluster is not restored from one. While it cannot be resolved it
+// sets s.blocked or s.progress and returns nil; once the cluster has formed, an unresolvable
+// spec.bootstrap.restore (the EtcdBackup was deleted since) is nil without a block: the members' data
+// was restored when they first started.
 func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, error) {
 	c := s.cluster
-	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
-		return nil, nil
-	}
 	if s.restore != nil {
 		return s.restore, nil
 	}
-	plan, wait, err := r.resolveRestore(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if wait != nil {
-		if formed(s) {
+	var plan *resources.RestorePlan
+	switch {
+	case recovering(c):
+		p, err := r.recoveryPlan(ctx, s)
+		if err != nil || p == nil {
+			return nil, err
+		}
+		plan = p
+	case c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil:
+		p, wait, err := r.resolveRestore(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if wait != nil {
+			if formed(s) {
+				return nil, nil
+			}
+			if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
+				s.blocked, s.invalid = wait, wait
+			} else {
+				s.progress = wait
+			}
 			return nil, nil
 		}
-		if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
-			s.blocked, s.invalid = wait, wait
-		} else {
-			s.progress = wait
-		}
+		plan = p
+	default:
 		return nil, nil
 	}
 	if r.Options.OperatorImage == "" {

@@ -97,6 +97,8 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	switch {
 	case c.DeletionTimestamp != nil:
 		st.Phase = etcdv1alpha1.PhaseDeleting
+	case recovering(c):
+		st.Phase = etcdv1alpha1.PhaseRestoring
 	case st.ClusterID == "":
 		st.Phase = etcdv1alpha1.PhaseCreating
 	case !available:
@@ -118,6 +120,13 @@ func availableReason(s *scope, available bool, healthy, voters, quorum int32) [2
 	case available:
 		return [2]string{etcdv1alpha1.ReasonQuorumHealthy,
 			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", healthy, voters, quorum)}
+	case recovering(s.cluster):
+		rec := s.cluster.Status.Recovery
+		return [2]string{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			"Quorum was lost without data (members %s); the cluster is being recreated from EtcdBackup %s (revision %d)",
+			strings.Join(rec.LostMembers, ", "), rec.Backup, rec.Revision)}
+	case s.stalled != nil && s.stalled.reason == etcdv1alpha1.ReasonQuorumDataLost:
+		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, s.stalled.message}
 	case s.cluster.Status.ClusterID == "" && s.etcd == nil:
 		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
 	case s.etcd == nil:

@@ -106,7 +106,7 @@ func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		"--initial-advertise-peer-urls=" + o.PeerURL(c, m.Name),
 		"--initial-cluster=" + m.InitialCluster,
 		"--initial-cluster-state=" + m.InitialClusterState,
-		"--initial-cluster-token=" + string(c.UID),
+		"--initial-cluster-token=" + clusterToken(c, m),
 	}
 }
 

@@ -328,4 +328,14 @@ func TestBuildPodRestore(t *testing.T) {
 	if q := o.BuildPod(c, Member{Name: "c-1", InitialClusterState: StateExisting, InitialCluster: "c-0=http://x:2380"}); len(q.Spec.InitContainers) != 0 {
 		t.Errorf("a joining member got an init container")
 	}
+
+	// A restore in place (same names and peer URLs) takes the plan's token, in the restore and in etcd's
+	// flags alike, so that the restored cluster gets another cluster ID than the lost one.
+	tokened := *plan
+	tokened.ClusterToken = "uid-1-861c31bfc0b82f87-1790000000"
+	r := o.BuildPod(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380", Restore: &tokened})
+	want := "--initial-cluster-token=" + tokened.ClusterToken
+	if !slices.Contains(r.Spec.InitContainers[0].Args, want) || !slices.Contains(r.Spec.Containers[0].Command, want) {
+		t.Errorf("restore args %q, etcd command %q: want both to carry %q", r.Spec.InitContainers[0].Args, r.Spec.Containers[0].Command, want)
+	}
 }

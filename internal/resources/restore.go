@@ -17,6 +17,19 @@ type RestorePlan struct {
 	Key string
 	// SHA256 is the snapshot's expected hex sha256; empty means the one in the snapshot's manifest.
 	SHA256 string
+	// ClusterToken is the --initial-cluster-token the restored members start with, from which etcd
+	// derives the member IDs and the cluster ID; empty means the EtcdCluster's UID. A cluster restored
+	// in place (same member names and peer URLs) needs another token to get a new cluster ID.
+	ClusterToken string
+}
+
+// clusterToken returns the --initial-cluster-token of member m of cluster c: the restore plan's, or
+// the cluster's UID.
+func clusterToken(c *etcdv1alpha1.EtcdCluster, m Member) string {
+	if m.Restore != nil && m.Restore.ClusterToken != "" {
+		return m.Restore.ClusterToken
+	}
+	return string(c.UID)
 }
 
 // restoreInitContainer returns the init container that creates member m's data directory from the
@@ -31,7 +44,7 @@ func (o Options) restoreInitContainer(c *etcdv1alpha1.EtcdCluster, m Member, pla
 		"--data-dir=" + DataDir,
 		"--name=" + m.Name,
 		"--initial-cluster=" + m.InitialCluster,
-		"--initial-cluster-token=" + string(c.UID),
+		"--initial-cluster-token=" + clusterToken(c, m),
 		"--initial-advertise-peer-urls=" + o.PeerURL(c, m.Name),
 	}, destArgs...)
 	if plan.SHA256 != "" {

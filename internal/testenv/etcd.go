@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,13 @@ type EtcdMember struct {
 	// Host is the loopback address the member listens on, with the standard ports 2379 and 2380.
 	Host string
 	Etcd *embed.Etcd
+
+	stop sync.Once
 }
+
+// Stop stops the member (a crash, as far as its peers and clients can tell); stopping it again, or
+// the test ending, does nothing more.
+func (m *EtcdMember) Stop() { m.stop.Do(m.Etcd.Close) }
 
 // ClientURL is the member's client URL, http://<host>:2379.
 func (m *EtcdMember) ClientURL() string { return "http://" + m.Host + ":2379" }
@@ -26,6 +33,13 @@ func (m *EtcdMember) ClientURL() string { return "http://" + m.Host + ":2379" }
 // that each has the standard ports, as member pods do), as one new cluster, and waits up to 30 s for
 // all of them to be ready. They stop when the test ends.
 func StartEtcd(t testing.TB, names, hosts []string) []*EtcdMember {
+	t.Helper()
+	return StartEtcdWithToken(t, strings.ReplaceAll(t.Name(), "/", "-"), names, hosts)
+}
+
+// StartEtcdWithToken is StartEtcd with the given --initial-cluster-token, from which etcd derives the
+// member IDs and the cluster ID: the same names and hosts with another token make another cluster.
+func StartEtcdWithToken(t testing.TB, token string, names, hosts []string) []*EtcdMember {
 	t.Helper()
 	var initial []string
 	for i, n := range names {
@@ -39,7 +53,7 @@ func StartEtcd(t testing.TB, names, hosts []string) []*EtcdMember {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfg.TickMs, cfg.ElectionMs = 25, 500
 		cfg.UnsafeNoFsync = true
-		cfg.InitialClusterToken = strings.ReplaceAll(t.Name(), "/", "-")
+		cfg.InitialClusterToken = token
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.ClusterState = embed.ClusterStateFlagNew
 		peer, _ := url.Parse(fmt.Sprintf("http://%s:2380", hosts[i]))
@@ -51,7 +65,7 @@ func StartEtcd(t testing.TB, names, hosts []string) []*EtcdMember {
 			t.Fatalf("start etcd member %s on %s: %v", n, hosts[i], err)
 		}
 		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e}
-		t.Cleanup(e.Close)
+		t.Cleanup(members[i].Stop)
 	}
 	deadline := time.After(30 * time.Second)
 	for _, m := range members {

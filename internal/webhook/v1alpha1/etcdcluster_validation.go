@@ -26,7 +26,27 @@ const (
 	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
 	warnRetainGone = "spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data (existing claims too)"
+	warnRestore    = "spec.recovery.restoreOnQuorumLoss is set: if quorum is lost and cannot come back (fewer than a quorum of members keep their data), the operator deletes the remaining members and recreates the cluster from its newest successful EtcdBackup; writes after that backup are lost"
+	warnNoSchedule = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.schedule is not: only EtcdBackups created by hand can be restored, and the newest may be old"
 )
+
+// restoreWarnings returns the warnings of turning spec.recovery.restoreOnQuorumLoss on (old nil: on
+// create), or of a schedule going away while it is on.
+func restoreWarnings(old, s *etcdv1alpha1.EtcdClusterSpec) admission.Warnings {
+	on := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Recovery != nil && s.Recovery.RestoreOnQuorumLoss }
+	scheduled := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Backup != nil && s.Backup.Schedule != "" }
+	if !on(s) {
+		return nil
+	}
+	var w admission.Warnings
+	if old == nil || !on(old) {
+		w = append(w, warnRestore)
+	}
+	if !scheduled(s) && (old == nil || !on(old) || scheduled(old)) {
+		w = append(w, warnNoSchedule)
+	}
+	return w
+}
 
 var specPath = field.NewPath("spec")
 
@@ -50,6 +70,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
 	}
 	errs = append(errs, validateBackup(nil, s.Backup)...)
+	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
 	}
@@ -109,6 +130,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if retainPolicy(&s.Storage) == etcdv1alpha1.RetainPolicyDelete && retainPolicy(&o.Storage) != etcdv1alpha1.RetainPolicyDelete {
 		warnings = append(warnings, warnRetainGone)
 	}
+	warnings = append(warnings, restoreWarnings(o, s)...)
 	if len(errs) > 0 {
 		// The change is refused: what it would have done does not matter yet.
 		warnings = nil

@@ -57,6 +57,10 @@ func class(name string) option {
 		}
 	}
 }
+func restoreOnLoss(on bool) option {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on} }
+}
+
 func emptyDir() option {
 	return func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.Size = nil
@@ -172,6 +176,10 @@ func TestValidateCreate(t *testing.T) {
 			{"spec.options.extraArgs[name]", "the operator names each member after its pod"},
 		}, nil},
 		{"errors drop warnings", cluster(replicas(1), ver("3.4.0")), []problem{{"spec.version", "not supported"}}, nil},
+		{"restore on quorum loss with a schedule", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
+			"writes after that backup are lost"}},
+		{"restore on quorum loss without a schedule", cluster(restoreOnLoss(true)), nil, []string{
+			"writes after that backup are lost", "only EtcdBackups created by hand can be restored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs, warnings := ValidateCreate(tc.c)
@@ -299,6 +307,12 @@ func TestValidateUpdate(t *testing.T) {
 			"spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data"}},
 		{"delete stays delete", cluster(retain("")), cluster(retain(etcdv1alpha1.RetainPolicyDelete)), nil, nil},
 		{"delete to retain", cluster(), cluster(retain(etcdv1alpha1.RetainPolicyRetain)), nil, nil},
+		{"restore on quorum loss turned on", cluster(backupSpec("@hourly", "", nil)), cluster(backupSpec("@hourly", "", nil), restoreOnLoss(true)), nil, []string{
+			"the operator deletes the remaining members and recreates the cluster from its newest successful EtcdBackup"}},
+		{"restore on quorum loss stays on", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), cluster(restoreOnLoss(true), backupSpec("@daily", "", nil)), nil, nil},
+		{"schedule removed while restore is on", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), cluster(restoreOnLoss(true), replicas(5)), nil, []string{
+			"only EtcdBackups created by hand"}},
+		{"restore on quorum loss turned off", cluster(restoreOnLoss(true)), cluster(restoreOnLoss(false)), nil, nil},
 		{"errors drop warnings", cluster(), cluster(replicas(1), size("512Mi")), []problem{{"spec.storage.size", "may only grow"}}, nil},
 		{"every problem at once", cluster(ver("3.5.20"), class("fast")), cluster(ver("3.6.16"), replicas(2), class("slow"), size("512Mi"), extraArgs("name", "x")), []problem{
 			{"spec.replicas", "must be odd"},

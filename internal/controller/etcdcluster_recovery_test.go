@@ -1,0 +1,324 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+// TestObserveDataLoss: quorum is lost for good only when fewer than a quorum of the last listed voters
+// keep their data: their claim (persistent storage) or their pod (emptyDir); a terminating claim or
+// pod, or a failed emptyDir pod, has lost it; learners do not count.
+func TestObserveDataLoss(t *testing.T) {
+	voters := func(names ...string) []etcdv1alpha1.MemberStatus {
+		var ms []etcdv1alpha1.MemberStatus
+		for _, n := range names {
+			ms = append(ms, etcdv1alpha1.MemberStatus{Name: n, Role: etcdv1alpha1.RoleVoter})
+		}
+		return ms
+	}
+	now := metav1.Now()
+	pod := func(phase corev1.PodPhase, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	pvc := func(deleting bool) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{}
+		if deleting {
+			c.DeletionTimestamp = &now
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name      string
+		emptyDir  bool
+		members   []etcdv1alpha1.MemberStatus
+		pods      map[string]*corev1.Pod
+		pvcs      map[string]*corev1.PersistentVolumeClaim
+		lost      []string
+		permanent bool
+	}{
+		{name: "all claims kept, pods gone", members: voters("d-0", "d-1", "d-2"),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false), "data-d-1": pvc(false), "data-d-2": pvc(false)}},
+		{name: "one claim gone: quorum can come back", members: voters("d-0", "d-1", "d-2"),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false), "data-d-1": pvc(false)}, lost: []string{"d-2"}},
+		{name: "two claims gone", members: voters("d-0", "d-1", "d-2"),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}, lost: []string{"d-1", "d-2"}, permanent: true},
+		{name: "a terminating claim counts as gone", members: voters("d-0", "d-1", "d-2"),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false), "data-d-1": pvc(true)}, lost: []string{"d-1", "d-2"}, permanent: true},
+		{name: "persistent members keep data without pods", members: voters("d-0"),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
+		{name: "emptyDir: all pods restarted at once", emptyDir: true, members: voters("d-0", "d-1", "d-2"),
+			lost: []string{"d-0", "d-1", "d-2"}, permanent: true},
+		{name: "emptyDir: frozen pods keep their data", emptyDir: true, members: voters("d-0", "d-1", "d-2"),
+			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-1": pod(corev1.PodPending, false), "d-2": pod(corev1.PodRunning, false)}},
+		{name: "emptyDir: terminating and failed pods lose it", emptyDir: true, members: voters("d-0", "d-1", "d-2", "d-3", "d-4"),
+			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-1": pod(corev1.PodRunning, true), "d-2": pod(corev1.PodFailed, false), "d-3": pod(corev1.PodRunning, false)},
+			lost: []string{"d-1", "d-2", "d-4"}, permanent: true},
+		{name: "learners do not count", members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleLearner}),
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
+		{name: "no member ever listed: nothing to judge", members: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+			if tc.emptyDir {
+				c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+			}
+			c.Status.Members = tc.members
+			s := &scope{cluster: c, pods: tc.pods, pvcs: tc.pvcs}
+			d := observeDataLoss(s)
+			if !slices.Equal(d.lost, tc.lost) || d.permanent() != tc.permanent {
+				t.Errorf("lost %v permanent %v, want %v %v", d.lost, d.permanent(), tc.lost, tc.permanent)
+			}
+		})
+	}
+}
+
+// TestPickRestoreBackup: the newest Succeeded backup of this cluster (not of another one, nor of an
+// earlier cluster of the same name) that the cluster's version can restore.
+func TestPickRestoreBackup(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	at := func(h int) *metav1.Time { t := metav1.NewTime(created.Add(time.Duration(h) * time.Hour)); return &t }
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Version: "3.5.35"}}
+	b := func(name, cluster string, phase etcdv1alpha1.BackupPhase, createdH, doneH int, ver string) etcdv1alpha1.EtcdBackup {
+		return etcdv1alpha1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: *at(createdH)},
+			Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}},
+			Status:     etcdv1alpha1.EtcdBackupStatus{Phase: phase, Key: name + ".db", CompletionTime: at(doneH), EtcdVersion: ver},
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		backups []etcdv1alpha1.EtcdBackup
+		want    string
+		why     string
+	}{
+		{"newest succeeded wins", []etcdv1alpha1.EtcdBackup{
+			b("old", "d", etcdv1alpha1.BackupSucceeded, 1, 1, "3.5.35"),
+			b("new", "d", etcdv1alpha1.BackupSucceeded, 2, 3, "3.5.35"),
+			b("failed", "d", etcdv1alpha1.BackupFailed, 4, 4, "3.5.35"),
+			b("running", "d", etcdv1alpha1.BackupRunning, 5, 0, ""),
+			b("other", "e", etcdv1alpha1.BackupSucceeded, 6, 6, "3.5.35"),
+		}, "new", ""},
+		{"an earlier cluster's backup is not this one's", []etcdv1alpha1.EtcdBackup{
+			b("before", "d", etcdv1alpha1.BackupSucceeded, -1, 9, "3.5.35"),
+		}, "", "no EtcdBackup of this cluster succeeded"},
+		{"a newer minor's snapshot is refused", []etcdv1alpha1.EtcdBackup{
+			b("newer", "d", etcdv1alpha1.BackupSucceeded, 1, 5, "3.6.16"),
+			b("ok", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"),
+		}, "ok", ""},
+		{"only unrestorable ones", []etcdv1alpha1.EtcdBackup{
+			b("newer", "d", etcdv1alpha1.BackupSucceeded, 1, 5, "3.6.16"),
+		}, "", "newer (the snapshot was taken from etcd 3.6.16"},
+		{"none", nil, "", "no EtcdBackup of this cluster succeeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := pickRestoreBackup(c, tc.backups)
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tc.want || !strings.Contains(why, tc.why) {
+				t.Errorf("got %q (%q), want %q (%q)", name, why, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+// TestC05_QuorumLostWithoutData: a 3-member emptyDir cluster whose pods are all deleted at once has
+// lost its data for good. Without spec.recovery.restoreOnQuorumLoss the operator says so (Available
+// and Progressing False, reason QuorumDataLost, a Warning event) and creates no pod: no member starts
+// on nothing as if it were new. Once the user opts in, it restores the newest successful backup: every
+// member is created with the restore init container and a cluster token of its own, status.recovery
+// says Restoring from that backup, and once a new cluster answers, Succeeded with a new cluster ID.
+func TestC05_QuorumLostWithoutData(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-c05"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c05", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
+			Storage: etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"c05-0", "c05-1", "c05-2"}
+	hosts := []string{"127.0.0.51", "127.0.0.52", "127.0.0.53"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	eventually(t, waitTimeout, "Running", func() error {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	oldID := c.Status.ClusterID
+
+	// A backup of the cluster succeeded (its Job cannot run here: the status is what it would report).
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "c05-nightly", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("cd", 32)
+	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
+		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase == "" {
+			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
+		}
+		now := metav1.Now()
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-c05/c05/nightly.db", SHA256: sha,
+			Revision: 42, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation}
+		return k8s.Status().Update(ctx, b)
+	})
+
+	// Every member stops and every pod goes at once: the emptyDirs, and the data, go with them.
+	for _, m := range members {
+		m.Stop()
+	}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, waitTimeout, "QuorumDataLost reported", func() error {
+		c = getCluster(t, c)
+		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
+		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonQuorumDataLost {
+			return fmt.Errorf("available %+v", a)
+		}
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonQuorumDataLost ||
+			!strings.Contains(p.Message, "members c05-0, c05-1, c05-2 lost their data") || !strings.Contains(p.Message, "nothing is changed") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		if c.Status.Phase != etcdv1alpha1.PhaseQuorumLost {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	eventually(t, waitTimeout, "a Warning event", func() error { return findEvent(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, "lost their data") })
+	// Passes keep coming (requeues every 5 s); none creates a member.
+	rv := c.ResourceVersion
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range names {
+			if _, err := getPod(c, n); !apierrors.IsNotFound(err) {
+				t.Fatalf("pod %s exists after the data loss without restoreOnQuorumLoss (%v)", n, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := getCluster(t, c); got.ResourceVersion != rv {
+		t.Errorf("status rewritten while nothing changed: %s -> %s", rv, got.ResourceVersion)
+	}
+
+	// Opting in restores the newest successful backup.
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+	})
+	var token string
+	for _, n := range names {
+		var p *corev1.Pod
+		eventually(t, waitTimeout, "pod "+n+" recreated from the backup", func() (err error) { p, err = getPod(c, n); return err })
+		if len(p.Spec.InitContainers) != 1 {
+			t.Fatalf("pod %s has %d init containers, want the restore", n, len(p.Spec.InitContainers))
+		}
+		args := p.Spec.InitContainers[0].Args
+		for _, want := range []string{"--key=ns-c05/c05/nightly.db", "--sha256=" + sha, "--name=" + n} {
+			if !slices.Contains(args, want) {
+				t.Errorf("pod %s restore args lack %q: %q", n, want, args)
+			}
+		}
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--initial-cluster-token="); ok {
+				if v == string(c.UID) || (token != "" && v != token) {
+					t.Errorf("pod %s restores with token %q: want one token for all, not the cluster UID", n, v)
+				}
+				token = v
+			}
+		}
+		if !slices.Contains(p.Spec.Containers[0].Command, "--initial-cluster-token="+token) {
+			t.Errorf("pod %s starts etcd with another token than it restores with: %q", n, p.Spec.Containers[0].Command)
+		}
+	}
+	c = getCluster(t, c)
+	rec := c.Status.Recovery
+	if rec == nil || rec.Phase != etcdv1alpha1.RecoveryRestoring || rec.Backup != b.Name || rec.Revision != 42 ||
+		rec.PreviousClusterID != oldID || !slices.Equal(rec.LostMembers, names) {
+		t.Fatalf("status.recovery %+v", rec)
+	}
+	if c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.ClusterID != "" {
+		t.Errorf("phase %s clusterID %q while restoring", c.Status.Phase, c.Status.ClusterID)
+	}
+	if err := findEvent(ctx, c, etcdv1alpha1.ReasonRestoringFromBackup, "recreating the cluster from EtcdBackup c05-nightly"); err != nil {
+		t.Error(err)
+	}
+
+	// The members restore and form a new cluster (here: a new embedded cluster at the pods' addresses,
+	// with the token the operator chose; the token of the lost one would make the same cluster ID).
+	restored := testenv.StartEtcdWithToken(t, token, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	eventually(t, waitTimeout, "recovery Succeeded", func() error {
+		c = getCluster(t, c)
+		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.CompletionTime == nil {
+			return fmt.Errorf("status.recovery %+v", rec)
+		}
+		if c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	newID := etcd.FormatID(uint64(restored[0].Etcd.Server.Cluster().ID()))
+	if c.Status.ClusterID != newID || newID == oldID {
+		t.Errorf("clusterID %s, want the new cluster's %s (old %s)", c.Status.ClusterID, newID, oldID)
+	}
+	if n := testutil.ToFloat64(quorumRestores.WithLabelValues("succeeded")); n < 1 {
+		t.Errorf("etcd_operator_quorum_loss_restores_total{result=succeeded} = %v", n)
+	}
+}
+
+// findEvent returns nil when an event of the given reason about c has a note containing text.
+func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text string) error {
+	list := &eventsv1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == c.Name && e.Reason == reason {
+			if strings.Contains(e.Note, text) {
+				return nil
+			}
+			seen = append(seen, e.Note)
+		}
+	}
+	return errors.New("no " + reason + " event saying " + fmt.Sprintf("%q", text) + fmt.Sprintf("; seen %q", seen))
+}
