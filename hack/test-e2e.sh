@@ -14,7 +14,7 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   bash hack/load-image.sh "$IMAGES/versitygw-$VERSITYGW_VERSION.tar"
 fi
 bash hack/install-operator.sh
-log "running the end-to-end tests (about 5 minutes)"
+log "running the end-to-end tests (about 20 minutes)"
 rc=0
 go test -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then

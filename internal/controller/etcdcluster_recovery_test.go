@@ -19,6 +19,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
 
@@ -321,4 +322,162 @@ func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text st
 		}
 	}
 	return errors.New("no " + reason + " event saying " + fmt.Sprintf("%q", text) + fmt.Sprintf("; seen %q", seen))
+}
+
+// TestQuorumLostWithClaimsGone: 2 of 3 members lose their pods and claims while the third keeps its
+// data but cannot form a quorum alone; restoreOnQuorumLoss was set in advance. Under retainPolicy
+// Retain the restore waits and names the claim it will not delete; once the policy is Delete, the
+// survivor's pod and claim are deleted, and every member is recreated on a new claim restoring the
+// backup.
+func TestQuorumLostWithClaimsGone(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-lostclaims"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
+			Storage:  etcdv1alpha1.StorageSpec{RetainPolicy: etcdv1alpha1.RetainPolicyRetain},
+			Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true},
+			Backup: &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{
+				PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"lc-0", "lc-1", "lc-2"}
+	hosts := []string{"127.0.0.71", "127.0.0.72", "127.0.0.73"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	eventually(t, waitTimeout, "Running", func() error {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	// A backup with no destination of its own: the cluster's spec.backup.destination holds it.
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "lc-hourly", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
+		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase == "" {
+			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
+		}
+		now := metav1.Now()
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-lostclaims/lc/hourly.db",
+			SHA256: strings.Repeat("ef", 32), Revision: 7, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation}
+		return k8s.Status().Update(ctx, b)
+	})
+
+	// lc-1 and lc-2 lose their pods and claims; lc-0 keeps running on its data, without a quorum.
+	for _, i := range []int{1, 2} {
+		members[i].Stop()
+		deleteMemberAndClaim(t, c, names[i])
+	}
+	eventually(t, waitTimeout, "the restore waits for the retained claim", func() error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "members lc-1, lc-2 lost their data") ||
+			!strings.Contains(p.Message, "claims data-lc-0 still hold the lost cluster's data and storage.retainPolicy is Retain") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if c.Status.Recovery != nil {
+		t.Fatalf("a restore started while a retained claim holds data: %+v", c.Status.Recovery)
+	}
+	if _, err := getPod(c, names[0]); err != nil {
+		t.Fatalf("the survivor's pod was touched under Retain: %v", err)
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = etcdv1alpha1.RetainPolicyDelete })
+	eventually(t, waitTimeout, "restore started", func() error {
+		c = getCluster(t, c)
+		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) {
+			return fmt.Errorf("status.recovery %+v", rec)
+		}
+		return nil
+	})
+	members[0].Stop()
+	old0, err := getPod(c, names[0])
+	if err == nil {
+		// the survivor's pod and claim go (kubelet and kube-controller-manager would finish that here)
+		eventually(t, waitTimeout, "survivor's pod deleted", func() error {
+			p, err := getPod(c, names[0])
+			if apierrors.IsNotFound(err) || (err == nil && p.UID != old0.UID) {
+				return nil
+			}
+			return fmt.Errorf("pod %s still the old one (deleting: %v)", names[0], p.DeletionTimestamp != nil)
+		})
+	}
+	eventually(t, waitTimeout, "survivor's claim gone", func() error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-lc-0"}, pvc)
+		if err == nil && pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != "" && pvc.CreationTimestamp.Time.After(c.Status.Recovery.StartTime.Time.Add(-time.Second)) {
+			return nil // already recreated for the restore
+		}
+		if err == nil && pvc.DeletionTimestamp == nil {
+			return fmt.Errorf("claim data-lc-0 not deleted")
+		}
+		if err == nil && len(pvc.Finalizers) > 0 {
+			pvc.Finalizers = nil
+			_ = k8s.Update(ctx, pvc)
+			return fmt.Errorf("claim data-lc-0 finishing its deletion")
+		}
+		return client.IgnoreNotFound(err)
+	})
+	for _, n := range names {
+		eventually(t, waitTimeout, "pod "+n+" restoring", func() error {
+			p, err := getPod(c, n)
+			if err != nil {
+				return err
+			}
+			if len(p.Spec.InitContainers) != 1 || !slices.Contains(p.Spec.InitContainers[0].Args, "--key=ns-lostclaims/lc/hourly.db") ||
+				!slices.Contains(p.Spec.InitContainers[0].Args, "--dir="+resources.BackupPVCDir) {
+				return fmt.Errorf("pod %s has no restore of the backup from the cluster's destination: %+v", n, p.Spec.InitContainers)
+			}
+			return nil
+		})
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, &corev1.PersistentVolumeClaim{}); err != nil {
+			t.Errorf("claim of %s: %v", n, err)
+		}
+	}
+	if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.Recovery.Phase != etcdv1alpha1.RecoveryRestoring {
+		t.Errorf("phase %s, recovery %+v", c.Status.Phase, c.Status.Recovery)
+	}
+}
+
+// deleteMemberAndClaim deletes member name's pod and claim, finishing the claim's deletion as
+// kube-controller-manager would once no pod uses it.
+func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if p, err := getPod(c, name); err == nil {
+		if err := k8s.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, waitTimeout, "claim of "+name+" deleted", func() error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc)
+		if apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if pvc.DeletionTimestamp == nil {
+			if err := k8s.Delete(ctx, pvc); err != nil {
+				return err
+			}
+		}
+		if len(pvc.Finalizers) > 0 {
+			pvc.Finalizers = nil
+			_ = k8s.Update(ctx, pvc)
+		}
+		return fmt.Errorf("claim of %s being deleted", name)
+	})
 }

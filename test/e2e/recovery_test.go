@@ -1,0 +1,163 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// recoveryHold is how long the test watches a cluster that lost its data without opting in, to see
+// that no member is started on nothing.
+const recoveryHold = 15 * time.Second
+
+// TestC05_EmptyDirPodsAllRestarted: a 3-member emptyDir cluster is backed up (k=v), then written
+// (k2=v2), then all its pods are deleted at once, taking every member's data. The operator reports the
+// loss (Available False, QuorumDataLost, a Warning event) and starts nothing: no pod comes back, so
+// there is no crash loop and no silently empty cluster. Once spec.recovery.restoreOnQuorumLoss is set,
+// it recreates the cluster from the backup: Available again with a new cluster ID shared by all
+// members, k=v present, k2 absent, no container restarts, status.recovery Succeeded naming the backup.
+func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
+	const ns = "e2e-c05"
+	c := newCluster(t, ns, "demo", 3, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	})
+	assertAvailable(t, c, availableTimeout)
+	oldID := clusterIDOf(t, c)
+	store := startObjectStore(t, ns)
+	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
+
+	kv := func(c *etcdv1alpha1.EtcdCluster) clientv3.KV { return etcdClient(t, clientServiceEndpoint(t, c)) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := kv(c).Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put k=v: %v", err)
+	}
+	cancel()
+	createBackup(t, ns, "demo-before-k2", "demo", &dest)
+	b, _ := waitBackup(t, ns, "demo-before-k2", etcdv1alpha1.BackupSucceeded)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := kv(c).Put(ctx, "k2", "v2"); err != nil {
+		t.Fatalf("put k2=v2: %v", err)
+	}
+	cancel()
+
+	// Every pod at once: their emptyDirs, and every member's data, go with them.
+	if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns),
+		client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
+		t.Fatalf("delete the member pods: %v", err)
+	}
+	lost := time.Now()
+	waitFor(t, availableTimeout, "QuorumDataLost reported", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		if a == nil || a.Status != "False" || a.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(a.Message, "demo-0, demo-1, demo-2 lost their data") {
+			return fmt.Errorf("Available %+v", a)
+		}
+		if got.Status.Phase != etcdv1alpha1.PhaseQuorumLost {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return eventSaying(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, corev1.EventTypeWarning, "nothing is changed")
+	})
+	t.Logf("C05: all pods deleted -> QuorumDataLost reported in %s", time.Since(lost).Round(100*time.Millisecond))
+	// Without the opt-in, nothing is started: no member pod exists once the deleted ones are gone.
+	waitFor(t, availableTimeout, "the deleted pods gone", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil || len(pods) > 0 {
+			return fmt.Errorf("%d member pods (%v)", len(pods), err)
+		}
+		return nil
+	})
+	for end := time.Now().Add(recoveryHold); time.Now().Before(end); time.Sleep(time.Second) {
+		pods, err := memberPods(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range pods {
+			t.Fatalf("pod %s was created after the data loss without spec.recovery.restoreOnQuorumLoss", name)
+		}
+	}
+
+	start := time.Now()
+	waitFor(t, availableTimeout, "opt in", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		got.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+		return k8s.Update(ctx, got)
+	})
+	took, got := assertAvailable(t, c, availableTimeout)
+	t.Logf("C05: restoreOnQuorumLoss set -> restored cluster Available in %s", took.Round(100*time.Millisecond))
+	newID := clusterIDOf(t, c)
+	if newID == oldID {
+		t.Fatalf("the restored cluster kept the lost cluster's ID %x", oldID)
+	}
+	assertMembers(t, c, 3, newID) // every member reports the new ID
+	rec := got.Status.Recovery
+	if rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.Backup != b.Name || rec.Revision != b.Status.Revision ||
+		rec.PreviousClusterID != fmt.Sprintf("%x", oldID) || rec.CompletionTime == nil || rec.StartTime.Time.Before(start.Add(-time.Second)) {
+		t.Errorf("status.recovery %+v", rec)
+	}
+	if got.Status.ClusterID != fmt.Sprintf("%x", newID) {
+		t.Errorf("status.clusterID %s, etcd says %x", got.Status.ClusterID, newID)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for k, want := range map[string]string{"k": "v", "k2": ""} {
+		resp, err := kv(c).Get(ctx, k)
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		switch {
+		case want == "" && len(resp.Kvs) > 0:
+			t.Errorf("%s = %q: written after the backup, it cannot be in the restored cluster", k, resp.Kvs[0].Value)
+		case want != "" && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != want):
+			t.Errorf("%s missing or wrong after the restore: %v", k, resp.Kvs)
+		}
+	}
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range restarts(pods) {
+		if n != 0 {
+			t.Errorf("pod %s restarted %d times", name, n)
+		}
+	}
+	if err := eventSaying(ctx, c, "RestoredFromBackup", corev1.EventTypeNormal, "Recreated the cluster from EtcdBackup "+b.Name); err != nil {
+		t.Error(err)
+	}
+}
+
+// eventSaying returns nil when an event of the given reason and type about cluster c has a note
+// containing text.
+func eventSaying(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, eventType, text string) error {
+	list := &eventsv1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == c.Name && e.Reason == reason && e.Type == eventType {
+			if strings.Contains(e.Note, text) {
+				return nil
+			}
+			seen = append(seen, e.Note)
+		}
+	}
+	return fmt.Errorf("no %s event %s saying %q (seen %q)", eventType, reason, text, seen)
+}
