@@ -154,7 +154,8 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		BackupCompletionTime: b.Status.CompletionTime,
 		PreviousClusterID:    c.Status.ClusterID,
 		LostMembers:          d.lost,
-		StartTime:            metav1.Now(),
+		// whole seconds: the cluster token derives from it, and must read the same after a round trip
+		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
 	// the lost cluster's identity goes with it: the members are recreated as a new cluster
 	c.Status.ClusterID, c.Status.Members = "", nil
@@ -180,7 +181,7 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		}
 		if len(left) > 0 {
 			s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
-				"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go", rec.Backup, strings.Join(left, ", "))}
+				"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go (a pod stuck terminating on an unreachable node must be force-deleted)", rec.Backup, strings.Join(left, ", "))}
 			return ctrl.Result{}, nil
 		}
 		rec.Phase = etcdv1alpha1.RecoveryRestoring

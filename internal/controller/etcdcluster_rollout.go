@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 
@@ -123,14 +126,56 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	case rollout.Restart:
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		pod := s.pods[a.Member]
-		// the UID precondition makes sure only the pod this pass looked at is deleted
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !k8serrors.IsNotFound(err) && !k8serrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("delete pod %s to update it: %w", a.Member, err)
+		if refused, err := r.restartMember(ctx, c, pod); err != nil {
+			return ctrl.Result{}, err
+		} else if refused != "" {
+			s.progress = &progress{etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)}
+			return ctrl.Result{}, nil
 		}
 		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
 		s.progress = &progress{etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)}
 	}
 	return ctrl.Result{}, nil
+}
+
+// evictionTimeout bounds an eviction request: the API server answers a budget it has not computed
+// with 429 and Retry-After, which the client would otherwise wait out and retry for minutes.
+const evictionTimeout = 5 * time.Second
+
+// restartMember takes a member's pod down so that it is recreated on its claim with the current spec.
+// A member of a multi-member cluster goes through the Eviction API, so that the cluster's
+// PodDisruptionBudget is honoured against disruptions that started after this pass observed (a node
+// drain evicting another member a moment earlier): it returns why the budget has no room instead of
+// evicting. The only member of a 1-member cluster is deleted: its budget never allows an eviction, and
+// its restart is the downtime a single member always has. The UID precondition makes sure only the
+// pod this pass looked at goes.
+func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod) (refused string, err error) {
+	pre := &metav1.Preconditions{UID: &pod.UID}
+	if c.Spec.ReplicasOrDefault() == 1 {
+		err = r.Delete(ctx, pod, &client.DeleteOptions{Preconditions: pre})
+	} else {
+		pdb := &policyv1.PodDisruptionBudget{}
+		switch err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); {
+		case err != nil && !k8serrors.IsNotFound(err):
+			return "", fmt.Errorf("get poddisruptionbudget %s: %w", c.Name, err)
+		case err != nil: // not created yet: the eviction is not limited
+		case pdb.Status.ObservedGeneration < pdb.Generation:
+			return "the budget has not been computed yet", nil
+		case pdb.Status.DisruptionsAllowed < 1:
+			return fmt.Sprintf("%d pods healthy, %d required", pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy), nil
+		}
+		evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
+		defer cancel()
+		err = r.SubResource("eviction").Create(evictCtx, pod, &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{Preconditions: pre}})
+		if k8serrors.IsTooManyRequests(err) || errors.Is(err, context.DeadlineExceeded) {
+			return err.Error(), nil
+		}
+	}
+	if err != nil && !k8serrors.IsNotFound(err) && !k8serrors.IsConflict(err) {
+		return "", fmt.Errorf("restart member %s: %w", pod.Name, err)
+	}
+	return "", nil
 }
 
 // reconcilePDB keeps the cluster's PodDisruptionBudget at minAvailable = quorum of the desired members.

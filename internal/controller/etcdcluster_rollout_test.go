@@ -89,6 +89,23 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	})
 	wantHash := resources.Options{}.SpecHash(c)
 
+	// Restarts go through the Eviction API: while the budget has not been computed (here there is no
+	// disruption controller yet), the eviction is refused, the rollout waits and says so, and no pod goes.
+	eventually(t, waitTimeout, "rollout waits for the PodDisruptionBudget", func() error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1alpha1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	for _, n := range names {
+		if p, err := getPod(c, n); err != nil || p.UID != uids[n] || p.DeletionTimestamp != nil {
+			t.Fatalf("pod %s went while its eviction was refused (%v)", n, err)
+		}
+	}
+	runDisruptionController(t, c)
+
 	// Play kubelet: a pod recreated with a new UID "starts" (the embedded member keeps running on its
 	// data, as a restarted member does). Record the order and who led when each member was restarted.
 	type restart struct{ member, leader string }
@@ -255,4 +272,52 @@ func TestVolumeExpansion(t *testing.T) {
 			})
 		})
 	}
+}
+
+// runDisruptionController plays kube-controller-manager's disruption controller for cluster c's
+// PodDisruptionBudget until the test ends: every 50 ms, disruptionsAllowed is the number of Ready
+// member pods that are not terminating, less minAvailable, with observedGeneration current, so that
+// the Eviction API answers as it would in a cluster.
+func runDisruptionController(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			pdb := &policyv1.PodDisruptionBudget{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); err != nil || pdb.Spec.MinAvailable == nil {
+				continue
+			}
+			pods := &corev1.PodList{}
+			if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}); err != nil {
+				continue
+			}
+			var healthy int32
+			for _, p := range pods.Items {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+						healthy++
+					}
+				}
+			}
+			want := pdb.Status
+			want.ObservedGeneration, want.CurrentHealthy, want.ExpectedPods = pdb.Generation, healthy, int32(len(pods.Items))
+			want.DesiredHealthy = int32(pdb.Spec.MinAvailable.IntValue())
+			want.DisruptionsAllowed = max(0, healthy-want.DesiredHealthy)
+			if want.ObservedGeneration == pdb.Status.ObservedGeneration && want.DisruptionsAllowed == pdb.Status.DisruptionsAllowed &&
+				want.CurrentHealthy == pdb.Status.CurrentHealthy && want.ExpectedPods == pdb.Status.ExpectedPods {
+				continue
+			}
+			pdb.Status = want
+			_ = k8s.Status().Update(ctx, pdb) // a conflict is retried on the next tick
+		}
+	}()
 }

@@ -66,6 +66,32 @@ func (c countingClient) Status() client.SubResourceWriter {
 	return countingStatus{SubResourceWriter: c.Client.Status(), c: c}
 }
 
+// SubResource counts the writes to a subresource (an eviction is a "create/eviction" of a Pod).
+func (c countingClient) SubResource(sub string) client.SubResourceClient {
+	return countingSubResource{SubResourceClient: c.Client.SubResource(sub), c: c, sub: sub}
+}
+
+type countingSubResource struct {
+	client.SubResourceClient
+	c   countingClient
+	sub string
+}
+
+func (s countingSubResource) Create(ctx context.Context, obj client.Object, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+	s.c.count("create/"+s.sub, obj)
+	return s.SubResourceClient.Create(ctx, obj, subResource, opts...)
+}
+
+func (s countingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.c.count("update/"+s.sub, obj)
+	return s.SubResourceClient.Update(ctx, obj, opts...)
+}
+
+func (s countingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.c.count("patch/"+s.sub, obj)
+	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
+}
+
 type countingStatus struct {
 	client.SubResourceWriter
 	c countingClient

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,101 @@ func eventSaying(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, event
 		}
 	}
 	return fmt.Errorf("no %s event %s saying %q (seen %q)", eventType, reason, text, seen)
+}
+
+// TestQuorumLostWithClaims_RestoredFromBackup: a 3-member cluster on claims, opted in to
+// restoreOnQuorumLoss in advance, is backed up (a=1) to its spec.backup.destination, written (b=2),
+// then loses two members with their claims, as losing two nodes with local storage would. The
+// survivor cannot form a quorum alone; the operator deletes it with its claim and recreates the three
+// members from the backup: Available with a new cluster ID, a=1, no b, the survivor on a new claim,
+// no container restarts.
+func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
+	const ns = "e2e-quorum-data"
+	c := newCluster(t, ns, "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	oldID := clusterIDOf(t, c)
+	store := startObjectStore(t, ns)
+	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
+	waitFor(t, availableTimeout, "opt in", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		got.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+		got.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: dest}
+		return k8s.Update(ctx, got)
+	})
+
+	kv := func() clientv3.KV { return etcdClient(t, clientServiceEndpoint(t, c)) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := kv().Put(ctx, "a", "1"); err != nil {
+		t.Fatalf("put a=1: %v", err)
+	}
+	cancel()
+	createBackup(t, ns, "demo-a", "demo", nil) // to the cluster's destination
+	b, _ := waitBackup(t, ns, "demo-a", etcdv1alpha1.BackupSucceeded)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := kv().Put(ctx, "b", "2"); err != nil {
+		t.Fatalf("put b=2: %v", err)
+	}
+	cancel()
+	survivorClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "data-demo-0"}, survivorClaim); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := time.Now()
+	deleteMemberWithData(t, c, "demo-1")
+	deleteMemberWithData(t, c, "demo-2")
+	waitFor(t, 3*availableTimeout, "restored from the backup", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if rec := got.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded {
+			return fmt.Errorf("phase %s, status.recovery %+v, conditions %v", got.Status.Phase, got.Status.Recovery, got.Status.Conditions)
+		}
+		return nil
+	})
+	_, got := assertAvailable(t, c, availableTimeout)
+	t.Logf("C05 (claims): two members' claims deleted -> restored cluster Available in %s", time.Since(lost).Round(100*time.Millisecond))
+	newID := clusterIDOf(t, c)
+	if newID == oldID {
+		t.Fatalf("the restored cluster kept the lost cluster's ID %x", oldID)
+	}
+	assertMembers(t, c, 3, newID)
+	rec := got.Status.Recovery
+	if rec.Backup != b.Name || rec.Revision != b.Status.Revision || len(rec.LostMembers) == 0 || slices.Contains(rec.LostMembers, "demo-0") {
+		t.Errorf("status.recovery %+v: want backup %s at revision %d, lost members among demo-1, demo-2", rec, b.Name, b.Status.Revision)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for k, want := range map[string]string{"a": "1", "b": ""} {
+		resp, err := kv().Get(ctx, k)
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		switch {
+		case want == "" && len(resp.Kvs) > 0:
+			t.Errorf("%s = %q: written after the backup, it cannot be in the restored cluster", k, resp.Kvs[0].Value)
+		case want != "" && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != want):
+			t.Errorf("%s missing or wrong after the restore: %v", k, resp.Kvs)
+		}
+	}
+	now := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-demo-0"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if now.UID == survivorClaim.UID {
+		t.Errorf("demo-0 still runs on the lost cluster's claim")
+	}
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range restarts(pods) {
+		if n != 0 {
+			t.Errorf("pod %s restarted %d times", name, n)
+		}
+	}
 }

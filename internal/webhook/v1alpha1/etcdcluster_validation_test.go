@@ -58,7 +58,9 @@ func class(name string) option {
 	}
 }
 func restoreOnLoss(on bool) option {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on} }
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on}
+	}
 }
 
 func emptyDir() option {
