@@ -101,7 +101,9 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"replicas 2", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](2) }, "replicas must be odd"},
 		{"replicas 4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) }, "a quorum of 4 is 3"},
 		{"version with v", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
-		{"version 3.4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version"},
+		{"version 3.4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version must be an etcd 3.5 or 3.6 release"},
+		{"version 3.7", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
+		{"version without patch", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6" }, "written major.minor.patch, such as 3.6.16"},
 		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
 		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
 		{"storage size 1m", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
@@ -177,7 +179,7 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 		{"remove storage size", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot be removed"},
 		{"C09 downgrade minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "spec.version cannot be downgraded"},
 		{"C09 downgrade patch", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.15" }, "spec.version cannot be downgraded"},
-		{"C09 unsupported minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version"},
+		{"C09 unsupported minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
 		{"switch to emptyDir", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1EmptyDir}
 		}, "storage cannot be switched"},
