@@ -191,6 +191,14 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 	if dest == nil {
 		return nil, nil, fmt.Sprintf("no destination: set spec.destination, or spec.backup.destination of EtcdCluster %s", c.Name), nil
 	}
+	if pvc := dest.PVC; pvc != nil {
+		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: pvc.ClaimName}, &corev1.PersistentVolumeClaim{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Sprintf("the destination claim %s does not exist in namespace %s: create it (ReadWriteOnce is enough; see docs/backup.md), or delete this EtcdBackup", pvc.ClaimName, b.Namespace), nil
+		} else if err != nil {
+			return nil, nil, "", fmt.Errorf("get persistentvolumeclaim %s: %w", pvc.ClaimName, err)
+		}
+	}
 	if r.Options.OperatorImage == "" {
 		return nil, nil, "the operator does not know its own image, which backup Jobs run: start it with --operator-image", nil
 	}
@@ -324,11 +332,49 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		if job.Status.Failed > 0 {
 			msg += fmt.Sprintf(" (%d pod(s) failed and were replaced)", job.Status.Failed)
 		}
-		if !strings.HasPrefix(b.Status.Message, msg) {
+		if stuck := r.stuckJobPod(ctx, job); stuck != "" {
+			// a pod that cannot start changes nothing the Job reports: look again while it waits
+			b.Status.Message = msg + "; " + stuck + ": fix that, or delete this EtcdBackup"
+			return ctrl.Result{RequeueAfter: requeueBackupPending}
+		}
+		if !strings.HasPrefix(b.Status.Message, msg) || strings.Contains(b.Status.Message, "; ") {
 			b.Status.Message = msg
 		}
+		return ctrl.Result{RequeueAfter: requeueBackupPending}
 	}
 	return ctrl.Result{}
+}
+
+// stuckJobPod says why a pod of the job cannot start, "" when none is stuck: it cannot be scheduled
+// (a missing claim, no node with room), or a container waits on its image or its configuration.
+func (r *EtcdBackupReconciler) stuckJobPod(ctx context.Context, job *batchv1.Job) string {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{jobControllerUIDLabel: string(job.UID)}); err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodPending || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return fmt.Sprintf("pod %s cannot be scheduled: %s", p.Name, c.Message)
+			}
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && stuckWaitingReasons[w.Reason] {
+				return fmt.Sprintf("pod %s: container %s waits: %s: %s", p.Name, cs.Name, w.Reason, truncate(w.Message, 200))
+			}
+		}
+	}
+	return ""
+}
+
+// stuckWaitingReasons are the reasons kubelet gives for a container that will not start without
+// someone fixing something.
+var stuckWaitingReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true,
 }
 
 // jobFinishTime is when the Job completed or failed (its finishing condition's transition).

@@ -642,3 +642,54 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 		t.Errorf("%d backups of an unreachable cluster (%v)", len(l.Items), err)
 	}
 }
+
+// TestBackupToMissingClaim: a backup to a claim that does not exist waits (Pending) and says which
+// claim to create, without a Job; once the claim exists the Job is created, and a Job pod that cannot
+// be scheduled is named in the backup's message with what the scheduler says.
+func TestBackupToMissingClaim(t *testing.T) {
+	ctx := context.Background()
+	c, _ := availableCluster(t, "bkclaim", "127.0.0.81")
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
+	b := newBackup(t, c.Namespace, "to-missing", c.Name, dest)
+	eventually(t, waitTimeout, "Pending on the missing claim", func() error {
+		b = getBackup(t, c.Namespace, b.Name)
+		if b.Status.Phase != etcdv1alpha1.BackupPending || !strings.Contains(b.Status.Message, "the destination claim snapshots does not exist in namespace "+c.Namespace+": create it") {
+			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.BackupJobName(b)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Job was created for a missing claim (get: %v)", err)
+	}
+
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: c.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	job := waitJob(t, c.Namespace, resources.BackupJobName(b))
+	waitBackupPhase(t, c.Namespace, b.Name, etcdv1alpha1.BackupRunning)
+
+	// The Job's pod cannot be scheduled (what the scheduler reports for, say, an unbound claim).
+	labels := map[string]string{jobControllerUIDLabel: string(job.UID), "batch.kubernetes.io/job-name": job.Name}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Namespace: job.Namespace, Labels: labels},
+		Spec: *job.Spec.Template.Spec.DeepCopy()}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims"}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the stuck pod named", func() error {
+		b = getBackup(t, c.Namespace, b.Name)
+		want := "pod " + pod.Name + " cannot be scheduled: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims: fix that, or delete this EtcdBackup"
+		if b.Status.Phase != etcdv1alpha1.BackupRunning || !strings.Contains(b.Status.Message, want) {
+			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
+		}
+		return nil
+	})
+}
