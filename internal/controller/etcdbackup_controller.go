@@ -122,6 +122,16 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *etcdv1alpha1.EtcdBac
 		r.fail(b, fmt.Sprintf("the backup Job %s was deleted before it finished; create another EtcdBackup", resources.BackupJobName(b)))
 		return ctrl.Result{}, nil
 	}
+	if b.Labels[etcdv1alpha1.LabelFinalSnapshot] == "true" {
+		// the final snapshot of a cluster that is gone can never be taken: say so instead of waiting
+		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, &etcdv1alpha1.EtcdCluster{})
+		if apierrors.IsNotFound(err) {
+			r.fail(b, fmt.Sprintf("EtcdCluster %s was deleted before its final snapshot could start (its deletion waits at most %s for it); nothing was stored", b.Spec.ClusterRef.Name, finalSnapshotTimeout))
+			return ctrl.Result{}, nil
+		} else if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get cluster: %w", err)
+		}
+	}
 	c, dest, wait, err := r.mayRun(ctx, b)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -693,3 +693,32 @@ func TestBackupToMissingClaim(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFinalSnapshotOfDeletedClusterFails: a final snapshot whose cluster went before it could start
+// (the deletion stopped waiting for it) fails with a message instead of staying Pending.
+func TestFinalSnapshotOfDeletedClusterFails(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-final-gone"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "gone-final", Namespace: ns.Name,
+			Labels: map[string]string{etcdv1alpha1.LabelCluster: "gone", etcdv1alpha1.LabelFinalSnapshot: "true"}},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "gone"},
+			Destination: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}},
+	}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitBackupPhase(t, ns.Name, b.Name, etcdv1alpha1.BackupFailed)
+	if !strings.Contains(b.Status.Message, "EtcdCluster gone was deleted before its final snapshot could start") {
+		t.Errorf("message %q", b.Status.Message)
+	}
+	// an ordinary backup of a cluster that does not exist (yet) keeps waiting for it
+	o := newBackup(t, ns.Name, "gone-manual", "gone", b.Spec.Destination)
+	o = waitBackupPhase(t, ns.Name, o.Name, etcdv1alpha1.BackupPending)
+	if !strings.Contains(o.Status.Message, "EtcdCluster gone does not exist") {
+		t.Errorf("message %q", o.Status.Message)
+	}
+}
