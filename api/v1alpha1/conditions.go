@@ -72,6 +72,9 @@ const (
 	// ReasonRestoringFromBackup: the cluster is being recreated from a backup after ReasonQuorumDataLost
 	// (spec.recovery.restoreOnQuorumLoss).
 	ReasonRestoringFromBackup = "RestoringFromBackup"
+	// ReasonNoSpace: etcd raised its NOSPACE alarm (a database reached --quota-backend-bytes): the
+	// cluster serves reads and refuses writes until the alarm is disarmed.
+	ReasonNoSpace = "NoSpace"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

@@ -26,7 +26,7 @@ func (r *EtcdClusterReconciler) membershipState(s *scope) membership.State {
 	st := membership.State{Cluster: c.Name, Replicas: int(c.Spec.ReplicasOrDefault()), Leader: s.etcd.leader,
 		Resources: map[string]membership.Resources{}}
 	for _, m := range s.etcd.members {
-		healthy := s.etcd.healthy(m.ID)
+		healthy := s.etcd.serving(m.ID)
 		st.Members = append(st.Members, membership.Member{
 			ID: m.ID, Name: memberName(r.Options, c, m), IsLearner: m.IsLearner, Started: m.Name != "", Healthy: healthy,
 		})

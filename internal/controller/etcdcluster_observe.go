@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -64,6 +65,15 @@ func (o *etcdObservation) healthy(id uint64) bool {
 	err, ok := o.health[id]
 	return ok && err == nil
 }
+
+// noSpace reports whether member id's only problem is a NOSPACE alarm: it has a leader and answered a
+// linearizable read, but the cluster refuses writes.
+func (o *etcdObservation) noSpace(id uint64) bool { return errors.Is(o.health[id], etcd.ErrNoSpace) }
+
+// serving reports whether member id takes part in raft as a healthy member does: healthy, or healthy
+// but for a NOSPACE alarm. Membership changes and restarts of other members need only that; a NOSPACE
+// alarm must not block the rollout that raises the quota.
+func (o *etcdObservation) serving(id uint64) bool { return o.healthy(id) || o.noSpace(id) }
 
 // observe lists the cluster's pods and claims and asks the members' etcd what it knows. etcd being
 // unreachable is an observation, not an error.

@@ -89,7 +89,7 @@ func (r *EtcdClusterReconciler) rolloutState(s *scope) rollout.State {
 		name := memberName(r.Options, s.cluster, m)
 		pod := s.pods[name]
 		st.Members = append(st.Members, rollout.Member{
-			Name: name, ID: m.ID, Learner: m.IsLearner, Healthy: s.etcd.healthy(m.ID), Ready: podReady(pod),
+			Name: name, ID: m.ID, Learner: m.IsLearner, Healthy: s.etcd.serving(m.ID), Ready: podReady(pod),
 			UpToDate: pod != nil && pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash,
 		})
 	}
@@ -109,7 +109,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	switch a.Kind {
 	case rollout.None:
-		return ctrl.Result{}, nil
+		return r.reconcileNoSpace(ctx, s)
 	case rollout.Wait:
 		logger.V(1).Info("Rollout paused", "reason", a.Reason)
 		s.progress = &progress{etcdv1alpha1.ReasonRolloutPaused, a.Reason}
@@ -136,6 +136,62 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
 		s.progress = &progress{etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)}
 	}
+	return ctrl.Result{}, nil
+}
+
+// noSpaceMargin is the share of the quota a database may fill for its NOSPACE alarm to be disarmed:
+// below it, writes have room again; above it, the alarm would come back at once.
+const noSpaceMargin = 0.9
+
+// reconcileNoSpace handles etcd's NOSPACE alarm once every member runs the current spec: it disarms
+// the alarm of each member whose database now fits its quota with room to spare (the quota was raised
+// in spec.options, or the database was compacted and defragmented), and otherwise says, in the
+// Progressing condition and a Warning event, what would let writes in again.
+func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	quota := resources.QuotaBackendBytes(c)
+	var alarmed []etcd.Member
+	var full []string
+	for _, m := range s.etcd.members {
+		if !s.etcd.noSpace(m.ID) {
+			continue
+		}
+		alarmed = append(alarmed, m)
+		if st, ok := s.etcd.status[m.ID]; !ok || float64(st.DBSizeBytes) >= noSpaceMargin*float64(quota) {
+			full = append(full, fmt.Sprintf("%s (%d bytes)", memberName(r.Options, c, m), st.DBSizeBytes))
+		}
+	}
+	if len(alarmed) == 0 {
+		return ctrl.Result{}, nil
+	}
+	for _, m := range s.etcd.members {
+		if !s.etcd.serving(m.ID) {
+			return ctrl.Result{}, nil // a member is still starting: judge the alarms of all at once
+		}
+	}
+	if len(full) > 0 {
+		sort.Strings(full)
+		msg := fmt.Sprintf("NOSPACE: etcd refuses writes: the database of %s fills more than %d%% of the %d-byte quota; raise spec.options.quotaBackendBytes (the members roll, then the alarm is disarmed), or compact and defragment the members",
+			strings.Join(full, ", "), int(noSpaceMargin*100), quota)
+		if !hasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, msg) {
+			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonNoSpace, "Disarm", "%s", msg)
+		}
+		s.blocked = &progress{etcdv1alpha1.ReasonNoSpace, msg}
+		return ctrl.Result{}, nil
+	}
+	var names []string
+	for _, m := range alarmed {
+		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+		err := s.etcdClient.DisarmNoSpace(callCtx, m.ID)
+		cancel()
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		names = append(names, memberName(r.Options, c, m))
+	}
+	sort.Strings(names)
+	r.event(c, corev1.EventTypeNormal, "DisarmedNoSpace", "Disarm", "Disarmed the NOSPACE alarm of %s: the databases fit the %d-byte quota again; writes are accepted", strings.Join(names, ", "), quota)
+	s.progress = &progress{etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))}
 	return ctrl.Result{}, nil
 }
 

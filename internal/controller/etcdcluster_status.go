@@ -60,8 +60,14 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	desired := c.Spec.ReplicasOrDefault()
 	quorum := voters/2 + 1
 	available := s.etcd != nil && s.etcd.leader != 0 && voters > 0 && healthyVoters >= quorum
+	// a quorum that serves reads but refuses writes (NOSPACE) is not available, and not lost either
+	noSpace := !available && s.etcd != nil && s.etcd.leader != 0 && voters > 0 && servingVoters(s) >= quorum
 	gen := c.Generation
-	setCondition(st, gen, etcdv1alpha1.ConditionAvailable, available, availableReason(s, available, healthyVoters, voters, quorum))
+	reason := availableReason(s, available, healthyVoters, voters, quorum)
+	if noSpace {
+		reason = [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
+	}
+	setCondition(st, gen, etcdv1alpha1.ConditionAvailable, available, reason)
 
 	degraded := healthyVoters < desired || voters != desired
 	degradedReason, degradedMsg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", desired)
@@ -101,7 +107,7 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 		st.Phase = etcdv1alpha1.PhaseRestoring
 	case st.ClusterID == "":
 		st.Phase = etcdv1alpha1.PhaseCreating
-	case !available:
+	case !available && !noSpace:
 		st.Phase = etcdv1alpha1.PhaseQuorumLost
 	case s.etcd != nil && (voters+learners != desired || learners > 0 || membershipStep(s.progress)):
 		st.Phase = etcdv1alpha1.PhaseScaling
@@ -112,6 +118,17 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	default:
 		st.Phase = etcdv1alpha1.PhaseRunning
 	}
+}
+
+// servingVoters counts the voters that are healthy, or healthy but for a NOSPACE alarm.
+func servingVoters(s *scope) int32 {
+	var n int32
+	for _, m := range s.etcd.members {
+		if !m.IsLearner && s.etcd.serving(m.ID) {
+			n++
+		}
+	}
+	return n
 }
 
 // availableReason returns the reason and message of the Available condition.

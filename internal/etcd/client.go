@@ -142,10 +142,17 @@ type Client interface {
 	// Health checks endpoint like `etcdctl endpoint health`: the member
 	// has a leader, a linearizable read through it succeeds within ctx,
 	// and etcd has no alarm raised for that member. It returns nil or an
-	// error saying why not, wrapping ErrNoLeader, ErrIsLearner, ErrAlarm or
-	// the transport/context error. Unlike etcdctl, alarms raised for
+	// error saying why not, wrapping ErrNoLeader, ErrIsLearner, ErrAlarm
+	// (and ErrNoSpace when NOSPACE is the member's only alarm) or the
+	// transport/context error. Unlike etcdctl, alarms raised for
 	// other members do not make this endpoint unhealthy.
 	Health(ctx context.Context, endpoint string) error
+
+	// DisarmNoSpace clears the NOSPACE alarm of member id, like `etcdctl
+	// alarm disarm`, through any configured endpoint (it is a raft request:
+	// it needs quorum). Disarming an alarm that is not raised does nothing.
+	// etcd raises it again on the next write that does not fit the quota.
+	DisarmNoSpace(ctx context.Context, id uint64) error
 
 	// MoveLeader transfers raft leadership to voter toID and returns once
 	// the old leader sees toID as leader. etcd only accepts the request on
@@ -399,8 +406,20 @@ func (c *client) Health(ctx context.Context, endpoint string) error {
 			alarms = append(alarms, a.Alarm.String())
 		}
 	}
+	if len(alarms) > 0 && !slices.ContainsFunc(alarms, func(a string) bool { return a != pb.AlarmType_NOSPACE.String() }) {
+		return fmt.Errorf("health of %s: member %s: %w: %w", endpoint, FormatID(st.MemberID), ErrAlarm, ErrNoSpace)
+	}
 	if len(alarms) > 0 {
 		return fmt.Errorf("health of %s: member %s: %w: %s", endpoint, FormatID(st.MemberID), ErrAlarm, strings.Join(alarms, ","))
+	}
+	return nil
+}
+
+// DisarmNoSpace implements Client.
+func (c *client) DisarmNoSpace(ctx context.Context, id uint64) error {
+	_, err := c.cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: id, Alarm: pb.AlarmType_NOSPACE})
+	if err != nil {
+		return fmt.Errorf("disarm NOSPACE of member %s: %w", FormatID(id), err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // etcdVersion is the server version the module pins (go.etcd.io/etcd/server/v3).
@@ -384,4 +386,41 @@ func (c *testCluster) memberIDs() []uint64 {
 		ids = append(ids, m.memberID())
 	}
 	return ids
+}
+
+// TestHealthNoSpace: a member whose only alarm is NOSPACE is unhealthy with both ErrAlarm and
+// ErrNoSpace; a CORRUPT alarm is ErrAlarm without ErrNoSpace; DisarmNoSpace clears NOSPACE (twice
+// is fine) and the member is healthy again.
+func TestHealthNoSpace(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 1)
+	m := c.members[0]
+	cli := newClient(t, c.endpoints()...)
+	activate := func(alarm pb.AlarmType) {
+		t.Helper()
+		m.mu.Lock()
+		srv := m.etcd.Server
+		m.mu.Unlock()
+		if _, err := srv.Alarm(callCtx(t), &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: m.memberID(), Alarm: alarm}); err != nil {
+			t.Fatalf("activate %s: %v", alarm, err)
+		}
+	}
+	activate(pb.AlarmType_NOSPACE)
+	err := cli.Health(callCtx(t), m.clientURL)
+	if !errors.Is(err, ErrAlarm) || !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Health with NOSPACE = %v, want ErrAlarm and ErrNoSpace", err)
+	}
+	for range 2 {
+		if err := cli.DisarmNoSpace(callCtx(t), m.memberID()); err != nil {
+			t.Fatalf("DisarmNoSpace: %v", err)
+		}
+	}
+	if err := cli.Health(callCtx(t), m.clientURL); err != nil {
+		t.Fatalf("Health after DisarmNoSpace: %v", err)
+	}
+	activate(pb.AlarmType_CORRUPT)
+	err = cli.Health(callCtx(t), m.clientURL)
+	if !errors.Is(err, ErrAlarm) || errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Health with CORRUPT = %v, want ErrAlarm without ErrNoSpace", err)
+	}
 }

@@ -48,6 +48,13 @@ var (
 	// ErrAlarm is returned by Health when etcd has raised an alarm
 	// (NOSPACE, CORRUPT) for the endpoint's member.
 	ErrAlarm = errors.New("member has an active alarm")
+
+	// ErrNoSpace is returned by Health, together with ErrAlarm, when the
+	// member's only alarm is NOSPACE: its database reached the space quota
+	// (--quota-backend-bytes), so the cluster refuses writes until the alarm
+	// is disarmed, but the member has a leader and served a linearizable
+	// read (per etcd's maintenance docs, "Space quota").
+	ErrNoSpace = errors.New("NOSPACE alarm: the database reached its space quota")
 )
 
 // isRPCError reports whether err, as returned by clientv3 (which converts

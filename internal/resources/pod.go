@@ -148,8 +148,11 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 
 	livez, readyz := "/livez", "/readyz"
 	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
-		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does not.
-		livez, readyz = "/health?serializable=true", "/health"
+		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does
+		// not. It also fails on any alarm: a NOSPACE alarm (the cluster refuses writes, serves reads)
+		// must neither restart the members nor take them out of the client Service, as 3.6's /livez and
+		// /readyz do not.
+		livez, readyz = "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
 	}
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -371,4 +374,16 @@ func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruption
 			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
 		},
 	}
+}
+
+// DefaultQuotaBackendBytes is etcd's own --quota-backend-bytes default, 2 GiB.
+const DefaultQuotaBackendBytes int64 = 2 << 30
+
+// QuotaBackendBytes returns the database size quota, in bytes, the members of cluster c run with:
+// spec.options.quotaBackendBytes, or etcd's default.
+func QuotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
+	if o := c.Spec.Options; o != nil && o.QuotaBackendBytes != nil {
+		return o.QuotaBackendBytes.Value()
+	}
+	return DefaultQuotaBackendBytes
 }

@@ -136,8 +136,13 @@ func TestBuildPod(t *testing.T) {
 	}
 
 	old := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" }), Member{Name: "demo-0"})
-	if p := old.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; p != "/health" {
-		t.Errorf("3.5 readiness probe = %s, want /health (3.5 has no /readyz)", p)
+	// 3.5 has no /readyz or /livez; its /health fails on any alarm unless excluded, and NOSPACE must
+	// neither restart members nor make them unready
+	if p := old.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; p != "/health?exclude=NOSPACE" {
+		t.Errorf("3.5 readiness probe = %s, want /health?exclude=NOSPACE", p)
+	}
+	if p := old.Spec.Containers[0].LivenessProbe.HTTPGet.Path; p != "/health?serializable=true&exclude=NOSPACE" {
+		t.Errorf("3.5 liveness probe = %s, want /health?serializable=true&exclude=NOSPACE", p)
 	}
 
 	ephemeral := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) {
