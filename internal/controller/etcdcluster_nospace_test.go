@@ -140,4 +140,3 @@ func alarmList(t *testing.T, cli *clientv3.Client) []string {
 	}
 	return out
 }
-
