@@ -212,7 +212,8 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 	if r.Options.OperatorImage == "" {
 		return nil, nil, "the operator does not know its own image, which backup Jobs run: start it with --operator-image", nil
 	}
-	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+	// a cluster that refuses writes (NOSPACE) still serves snapshots, and one is most wanted then
+	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); a == nil || (a.Status != metav1.ConditionTrue && a.Reason != etcdv1alpha1.ReasonNoSpace) {
 		why := "it has not reported its status yet"
 		if a != nil {
 			why = a.Message

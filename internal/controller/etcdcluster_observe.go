@@ -70,6 +70,17 @@ func (o *etcdObservation) healthy(id uint64) bool {
 // linearizable read, but the cluster refuses writes.
 func (o *etcdObservation) noSpace(id uint64) bool { return errors.Is(o.health[id], etcd.ErrNoSpace) }
 
+// anyNoSpace reports whether a member that answered has a NOSPACE alarm: one is enough for every
+// member to refuse writes.
+func (o *etcdObservation) anyNoSpace() bool {
+	for id := range o.health {
+		if o.noSpace(id) {
+			return true
+		}
+	}
+	return false
+}
+
 // serving reports whether member id takes part in raft as a healthy member does: healthy, or healthy
 // but for a NOSPACE alarm. Membership changes and restarts of other members need only that; a NOSPACE
 // alarm must not block the rollout that raises the quota.

@@ -153,10 +153,10 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 	var alarmed []etcd.Member
 	var full []string
 	for _, m := range s.etcd.members {
-		if !s.etcd.noSpace(m.ID) {
-			continue
+		if s.etcd.noSpace(m.ID) {
+			alarmed = append(alarmed, m)
 		}
-		alarmed = append(alarmed, m)
+		// every member's database counts: one that does not fit would raise the alarm again at once
 		if st, ok := s.etcd.status[m.ID]; !ok || float64(st.DBSizeBytes) >= noSpaceMargin*float64(quota) {
 			full = append(full, fmt.Sprintf("%s (%d bytes)", memberName(r.Options, c, m), st.DBSizeBytes))
 		}

@@ -59,9 +59,10 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 
 	desired := c.Spec.ReplicasOrDefault()
 	quorum := voters/2 + 1
-	available := s.etcd != nil && s.etcd.leader != 0 && voters > 0 && healthyVoters >= quorum
-	// a quorum that serves reads but refuses writes (NOSPACE) is not available, and not lost either
-	noSpace := !available && s.etcd != nil && s.etcd.leader != 0 && voters > 0 && servingVoters(s) >= quorum
+	// One NOSPACE alarm, whichever member raised it, makes every member refuse writes: a quorum that
+	// serves reads but refuses writes is not available, and not lost either.
+	noSpace := s.etcd != nil && s.etcd.anyNoSpace() && s.etcd.leader != 0 && voters > 0 && servingVoters(s) >= quorum
+	available := !noSpace && s.etcd != nil && s.etcd.leader != 0 && voters > 0 && healthyVoters >= quorum
 	gen := c.Generation
 	reason := availableReason(s, available, healthyVoters, voters, quorum)
 	if noSpace {

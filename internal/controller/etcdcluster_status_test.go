@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,17 @@ func TestComputeStatus(t *testing.T) {
 			s.pods["s-2"].Annotations[etcdv1alpha1.AnnotationSpecHash] = "old"
 			return s
 		}(), etcdv1alpha1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumHealthy, 3, "s-0"},
+		{"one NOSPACE alarm stops writes: not available, not lost", func() *scope {
+			s := observed("abc", true, all, 1, 0)
+			s.etcd.health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
+			return s
+		}(), etcdv1alpha1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonNoSpace, 2, "s-0"},
+		{"NOSPACE and a member down: a serving quorum refuses writes", func() *scope {
+			s := observed("abc", true, map[uint64]bool{1: true}, 1, 0)
+			s.etcd.health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
+			s.etcd.health[3] = errors.New("timeout")
+			return s
+		}(), etcdv1alpha1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonNoSpace, 1, "s-0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
