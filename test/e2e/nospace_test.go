@@ -47,7 +47,9 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 		t.Fatal("40 MiB written into a 16Mi quota without NOSPACE")
 	}
 	full0 := time.Now()
-	waitFor(t, statusTimeout, "NoSpace reported", func(ctx context.Context) error {
+	// nothing in Kubernetes changes: the alarm shows at the next health check (--health-check-interval,
+	// 60 s by default)
+	waitFor(t, 90*time.Second, "NoSpace reported", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
