@@ -22,6 +22,11 @@ const (
 	// all failed, or the newest successful backup is older than three schedule periods. Set only while
 	// spec.backup.schedule is.
 	ConditionBackupFailing = "BackupFailing"
+	// ConditionQuorumDataLost is True when no quorum answers and fewer than a quorum of the voting
+	// members etcd last listed still have their data (their claim, or for storage.emptyDir their pod):
+	// quorum cannot come back by itself. Its lastTransitionTime is when that was first seen; an
+	// automatic restore (spec.recovery.restoreOnQuorumLoss) waits until it has lasted a while.
+	ConditionQuorumDataLost = "QuorumDataLost"
 )
 
 // Condition types of an EtcdBackup.
@@ -75,6 +80,10 @@ const (
 	// ReasonNoSpace: etcd raised its NOSPACE alarm (a database reached --quota-backend-bytes): the
 	// cluster serves reads and refuses writes until the alarm is disarmed.
 	ReasonNoSpace = "NoSpace"
+	// ReasonDataKept: a quorum of the voting members keeps its data (or answers).
+	ReasonDataKept = "DataKept"
+	// ReasonRestoreCancelled: an automatic restore was cancelled before it deleted the lost cluster.
+	ReasonRestoreCancelled = "RestoreCancelled"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

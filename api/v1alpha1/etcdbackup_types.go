@@ -275,13 +275,19 @@ const (
 
 // RecoveryStatus is an automatic restore from a backup after a quorum loss without data.
 type RecoveryStatus struct {
-	// Phase is Deleting, Restoring or Succeeded.
+	// Phase is Deleting (the lost cluster's pods and claims are being deleted; turning
+	// spec.recovery.restoreOnQuorumLoss off, or the lost cluster answering again, cancels the restore
+	// then), Restoring (new members restore the snapshot; it runs to the end) or Succeeded.
 	Phase RecoveryPhase `json:"phase"`
 	// Backup is the EtcdBackup restored.
 	Backup string `json:"backup"`
 	// Key and SHA256 of the snapshot restored, as the backup reported them.
 	Key    string `json:"key"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Destination holds the snapshot, as resolved when the restore was decided (the backup's own, or
+	// the cluster's spec.backup.destination then); later changes of the spec do not move it.
+	// +optional
+	Destination *BackupDestination `json:"destination,omitempty"`
 	// Revision the snapshot holds: writes after it were lost.
 	// +optional
 	Revision int64 `json:"revision,omitempty"`

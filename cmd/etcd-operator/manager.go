@@ -44,6 +44,7 @@ type managerOptions struct {
 	healthCheckInterval time.Duration
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
+	recoveryDelay       time.Duration
 	consistencyInterval time.Duration
 	operatorImage       string
 	maxConcurrent       int
@@ -70,6 +71,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
+	f.DurationVar(&o.recoveryDelay, "quorum-loss-restore-delay", controller.DefaultRecoveryDelay, "How long a quorum loss without data must last before a cluster with spec.recovery.restoreOnQuorumLoss is recreated from its newest backup")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many EtcdClusters are reconciled at once (passes of one cluster never overlap)")
 	f.StringVar(&o.operatorImage, "operator-image", "", "Image that backup Jobs and restore init containers run (the etcd-operator binary as entrypoint); default: this pod's own image, read through POD_NAME and POD_NAMESPACE")
 	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
@@ -142,6 +144,8 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		Options:             opts,
 		HealthCheckInterval: o.healthCheckInterval,
 		EtcdTimeout:         o.etcdTimeout,
+		RecoveryDelay:       o.recoveryDelay,
+		APIReader:           mgr.GetAPIReader(),
 	}
 	r.MaxConcurrentReconciles = o.maxConcurrent
 	r.ConsistencyCheckInterval = o.consistencyInterval

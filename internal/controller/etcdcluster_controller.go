@@ -62,6 +62,13 @@ type EtcdClusterReconciler struct {
 	// minutes; negative disables the check).
 	ConsistencyCheckInterval time.Duration
 
+	// RecoveryDelay is how long a quorum loss without data must last before an automatic restore
+	// (spec.recovery.restoreOnQuorumLoss) starts (default DefaultRecoveryDelay, 30 s).
+	RecoveryDelay time.Duration
+	// APIReader reads the cluster uncached before a destructive recovery step, so that the step is never
+	// taken on a stale copy (default: Client).
+	APIReader client.Reader
+
 	// MaxConcurrentReconciles is how many clusters are reconciled at once (default
 	// DefaultMaxConcurrentReconciles); passes of one cluster never overlap.
 	MaxConcurrentReconciles int
@@ -101,6 +108,9 @@ type scope struct {
 	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
 	// condition), nil for emptyDir members or an unset size.
 	volumes *progress
+	// dataLoss is the verdict on the members' data when no quorum answered (the QuorumDataLost
+	// condition), nil when it was not judged.
+	dataLoss *dataLoss
 	// backup is what the backup phase observed (status.lastBackup, BackupFailing), nil when it did not run.
 	backup *backupObservation
 }

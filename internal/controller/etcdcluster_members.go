@@ -51,7 +51,9 @@ func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) 
 		return ctrl.Result{}, err
 	}
 	if s.etcd == nil {
-		if d := observeDataLoss(s); d.permanent() {
+		d := observeDataLoss(s)
+		s.dataLoss = &d
+		if d.permanent() {
 			return r.quorumDataLost(ctx, s, d)
 		}
 		s.stalled = &progress{etcdv1alpha1.ReasonQuorumLost,
@@ -192,6 +194,9 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 		fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))}
 	if plan != nil {
 		s.progress.message = fmt.Sprintf("Waiting for the %d initial members to restore snapshot %s, start and form a new cluster", len(names), plan.Key)
+		if failed := restoreFailures(s); len(failed) > 0 {
+			s.progress.message += fmt.Sprintf("; the restore fails (fix what it says, it is retried): %s", strings.Join(failed, "; "))
+		}
 	}
 	return ctrl.Result{}, nil
 }

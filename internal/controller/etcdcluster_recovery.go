@@ -72,15 +72,17 @@ func observeDataLoss(s *scope) dataLoss {
 	return d
 }
 
-// hasData reports whether member name's data directory still exists: its claim for persistent
-// storage, its pod for storage.emptyDir.
+// hasData reports whether member name's data directory may still exist: its claim for persistent
+// storage, its pod for storage.emptyDir. Only what is certainly gone counts as lost: an emptyDir pod
+// that is terminating still has its volume, and a claim that is being deleted is kept while the
+// member's pod exists (Kubernetes does not delete a claim a pod uses).
 func hasData(s *scope, name string) bool {
+	_, hasPod := s.pods[name]
 	if s.cluster.Spec.Storage.EmptyDir != nil {
-		p, ok := s.pods[name]
-		return ok && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed
+		return hasPod
 	}
 	pvc, ok := s.pvcs[resources.PVCName(name)]
-	return ok && pvc.DeletionTimestamp == nil
+	return ok && (pvc.DeletionTimestamp == nil || hasPod)
 }
 
 // recovering reports whether an automatic restore is under way (status.recovery not Succeeded).
@@ -88,40 +90,81 @@ func recovering(c *etcdv1alpha1.EtcdCluster) bool {
 	return c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoverySucceeded
 }
 
-// reportedDataLoss reports whether an earlier pass already found quorum lost without data (the
-// Available condition says so): an automatic restore starts only on a second observation.
-func reportedDataLoss(c *etcdv1alpha1.EtcdCluster) bool {
-	a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-	return a != nil && a.Status == metav1.ConditionFalse && a.Reason == etcdv1alpha1.ReasonQuorumDataLost
+// DefaultRecoveryDelay is how long a quorum loss without data must last before an automatic restore
+// starts.
+const DefaultRecoveryDelay = 30 * time.Second
+
+func (r *EtcdClusterReconciler) recoveryDelay() time.Duration {
+	if r.RecoveryDelay > 0 {
+		return r.RecoveryDelay
+	}
+	return DefaultRecoveryDelay
+}
+
+// dataLostSince returns when the persisted status first reported quorum lost without data (the
+// QuorumDataLost condition's lastTransitionTime), or the zero time when it does not report it.
+func dataLostSince(c *etcdv1alpha1.EtcdCluster) time.Time {
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumDataLost)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		return time.Time{}
+	}
+	return cond.LastTransitionTime.Time
+}
+
+// message says which members lost their data and why quorum cannot come back.
+func (d dataLoss) message(emptyDir bool) string {
+	what := "claims gone"
+	if emptyDir {
+		what = "emptyDir pods gone"
+	}
+	return fmt.Sprintf("Quorum is lost for good: members %s lost their data (%s); only %d of the %d voting members keep theirs, fewer than the quorum of %d",
+		strings.Join(d.lost, ", "), what, d.kept(), len(d.voters), d.quorum())
+}
+
+// latest reports whether c is the newest version of the cluster in the API server (read uncached):
+// destructive recovery steps are taken only on it, never on a stale cached copy that may not show a
+// step already taken.
+func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	cur := &etcdv1alpha1.EtcdCluster{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+		return false, fmt.Errorf("read the latest etcdcluster: %w", err)
+	}
+	return cur.ResourceVersion == c.ResourceVersion, nil
+}
+
+// optedIn reports whether spec.recovery.restoreOnQuorumLoss is set.
+func optedIn(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.Spec.Recovery != nil && c.Spec.Recovery.RestoreOnQuorumLoss
 }
 
 // quorumDataLost handles a cluster whose quorum cannot come back (DESIGN §5 item 6): it reports it in
-// the Available and Progressing conditions and with a Warning event, and, only when
-// spec.recovery.restoreOnQuorumLoss is set and a restorable backup exists, starts recreating the
-// cluster from the newest one, on the second pass that sees the loss.
+// the QuorumDataLost, Available and Progressing conditions and with a Warning event, and, only when
+// spec.recovery.restoreOnQuorumLoss is set, the loss has lasted RecoveryDelay and a restorable backup
+// exists, decides to recreate the cluster from the newest one. The decision is written to the status
+// before anything is deleted, with the cluster's resourceVersion, so that it is taken once.
 func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d dataLoss) (ctrl.Result, error) {
 	c := s.cluster
-	what := "claims"
-	if c.Spec.Storage.EmptyDir != nil {
-		what = "emptyDir pods"
-	}
-	msg := fmt.Sprintf("Quorum is lost for good: members %s lost their data (%s gone), and the %d voting members that keep theirs are fewer than the quorum %d of %d",
-		strings.Join(d.lost, ", "), what, d.kept(), d.quorum(), len(d.voters))
-	first := !reportedDataLoss(c)
+	msg := d.message(c.Spec.Storage.EmptyDir != nil)
+	since := dataLostSince(c)
 	report := func(tail string) {
 		s.stalled = &progress{etcdv1alpha1.ReasonQuorumDataLost, msg + "; " + tail}
-		if first {
+		if since.IsZero() {
 			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonQuorumDataLost, "Recover", "%s", s.stalled.message)
 		}
 	}
-	if c.Spec.Recovery == nil || !c.Spec.Recovery.RestoreOnQuorumLoss {
+	if !optedIn(c) {
 		report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator recreate this one from it (writes after that backup are lost)")
 		return ctrl.Result{}, nil
 	}
-	b, why, err := r.newestRestorableBackup(ctx, c)
-	if err != nil {
-		return ctrl.Result{}, err
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list etcdbackups: %w", err)
 	}
+	b, dest, why := pickRestoreBackup(c, list.Items)
 	if b == nil {
 		report("spec.recovery.restoreOnQuorumLoss is set, but " + why)
 		return ctrl.Result{}, nil
@@ -129,7 +172,9 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 	if c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain {
 		var kept []string
 		for _, pvc := range s.pvcs {
-			kept = append(kept, pvc.Name)
+			if pvc.DeletionTimestamp == nil { // a claim the user deleted goes once its pod does
+				kept = append(kept, pvc.Name)
+			}
 		}
 		if len(kept) > 0 {
 			sort.Strings(kept)
@@ -137,19 +182,23 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 			return ctrl.Result{}, nil
 		}
 	}
-	taken := "at an unknown time"
-	if b.Status.CompletionTime != nil {
-		taken = b.Status.CompletionTime.UTC().Format(time.RFC3339)
+	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
+	if wait := r.recoveryDelay() - time.Since(since); since.IsZero() || wait > 0 {
+		if since.IsZero() {
+			wait = r.recoveryDelay()
+		}
+		report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) if this lasts %s more", b.Name, b.Status.Revision, taken, wait.Round(time.Second)))
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if first {
-		report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) once the next pass confirms this", b.Name, b.Status.Revision, taken))
-		return ctrl.Result{}, nil
+	if ok, err := r.latest(ctx, c); err != nil || !ok {
+		return ctrl.Result{RequeueAfter: requeueProgressing}, err // decide on the newest cluster only
 	}
 	c.Status.Recovery = &etcdv1alpha1.RecoveryStatus{
 		Phase:                etcdv1alpha1.RecoveryDeleting,
 		Backup:               b.Name,
 		Key:                  b.Status.Key,
 		SHA256:               b.Status.SHA256,
+		Destination:          dest,
 		Revision:             b.Status.Revision,
 		BackupCompletionTime: b.Status.CompletionTime,
 		PreviousClusterID:    c.Status.ClusterID,
@@ -157,12 +206,13 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		// whole seconds: the cluster token derives from it, and must read the same after a round trip
 		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
-	// the lost cluster's identity goes with it: the members are recreated as a new cluster
-	c.Status.ClusterID, c.Status.Members = "", nil
+	// recorded before anything is deleted, and only if nobody changed the cluster since this pass read it
+	if err := r.Status().Update(ctx, c); err != nil {
+		return ctrl.Result{}, fmt.Errorf("record the decision to restore EtcdBackup %s: %w", b.Name, err)
+	}
 	quorumRestores.WithLabelValues("started").Inc()
 	r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 		"%s; recreating the cluster from EtcdBackup %s (revision %d, taken %s): writes after it are lost", msg, b.Name, b.Status.Revision, taken)
-	// nothing is deleted before this decision is recorded in the status, at the end of this pass
 	s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup,
 		fmt.Sprintf("Recreating the cluster from EtcdBackup %s after a quorum loss without data: deleting the lost cluster's members", b.Name)}
 	return ctrl.Result{}, nil
@@ -170,11 +220,21 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 
 // reconcileRecovery carries an automatic restore on (status.recovery): it deletes the lost cluster's
 // member pods and claims, then bootstraps every member from the snapshot with a new cluster token,
-// and marks the restore Succeeded once the new cluster answers.
+// and marks the restore Succeeded once the new cluster answers. Until the first deletion, turning
+// spec.recovery.restoreOnQuorumLoss off or the lost cluster answering again cancels it.
 func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	if rec.Phase == etcdv1alpha1.RecoveryDeleting {
+		if ok, err := r.latest(ctx, c); err != nil || !ok {
+			return ctrl.Result{RequeueAfter: requeueProgressing}, err // never delete on a stale view
+		}
+		switch {
+		case s.etcd != nil && etcd.FormatID(s.etcd.clusterID) == rec.PreviousClusterID:
+			return r.cancelRecovery(s, "the lost cluster answers again")
+		case !optedIn(c):
+			return r.cancelRecovery(s, "spec.recovery.restoreOnQuorumLoss was turned off")
+		}
 		left, err := r.deleteLostMembers(ctx, s)
 		if err != nil || s.blocked != nil {
 			return ctrl.Result{}, err
@@ -185,6 +245,8 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 			return ctrl.Result{}, nil
 		}
 		rec.Phase = etcdv1alpha1.RecoveryRestoring
+		// the lost cluster's identity goes with it: the members are recreated as a new cluster
+		c.Status.ClusterID, c.Status.Members = "", nil
 		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 			"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
 	}
@@ -207,6 +269,16 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		s.progress.reason = etcdv1alpha1.ReasonRestoringFromBackup
 	}
 	return res, err
+}
+
+// cancelRecovery forgets an automatic restore that has not deleted anything yet.
+func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (ctrl.Result, error) {
+	c := s.cluster
+	backupName := c.Status.Recovery.Backup
+	c.Status.Recovery = nil
+	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s before deleting anything: %s", backupName, why)
+	s.progress = &progress{etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)}
+	return ctrl.Result{}, nil
 }
 
 // deleteLostMembers deletes every member pod and claim of the cluster and returns those not gone yet.
@@ -246,69 +318,66 @@ func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope)
 	return left, nil
 }
 
-// newestRestorableBackup returns the newest Succeeded EtcdBackup of cluster c that the cluster's
-// version can restore, or nil and why there is none. Only backups created after the EtcdCluster
-// count: an earlier cluster of the same name is another cluster.
-func (r *EtcdClusterReconciler) newestRestorableBackup(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdBackup, string, error) {
-	list := &etcdv1alpha1.EtcdBackupList{}
-	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
-		return nil, "", fmt.Errorf("list etcdbackups: %w", err)
-	}
-	b, why := pickRestoreBackup(c, list.Items)
-	return b, why, nil
-}
-
 // pickRestoreBackup returns, of backups, the newest (by completion time) Succeeded backup of cluster c
-// created after c whose snapshot c's version can restore; otherwise nil and why.
-func pickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup) (*etcdv1alpha1.EtcdBackup, string) {
+// created after c whose snapshot c's version can restore and whose destination is known (its own, or,
+// for one that names none, c's spec.backup.destination, if that is where status.location says it
+// went), with that destination; otherwise nil and why.
+func pickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup) (*etcdv1alpha1.EtcdBackup, *etcdv1alpha1.BackupDestination, string) {
 	var best *etcdv1alpha1.EtcdBackup
-	var refused []string
+	var bestDest *etcdv1alpha1.BackupDestination
+	var refused, earlier []string
 	for i := range backups {
 		b := &backups[i]
-		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Key == "" ||
-			b.CreationTimestamp.Before(&c.CreationTimestamp) || b.Status.CompletionTime == nil {
+		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Key == "" || b.Status.CompletionTime == nil {
+			continue
+		}
+		if b.CreationTimestamp.Before(&c.CreationTimestamp) {
+			earlier = append(earlier, b.Name)
 			continue
 		}
 		if err := version.CheckRestore(b.Status.EtcdVersion, c.Spec.VersionOrDefault()); err != nil {
 			refused = append(refused, fmt.Sprintf("%s (%v)", b.Name, err))
 			continue
 		}
+		dest := b.Spec.Destination
+		if dest == nil && c.Spec.Backup != nil {
+			dest = &c.Spec.Backup.Destination
+		}
+		if loc := resources.DestinationLocation(dest, b.Status.Key); dest == nil || (b.Status.Location != "" && loc != b.Status.Location) {
+			refused = append(refused, fmt.Sprintf("%s (stored at %s, which spec.backup.destination no longer names)", b.Name, b.Status.Location))
+			continue
+		}
 		if best == nil || b.Status.CompletionTime.After(best.Status.CompletionTime.Time) ||
 			(b.Status.CompletionTime.Equal(best.Status.CompletionTime) && b.Status.Revision > best.Status.Revision) {
-			best = b
+			best, bestDest = b, dest
 		}
 	}
 	if best != nil {
-		return best, ""
+		return best, bestDest.DeepCopy(), ""
 	}
 	if len(refused) > 0 {
 		sort.Strings(refused)
-		return nil, "no successful EtcdBackup of this cluster can be restored: " + strings.Join(refused, "; ")
+		return nil, nil, "no successful EtcdBackup of this cluster can be restored: " + strings.Join(refused, "; ") + "; restore one by hand into a new EtcdCluster with spec.bootstrap.restore.source"
 	}
-	return nil, "no EtcdBackup of this cluster succeeded: there is nothing to restore; create a new EtcdCluster from another snapshot with spec.bootstrap.restore.source"
+	why := "no EtcdBackup of this cluster succeeded: there is nothing to restore"
+	if len(earlier) > 0 {
+		sort.Strings(earlier)
+		why += fmt.Sprintf(" (EtcdBackups %s are of an earlier cluster of the same name: if one is what you want, restore it by hand into a new EtcdCluster with spec.bootstrap.restore)", strings.Join(earlier, ", "))
+	}
+	return nil, nil, why
 }
 
-// recoveryPlan returns the snapshot the members of an automatic restore restore: the backup's, with a
-// cluster token of its own so that the recreated cluster (same member names and peer URLs) gets a new
-// cluster ID. When the EtcdBackup was deleted since, its key in spec.backup.destination is used.
-func (r *EtcdClusterReconciler) recoveryPlan(ctx context.Context, s *scope) (*resources.RestorePlan, error) {
+// recoveryPlan returns the snapshot the members of an automatic restore restore: the one
+// status.recovery names, where it was when the restore was decided, with a cluster token of its own so
+// that the recreated cluster (same member names and peer URLs) gets a new cluster ID.
+func (r *EtcdClusterReconciler) recoveryPlan(_ context.Context, s *scope) (*resources.RestorePlan, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
-	plan := &resources.RestorePlan{Key: rec.Key, SHA256: rec.SHA256,
-		ClusterToken: fmt.Sprintf("%s-%s-%d", c.UID, rec.PreviousClusterID, rec.StartTime.Unix())}
-	b := &etcdv1alpha1.EtcdBackup{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: rec.Backup}, b)
-	switch {
-	case err == nil && b.Spec.Destination != nil:
-		plan.Destination = *b.Spec.Destination
-	case err != nil && !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("get etcdbackup %s: %w", rec.Backup, err)
-	case c.Spec.Backup != nil:
-		plan.Destination = c.Spec.Backup.Destination
-	default:
+	if rec.Destination == nil {
 		s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-			"Recreating the cluster from EtcdBackup %s: the backup names no destination and spec.backup no longer says where backups go; set spec.backup.destination to where key %s is stored", rec.Backup, rec.Key)}
+			"Recreating the cluster from EtcdBackup %s: status.recovery records no destination for key %s; create a new EtcdCluster with spec.bootstrap.restore.source naming where it is", rec.Backup, rec.Key)}
 		return nil, nil
 	}
-	return plan, nil
+	return &resources.RestorePlan{Destination: *rec.Destination, Key: rec.Key, SHA256: rec.SHA256,
+		ClusterToken: fmt.Sprintf("%s-%s-%d", c.UID, rec.PreviousClusterID, rec.StartTime.Unix())}, nil
 }

@@ -24,8 +24,9 @@ import (
 )
 
 // TestObserveDataLoss: quorum is lost for good only when fewer than a quorum of the last listed voters
-// keep their data: their claim (persistent storage) or their pod (emptyDir); a terminating claim or
-// pod, or a failed emptyDir pod, has lost it; learners do not count.
+// keep their data: their claim (persistent storage) or their pod (emptyDir). Only what is certainly
+// gone counts: a claim being deleted is kept while its pod exists, a terminating emptyDir pod still has
+// its volume; learners do not count.
 func TestObserveDataLoss(t *testing.T) {
 	voters := func(names ...string) []etcdv1alpha1.MemberStatus {
 		var ms []etcdv1alpha1.MemberStatus
@@ -64,16 +65,22 @@ func TestObserveDataLoss(t *testing.T) {
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false), "data-d-1": pvc(false)}, lost: []string{"d-2"}},
 		{name: "two claims gone", members: voters("d-0", "d-1", "d-2"),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}, lost: []string{"d-1", "d-2"}, permanent: true},
-		{name: "a terminating claim counts as gone", members: voters("d-0", "d-1", "d-2"),
+		{name: "a claim being deleted without its pod is gone", members: voters("d-0", "d-1", "d-2"),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false), "data-d-1": pvc(true)}, lost: []string{"d-1", "d-2"}, permanent: true},
+		{name: "a claim being deleted under a live pod is kept (Kubernetes keeps it while the pod uses it)", members: voters("d-0", "d-1", "d-2"),
+			pods: map[string]*corev1.Pod{"d-1": pod(corev1.PodRunning, false), "d-2": pod(corev1.PodRunning, false)},
+			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-1": pvc(true), "data-d-2": pvc(true)}, lost: []string{"d-0"}},
 		{name: "persistent members keep data without pods", members: voters("d-0"),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 		{name: "emptyDir: all pods restarted at once", emptyDir: true, members: voters("d-0", "d-1", "d-2"),
 			lost: []string{"d-0", "d-1", "d-2"}, permanent: true},
 		{name: "emptyDir: frozen pods keep their data", emptyDir: true, members: voters("d-0", "d-1", "d-2"),
 			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-1": pod(corev1.PodPending, false), "d-2": pod(corev1.PodRunning, false)}},
-		{name: "emptyDir: terminating and failed pods lose it", emptyDir: true, members: voters("d-0", "d-1", "d-2", "d-3", "d-4"),
-			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-1": pod(corev1.PodRunning, true), "d-2": pod(corev1.PodFailed, false), "d-3": pod(corev1.PodRunning, false)},
+		{name: "emptyDir: a terminating pod still has its volume", emptyDir: true, members: voters("d-0", "d-1", "d-2"),
+			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, true), "d-1": pod(corev1.PodRunning, true)},
+			lost: []string{"d-2"}},
+		{name: "emptyDir: pods gone", emptyDir: true, members: voters("d-0", "d-1", "d-2", "d-3", "d-4"),
+			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-3": pod(corev1.PodFailed, false)},
 			lost: []string{"d-1", "d-2", "d-4"}, permanent: true},
 		{name: "learners do not count", members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleLearner}),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
@@ -99,14 +106,24 @@ func TestObserveDataLoss(t *testing.T) {
 func TestPickRestoreBackup(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	at := func(h int) *metav1.Time { t := metav1.NewTime(created.Add(time.Duration(h) * time.Hour)); return &t }
+	clusterDest := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "bk-b"}}
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Version: "3.5.35"}}
+		Spec: etcdv1alpha1.EtcdClusterSpec{Version: "3.5.35", Backup: &etcdv1alpha1.BackupSpec{Destination: clusterDest}}}
+	own := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "own"}}
 	b := func(name, cluster string, phase etcdv1alpha1.BackupPhase, createdH, doneH int, ver string) etcdv1alpha1.EtcdBackup {
 		return etcdv1alpha1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: *at(createdH)},
-			Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}},
-			Status:     etcdv1alpha1.EtcdBackupStatus{Phase: phase, Key: name + ".db", CompletionTime: at(doneH), EtcdVersion: ver},
+			Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: own},
+			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Key: name + ".db", CompletionTime: at(doneH), EtcdVersion: ver,
+				Location: "pvc://own/" + name + ".db"},
 		}
+	}
+	// a backup that named no destination went to the cluster's destination of the day
+	toCluster := func(name, claim string, doneH int) etcdv1alpha1.EtcdBackup {
+		x := b(name, "d", etcdv1alpha1.BackupSucceeded, 1, doneH, "3.5.35")
+		x.Spec.Destination = nil
+		x.Status.Location = "pvc://" + claim + "/" + name + ".db"
+		return x
 	}
 	for _, tc := range []struct {
 		name    string
@@ -132,12 +149,23 @@ func TestPickRestoreBackup(t *testing.T) {
 			b("newer", "d", etcdv1alpha1.BackupSucceeded, 1, 5, "3.6.16"),
 		}, "", "newer (the snapshot was taken from etcd 3.6.16"},
 		{"none", nil, "", "no EtcdBackup of this cluster succeeded"},
+		{"an earlier cluster's backup is named", []etcdv1alpha1.EtcdBackup{
+			b("before", "d", etcdv1alpha1.BackupSucceeded, -1, 9, "3.5.35"),
+		}, "", "EtcdBackups before are of an earlier cluster of the same name"},
+		{"stored at the cluster's destination", []etcdv1alpha1.EtcdBackup{toCluster("here", "bk-b", 2)}, "here", ""},
+		{"stored where the cluster's destination no longer points", []etcdv1alpha1.EtcdBackup{
+			toCluster("moved", "bk-a", 5), toCluster("here", "bk-b", 2),
+		}, "here", ""},
+		{"only moved ones", []etcdv1alpha1.EtcdBackup{toCluster("moved", "bk-a", 5)}, "", "moved (stored at pvc://bk-a/moved.db, which spec.backup.destination no longer names)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := pickRestoreBackup(c, tc.backups)
+			got, dest, why := pickRestoreBackup(c, tc.backups)
 			name := ""
 			if got != nil {
 				name = got.Name
+				if loc := resources.DestinationLocation(dest, got.Status.Key); loc != got.Status.Location {
+					t.Errorf("destination %+v gives %s, the backup is at %s", dest, loc, got.Status.Location)
+				}
 			}
 			if name != tc.want || !strings.Contains(why, tc.why) {
 				t.Errorf("got %q (%q), want %q (%q)", name, why, tc.want, tc.why)
@@ -193,7 +221,8 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 		}
 		now := metav1.Now()
 		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-c05/c05/nightly.db", SHA256: sha,
-			Revision: 42, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation}
+			Revision: 42, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation,
+			Location: resources.DestinationLocation(dest, "ns-c05/c05/nightly.db")}
 		return k8s.Status().Update(ctx, b)
 	})
 
@@ -222,6 +251,9 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 		}
 		if c.Status.Phase != etcdv1alpha1.PhaseQuorumLost {
 			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		if q := condition(c, etcdv1alpha1.ConditionQuorumDataLost); q == nil || q.Status != metav1.ConditionTrue {
+			return fmt.Errorf("QuorumDataLost %+v", q)
 		}
 		return nil
 	})
@@ -273,7 +305,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	c = getCluster(t, c)
 	rec := c.Status.Recovery
 	if rec == nil || rec.Phase != etcdv1alpha1.RecoveryRestoring || rec.Backup != b.Name || rec.Revision != 42 ||
-		rec.PreviousClusterID != oldID || !slices.Equal(rec.LostMembers, names) {
+		rec.PreviousClusterID != oldID || !slices.Equal(rec.LostMembers, names) || rec.Destination == nil || rec.Destination.PVC.ClaimName != "backups" {
 		t.Fatalf("status.recovery %+v", rec)
 	}
 	if c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.ClusterID != "" {
@@ -369,7 +401,8 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 		}
 		now := metav1.Now()
 		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-lostclaims/lc/hourly.db",
-			SHA256: strings.Repeat("ef", 32), Revision: 7, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation}
+			SHA256: strings.Repeat("ef", 32), Revision: 7, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation,
+			Location: "pvc://backups/ns-lostclaims/lc/hourly.db"}
 		return k8s.Status().Update(ctx, b)
 	})
 
@@ -480,4 +513,109 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 		}
 		return fmt.Errorf("claim of %s being deleted", name)
 	})
+}
+
+// TestRestoreCancelledWhenTurnedOff: a restore that is still deleting the lost cluster (here the
+// survivor's pod is held by a finalizer) is cancelled when spec.recovery.restoreOnQuorumLoss is turned
+// off: status.recovery is cleared, an event says so, and no member is created from the backup.
+func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-cancel"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "cx", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"cx-0", "cx-1", "cx-2"}
+	hosts := []string{"127.0.0.74", "127.0.0.75", "127.0.0.76"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	eventually(t, waitTimeout, "Running", func() error {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "cx-b", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
+		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase == "" {
+			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
+		}
+		now := metav1.Now()
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-cancel/cx/b.db", SHA256: strings.Repeat("01", 32),
+			Revision: 3, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation, Location: "pvc://backups/ns-cancel/cx/b.db"}
+		return k8s.Status().Update(ctx, b)
+	})
+	// the survivor's pod cannot go until the test lets it
+	const hold = "test.etcdkit.dev/hold"
+	eventually(t, waitTimeout, "hold the survivor's pod", func() error {
+		p, err := getPod(c, names[0])
+		if err != nil {
+			return err
+		}
+		p.Finalizers = append(p.Finalizers, hold)
+		return k8s.Update(ctx, p)
+	})
+	release := func() {
+		eventually(t, waitTimeout, "release the survivor's pod", func() error {
+			p, err := getPod(c, names[0])
+			if apierrors.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == hold })
+			return k8s.Update(ctx, p)
+		})
+	}
+	t.Cleanup(release)
+	for _, i := range []int{1, 2} {
+		members[i].Stop()
+		deleteMemberAndClaim(t, c, names[i])
+	}
+	eventually(t, waitTimeout, "restore decided, deleting", func() error {
+		c = getCluster(t, c)
+		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting {
+			return fmt.Errorf("status.recovery %+v", rec)
+		}
+		p, err := getPod(c, names[0])
+		if err != nil || p.DeletionTimestamp == nil {
+			return fmt.Errorf("survivor's pod not being deleted yet (%v)", err)
+		}
+		return nil
+	})
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Recovery.RestoreOnQuorumLoss = false })
+	eventually(t, waitTimeout, "restore cancelled", func() error {
+		c = getCluster(t, c)
+		if c.Status.Recovery != nil {
+			return fmt.Errorf("status.recovery %+v", c.Status.Recovery)
+		}
+		return findEvent(ctx, c, etcdv1alpha1.ReasonRestoreCancelled, "spec.recovery.restoreOnQuorumLoss was turned off")
+	})
+	release()
+	// with the survivor's pod and claim gone, the loss is reported, and nothing is restored
+	eventually(t, waitTimeout, "loss reported, nothing restored", func() error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "nothing is changed") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	for _, n := range names {
+		if p, err := getPod(c, n); err == nil && len(p.Spec.InitContainers) > 0 {
+			t.Errorf("pod %s restores the backup after the restore was cancelled", n)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,4 +114,34 @@ func snapshotVersionProblem(snapshotVersion, clusterVersion string) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// restoreFailures names the member pods whose restore init container failed, with what it said: a
+// restore that cannot succeed (the snapshot is missing, its sha256 differs, the credentials are wrong)
+// shows in the status rather than only as a crash-looping init container.
+func restoreFailures(s *scope) []string {
+	var out []string
+	for name, p := range s.pods {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if cs.Name != resources.RestoreContainerName {
+				continue
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+				continue // restored
+			}
+			t := cs.State.Terminated
+			if t == nil || t.ExitCode == 0 {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t != nil && t.ExitCode != 0 {
+				msg, _, _ := strings.Cut(strings.TrimSpace(t.Message), "\n")
+				if msg == "" {
+					msg = fmt.Sprintf("exit code %d (%s), see its logs", t.ExitCode, t.Reason)
+				}
+				out = append(out, name+": "+msg)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -96,6 +96,17 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	if s.consistency != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, s.consistency.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{s.consistency.reason, s.consistency.message})
 	}
+	switch {
+	case s.dataLoss != nil && s.dataLoss.permanent():
+		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, s.dataLoss.message(c.Spec.Storage.EmptyDir != nil)})
+	case s.dataLoss != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept,
+			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", s.dataLoss.kept(), len(s.dataLoss.voters), s.dataLoss.quorum())})
+	case s.etcd != nil || recovering(c):
+		if meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionQuorumDataLost) != nil {
+			setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
+		}
+	}
 	if s.volumes != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
 	}

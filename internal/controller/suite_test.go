@@ -52,6 +52,8 @@ func TestMain(m *testing.M) {
 		// compare hashes on every healthy pass, so tests see the DataInconsistent condition soon
 		ConsistencyCheckInterval: time.Second,
 		EtcdTimeout:              2 * time.Second,
+		RecoveryDelay:            2 * time.Second,
+		APIReader:                mgr.GetAPIReader(),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -6,6 +6,9 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
 
+// RestoreContainerName is the name of the init container that restores a member's snapshot.
+const RestoreContainerName = "restore"
+
 // scratchPath is a writable emptyDir for downloads and staging (the root filesystem is read-only).
 const scratchPath = "/tmp"
 
@@ -55,7 +58,7 @@ func (o Options) restoreInitContainer(c *etcdv1alpha1.EtcdCluster, m Member, pla
 		corev1.VolumeMount{Name: "data", MountPath: DataMountPath},
 		corev1.VolumeMount{Name: "scratch", MountPath: scratchPath})
 	return corev1.Container{
-		Name:            "restore",
+		Name:            RestoreContainerName,
 		Image:           o.OperatorImage,
 		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
 		Args:            args,
