@@ -200,6 +200,13 @@ func TestStatusFromRealEtcd(t *testing.T) {
 		t.Errorf("%d members marked leader", leaders)
 	}
 
+	// The steady state includes the first consistency check's result.
+	eventually(t, waitTimeout, "first consistency check", func() error {
+		if d := condition(getCluster(t, c), etcdv1alpha1.ConditionDataInconsistent); d == nil || d.Status != metav1.ConditionFalse {
+			return fmt.Errorf("DataInconsistent %+v", d)
+		}
+		return nil
+	})
 	// Nothing changes: passes triggered by pod updates write no status.
 	rv := getCluster(t, c).ResourceVersion
 	for i := range 3 {
