@@ -259,7 +259,7 @@ const (
 	// PhaseRestoring: after a quorum loss without data, the cluster is being recreated from a backup
 	// (spec.recovery.restoreOnQuorumLoss; status.recovery says from which).
 	PhaseRestoring ClusterPhase = "Restoring"
-	PhaseDeleting   ClusterPhase = "Deleting"
+	PhaseDeleting  ClusterPhase = "Deleting"
 )
 
 // MemberRole is whether a member votes in the raft quorum.
