@@ -149,13 +149,19 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}()
 	before := c.Status.DeepCopy()
 	result, err := r.reconcilePhases(ctx, s)
+	phaseErr := err
 	if err != nil {
 		s.progress = &progress{etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err)}
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
 	}
 	computeStatus(s, r.Options, err == nil)
-	if patchErr := r.patchStatus(ctx, c, before); patchErr != nil {
+	patchErr := r.patchStatus(ctx, c, before)
+	if patchErr != nil {
 		err = errors.Join(err, patchErr)
+	}
+	if phaseErr == nil && patchErr != nil && apierrors.IsConflict(patchErr) {
+		// the pass worked on a stale copy: look again at the newest one, without an error
+		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
 	}
 	if err != nil {
 		logger.Error(err, "Reconcile failed", "etcdcluster", klog.KObj(c))
@@ -264,7 +270,9 @@ func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1alpha1
 	}
 	orig := c.DeepCopy()
 	orig.Status = *before
-	if err := r.Status().Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+	// with the resourceVersion the pass read: a pass that worked on a stale copy must not put back what
+	// a newer pass wrote (an older member list, a condition's older transition time)
+	if err := r.Status().Patch(ctx, c, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -201,6 +201,21 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
+// neverStarted reports whether etcd lists member name as never started (it has no name yet): an
+// initial member of a restored cluster whose restore did not finish still needs the snapshot, and the
+// cluster token the others were restored with.
+func (r *EtcdClusterReconciler) neverStarted(s *scope, name string) bool {
+	if s.etcd == nil {
+		return false
+	}
+	for _, m := range s.etcd.members {
+		if m.Name == "" && memberName(r.Options, s.cluster, m) == name {
+			return true
+		}
+	}
+	return false
+}
+
 // memberFromPVC returns how member name was first started, as its claim records it.
 func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Member {
 	state := pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState]
@@ -215,9 +230,10 @@ func memberFromPVC(pvc *corev1.PersistentVolumeClaim, name string) resources.Mem
 // bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
 // while that snapshot cannot be resolved, no pod is created and s says why.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
-	if m.InitialClusterState == resources.StateNew && !formed(s) {
-		// only before the cluster first forms: afterwards a recreated member starts on its own data and
-		// must not depend on the backup storage (its credentials, its availability) to restart
+	if m.InitialClusterState == resources.StateNew && (!formed(s) || r.neverStarted(s, m.Name)) {
+		// only before the cluster first forms, or for an initial member that never started: afterwards
+		// a recreated member starts on its own data and must not depend on the backup storage (its
+		// credentials, its availability) to restart
 		plan, err := r.restorePlan(ctx, s)
 		if err != nil {
 			return err

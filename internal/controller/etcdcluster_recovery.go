@@ -59,7 +59,9 @@ func observeDataLoss(s *scope) dataLoss {
 	c := s.cluster
 	var d dataLoss
 	for _, m := range c.Status.Members {
-		if m.Role != etcdv1alpha1.RoleVoter {
+		// only members etcd listed count: a pod recorded while etcd did not answer (a removed member's
+		// pod still terminating, a learner's) has no member ID and is no voter
+		if m.Role != etcdv1alpha1.RoleVoter || m.ID == "" {
 			continue
 		}
 		d.voters = append(d.voters, m.Name)
@@ -208,6 +210,10 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 	}
 	// recorded before anything is deleted, and only if nobody changed the cluster since this pass read it
 	if err := r.Status().Update(ctx, c); err != nil {
+		c.Status.Recovery = nil // not decided: the next pass judges again on the newest cluster
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+		}
 		return ctrl.Result{}, fmt.Errorf("record the decision to restore EtcdBackup %s: %w", b.Name, err)
 	}
 	quorumRestores.WithLabelValues("started").Inc()
@@ -225,10 +231,15 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
+	// every step of a restore is taken on the newest cluster only: a stale copy may not show the step
+	// before (and would delete what the restore created, or report success twice)
+	if ok, err := r.latest(ctx, c); err != nil || !ok {
+		return ctrl.Result{RequeueAfter: requeueProgressing}, err
+	}
+	if rec.Phase == etcdv1alpha1.RecoveryDeleting && s.etcd != nil && etcd.FormatID(s.etcd.clusterID) != rec.PreviousClusterID {
+		rec.Phase = etcdv1alpha1.RecoveryRestoring // the restored cluster answers: nothing of the lost one is left
+	}
 	if rec.Phase == etcdv1alpha1.RecoveryDeleting {
-		if ok, err := r.latest(ctx, c); err != nil || !ok {
-			return ctrl.Result{RequeueAfter: requeueProgressing}, err // never delete on a stale view
-		}
 		switch {
 		case s.etcd != nil && etcd.FormatID(s.etcd.clusterID) == rec.PreviousClusterID:
 			return r.cancelRecovery(s, "the lost cluster answers again")
@@ -247,8 +258,17 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		rec.Phase = etcdv1alpha1.RecoveryRestoring
 		// the lost cluster's identity goes with it: the members are recreated as a new cluster
 		c.Status.ClusterID, c.Status.Members = "", nil
+		// recorded before any member is created, so that no later pass takes it for the lost cluster's
+		if err := r.Status().Update(ctx, c); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("record that the lost cluster's members are deleted: %w", err)
+		}
 		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 			"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
+		s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)}
+		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
 	}
 	if s.etcd != nil {
 		if id := etcd.FormatID(s.etcd.clusterID); id != rec.PreviousClusterID {
@@ -271,12 +291,12 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 	return res, err
 }
 
-// cancelRecovery forgets an automatic restore that has not deleted anything yet.
+// cancelRecovery forgets an automatic restore that is still deleting the lost cluster.
 func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (ctrl.Result, error) {
 	c := s.cluster
 	backupName := c.Status.Recovery.Backup
 	c.Status.Recovery = nil
-	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s before deleting anything: %s", backupName, why)
+	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s: %s; what was already deleted stays deleted", backupName, why)
 	s.progress = &progress{etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)}
 	return ctrl.Result{}, nil
 }
@@ -328,7 +348,8 @@ func pickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdB
 	var refused, earlier []string
 	for i := range backups {
 		b := &backups[i]
-		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Key == "" || b.Status.CompletionTime == nil {
+		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Key == "" || b.Status.CompletionTime == nil ||
+			b.DeletionTimestamp != nil {
 			continue
 		}
 		if b.CreationTimestamp.Before(&c.CreationTimestamp) {
@@ -343,7 +364,9 @@ func pickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdB
 		if dest == nil && c.Spec.Backup != nil {
 			dest = &c.Spec.Backup.Destination
 		}
-		if loc := resources.DestinationLocation(dest, b.Status.Key); dest == nil || (b.Status.Location != "" && loc != b.Status.Location) {
+		// a backup that named no destination went to the cluster's destination of its day: use the
+		// cluster's only if it still leads there
+		if loc := resources.DestinationLocation(dest, b.Status.Key); dest == nil || (b.Spec.Destination == nil && loc != b.Status.Location) {
 			refused = append(refused, fmt.Sprintf("%s (stored at %s, which spec.backup.destination no longer names)", b.Name, b.Status.Location))
 			continue
 		}

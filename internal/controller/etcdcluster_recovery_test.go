@@ -30,8 +30,8 @@ import (
 func TestObserveDataLoss(t *testing.T) {
 	voters := func(names ...string) []etcdv1alpha1.MemberStatus {
 		var ms []etcdv1alpha1.MemberStatus
-		for _, n := range names {
-			ms = append(ms, etcdv1alpha1.MemberStatus{Name: n, Role: etcdv1alpha1.RoleVoter})
+		for i, n := range names {
+			ms = append(ms, etcdv1alpha1.MemberStatus{Name: n, Role: etcdv1alpha1.RoleVoter, ID: fmt.Sprintf("%x", i+1)})
 		}
 		return ms
 	}
@@ -85,6 +85,9 @@ func TestObserveDataLoss(t *testing.T) {
 		{name: "learners do not count", members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleLearner}),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 		{name: "no member ever listed: nothing to judge", members: nil},
+		{name: "a pod recorded while etcd did not answer is no voter (a removed member's, still terminating)",
+			members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleVoter}),
+			pvcs:    map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
@@ -182,49 +185,13 @@ func TestPickRestoreBackup(t *testing.T) {
 // says Restoring from that backup, and once a new cluster answers, Succeeded with a new cluster ID.
 func TestC05_QuorumLostWithoutData(t *testing.T) {
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-c05"}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c05", Namespace: ns.Name},
+	c, members, names, hosts := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c05", Namespace: "ns-c05"},
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
-			Storage: etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"c05-0", "c05-1", "c05-2"}
-	hosts := []string{"127.0.0.51", "127.0.0.52", "127.0.0.53"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	eventually(t, waitTimeout, "Running", func() error {
-		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", c.Status.Phase)
-		}
-		return nil
-	})
+			Storage: etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}, "127.0.0.51", "127.0.0.52", "127.0.0.53")
 	oldID := c.Status.ClusterID
-
-	// A backup of the cluster succeeded (its Job cannot run here: the status is what it would report).
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "c05-nightly", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
-	if err := k8s.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
 	sha := strings.Repeat("cd", 32)
-	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
-		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
-			return err
-		}
-		if b.Status.Phase == "" {
-			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
-		}
-		now := metav1.Now()
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-c05/c05/nightly.db", SHA256: sha,
-			Revision: 42, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation,
-			Location: resources.DestinationLocation(dest, "ns-c05/c05/nightly.db")}
-		return k8s.Status().Update(ctx, b)
-	})
+	b := succeededBackup(t, c, "c05-nightly", dest, "ns-c05/c05/nightly.db", sha, 42)
 
 	// Every member stops and every pod goes at once: the emptyDirs, and the data, go with them.
 	for _, m := range members {
@@ -363,48 +330,14 @@ func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text st
 // backup.
 func TestQuorumLostWithClaimsGone(t *testing.T) {
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-lostclaims"}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: ns.Name},
+	c, members, names, _ := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: "ns-lostclaims"},
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
 			Storage:  etcdv1alpha1.StorageSpec{RetainPolicy: etcdv1alpha1.RetainPolicyRetain},
 			Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true},
 			Backup: &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{
-				PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}}}}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"lc-0", "lc-1", "lc-2"}
-	hosts := []string{"127.0.0.71", "127.0.0.72", "127.0.0.73"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	eventually(t, waitTimeout, "Running", func() error {
-		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", c.Status.Phase)
-		}
-		return nil
-	})
+				PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}}}}, "127.0.0.71", "127.0.0.72", "127.0.0.73")
 	// A backup with no destination of its own: the cluster's spec.backup.destination holds it.
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "lc-hourly", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}}}
-	if err := k8s.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
-		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
-			return err
-		}
-		if b.Status.Phase == "" {
-			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
-		}
-		now := metav1.Now()
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-lostclaims/lc/hourly.db",
-			SHA256: strings.Repeat("ef", 32), Revision: 7, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation,
-			Location: "pvc://backups/ns-lostclaims/lc/hourly.db"}
-		return k8s.Status().Update(ctx, b)
-	})
+	b := succeededBackup(t, c, "lc-hourly", nil, "ns-lostclaims/lc/hourly.db", strings.Repeat("ef", 32), 7)
 
 	// lc-1 and lc-2 lose their pods and claims; lc-0 keeps running on its data, without a quorum.
 	for _, i := range []int{1, 2} {
@@ -520,43 +453,11 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 // off: status.recovery is cleared, an event says so, and no member is created from the backup.
 func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-cancel"}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "cx", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}}}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"cx-0", "cx-1", "cx-2"}
-	hosts := []string{"127.0.0.74", "127.0.0.75", "127.0.0.76"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	eventually(t, waitTimeout, "Running", func() error {
-		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", c.Status.Phase)
-		}
-		return nil
-	})
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "cx-b", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
-	if err := k8s.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
-		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
-			return err
-		}
-		if b.Status.Phase == "" {
-			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name)
-		}
-		now := metav1.Now()
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-cancel/cx/b.db", SHA256: strings.Repeat("01", 32),
-			Revision: 3, EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation, Location: "pvc://backups/ns-cancel/cx/b.db"}
-		return k8s.Status().Update(ctx, b)
-	})
+	c, members, names, _ := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "cx", Namespace: "ns-cancel"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}}},
+		"127.0.0.74", "127.0.0.75", "127.0.0.76")
+	succeededBackup(t, c, "cx-b", dest, "ns-cancel/cx/b.db", strings.Repeat("01", 32), 3)
 	// the survivor's pod cannot go until the test lets it
 	const hold = "test.etcdkit.dev/hold"
 	eventually(t, waitTimeout, "hold the survivor's pod", func() error {
@@ -618,4 +519,63 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 			t.Errorf("pod %s restores the backup after the restore was cancelled", n)
 		}
 	}
+}
+
+// runningCluster creates c, and its namespace, runs one embedded etcd member per host as its members
+// <name>-0.. (marking their pods Running at those addresses, as kubelet would), and waits until the
+// cluster is Running. It returns the cluster as last read, the members, their names and hosts.
+func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) (*etcdv1alpha1.EtcdCluster, []*testenv.EtcdMember, []string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(hosts))
+	ips := map[string]string{}
+	for i, h := range hosts {
+		names[i] = fmt.Sprintf("%s-%d", c.Name, i)
+		ips[names[i]] = h
+	}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, ips)
+	eventually(t, waitTimeout, "Running", func() error {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", c.Status.Phase)
+		}
+		return nil
+	})
+	return c, members, names, hosts
+}
+
+// succeededBackup creates EtcdBackup name of cluster c (to dest; nil: the cluster's destination) and
+// sets its status as its Job would on success (the Job cannot run here): key, sha256, revision, etcd
+// 3.6.16, completed now, stored at key in its destination.
+func succeededBackup(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, dest *etcdv1alpha1.BackupDestination, key, sha string, revision int64) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	ctx := context.Background()
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	stored := dest
+	if stored == nil {
+		stored = &c.Spec.Backup.Destination
+	}
+	eventually(t, waitTimeout, "backup "+name+" marked Succeeded", func() error {
+		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase == "" {
+			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name) // its first write would overwrite ours
+		}
+		now := metav1.Now()
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: key, SHA256: sha, Revision: revision,
+			EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation, Location: resources.DestinationLocation(stored, key)}
+		return k8s.Status().Update(ctx, b)
+	})
+	return b
 }

@@ -29,7 +29,8 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 	}
 	var plan *resources.RestorePlan
 	switch {
-	case recovering(c):
+	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoveryDeleting:
+		// the cluster's newest bootstrap: the automatic restore (or a member of it that never started)
 		p, err := r.recoveryPlan(ctx, s)
 		if err != nil || p == nil {
 			return nil, err

@@ -74,6 +74,9 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	degradedReason, degradedMsg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", desired)
 	if degraded {
 		degradedReason, degradedMsg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(st.Members, desired)
+		if failed := restoreFailures(s); len(failed) > 0 {
+			degradedMsg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
+		}
 	}
 	setCondition(st, gen, etcdv1alpha1.ConditionDegraded, degraded, [2]string{degradedReason, degradedMsg})
 

@@ -118,18 +118,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for k, want := range map[string]string{"k": "v", "k2": ""} {
-		resp, err := kv(c).Get(ctx, k)
-		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
-		}
-		switch {
-		case want == "" && len(resp.Kvs) > 0:
-			t.Errorf("%s = %q: written after the backup, it cannot be in the restored cluster", k, resp.Kvs[0].Value)
-		case want != "" && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != want):
-			t.Errorf("%s missing or wrong after the restore: %v", k, resp.Kvs)
-		}
-	}
+	assertRestoredKeys(ctx, t, kv(c), map[string]string{"k": "v", "k2": ""})
 	pods, err := memberPods(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -230,18 +219,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for k, want := range map[string]string{"a": "1", "b": ""} {
-		resp, err := kv().Get(ctx, k)
-		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
-		}
-		switch {
-		case want == "" && len(resp.Kvs) > 0:
-			t.Errorf("%s = %q: written after the backup, it cannot be in the restored cluster", k, resp.Kvs[0].Value)
-		case want != "" && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != want):
-			t.Errorf("%s missing or wrong after the restore: %v", k, resp.Kvs)
-		}
-	}
+	assertRestoredKeys(ctx, t, kv(), map[string]string{"a": "1", "b": ""})
 	now := &corev1.PersistentVolumeClaim{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-demo-0"}, now); err != nil {
 		t.Fatal(err)
@@ -256,6 +234,24 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	for name, n := range restarts(pods) {
 		if n != 0 {
 			t.Errorf("pod %s restarted %d times", name, n)
+		}
+	}
+}
+
+// assertRestoredKeys checks a restored cluster's keys: each has the value want gives, and a key whose
+// wanted value is "" (written after the backup) is absent.
+func assertRestoredKeys(ctx context.Context, t testing.TB, kv clientv3.KV, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		resp, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		switch {
+		case v == "" && len(resp.Kvs) > 0:
+			t.Errorf("%s = %q: written after the backup, it cannot be in the restored cluster", k, resp.Kvs[0].Value)
+		case v != "" && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != v):
+			t.Errorf("%s missing or wrong after the restore: %v", k, resp.Kvs)
 		}
 	}
 }
