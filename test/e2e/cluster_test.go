@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,9 @@ import (
 // read back from every member; idle, it causes no API writes and at most one reconcile per health
 // check interval, and its status shows a deleted member promptly (C14).
 func TestC07_C14_BootstrapAndIdle(t *testing.T) {
+	// The operator's counters are global: the namespaces of earlier tests (clusters, scheduled
+	// backups) must be gone before the idle window is measured.
+	waitOtherTestNamespacesGone(t, "e2e-c07")
 	c := newCluster(t, "e2e-c07", "demo", 3)
 	took, got := assertAvailable(t, c, availableTimeout)
 	t.Logf("C07: apply -> Available in %s", took.Round(100*time.Millisecond))
@@ -315,4 +319,27 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 		return nil
 	})
 	t.Logf("C13: deleted without quorum; everything gone in %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitOtherTestNamespacesGone waits until no e2e- namespace but own is being deleted: what earlier
+// tests left terminating (clusters being deleted, scheduled backups) would otherwise show in the
+// operator's global counters. (A failed test keeps its namespace, Active, for inspection.)
+func waitOtherTestNamespacesGone(t testing.TB, own string) {
+	t.Helper()
+	waitFor(t, 5*time.Minute, "earlier tests' namespaces deleted", func(ctx context.Context) error {
+		list := &corev1.NamespaceList{}
+		if err := k8s.List(ctx, list); err != nil {
+			return err
+		}
+		var left []string
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, "e2e-") && ns.Name != own && ns.Status.Phase == corev1.NamespaceTerminating {
+				left = append(left, ns.Name+" ("+string(ns.Status.Phase)+")")
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("namespaces %v still exist", left)
+		}
+		return nil
+	})
 }
