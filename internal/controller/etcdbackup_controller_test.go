@@ -463,17 +463,16 @@ func TestBackupWrongCredentials(t *testing.T) {
 		cur.Annotations = map[string]string{"poke": "1"}
 		return k8s.Update(ctx, cur)
 	})
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	consistently(t, 2*time.Second, "a failed backup was retried", func() error {
 		jobs := &batchv1.JobList{}
 		if err := k8s.List(ctx, jobs, client.InNamespace(c.Namespace)); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if len(jobs.Items) != 1 || getBackup(t, c.Namespace, "denied").Status.Phase != etcdv1alpha1.BackupFailed {
-			t.Fatalf("%d jobs, phase %s: a failed backup was retried", len(jobs.Items), getBackup(t, c.Namespace, "denied").Status.Phase)
+		if phase := getBackup(t, c.Namespace, "denied").Status.Phase; len(jobs.Items) != 1 || phase != etcdv1alpha1.BackupFailed {
+			return fmt.Errorf("%d jobs, phase %s", len(jobs.Items), phase)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if v := testutil.ToFloat64(backupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
 		t.Errorf("failures counter %v, want 1", v)
 	}

@@ -220,13 +220,12 @@ func TestStatusFromRealEtcd(t *testing.T) {
 		}
 	}
 	// The health check interval (5 s here) also passes without a write.
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := getCluster(t, c).ResourceVersion; got != rv {
-			t.Fatalf("status written while nothing changed: resourceVersion %s -> %s; status %+v", rv, got, getCluster(t, c).Status)
+	consistently(t, 6*time.Second, "status written while nothing changed", func() error {
+		if got := getCluster(t, c); got.ResourceVersion != rv {
+			return fmt.Errorf("resourceVersion %s -> %s; status %+v", rv, got.ResourceVersion, got.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// C04 at the object level: a deleted member pod is recreated on its claim with the same command.
 	old, err := getPod(c, names[1])

@@ -209,12 +209,9 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
 	// recorded before anything is deleted, and only if nobody changed the cluster since this pass read it
-	if err := r.Status().Update(ctx, c); err != nil {
+	if res, err := r.recordStatus(ctx, c, "the decision to restore EtcdBackup "+b.Name); err != nil || !res.IsZero() {
 		c.Status.Recovery = nil // not decided: the next pass judges again on the newest cluster
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: requeueProgressing}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("record the decision to restore EtcdBackup %s: %w", b.Name, err)
+		return res, err
 	}
 	quorumRestores.WithLabelValues("started").Inc()
 	r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
@@ -226,7 +223,7 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 
 // reconcileRecovery carries an automatic restore on (status.recovery): it deletes the lost cluster's
 // member pods and claims, then bootstraps every member from the snapshot with a new cluster token,
-// and marks the restore Succeeded once the new cluster answers. Until the first deletion, turning
+// and marks the restore Succeeded once the new cluster answers. While it is deleting, turning
 // spec.recovery.restoreOnQuorumLoss off or the lost cluster answering again cancels it.
 func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
@@ -236,12 +233,16 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
 		return ctrl.Result{RequeueAfter: requeueProgressing}, err
 	}
-	if rec.Phase == etcdv1alpha1.RecoveryDeleting && s.etcd != nil && etcd.FormatID(s.etcd.clusterID) != rec.PreviousClusterID {
+	answering := "" // the ID of the cluster that answers, if any
+	if s.etcd != nil {
+		answering = etcd.FormatID(s.etcd.clusterID)
+	}
+	if rec.Phase == etcdv1alpha1.RecoveryDeleting && answering != "" && answering != rec.PreviousClusterID {
 		rec.Phase = etcdv1alpha1.RecoveryRestoring // the restored cluster answers: nothing of the lost one is left
 	}
 	if rec.Phase == etcdv1alpha1.RecoveryDeleting {
 		switch {
-		case s.etcd != nil && etcd.FormatID(s.etcd.clusterID) == rec.PreviousClusterID:
+		case answering != "" && answering == rec.PreviousClusterID:
 			return r.cancelRecovery(s, "the lost cluster answers again")
 		case !optedIn(c):
 			return r.cancelRecovery(s, "spec.recovery.restoreOnQuorumLoss was turned off")
@@ -259,25 +260,22 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		// the lost cluster's identity goes with it: the members are recreated as a new cluster
 		c.Status.ClusterID, c.Status.Members = "", nil
 		// recorded before any member is created, so that no later pass takes it for the lost cluster's
-		if err := r.Status().Update(ctx, c); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: requeueProgressing}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("record that the lost cluster's members are deleted: %w", err)
+		if res, err := r.recordStatus(ctx, c, "that the lost cluster's members are deleted"); err != nil || !res.IsZero() {
+			return res, err
 		}
 		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 			"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
 		s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)}
 		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
 	}
-	if s.etcd != nil {
-		if id := etcd.FormatID(s.etcd.clusterID); id != rec.PreviousClusterID {
+	if answering != "" {
+		if answering != rec.PreviousClusterID {
 			now := metav1.Now()
 			rec.Phase, rec.CompletionTime = etcdv1alpha1.RecoverySucceeded, &now
 			quorumRestores.WithLabelValues("succeeded").Inc()
 			r.event(c, corev1.EventTypeNormal, "RestoredFromBackup", "Recover",
 				"Recreated the cluster from EtcdBackup %s (revision %d) in %s: new cluster ID %s", rec.Backup, rec.Revision,
-				now.Sub(rec.StartTime.Time).Round(time.Second), id)
+				now.Sub(rec.StartTime.Time).Round(time.Second), answering)
 			return r.reconcileMembership(ctx, s)
 		}
 		s.stalled = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
@@ -289,6 +287,21 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		s.progress.reason = etcdv1alpha1.ReasonRestoringFromBackup
 	}
 	return res, err
+}
+
+// recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery
+// step is announced (event, metric) and acted on only once it is recorded. A conflict (a newer cluster
+// exists) asks for another look soon instead of an error.
+func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (ctrl.Result, error) {
+	err := r.Status().Update(ctx, c)
+	switch {
+	case err == nil:
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+	default:
+		return ctrl.Result{}, fmt.Errorf("record %s: %w", what, err)
+	}
 }
 
 // cancelRecovery forgets an automatic restore that is still deleting the lost cluster.

@@ -227,15 +227,14 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	eventually(t, waitTimeout, "a Warning event", func() error { return findEvent(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, "lost their data") })
 	// Passes keep coming (requeues every 5 s); none creates a member.
 	rv := c.ResourceVersion
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
+	consistently(t, 6*time.Second, "a member was started after the data loss without restoreOnQuorumLoss", func() error {
 		for _, n := range names {
 			if _, err := getPod(c, n); !apierrors.IsNotFound(err) {
-				t.Fatalf("pod %s exists after the data loss without restoreOnQuorumLoss (%v)", n, err)
+				return fmt.Errorf("pod %s exists (get: %v)", n, err)
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := getCluster(t, c); got.ResourceVersion != rv {
 		t.Errorf("status rewritten while nothing changed: %s -> %s", rv, got.ResourceVersion)
 	}

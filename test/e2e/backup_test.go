@@ -335,22 +335,20 @@ func TestBackupWrongCredentials(t *testing.T) {
 		t.Errorf("message %q does not name the credentials", b.Status.Message)
 	}
 	// Nothing is retried: the Job stays failed with its pods, and no other Job appears.
-	deadline := time.Now().Add(20 * time.Second)
 	var pods int
-	for time.Now().Before(deadline) {
+	holdFor(t, 20*time.Second, "a failed backup was retried", func(ctx context.Context) error {
 		jobs := &batchv1.JobList{}
-		if err := k8s.List(context.Background(), jobs, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
+		if err := k8s.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+			return err
 		}
 		if len(jobs.Items) != 1 {
-			t.Fatalf("%d Jobs for one failed backup", len(jobs.Items))
+			return fmt.Errorf("%d Jobs for one failed backup", len(jobs.Items))
 		}
 		j := jobs.Items[0]
-		pods = int(j.Status.Failed + j.Status.Succeeded + j.Status.Active)
-		if pods > 2 {
-			t.Fatalf("%d pods for a backup with wrong credentials: a retry storm", pods)
+		if pods = int(j.Status.Failed + j.Status.Succeeded + j.Status.Active); pods > 2 {
+			return fmt.Errorf("%d pods for a backup with wrong credentials: a retry storm", pods)
 		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 	t.Logf("pods created for the failed backup: %d", pods)
 }

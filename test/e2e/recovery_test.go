@@ -82,15 +82,16 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 		}
 		return nil
 	})
-	for end := time.Now().Add(recoveryHold); time.Now().Before(end); time.Sleep(time.Second) {
-		pods, err := memberPods(context.Background(), c)
+	holdFor(t, recoveryHold, "a member was started after the data loss without spec.recovery.restoreOnQuorumLoss", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		for name := range pods {
-			t.Fatalf("pod %s was created after the data loss without spec.recovery.restoreOnQuorumLoss", name)
+		if len(pods) > 0 {
+			return fmt.Errorf("%d member pods exist", len(pods))
 		}
-	}
+		return nil
+	})
 
 	start := time.Now()
 	waitFor(t, availableTimeout, "opt in", func(ctx context.Context) error {

@@ -86,3 +86,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx con
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// holdFor checks cond every 200 ms for the whole window and fails the test, with cond's error, the
+// first time it does not hold: for what must not happen (a pod started, a retry) while nothing changes.
+func holdFor(t testing.TB, window time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := cond(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
