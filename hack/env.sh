@@ -35,5 +35,5 @@ export LOCAL_KUBECONFIG=$LK/pki/admin.kubeconfig
 export CONTAINERD_SOCK=$LK/containerd/containerd.sock
 
 # log STEP...: a progress line with the time elapsed since the script started.
-EO_T0=${EO_T0:-$(date +%s)}
+export EO_T0=${EO_T0:-$(date +%s)}
 log() { printf '[%4ss] %s\n' "$(( $(date +%s) - EO_T0 ))" "$*"; }

@@ -69,8 +69,12 @@ type Result struct {
 	Revision  int64  `json:"revision"`
 	TotalKeys int    `json:"totalKeys"`
 	Hash      uint32 `json:"hash"`
-	// EtcdVersion is the version of the etcd server that produced the snapshot ("3.6.16");
-	// StorageVersion the database's storage version ("3.6.0").
+	// EtcdVersion is the version of the etcd server that produced the snapshot ("3.6.16"): it decides
+	// which etcd can restore the snapshot. StorageVersion is the storage version recorded in the
+	// database ("3.6.0"), as the snapshot holds it: empty for databases of etcd < 3.6, and for a
+	// snapshot taken before the member recorded it (etcd 3.6 does so asynchronously, seconds after the
+	// cluster version is decided, so a backup of a cluster seconds old may have none). Nothing
+	// depends on it; it is reported for diagnosis.
 	EtcdVersion    string `json:"etcdVersion"`
 	StorageVersion string `json:"storageVersion,omitempty"`
 	// Member is the hex ID of the member the snapshot was taken from, Endpoint its client URL and

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -104,7 +105,7 @@ func sha256Hex(b []byte) string {
 }
 
 // checkResult checks a backup's result against the cluster and what the store holds.
-func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live int, leaderEndpoint string) {
+func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live int, storageVersion, leaderEndpoint string) {
 	t.Helper()
 	if res.Key != key || res.Location != s.Location(key) {
 		t.Errorf("key %q at %q, want %q at %q", res.Key, res.Location, key, s.Location(key))
@@ -112,8 +113,8 @@ func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live 
 	if res.Revision != rev || res.TotalKeys != live {
 		t.Errorf("revision %d with %d keys, want %d with %d", res.Revision, res.TotalKeys, rev, live)
 	}
-	if res.EtcdVersion != "3.6.16" || res.StorageVersion == "" || res.Hash == 0 {
-		t.Errorf("etcd version %q, storage version %q, hash %d: want 3.6.16, set, set", res.EtcdVersion, res.StorageVersion, res.Hash)
+	if res.EtcdVersion != "3.6.16" || res.StorageVersion != storageVersion || res.Hash == 0 {
+		t.Errorf("etcd version %q, storage version %q, hash %d: want 3.6.16, %q, set", res.EtcdVersion, res.StorageVersion, res.Hash, storageVersion)
 	}
 	if res.Role != RoleFollower || res.Endpoint == leaderEndpoint || res.Member == "" {
 		t.Errorf("taken from %s (%s, member %s); want a follower, the leader is %s", res.Endpoint, res.Role, res.Member, leaderEndpoint)
@@ -133,7 +134,7 @@ func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live 
 	if err != nil {
 		t.Fatalf("the stored snapshot does not verify: %v", err)
 	}
-	if st.Revision != rev || st.TotalKeys != live || st.Hash != res.Hash {
+	if st.Revision != rev || st.TotalKeys != live || st.Hash != res.Hash || st.StorageVersion != res.StorageVersion {
 		t.Errorf("stored snapshot status %+v, result %+v", st, res)
 	}
 	m, err := ReadManifest(context.Background(), s, key)
@@ -142,6 +143,34 @@ func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live 
 	}
 	if m.SHA256 != res.SHA256 || m.Revision != res.Revision || !m.CompletionTime.Equal(res.CompletionTime) || m.Location != res.Location {
 		t.Errorf("manifest %+v, result %+v", m, res)
+	}
+}
+
+// storageVersion waits until every member reports the storage version it has recorded in its
+// database, and returns it. etcd 3.6 records it asynchronously, seconds after the cluster version is
+// decided, so a snapshot of a younger cluster has none.
+func (c *cluster) storageVersion(t testing.TB) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var versions []string
+		for _, ep := range c.endpoints {
+			st, err := c.cli.Status(ctx, ep)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			versions = append(versions, st.StorageVersion)
+		}
+		cancel()
+		if v := versions[0]; v != "" && !slices.ContainsFunc(versions, func(s string) bool { return s != v }) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the members report storage versions %q, want one recorded by all within 30s", versions)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -171,6 +200,10 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	leader := src.leaderEndpoint(t)
 	srcID := clusterID(t, src.cli)
+	storageVersion := src.storageVersion(t)
+	if storageVersion != "3.6.0" {
+		t.Errorf("storage version %q, want 3.6.0 (etcd 3.6.16)", storageVersion)
+	}
 	srv := testenv.StartS3(t)
 	s3store := newS3Store(t, srv, "etcd")
 	dirstore, err := NewDirStore(t.TempDir())
@@ -192,7 +225,7 @@ func TestBackupAndRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkResult(t, s3store, res, key, rev, live, leader)
+		checkResult(t, s3store, res, key, rev, live, storageVersion, leader)
 		if res.Location != "s3://backups/etcd/apps/demo/nightly-1.db" {
 			t.Errorf("location %s", res.Location)
 		}
@@ -210,7 +243,7 @@ func TestBackupAndRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkResult(t, dirstore, res, key, rev, live, leader)
+		checkResult(t, dirstore, res, key, rev, live, storageVersion, leader)
 		for _, f := range []string{"apps/demo/nightly-1.db", "apps/demo/nightly-1.db.json"} {
 			if _, err := os.Stat(filepath.Join(dirstore.root, f)); err != nil {
 				t.Error(err)

@@ -143,14 +143,17 @@ func NewServer(o Options) (crwebhook.Server, error) {
 // Setup arranges for mgr, built with NewServer(o), to serve the EtcdCluster webhooks: at once with
 // ProvisionerExternal; with ProvisionerSelf once the certificate is generated (or found valid in the
 // Secret), written to o.CertDir and its CA put into both webhook configurations. It returns the
-// readiness check to add to mgr: it fails until the webhook server has started and accepts
-// connections, so that the operator's pod only receives admission requests it can answer.
+// readiness check to add to mgr. The check fails until the API server could call the webhooks: they
+// are registered, their server accepts TLS connections, and the certificate it presents verifies,
+// for <ServiceName>.<Namespace>.svc, against the caBundle of every webhook of both configurations.
+// So the operator's pod only receives admission requests it can answer, and is taken out of the
+// Service again when a rotation or an outside change breaks that trust.
 func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	r := &registration{mgr: mgr, done: make(chan struct{})}
+	r := &registration{mgr: mgr, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o)}
 	if o.Provisioner == ProvisionerExternal {
 		if err := r.register(); err != nil {
 			return nil, err
@@ -202,8 +205,9 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 
 // registration registers the webhooks once and tells the readiness check.
 type registration struct {
-	mgr  ctrl.Manager
-	done chan struct{}
+	mgr   ctrl.Manager
+	done  chan struct{}
+	trust *trustCheck
 }
 
 // register registers the EtcdCluster webhooks, which adds (and, when mgr runs, starts) the server.
@@ -215,15 +219,18 @@ func (r *registration) register() error {
 	return nil
 }
 
-// check is a healthz.Checker: an error until the webhooks are registered and their server accepts
-// TLS connections.
+// check is a healthz.Checker: an error until the webhooks are registered, their server accepts TLS
+// connections, and the caBundles of the webhook configurations trust the certificate it presents.
 func (r *registration) check(req *http.Request) error {
 	select {
 	case <-r.done:
-		return r.mgr.GetWebhookServer().StartedChecker()(req)
 	default:
 		return errors.New("the webhook serving certificate is not ready yet")
 	}
+	if err := r.mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+		return err
+	}
+	return r.trust.check(req.Context())
 }
 
 // registerWhenReady is a manager.Runnable that registers the webhooks when ready is closed. It runs on

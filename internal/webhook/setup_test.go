@@ -373,21 +373,76 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 }
 
 // TestExternalCertificate: with the external provisioner nothing is generated: the webhooks are served
-// with the certificate found in the directory, and ready once the server accepts connections.
+// with the certificate found in the directory. The operator is ready only while the caBundle of every
+// webhook trusts the certificate the server presents: not before the configurations exist or their
+// CA is injected, not with another CA, and not again after the mounted certificate is replaced by one
+// from a new CA until the caBundles follow.
 func TestExternalCertificate(t *testing.T) {
-	cfg, _ := apiServer(t)
-	serverName := "webhook.example.svc"
+	cfg, k8s := apiServer(t)
+	ctx := context.Background()
+	ns := "webhook-external"
+	serverName := "webhook." + ns + ".svc"
 	caCert, _, cert, key := issue(t, serverName, time.Now().Add(time.Hour))
 	dir := t.TempDir()
-	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	writeCert := func(cert, key []byte) {
+		t.Helper()
+		for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	writeCert(cert, key)
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	o := Options{Host: "127.0.0.1", Port: port, CertDir: dir, Provisioner: ProvisionerExternal, Namespace: ns, ServiceName: "webhook",
+		ValidatingConfiguration: "external-" + DefaultValidatingConfiguration, MutatingConfiguration: "external-" + DefaultMutatingConfiguration}
+	ready := startManager(t, cfg, o)
+	notReadyBecause := func(what, mention string) {
+		t.Helper()
+		eventually(t, readyTimeout, what, func() error {
+			err := ready(&http.Request{})
+			if err == nil || !strings.Contains(err.Error(), mention) {
+				return fmt.Errorf("readiness %v, want an error mentioning %q", err, mention)
+			}
+			return nil
+		})
+	}
+	notReadyBecause("not ready without the webhook configurations", "not found")
+
+	validating, mutating := installWebhookConfigurations(t, k8s, "external-")
+	notReadyBecause("not ready before the CA is injected", "caBundle is empty")
+
+	// setCABundle puts ca into every webhook of both configurations, as cert-manager's CA injector does.
+	setCABundle := func(ca []byte) {
+		t.Helper()
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: validating}, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: mutating}, m); err != nil {
+			t.Fatal(err)
+		}
+		for i := range v.Webhooks {
+			v.Webhooks[i].ClientConfig.CABundle = ca
+		}
+		for i := range m.Webhooks {
+			m.Webhooks[i].ClientConfig.CABundle = ca
+		}
+		if err := k8s.Update(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Update(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	ready := startManager(t, cfg, Options{Host: "127.0.0.1", Port: port, CertDir: dir, Provisioner: ProvisionerExternal})
-	eventually(t, readyTimeout, "webhooks served", func() error { return ready(&http.Request{}) })
+	otherCA, _, otherCert, otherKey := issue(t, serverName, time.Now().Add(time.Hour))
+	setCABundle(otherCA)
+	notReadyBecause("not ready with another CA in the caBundles", "does not trust the certificate")
+
+	setCABundle(caCert)
+	eventually(t, readyTimeout, "ready once the caBundles trust the served certificate", func() error { return ready(&http.Request{}) })
 	got, err := servedCert(caCert, serverName, addr)
 	if err != nil || !bytes.Equal(got, cert) {
 		t.Fatalf("the server does not present the mounted certificate: %v", err)
@@ -397,6 +452,13 @@ func TestExternalCertificate(t *testing.T) {
 	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "etcd 3.4 is not supported") {
 		t.Errorf("etcd 3.4: allowed=%v result=%+v, want refused as not supported", resp.Allowed, resp.Result)
 	}
+
+	// The mounted certificate is replaced by one of a new CA (a re-issue): the server reloads it, and
+	// the operator is not ready until the caBundles trust the new CA.
+	writeCert(otherCert, otherKey)
+	notReadyBecause("not ready once the server presents a certificate the caBundles do not trust", "does not trust the certificate")
+	setCABundle(append(append([]byte{}, caCert...), otherCA...))
+	eventually(t, readyTimeout, "ready once the caBundles trust the new CA", func() error { return ready(&http.Request{}) })
 }
 
 // TestOptionsRefused: options that cannot work are refused before anything starts, saying what to do.

@@ -364,12 +364,13 @@ func TestOperatorKilledDuringReplacement(t *testing.T) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
-// killOperator deletes the operator pod at once (no grace) and waits for its replacement to run.
+// killOperator deletes the operator pod at once (no grace) and waits until its replacement admits
+// EtcdClusters again (waitAdmission), as a user's next kubectl apply needs.
 func killOperator(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
+	if err := k8s.List(ctx, pods, client.InNamespace(operatorNamespace), operatorSelector); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pods.Items {
@@ -377,23 +378,11 @@ func killOperator(t testing.TB) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, scaleTimeout, "a new operator pod ready", func(ctx context.Context) error {
-		list := &corev1.PodList{}
-		if err := k8s.List(ctx, list, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
-			return err
-		}
-		for _, p := range list.Items {
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("no ready operator pod")
-	})
+	took, err := waitAdmission(admissionTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("operator pod deleted -> EtcdClusters admitted again in %s", took.Round(100*time.Millisecond))
 }
 
 // deleteMemberWithData deletes a member's claim and pod (the claim goes once the pod has), as losing

@@ -63,6 +63,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "connect to the cluster:", err)
 		os.Exit(1)
 	}
+	// What the README's install steps wait for before the first EtcdCluster is applied.
+	took, err := waitAdmission(admissionTimeout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "the operator does not admit EtcdClusters:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("the operator admits EtcdClusters (waited %s)\n", took.Round(100*time.Millisecond))
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,98 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+const (
+	// operatorNamespace is where dist/install.yaml and config/local install the operator.
+	operatorNamespace = "etcd-operator-system"
+	// admissionTimeout bounds the wait for the operator to admit EtcdClusters after an install or a
+	// restart of its pod.
+	admissionTimeout = 120 * time.Second
+	// admissionStreak is how many server-side dry runs in a row must be accepted.
+	admissionStreak = 3
+)
+
+// operatorSelector selects the operator's pods.
+var operatorSelector = client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}
+
+// waitAdmission waits, as the README's install steps and hack/wait-admission.sh do, until an
+// EtcdCluster can be created: the operator's Deployment is rolled out, no operator pod is terminating
+// or left from an earlier rollout, and a server-side dry run of creating an EtcdCluster (through the
+// mutating and validating webhooks and their Service) is accepted admissionStreak times in a row. It
+// returns how long that took, or the last reason after timeout.
+func waitAdmission(timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	streak := 0
+	var last error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		last = operatorRolledOut(ctx)
+		if last == nil {
+			last = dryRunCreate(ctx)
+		}
+		cancel()
+		if last != nil {
+			streak = 0
+		} else if streak++; streak == admissionStreak {
+			return time.Since(start), nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return time.Since(start), fmt.Errorf("EtcdClusters are not admitted within %s: %w", timeout, last)
+}
+
+// operatorRolledOut returns nil when the operator's Deployment has finished its rollout and every
+// operator pod is one of it, ready, and not terminating.
+func operatorRolledOut(ctx context.Context) error {
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator"}, d); err != nil {
+		return err
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
+		return fmt.Errorf("deployment rolling out: generation %d observed %d, %d updated, %d available, %d in all, want %d",
+			d.Generation, st.ObservedGeneration, st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(operatorNamespace), operatorSelector); err != nil {
+		return err
+	}
+	if int32(len(pods.Items)) != want {
+		return fmt.Errorf("%d operator pods, want %d (an old one is still terminating)", len(pods.Items), want)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || !ready(&p) {
+			return fmt.Errorf("operator pod %s is terminating or not ready", p.Name)
+		}
+	}
+	return nil
+}
+
+// dryRunCreate asks the API server to create an EtcdCluster in namespace default without storing it.
+func dryRunCreate(ctx context.Context) error {
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "admission-check-", Namespace: "default"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{
+			Replicas: ptr.To[int32](3),
+			Storage:  etcdv1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))},
+		},
+	}
+	return k8s.Create(ctx, c, client.DryRunAll)
+}
