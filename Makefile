@@ -7,6 +7,7 @@ export GOTOOLCHAIN := local
 TOOLS          := go tool -modfile=hack/tools/go.mod
 CONTROLLER_GEN := $(TOOLS) controller-gen
 KUSTOMIZE      := $(TOOLS) kustomize
+GOLANGCI_LINT  := $(TOOLS) golangci-lint
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
@@ -51,8 +52,12 @@ vet: ## go vet the code, the end-to-end tests included.
 	go vet ./...
 	go vet -tags e2e ./test/...
 
+.PHONY: lint
+lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests included.
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: verify
-verify: generate manifests fmt vet ## Fail when generated files or formatting are not current, or an install variant does not build.
+verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
 	@for k in config/local config/certmanager; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config dist)" || { git status --porcelain -- api config dist; echo "untracked generated files: commit them"; exit 1; }

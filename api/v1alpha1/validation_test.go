@@ -17,6 +17,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 var k8s client.Client
@@ -39,18 +40,15 @@ func TestMain(m *testing.M) {
 
 var seq int
 
-func newCluster(mut func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+// newCluster returns a cluster c<n> in namespace default, n counting up, with opts applied.
+func newCluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
 	seq++
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", seq), Namespace: "default"}}
-	if mut != nil {
-		mut(c)
-	}
-	return c
+	return testutil.EtcdCluster(fmt.Sprintf("c%d", seq), append([]testutil.ClusterOption{testutil.InNamespace("default")}, opts...)...)
 }
 
 // TestDefaults: an empty spec gets 3 replicas, the default version, Delete retain policy.
 func TestDefaults(t *testing.T) {
-	c := newCluster(nil)
+	c := newCluster()
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -93,7 +91,7 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	tests := []struct {
 		name    string
-		mut     func(*etcdv1alpha1.EtcdCluster)
+		mut     testutil.ClusterOption
 		message string
 	}{
 		{"replicas 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "should be greater than or equal to 1"},
@@ -169,7 +167,7 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		mut     func(*etcdv1alpha1.EtcdCluster)
+		mut     testutil.ClusterOption
 		message string
 	}{
 		{"replicas 3 to 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "greater than or equal to 1"},

@@ -96,16 +96,6 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 
-	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
-		// Only the operator's own Jobs (backups), not every Job of the cluster.
-		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
-	}}
-	if len(o.watchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.watchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
 	o.webhook.Namespace = os.Getenv("POD_NAMESPACE")
 	o.webhook.ClusterDomain = o.clusterDomain
 	var webhookServer crwebhook.Server
@@ -118,7 +108,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		WebhookServer:           webhookServer,
-		Cache:                   cacheOpts,
+		Cache:                   cacheOptions(o),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -131,6 +121,37 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	if err := setupControllers(ctx, mgr, o); err != nil {
+		return err
+	}
+	if err := addChecks(mgr, o); err != nil {
+		return err
+	}
+	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces,
+		"webhooks", o.enableWebhooks, "webhookCertProvisioner", o.webhook.Provisioner)
+	return mgr.Start(ctx)
+}
+
+// cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and only
+// the operator's own Jobs.
+func cacheOptions(o *managerOptions) cache.Options {
+	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
+		// Only the operator's own Jobs (backups), not every Job of the cluster.
+		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
+	}}
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return cacheOpts
+}
+
+// setupControllers registers the EtcdCluster and EtcdBackup controllers with mgr.
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) error {
+	log := ctrl.Log.WithName("setup")
+	var err error
 	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage}
 	if opts.OperatorImage == "" {
 		if opts.OperatorImage, opts.OperatorImagePullPolicy, err = ownImage(ctx, mgr.GetAPIReader()); err != nil {
@@ -163,6 +184,12 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	if err := br.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the EtcdBackup controller: %w", err)
 	}
+	return nil
+}
+
+// addChecks adds the liveness and readiness checks and, with webhooks, sets them up: the operator is
+// ready once its caches have synced and its webhooks answer.
+func addChecks(mgr ctrl.Manager, o *managerOptions) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz check: %w", err)
 	}
@@ -180,9 +207,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 			return fmt.Errorf("add webhook readyz check: %w", err)
 		}
 	}
-	log.Info("Starting the manager", "version", version, "watchNamespaces", o.watchNamespaces,
-		"webhooks", o.enableWebhooks, "webhookCertProvisioner", o.webhook.Provisioner)
-	return mgr.Start(ctx)
+	return nil
 }
 
 // cacheSynced is a readiness check: ready once the informer caches have synced.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,23 +25,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
 )
 
 // readyTimeout bounds the time from the manager's start to /readyz passing: caches synced, the webhook
 // certificate generated, written and injected, the webhook server started.
 const readyTimeout = 60 * time.Second
-
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // installFromDist creates the objects of dist/install.yaml of the given kinds.
 func installFromDist(t *testing.T, k8s client.Client, kinds ...string) {
@@ -104,7 +93,7 @@ func TestManagerServesWebhooksOnceReady(t *testing.T) {
 	const ns = "etcd-operator-system"
 	t.Setenv("POD_NAMESPACE", ns)
 
-	probePort, webhookPort := freePort(t), freePort(t)
+	probePort, webhookPort := testutil.FreePort(t), testutil.FreePort(t)
 	cmd := newManagerCommand()
 	cmd.SetArgs([]string{
 		"--metrics-bind-address=0",

@@ -118,22 +118,7 @@ func run(out, ref, entrypoint, user, workdir string, args, ports, envs, symlinks
 		return err
 	}
 	cf = cf.DeepCopy()
-	cf.Created = v1.Time{Time: epoch}
-	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
-	cf.Config.Entrypoint = []string{entrypoint}
-	cf.Config.Cmd = args
-	cf.Config.User = user
-	cf.Config.WorkingDir = workdir
-	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, envs...)
-	if len(ports) > 0 {
-		cf.Config.ExposedPorts = map[string]struct{}{}
-		for _, p := range ports {
-			if !strings.Contains(p, "/") {
-				p += "/tcp"
-			}
-			cf.Config.ExposedPorts[p] = struct{}{}
-		}
-	}
+	configure(cf, entrypoint, user, workdir, args, ports, envs)
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
@@ -151,6 +136,26 @@ func run(out, ref, entrypoint, user, workdir string, args, ports, envs, symlinks
 	}
 	fmt.Printf("%s %s %s\n", out, tag.String(), id)
 	return nil
+}
+
+// configure sets the image configuration: creation time, platform, how the container runs.
+func configure(cf *v1.ConfigFile, entrypoint, user, workdir string, args, ports, envs []string) {
+	cf.Created = v1.Time{Time: epoch}
+	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
+	cf.Config.Entrypoint = []string{entrypoint}
+	cf.Config.Cmd = args
+	cf.Config.User = user
+	cf.Config.WorkingDir = workdir
+	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, envs...)
+	if len(ports) > 0 {
+		cf.Config.ExposedPorts = map[string]struct{}{}
+		for _, p := range ports {
+			if !strings.Contains(p, "/") {
+				p += "/tcp"
+			}
+			cf.Config.ExposedPorts[p] = struct{}{}
+		}
+	}
 }
 
 // layerEntries returns the members of the image's only layer, keyed by path without leading slash.
@@ -188,28 +193,7 @@ func layerEntries(files, symlinks []string) (map[string]*entry, error) {
 		return c, nil
 	}
 	for _, spec := range files {
-		parts := strings.Split(spec, ":")
-		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
-			return nil, fmt.Errorf("bad file argument %q, want SRC:DEST[:MODE]", spec)
-		}
-		dest, err := claim(parts[1], spec)
-		if err != nil {
-			return nil, err
-		}
-		st, err := os.Stat(parts[0])
-		if err != nil {
-			return nil, err
-		}
-		if !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: not a regular file", parts[0])
-		}
-		mode := int64(st.Mode().Perm())
-		if len(parts) == 3 {
-			if mode, err = strconv.ParseInt(parts[2], 8, 32); err != nil {
-				return nil, fmt.Errorf("%s: bad octal mode: %w", spec, err)
-			}
-		}
-		data, err := os.ReadFile(parts[0])
+		dest, data, mode, err := readFileArg(spec, claim)
 		if err != nil {
 			return nil, err
 		}
@@ -226,17 +210,52 @@ func layerEntries(files, symlinks []string) (map[string]*entry, error) {
 		}
 		m[p] = &entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: target, Mode: 0o777}}
 	}
-	// parent directories of everything
+	if err := addParentDirs(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// addParentDirs adds the missing parent directories of everything in m (0755, owned by root).
+func addParentDirs(m map[string]*entry) error {
 	for p := range m {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			if _, ok := m[d]; !ok {
-				dir(d, 0o755, 0)
+				m[d] = &entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, Uid: 0, Gid: 0}}
 			} else if m[d].hdr.Typeflag != tar.TypeDir {
-				return nil, fmt.Errorf("%s is a file, but %s is below it", d, p)
+				return fmt.Errorf("%s is a file, but %s is below it", d, p)
 			}
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// readFileArg reads the file of a SRC:DEST[:MODE] argument; claim checks DEST and records it as taken.
+func readFileArg(spec string, claim func(p, what string) (string, error)) (dest string, data []byte, mode int64, err error) {
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+		return "", nil, 0, fmt.Errorf("bad file argument %q, want SRC:DEST[:MODE]", spec)
+	}
+	if dest, err = claim(parts[1], spec); err != nil {
+		return "", nil, 0, err
+	}
+	st, err := os.Stat(parts[0])
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return "", nil, 0, fmt.Errorf("%s: not a regular file", parts[0])
+	}
+	mode = int64(st.Mode().Perm())
+	if len(parts) == 3 {
+		if mode, err = strconv.ParseInt(parts[2], 8, 32); err != nil {
+			return "", nil, 0, fmt.Errorf("%s: bad octal mode: %w", spec, err)
+		}
+	}
+	if data, err = os.ReadFile(parts[0]); err != nil {
+		return "", nil, 0, err
+	}
+	return dest, data, mode, nil
 }
 
 // tarEntries writes the entries sorted by path (a directory before its contents) with zero mtimes.

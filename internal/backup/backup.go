@@ -125,18 +125,8 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 		log = zap.NewNop()
 	}
 	start := time.Now().UTC()
-	if err := checkKey(o.Key); err != nil {
-		return Result{}, err
-	}
-	if o.Store == nil {
-		return Result{}, errors.New("backup: no store")
-	}
-	switch prev, err := ReadManifest(ctx, o.Store, o.Key); {
-	case err == nil:
-		log.Info("backup already complete: its manifest exists; not taking another snapshot", zap.String("location", prev.Location))
-		return prev, nil
-	case !errors.Is(err, ErrNotFound):
-		return Result{}, fmt.Errorf("backup %s: %w", o.Store.Location(o.Key), err)
+	if prev, done, err := previous(ctx, o, log); done || err != nil {
+		return prev, err
 	}
 
 	c, err := etcd.New(ctx, o.Etcd)
@@ -144,20 +134,11 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 		return Result{}, fmt.Errorf("backup: %w", err)
 	}
 	defer c.Close()
-	statusTimeout := o.StatusTimeout
-	if statusTimeout <= 0 {
-		statusTimeout = DefaultStatusTimeout
-	}
-	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	member, err := SelectMember(sctx, c, o.Etcd.Endpoints)
-	cancel()
+	member, err := selectMember(ctx, c, o)
 	if err != nil {
 		return Result{}, fmt.Errorf("backup: %w", err)
 	}
-	role := RoleFollower
-	if member.IsLeader() {
-		role = RoleLeader
-	}
+	role := roleOf(member)
 	log.Info("taking a snapshot", zap.String("endpoint", member.Endpoint), zap.String("member", etcd.FormatID(member.MemberID)),
 		zap.String("role", role), zap.Int64("dbSizeBytes", member.DBSizeBytes))
 
@@ -166,14 +147,7 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 		return Result{}, fmt.Errorf("backup: staging directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{member.Endpoint},
-		DialTimeout: dialTimeout(o.Etcd),
-		TLS:         o.Etcd.TLS,
-		Username:    o.Etcd.Username,
-		Password:    o.Etcd.Password,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := memberClient(o.Etcd, member.Endpoint)
 	if err != nil {
 		return Result{}, fmt.Errorf("backup: client for %s: %w", member.Endpoint, err)
 	}
@@ -185,21 +159,106 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 	log.Info("snapshot verified", zap.Int64("sizeBytes", snap.SizeBytes), zap.String("sha256", snap.SHA256),
 		zap.Int64("revision", snap.Status.Revision), zap.Int("totalKeys", snap.Status.TotalKeys), zap.String("storageVersion", snap.Status.StorageVersion))
 
+	location, err := upload(ctx, o, snap)
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(o.Key, location, snap, member, start)
+	if err := storeManifest(ctx, o, res); err != nil {
+		return Result{}, fmt.Errorf("backup: %w", err)
+	}
+	log.Info("backup complete", zap.String("location", location))
+	return res, nil
+}
+
+// previous checks o's key and store, and returns the Result of the manifest at o's key with done set
+// when the backup is already complete. An error other than the manifest's absence is returned.
+func previous(ctx context.Context, o TakeOptions, log *zap.Logger) (prev Result, done bool, err error) {
+	if err := checkKey(o.Key); err != nil {
+		return Result{}, false, err
+	}
+	if o.Store == nil {
+		return Result{}, false, errors.New("backup: no store")
+	}
+	switch prev, err := ReadManifest(ctx, o.Store, o.Key); {
+	case err == nil:
+		log.Info("backup already complete: its manifest exists; not taking another snapshot", zap.String("location", prev.Location))
+		return prev, true, nil
+	case !errors.Is(err, ErrNotFound):
+		return Result{}, false, fmt.Errorf("backup %s: %w", o.Store.Location(o.Key), err)
+	}
+	return Result{}, false, nil
+}
+
+// upload stores the snapshot file at o's key and returns its location.
+func upload(ctx context.Context, o TakeOptions, snap Snapshot) (string, error) {
 	f, err := os.Open(snap.Path)
 	if err != nil {
-		return Result{}, fmt.Errorf("backup: %w", err)
+		return "", fmt.Errorf("backup: %w", err)
 	}
 	defer f.Close()
 	location, err := o.Store.Put(ctx, o.Key, f, snap.SizeBytes, PutOptions{SHA256: snap.SHA256})
 	if err != nil {
-		return Result{}, fmt.Errorf("backup: upload: %w", err)
+		return "", fmt.Errorf("backup: upload: %w", err)
 	}
+	return location, nil
+}
+
+// storeManifest writes res as the manifest of the snapshot at o's key. When that fails, it removes
+// the snapshot: without its manifest it is not a backup.
+func storeManifest(ctx context.Context, o TakeOptions, res Result) error {
+	err := writeManifest(ctx, o.Store, res)
+	if err == nil {
+		return nil
+	}
+	// Removed even if ctx has ended.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if derr := o.Store.Delete(dctx, o.Key); derr != nil {
+		err = errors.Join(err, fmt.Errorf("and could not remove the snapshot without manifest: %w", derr))
+	}
+	return err
+}
+
+// selectMember is SelectMember over o's endpoints, bounded by o's status timeout.
+func selectMember(ctx context.Context, c etcd.Client, o TakeOptions) (etcd.EndpointStatus, error) {
+	statusTimeout := o.StatusTimeout
+	if statusTimeout <= 0 {
+		statusTimeout = DefaultStatusTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	return SelectMember(sctx, c, o.Etcd.Endpoints)
+}
+
+// roleOf is RoleLeader for the leader, RoleFollower for any other member.
+func roleOf(member etcd.EndpointStatus) string {
+	if member.IsLeader() {
+		return RoleLeader
+	}
+	return RoleFollower
+}
+
+// memberClient returns a client of the one member at endpoint, with cfg's credentials.
+func memberClient(cfg etcd.Config, endpoint string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{endpoint},
+		DialTimeout: dialTimeout(cfg),
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// newResult describes the snapshot snap of member, stored at location under key, completed now.
+func newResult(key, location string, snap Snapshot, member etcd.EndpointStatus, start time.Time) Result {
 	memberID := member.MemberID
 	if snap.MemberID != 0 {
 		memberID = snap.MemberID
 	}
-	res := Result{
-		Key:            o.Key,
+	return Result{
+		Key:            key,
 		Location:       location,
 		SizeBytes:      snap.SizeBytes,
 		SHA256:         snap.SHA256,
@@ -210,21 +269,10 @@ func Take(ctx context.Context, o TakeOptions) (Result, error) {
 		StorageVersion: snap.Status.StorageVersion,
 		Member:         etcd.FormatID(memberID),
 		Endpoint:       member.Endpoint,
-		Role:           role,
+		Role:           roleOf(member),
 		StartTime:      start,
 		CompletionTime: time.Now().UTC(),
 	}
-	if err := writeManifest(ctx, o.Store, res); err != nil {
-		// Without its manifest the snapshot is not a backup: remove it, even if ctx has ended.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if derr := o.Store.Delete(dctx, o.Key); derr != nil {
-			err = errors.Join(err, fmt.Errorf("and could not remove the snapshot without manifest: %w", derr))
-		}
-		return Result{}, fmt.Errorf("backup: %w", err)
-	}
-	log.Info("backup complete", zap.String("location", location))
-	return res, nil
 }
 
 // dialTimeout is cfg's dial timeout or etcd.DefaultDialTimeout.

@@ -345,7 +345,9 @@ func TestBackupAndRestore(t *testing.T) {
 		}
 		for _, kv := range resp.Kvs {
 			var i int
-			fmt.Sscanf(string(kv.Key), "k/%d", &i)
+			if _, err := fmt.Sscanf(string(kv.Key), "k/%d", &i); err != nil {
+				t.Fatalf("restored key %s: %v", kv.Key, err)
+			}
 			if want := strings.Repeat(fmt.Sprint(i), 20); string(kv.Value) != want || i%50 == 0 {
 				t.Fatalf("restored %s=%q, want %q (and no multiple of 50)", kv.Key, kv.Value, want)
 			}

@@ -151,7 +151,7 @@ func TestPruneProperties(t *testing.T) {
 					newer++
 				}
 			}
-			if !tooOld && !(p.MaxCount > 0 && newer >= p.MaxCount) {
+			if !tooOld && (p.MaxCount <= 0 || newer < p.MaxCount) {
 				t.Fatalf("deleted %s although it is within both limits (%d newer of its kind)", n, newer)
 			}
 		}

@@ -33,7 +33,7 @@ func ParseSchedule(schedule, timeZone string) (cron.Schedule, error) {
 	}
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %q is not a cron expression (\"minute hour day-of-month month day-of-week\", or @hourly, @daily, @every <duration>): %v", schedule, err)
+		return nil, fmt.Errorf("schedule %q is not a cron expression (\"minute hour day-of-month month day-of-week\", or @hourly, @daily, @every <duration>): %w", schedule, err)
 	}
 	if ss, ok := sched.(*cron.SpecSchedule); ok {
 		ss.Location = loc

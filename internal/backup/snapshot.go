@@ -45,22 +45,7 @@ func SelectMember(ctx context.Context, c etcd.Client, endpoints []string) (etcd.
 	if len(endpoints) == 0 {
 		return etcd.EndpointStatus{}, fmt.Errorf("%w: no endpoints", ErrNoHealthyMember)
 	}
-	type answer struct {
-		st  etcd.EndpointStatus
-		err error
-	}
-	answers := make([]answer, len(endpoints))
-	done := make(chan struct{}, len(endpoints))
-	for i, ep := range endpoints {
-		go func() {
-			st, err := c.Status(ctx, ep)
-			answers[i] = answer{st, err}
-			done <- struct{}{}
-		}()
-	}
-	for range endpoints {
-		<-done
-	}
+	answers := statuses(ctx, c, endpoints)
 	var maxTerm uint64
 	for _, a := range answers {
 		if a.err == nil && a.st.RaftTerm > maxTerm {
@@ -101,6 +86,30 @@ func SelectMember(ctx context.Context, c etcd.Client, endpoints []string) (etcd.
 		return *leader, nil
 	}
 	return etcd.EndpointStatus{}, fmt.Errorf("%w: %s", ErrNoHealthyMember, strings.Join(reasons, "; "))
+}
+
+// statusAnswer is what one endpoint answered to Status.
+type statusAnswer struct {
+	st  etcd.EndpointStatus
+	err error
+}
+
+// statuses asks every endpoint for its status concurrently and returns the answers in the order of
+// endpoints, once all have answered or failed.
+func statuses(ctx context.Context, c etcd.Client, endpoints []string) []statusAnswer {
+	answers := make([]statusAnswer, len(endpoints))
+	done := make(chan struct{}, len(endpoints))
+	for i, ep := range endpoints {
+		go func() {
+			st, err := c.Status(ctx, ep)
+			answers[i] = statusAnswer{st, err}
+			done <- struct{}{}
+		}()
+	}
+	for range endpoints {
+		<-done
+	}
+	return answers
 }
 
 // Snapshot is a snapshot file streamed from a member and verified.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,6 +32,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // testOperatorImage is the image the reconcilers under test put into backup Jobs and restore init
@@ -58,7 +59,7 @@ func etcdOperatorBinary(t *testing.T) string {
 		cmd := exec.Command("go", "build", "-o", operatorBin, "./cmd/etcd-operator")
 		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			operatorBinErr = fmt.Errorf("go build ./cmd/etcd-operator: %v\n%s", err, out)
+			operatorBinErr = fmt.Errorf("go build ./cmd/etcd-operator: %w\n%s", err, out)
 		}
 	})
 	if operatorBinErr != nil {
@@ -187,7 +188,7 @@ func finishJob(t *testing.T, job *batchv1.Job, code int, msg string) {
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		t.Fatalf("pod status: %v", err)
 	}
-	eventually(t, waitTimeout, "job "+job.Name+" finished", func() error {
+	testutil.Eventually(t, waitTimeout, "job "+job.Name+" finished", func(context.Context) error {
 		j := &batchv1.Job{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
 			return err
@@ -216,7 +217,7 @@ func finishJob(t *testing.T, job *batchv1.Job, code int, msg string) {
 func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 	t.Helper()
 	j := &batchv1.Job{}
-	eventually(t, waitTimeout, "job "+name, func() error {
+	testutil.Eventually(t, waitTimeout, "job "+name, func(context.Context) error {
 		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, j)
 	})
 	return j
@@ -234,7 +235,7 @@ func getBackup(t *testing.T, ns, name string) *etcdv1alpha1.EtcdBackup {
 func waitBackupPhase(t *testing.T, ns, name string, phase etcdv1alpha1.BackupPhase) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
 	var b *etcdv1alpha1.EtcdBackup
-	eventually(t, waitTimeout, "backup "+name+" "+string(phase), func() error {
+	testutil.Eventually(t, waitTimeout, "backup "+name+" "+string(phase), func(context.Context) error {
 		b = getBackup(t, ns, name)
 		if b.Status.Phase != phase {
 			return fmt.Errorf("phase %q: %s", b.Status.Phase, b.Status.Message)
@@ -263,7 +264,7 @@ func availableCluster(t *testing.T, name, host string) (*etcdv1alpha1.EtcdCluste
 	c := createCluster(t, name, 1)
 	testenv.StartEtcd(t, []string{name + "-0"}, []string{host})
 	runPods(t, c, map[string]string{name + "-0": host})
-	eventually(t, waitTimeout, "cluster "+name+" Available", func() error {
+	testutil.Eventually(t, waitTimeout, "cluster "+name+" Available", func(context.Context) error {
 		c = getCluster(t, c)
 		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
 			return fmt.Errorf("available %+v", a)
@@ -292,7 +293,7 @@ func s3Destination(t *testing.T, ns string, s3 *testenv.S3Server, secretKey stri
 
 func setBackupSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, spec *etcdv1alpha1.BackupSpec) {
 	t.Helper()
-	eventually(t, waitTimeout, "set spec.backup", func() error {
+	testutil.Eventually(t, waitTimeout, "set spec.backup", func(context.Context) error {
 		cur := getCluster(t, c)
 		cur.Spec.Backup = spec
 		return k8s.Update(context.Background(), cur)
@@ -349,20 +350,20 @@ func TestBackupToS3(t *testing.T) {
 	if _, err := s3Object(s3, "etcd/"+wantKey+".json"); err != nil {
 		t.Errorf("manifest: %v", err)
 	}
-	eventually(t, waitTimeout, "cluster status.lastBackup", func() error {
+	testutil.Eventually(t, waitTimeout, "cluster status.lastBackup", func(context.Context) error {
 		cur := getCluster(t, c)
 		if lb := cur.Status.LastBackup; lb == nil || lb.Name != "first" || lb.Revision != st.Revision || lb.SizeBytes != st.SizeBytes || lb.Location != st.Location {
 			return fmt.Errorf("lastBackup %+v", cur.Status.LastBackup)
 		}
 		return nil
 	})
-	if v := testutil.ToFloat64(backupLastSuccess.WithLabelValues(c.Namespace, c.Name)); v != float64(st.CompletionTime.Unix()) {
+	if v := promtestutil.ToFloat64(backupLastSuccess.WithLabelValues(c.Namespace, c.Name)); v != float64(st.CompletionTime.Unix()) {
 		t.Errorf("last success gauge %v, want %d", v, st.CompletionTime.Unix())
 	}
-	if v := testutil.ToFloat64(backupSize.WithLabelValues(c.Namespace, c.Name)); v != float64(st.SizeBytes) {
+	if v := promtestutil.ToFloat64(backupSize.WithLabelValues(c.Namespace, c.Name)); v != float64(st.SizeBytes) {
 		t.Errorf("size gauge %v", v)
 	}
-	if n := testutil.CollectAndCount(backupDuration, "etcd_operator_backup_duration_seconds"); n < 1 {
+	if n := promtestutil.CollectAndCount(backupDuration, "etcd_operator_backup_duration_seconds"); n < 1 {
 		t.Errorf("duration histogram has %d series", n)
 	}
 	// A finished backup is left alone: no second Job.
@@ -442,7 +443,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("Failed condition %+v", cond)
 	}
-	eventually(t, waitTimeout, "Warning event", func() error {
+	testutil.Eventually(t, waitTimeout, "Warning event", func(context.Context) error {
 		evs := &eventsv1.EventList{}
 		if err := k8s.List(ctx, evs, client.InNamespace(c.Namespace)); err != nil {
 			return err
@@ -458,12 +459,12 @@ func TestBackupWrongCredentials(t *testing.T) {
 		t.Error("a snapshot was stored with wrong credentials")
 	}
 	// Waking the backup again creates no new Job and keeps it Failed.
-	eventually(t, waitTimeout, "annotate", func() error {
+	testutil.Eventually(t, waitTimeout, "annotate", func(context.Context) error {
 		cur := getBackup(t, c.Namespace, "denied")
 		cur.Annotations = map[string]string{"poke": "1"}
 		return k8s.Update(ctx, cur)
 	})
-	consistently(t, 2*time.Second, "a failed backup was retried", func() error {
+	testutil.Consistently(t, 2*time.Second, "a failed backup was retried", func(context.Context) error {
 		jobs := &batchv1.JobList{}
 		if err := k8s.List(ctx, jobs, client.InNamespace(c.Namespace)); err != nil {
 			return err
@@ -473,7 +474,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 		}
 		return nil
 	})
-	if v := testutil.ToFloat64(backupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
+	if v := promtestutil.ToFloat64(backupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
 		t.Errorf("failures counter %v, want 1", v)
 	}
 }
@@ -484,7 +485,7 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 	c, _ := availableCluster(t, "bksched", "127.0.0.164")
 	ctx := context.Background()
 	tenAgo := metav1.NewTime(time.Now().Add(-10 * time.Minute).Truncate(time.Minute))
-	eventually(t, waitTimeout, "status.lastScheduleTime ten minutes ago", func() error {
+	testutil.Eventually(t, waitTimeout, "status.lastScheduleTime ten minutes ago", func(context.Context) error {
 		cur := getCluster(t, c)
 		cur.Status.LastScheduleTime = &tenAgo
 		return k8s.Status().Update(ctx, cur)
@@ -495,7 +496,7 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "nowhere"}},
 	})
 	var list []etcdv1alpha1.EtcdBackup
-	eventually(t, waitTimeout, "one scheduled backup", func() error {
+	testutil.Eventually(t, waitTimeout, "one scheduled backup", func(context.Context) error {
 		l := &etcdv1alpha1.EtcdBackupList{}
 		if err := k8s.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
 			return err
@@ -517,7 +518,7 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 	if b.Name != ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1alpha1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
 		t.Errorf("backup %s labels %v owners %v", b.Name, b.Labels, b.OwnerReferences)
 	}
-	eventually(t, waitTimeout, "status.lastScheduleTime advanced", func() error {
+	testutil.Eventually(t, waitTimeout, "status.lastScheduleTime advanced", func(context.Context) error {
 		if lst := getCluster(t, c).Status.LastScheduleTime; lst == nil || lst.Time.Before(scheduled) {
 			return fmt.Errorf("lastScheduleTime %v", lst)
 		}
@@ -558,12 +559,15 @@ func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
 	if code, msg := runJob(t, del, w); code != 0 {
 		t.Fatalf("delete exited %d: %s", code, msg)
 	}
-	eventually(t, waitTimeout, "bkret-1 gone", func() error {
+	testutil.Eventually(t, waitTimeout, "bkret-1 gone", func(context.Context) error {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "bkret-1"}, &etcdv1alpha1.EtcdBackup{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err == nil {
+			return errors.New("still there")
+		}
+		return fmt.Errorf("still there: %w", err)
 	})
 	for _, k := range []string{key("bkret-1"), key("bkret-1") + ".json"} {
 		if _, err := s3Object(s3, k); minio.ToErrorResponse(err).Code != "NoSuchKey" {
@@ -607,18 +611,21 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 	if len(b.OwnerReferences) != 0 {
 		t.Errorf("final snapshot is owned: %v", b.OwnerReferences)
 	}
-	eventually(t, waitTimeout, "cluster deleted", func() error {
+	testutil.Eventually(t, waitTimeout, "cluster deleted", func(context.Context) error {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err == nil {
+			return errors.New("still there")
+		}
+		return fmt.Errorf("still there: %w", err)
 	})
 
 	// Never Available: deleted without waiting.
 	dead := createCluster(t, "bkdead", 1)
 	setBackupSpec(t, dead, &etcdv1alpha1.BackupSpec{Destination: *dest, FinalSnapshot: true})
-	eventually(t, waitTimeout, "finalizer", func() error {
+	testutil.Eventually(t, waitTimeout, "finalizer", func(context.Context) error {
 		if len(getCluster(t, dead).Finalizers) == 0 {
 			return errors.New("no finalizer yet")
 		}
@@ -628,12 +635,15 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 	if err := k8s.Delete(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "unreachable cluster deleted", func() error {
+	testutil.Eventually(t, 10*time.Second, "unreachable cluster deleted", func(context.Context) error {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(dead), &etcdv1alpha1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err == nil {
+			return errors.New("still there")
+		}
+		return fmt.Errorf("still there: %w", err)
 	})
 	t.Logf("unreachable cluster deleted in %v", time.Since(start))
 	l := &etcdv1alpha1.EtcdBackupList{}
@@ -650,7 +660,7 @@ func TestBackupToMissingClaim(t *testing.T) {
 	c, _ := availableCluster(t, "bkclaim", "127.0.0.81")
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
 	b := newBackup(t, c.Namespace, "to-missing", c.Name, dest)
-	eventually(t, waitTimeout, "Pending on the missing claim", func() error {
+	testutil.Eventually(t, waitTimeout, "Pending on the missing claim", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
 		if b.Status.Phase != etcdv1alpha1.BackupPending || !strings.Contains(b.Status.Message, "the destination claim snapshots does not exist in namespace "+c.Namespace+": create it") {
 			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
@@ -683,7 +693,7 @@ func TestBackupToMissingClaim(t *testing.T) {
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the stuck pod named", func() error {
+	testutil.Eventually(t, waitTimeout, "the stuck pod named", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
 		want := "pod " + pod.Name + " cannot be scheduled: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims: fix that, or delete this EtcdBackup"
 		if b.Status.Phase != etcdv1alpha1.BackupRunning || !strings.Contains(b.Status.Message, want) {

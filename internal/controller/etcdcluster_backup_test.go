@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestScheduledBackupName: one name per schedule time, in UTC whatever the time zone, stable across
@@ -28,7 +29,7 @@ func TestScheduledBackupName(t *testing.T) {
 	if errs := validation.IsDNS1123Subdomain(ScheduledBackupName(strings.Repeat("c", 50), at)); len(errs) > 0 {
 		t.Errorf("not an object name: %v", errs)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", UID: "0123456789abcdef"}}
+	c := testutil.EtcdCluster("demo", testutil.WithUID("0123456789abcdef"))
 	if got := FinalSnapshotName(c); got != "demo-final-01234567" {
 		t.Errorf("final snapshot name %q", got)
 	}

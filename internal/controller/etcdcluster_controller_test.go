@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 const waitTimeout = 30 * time.Second
@@ -32,10 +32,7 @@ func createCluster(t *testing.T, name string, replicas int32) *etcdv1alpha1.Etcd
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
-	}
+	c := testutil.EtcdCluster(name, testutil.InNamespace(ns.Name), testutil.WithReplicas(replicas))
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create cluster: %v", err)
 	}
@@ -61,7 +58,7 @@ func getPod(c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Pod, error) {
 func runPods(t *testing.T, c *etcdv1alpha1.EtcdCluster, ips map[string]string) {
 	t.Helper()
 	for name, ip := range ips {
-		eventually(t, waitTimeout, "pod "+name+" running", func() error {
+		testutil.Eventually(t, waitTimeout, "pod "+name+" running", func(context.Context) error {
 			p, err := getPod(c, name)
 			if err != nil {
 				return err
@@ -85,7 +82,7 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	c := createCluster(t, "boot", 3)
 	ctx := context.Background()
 	opts := resources.Options{}
-	eventually(t, waitTimeout, "three member pods", func() error {
+	testutil.Eventually(t, waitTimeout, "three member pods", func(context.Context) error {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace)); err != nil {
 			return err
@@ -132,10 +129,10 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-client"}, &corev1.Service{}); err != nil {
 		t.Errorf("client service: %v", err)
 	}
-	if n := testutil.ToFloat64(apiWrites.WithLabelValues("create", "Pod")); n < 3 {
+	if n := promtestutil.ToFloat64(apiWrites.WithLabelValues("create", "Pod")); n < 3 {
 		t.Errorf("etcd_operator_api_writes_total{verb=create,kind=Pod} = %v, want at least the 3 pods created", n)
 	}
-	eventually(t, waitTimeout, "status Creating", func() error {
+	testutil.Eventually(t, waitTimeout, "status Creating", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
 		if c.Status.Phase != etcdv1alpha1.PhaseCreating || p == nil || p.Status != metav1.ConditionTrue || p.Reason != etcdv1alpha1.ReasonBootstrapping {
@@ -160,7 +157,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 
 	wantClusterID := etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID()))
-	eventually(t, waitTimeout, "Available from real etcd", func() error {
+	testutil.Eventually(t, waitTimeout, "Available from real etcd", func(context.Context) error {
 		c = getCluster(t, c)
 		a := condition(c, etcdv1alpha1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue {
@@ -201,7 +198,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	}
 
 	// The steady state includes the first consistency check's result.
-	eventually(t, waitTimeout, "first consistency check", func() error {
+	testutil.Eventually(t, waitTimeout, "first consistency check", func(context.Context) error {
 		if d := condition(getCluster(t, c), etcdv1alpha1.ConditionDataInconsistent); d == nil || d.Status != metav1.ConditionFalse {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
@@ -220,7 +217,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 		}
 	}
 	// The health check interval (5 s here) also passes without a write.
-	consistently(t, 6*time.Second, "status written while nothing changed", func() error {
+	testutil.Consistently(t, 6*time.Second, "status written while nothing changed", func(context.Context) error {
 		if got := getCluster(t, c); got.ResourceVersion != rv {
 			return fmt.Errorf("resourceVersion %s -> %s; status %+v", rv, got.ResourceVersion, got.Status)
 		}
@@ -235,7 +232,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	if err := k8s.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "member pod recreated", func() error {
+	testutil.Eventually(t, waitTimeout, "member pod recreated", func(context.Context) error {
 		p, err := getPod(c, names[1])
 		if err != nil {
 			return err
@@ -248,7 +245,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, waitTimeout, "Degraded while the member has no running pod", func() error {
+	testutil.Eventually(t, waitTimeout, "Degraded while the member has no running pod", func(context.Context) error {
 		c = getCluster(t, c)
 		if d := condition(c, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
 			return fmt.Errorf("degraded %+v", d)
@@ -259,7 +256,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 		return nil
 	})
 	runPods(t, c, map[string]string{names[1]: hosts[1]})
-	eventually(t, waitTimeout, "Running again", func() error {
+	testutil.Eventually(t, waitTimeout, "Running again", func(context.Context) error {
 		c = getCluster(t, c)
 		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("phase %q ready %d", c.Status.Phase, c.Status.ReadyReplicas)
@@ -274,7 +271,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 	c := createCluster(t, "dead", 3)
 	// Running pods at addresses where nothing listens: no member answers.
 	runPods(t, c, map[string]string{"dead-0": "127.0.0.21", "dead-1": "127.0.0.22", "dead-2": "127.0.0.23"})
-	eventually(t, waitTimeout, "finalizer", func() error {
+	testutil.Eventually(t, waitTimeout, "finalizer", func(context.Context) error {
 		if !slices.Contains(getCluster(t, c).Finalizers, etcdv1alpha1.Finalizer) {
 			return errors.New("no finalizer yet")
 		}
@@ -284,12 +281,15 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 	if err := k8s.Delete(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "cluster gone", func() error {
+	testutil.Eventually(t, 10*time.Second, "cluster gone", func(context.Context) error {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err == nil {
+			return errors.New("still there")
+		}
+		return fmt.Errorf("still there (%w)", err)
 	})
 	t.Logf("deleted in %s with no member answering", time.Since(start).Round(time.Millisecond))
 }
@@ -302,18 +302,17 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	old := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "reuse", Namespace: ns.Name, UID: "uid-of-an-earlier-cluster"}}
+	old := testutil.EtcdCluster("reuse", testutil.InNamespace(ns.Name), testutil.WithUID("uid-of-an-earlier-cluster"))
 	stale := resources.Options{}.BuildPVC(old, resources.Member{Name: "reuse-0", InitialClusterState: resources.StateNew, InitialCluster: "reuse-0=x,reuse-1=y,reuse-2=z"})
 	stale.OwnerReferences = nil
 	if err := k8s.Create(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "reuse", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+	c := testutil.EtcdCluster("reuse", testutil.InNamespace(ns.Name), testutil.WithReplicas(1))
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "bootstrap blocked by the stale claim", func() error {
+	testutil.Eventually(t, waitTimeout, "bootstrap blocked by the stale claim", func(context.Context) error {
 		got := getCluster(t, c)
 		p := condition(got, etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, "data-reuse-0") {
@@ -325,7 +324,7 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 		t.Fatalf("a member pod was created on another cluster's claim (get: %v)", err)
 	}
 	// The user deletes the stale claim (no controller-manager here to drop its protection finalizer).
-	eventually(t, waitTimeout, "stale claim deleted", func() error {
+	testutil.Eventually(t, waitTimeout, "stale claim deleted", func(context.Context) error {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), pvc); apierrors.IsNotFound(err) || (err == nil && pvc.UID != stale.UID) {
 			return nil
@@ -341,7 +340,7 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 		}
 		return errors.New("deleting")
 	})
-	eventually(t, waitTimeout, "the cluster bootstraps on a fresh claim", func() error {
+	testutil.Eventually(t, waitTimeout, "the cluster bootstraps on a fresh claim", func(context.Context) error {
 		if _, err := getPod(c, "reuse-0"); err != nil {
 			return err
 		}
@@ -362,8 +361,8 @@ func TestRetainPolicyAppliesToExistingClaims(t *testing.T) {
 	c := createCluster(t, "keep", 1)
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: c.Namespace, Name: "data-keep-0"}
-	owned := func(want bool) func() error {
-		return func() error {
+	owned := func(want bool) func(context.Context) error {
+		return func(context.Context) error {
 			pvc := &corev1.PersistentVolumeClaim{}
 			if err := k8s.Get(ctx, key, pvc); err != nil {
 				return err
@@ -374,16 +373,16 @@ func TestRetainPolicyAppliesToExistingClaims(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, waitTimeout, "claim owned under Delete", owned(true))
+	testutil.Eventually(t, waitTimeout, "claim owned under Delete", owned(true))
 	setPolicy := func(p etcdv1alpha1.RetainPolicy) {
-		eventually(t, waitTimeout, "set retainPolicy", func() error {
+		testutil.Eventually(t, waitTimeout, "set retainPolicy", func(context.Context) error {
 			got := getCluster(t, c)
 			got.Spec.Storage.RetainPolicy = p
 			return k8s.Update(ctx, got)
 		})
 	}
 	setPolicy(etcdv1alpha1.RetainPolicyRetain)
-	eventually(t, waitTimeout, "claim released under Retain", owned(false))
+	testutil.Eventually(t, waitTimeout, "claim released under Retain", owned(false))
 	setPolicy(etcdv1alpha1.RetainPolicyDelete)
-	eventually(t, waitTimeout, "claim owned again under Delete", owned(true))
+	testutil.Eventually(t, waitTimeout, "claim owned again under Delete", owned(true))
 }

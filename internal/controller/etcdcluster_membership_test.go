@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // memberList reads the member list through a member of the embedded cluster.
@@ -46,7 +47,7 @@ func setReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
 func updateSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got *etcdv1alpha1.EtcdCluster
-	eventually(t, waitTimeout, "update the spec", func() error {
+	testutil.Eventually(t, waitTimeout, "update the spec", func(context.Context) error {
 		got = getCluster(t, c)
 		mutate(got)
 		return k8s.Update(context.Background(), got)
@@ -63,7 +64,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 	hosts := []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
 	members := testenv.StartEtcd(t, names, hosts)
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	eventually(t, waitTimeout, "Running", func() error {
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
 		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
@@ -73,7 +74,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 	setReplicas(t, c, 5)
 	opts := resources.Options{}
 	var pod *corev1.Pod
-	eventually(t, waitTimeout, "pod grow-3 created", func() error {
+	testutil.Eventually(t, waitTimeout, "pod grow-3 created", func(context.Context) error {
 		var err error
 		pod, err = getPod(c, "grow-3")
 		return err
@@ -104,7 +105,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 	}
 	// The learner cannot start here (its peer URL names a pod DNS name): the operator waits, with one
 	// learner, and says so.
-	eventually(t, waitTimeout, "Scaling, waiting for the learner", func() error {
+	testutil.Eventually(t, waitTimeout, "Scaling, waiting for the learner", func(context.Context) error {
 		got := getCluster(t, c)
 		p := condition(got, etcdv1alpha1.ConditionProgressing)
 		if got.Status.Phase != etcdv1alpha1.PhaseScaling || p == nil || p.Reason != etcdv1alpha1.ReasonWaiting {
@@ -112,7 +113,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 		}
 		return nil
 	})
-	if n := testutil.ToFloat64(membershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
+	if n := promtestutil.ToFloat64(membershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
 		t.Errorf("etcd_operator_membership_operations_total{add_learner,success} = %v", n)
 	}
 	if _, err := getPod(c, "grow-4"); !apierrors.IsNotFound(err) {
@@ -132,7 +133,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 	members := testenv.StartEtcd(t, names, hosts)
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 	var leader string
-	eventually(t, waitTimeout, "Running", func() error {
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
 		got := getCluster(t, c)
 		if got.Status.Phase != etcdv1alpha1.PhaseRunning {
 			return fmt.Errorf("phase %s", got.Status.Phase)
@@ -147,7 +148,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 			leaderEndpoint = members[i].ClientURL()
 		}
 	}
-	eventually(t, 60*time.Second, "one member left in etcd", func() error {
+	testutil.Eventually(t, 60*time.Second, "one member left in etcd", func(context.Context) error {
 		if got := getCluster(t, c); len(got.Status.Members) != 1 {
 			return fmt.Errorf("members %+v", got.Status.Members)
 		}
@@ -163,7 +164,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 		if n == leader {
 			continue
 		}
-		eventually(t, waitTimeout, "pod and claim of "+n+" deleted", func() error {
+		testutil.Eventually(t, waitTimeout, "pod and claim of "+n+" deleted", func(context.Context) error {
 			p, err := getPod(c, n)
 			if err == nil && p.DeletionTimestamp == nil {
 				return fmt.Errorf("pod %s not being deleted", n)
@@ -189,7 +190,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 			return nil
 		})
 	}
-	eventually(t, waitTimeout, "Running with one member", func() error {
+	testutil.Eventually(t, waitTimeout, "Running with one member", func(context.Context) error {
 		got := getCluster(t, c)
 		if got.Status.Phase != etcdv1alpha1.PhaseRunning || got.Status.ReadyReplicas != 1 {
 			return fmt.Errorf("phase %s, %d ready, conditions %+v", got.Status.Phase, got.Status.ReadyReplicas, got.Status.Conditions)

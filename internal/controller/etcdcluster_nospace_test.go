@@ -17,6 +17,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestNoSpaceQuotaRaiseRollsAndDisarms: a member of a cluster whose databases fill their 16Mi quota
@@ -31,9 +32,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
-			Options: &etcdv1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To(resource.MustParse("16Mi"))}}}
+	c := testutil.EtcdCluster("full", testutil.InNamespace(ns.Name), testutil.WithReplicas(3), testutil.WithQuota("16Mi"))
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	if err != nil {
 		t.Fatalf("raise NOSPACE on %s: %v", m.Name, err)
 	}
-	eventually(t, waitTimeout, "NoSpace reported", func() error {
+	testutil.Eventually(t, waitTimeout, "NoSpace reported", func(context.Context) error {
 		c = getCluster(t, c)
 		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
 		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonNoSpace {
@@ -92,7 +91,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	})
 	hash := resources.Options{}.SpecHash(c)
 	// Play kubelet: a recreated member pod runs again (the embedded member keeps its data).
-	eventually(t, 60*time.Second, "every member rolled and the alarm disarmed", func() error {
+	testutil.Eventually(t, 60*time.Second, "every member rolled and the alarm disarmed", func(context.Context) error {
 		rolled := 0
 		for _, n := range names {
 			p, err := getPod(c, n)

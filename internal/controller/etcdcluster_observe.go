@@ -44,22 +44,6 @@ type etcdObservation struct {
 	leader uint64
 }
 
-// memberByName returns the member registered under name, by its etcd name or, for a learner that has
-// not started yet (no name), by its peer URL.
-func (o *etcdObservation) memberByName(name, peerURL string) (etcd.Member, bool) {
-	for _, m := range o.members {
-		if m.Name == name {
-			return m, true
-		}
-		for _, u := range m.PeerURLs {
-			if u == peerURL {
-				return m, true
-			}
-		}
-	}
-	return etcd.Member{}, false
-}
-
 // healthy reports whether member id answered a linearizable read and reported no alarm.
 func (o *etcdObservation) healthy(id uint64) bool {
 	err, ok := o.health[id]
@@ -210,13 +194,4 @@ func agreedLeader(status map[uint64]etcd.EndpointStatus) uint64 {
 		}
 	}
 	return best
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

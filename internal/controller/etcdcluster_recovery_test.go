@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +21,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestObserveDataLoss: quorum is lost for good only when fewer than a quorum of the last listed voters
@@ -90,10 +91,11 @@ func TestObserveDataLoss(t *testing.T) {
 			pvcs:    map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+			var opts []testutil.ClusterOption
 			if tc.emptyDir {
-				c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+				opts = append(opts, testutil.WithEmptyDir())
 			}
+			c := testutil.EtcdCluster("d", opts...)
 			c.Status.Members = tc.members
 			s := &scope{cluster: c, pods: tc.pods, pvcs: tc.pvcs}
 			d := observeDataLoss(s)
@@ -186,9 +188,8 @@ func TestPickRestoreBackup(t *testing.T) {
 func TestC05_QuorumLostWithoutData(t *testing.T) {
 	ctx := context.Background()
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	c, members, names, hosts := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c05", Namespace: "ns-c05"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
-			Storage: etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}, "127.0.0.51", "127.0.0.52", "127.0.0.53")
+	c, members, names, hosts := runningCluster(t,
+		testutil.EtcdCluster("c05", testutil.InNamespace("ns-c05"), testutil.WithReplicas(3), testutil.WithEmptyDir()), "127.0.0.51", "127.0.0.52", "127.0.0.53")
 	oldID := c.Status.ClusterID
 	sha := strings.Repeat("cd", 32)
 	b := succeededBackup(t, c, "c05-nightly", dest, "ns-c05/c05/nightly.db", sha, 42)
@@ -206,7 +207,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, waitTimeout, "QuorumDataLost reported", func() error {
+	testutil.Eventually(t, waitTimeout, "QuorumDataLost reported", func(context.Context) error {
 		c = getCluster(t, c)
 		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
 		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonQuorumDataLost {
@@ -224,13 +225,17 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, waitTimeout, "a Warning event", func() error { return findEvent(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, "lost their data") })
+	testutil.Eventually(t, waitTimeout, "a Warning event", func(context.Context) error {
+		return findEvent(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, "lost their data")
+	})
 	// Passes keep coming (requeues every 5 s); none creates a member.
 	rv := c.ResourceVersion
-	consistently(t, 6*time.Second, "a member was started after the data loss without restoreOnQuorumLoss", func() error {
+	testutil.Consistently(t, 6*time.Second, "a member was started after the data loss without restoreOnQuorumLoss", func(context.Context) error {
 		for _, n := range names {
-			if _, err := getPod(c, n); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("pod %s exists (get: %v)", n, err)
+			if _, err := getPod(c, n); err == nil {
+				return fmt.Errorf("pod %s exists", n)
+			} else if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pod %s exists (get: %w)", n, err)
 			}
 		}
 		return nil
@@ -246,7 +251,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	var token string
 	for _, n := range names {
 		var p *corev1.Pod
-		eventually(t, waitTimeout, "pod "+n+" recreated from the backup", func() (err error) { p, err = getPod(c, n); return err })
+		testutil.Eventually(t, waitTimeout, "pod "+n+" recreated from the backup", func(context.Context) (err error) { p, err = getPod(c, n); return err })
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("pod %s has %d init containers, want the restore", n, len(p.Spec.InitContainers))
 		}
@@ -285,7 +290,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	// with the token the operator chose; the token of the lost one would make the same cluster ID).
 	restored := testenv.StartEtcdWithToken(t, token, names, hosts)
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	eventually(t, waitTimeout, "recovery Succeeded", func() error {
+	testutil.Eventually(t, waitTimeout, "recovery Succeeded", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.CompletionTime == nil {
 			return fmt.Errorf("status.recovery %+v", rec)
@@ -299,7 +304,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	if c.Status.ClusterID != newID || newID == oldID {
 		t.Errorf("clusterID %s, want the new cluster's %s (old %s)", c.Status.ClusterID, newID, oldID)
 	}
-	if n := testutil.ToFloat64(quorumRestores.WithLabelValues("succeeded")); n < 1 {
+	if n := promtestutil.ToFloat64(quorumRestores.WithLabelValues("succeeded")); n < 1 {
 		t.Errorf("etcd_operator_quorum_loss_restores_total{result=succeeded} = %v", n)
 	}
 }
@@ -343,7 +348,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 		members[i].Stop()
 		deleteMemberAndClaim(t, c, names[i])
 	}
-	eventually(t, waitTimeout, "the restore waits for the retained claim", func() error {
+	testutil.Eventually(t, waitTimeout, "the restore waits for the retained claim", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "members lc-1, lc-2 lost their data") ||
@@ -360,7 +365,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	}
 
 	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = etcdv1alpha1.RetainPolicyDelete })
-	eventually(t, waitTimeout, "restore started", func() error {
+	testutil.Eventually(t, waitTimeout, "restore started", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) {
 			return fmt.Errorf("status.recovery %+v", rec)
@@ -371,7 +376,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	old0, err := getPod(c, names[0])
 	if err == nil {
 		// the survivor's pod and claim go (kubelet and kube-controller-manager would finish that here)
-		eventually(t, waitTimeout, "survivor's pod deleted", func() error {
+		testutil.Eventually(t, waitTimeout, "survivor's pod deleted", func(context.Context) error {
 			p, err := getPod(c, names[0])
 			if apierrors.IsNotFound(err) || (err == nil && p.UID != old0.UID) {
 				return nil
@@ -379,10 +384,10 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 			return fmt.Errorf("pod %s still the old one (deleting: %v)", names[0], p.DeletionTimestamp != nil)
 		})
 	}
-	eventually(t, waitTimeout, "survivor's claim gone", func() error {
+	testutil.Eventually(t, waitTimeout, "survivor's claim gone", func(context.Context) error {
 		pvc := &corev1.PersistentVolumeClaim{}
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-lc-0"}, pvc)
-		if err == nil && pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != "" && pvc.CreationTimestamp.Time.After(c.Status.Recovery.StartTime.Time.Add(-time.Second)) {
+		if err == nil && pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != "" && pvc.CreationTimestamp.After(c.Status.Recovery.StartTime.Add(-time.Second)) {
 			return nil // already recreated for the restore
 		}
 		if err == nil && pvc.DeletionTimestamp == nil {
@@ -396,7 +401,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 		return client.IgnoreNotFound(err)
 	})
 	for _, n := range names {
-		eventually(t, waitTimeout, "pod "+n+" restoring", func() error {
+		testutil.Eventually(t, waitTimeout, "pod "+n+" restoring", func(context.Context) error {
 			p, err := getPod(c, n)
 			if err != nil {
 				return err
@@ -426,7 +431,7 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 			t.Fatal(err)
 		}
 	}
-	eventually(t, waitTimeout, "claim of "+name+" deleted", func() error {
+	testutil.Eventually(t, waitTimeout, "claim of "+name+" deleted", func(context.Context) error {
 		pvc := &corev1.PersistentVolumeClaim{}
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc)
 		if apierrors.IsNotFound(err) {
@@ -453,13 +458,13 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	ctx := context.Background()
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	c, members, names, _ := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "cx", Namespace: "ns-cancel"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}}},
+	c, members, names, _ := runningCluster(t,
+		testutil.EtcdCluster("cx", testutil.InNamespace("ns-cancel"), testutil.WithReplicas(3), testutil.WithRestoreOnQuorumLoss(true)),
 		"127.0.0.74", "127.0.0.75", "127.0.0.76")
 	succeededBackup(t, c, "cx-b", dest, "ns-cancel/cx/b.db", strings.Repeat("01", 32), 3)
 	// the survivor's pod cannot go until the test lets it
 	const hold = "test.etcdkit.dev/hold"
-	eventually(t, waitTimeout, "hold the survivor's pod", func() error {
+	testutil.Eventually(t, waitTimeout, "hold the survivor's pod", func(context.Context) error {
 		p, err := getPod(c, names[0])
 		if err != nil {
 			return err
@@ -468,7 +473,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 		return k8s.Update(ctx, p)
 	})
 	release := func() {
-		eventually(t, waitTimeout, "release the survivor's pod", func() error {
+		testutil.Eventually(t, waitTimeout, "release the survivor's pod", func(context.Context) error {
 			p, err := getPod(c, names[0])
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -484,19 +489,22 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 		members[i].Stop()
 		deleteMemberAndClaim(t, c, names[i])
 	}
-	eventually(t, waitTimeout, "restore decided, deleting", func() error {
+	testutil.Eventually(t, waitTimeout, "restore decided, deleting", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
 		p, err := getPod(c, names[0])
-		if err != nil || p.DeletionTimestamp == nil {
-			return fmt.Errorf("survivor's pod not being deleted yet (%v)", err)
+		if err != nil {
+			return fmt.Errorf("survivor's pod not being deleted yet (%w)", err)
+		}
+		if p.DeletionTimestamp == nil {
+			return errors.New("survivor's pod not being deleted yet")
 		}
 		return nil
 	})
 	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Recovery.RestoreOnQuorumLoss = false })
-	eventually(t, waitTimeout, "restore cancelled", func() error {
+	testutil.Eventually(t, waitTimeout, "restore cancelled", func(context.Context) error {
 		c = getCluster(t, c)
 		if c.Status.Recovery != nil {
 			return fmt.Errorf("status.recovery %+v", c.Status.Recovery)
@@ -505,7 +513,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	})
 	release()
 	// with the survivor's pod and claim gone, the loss is reported, and nothing is restored
-	eventually(t, waitTimeout, "loss reported, nothing restored", func() error {
+	testutil.Eventually(t, waitTimeout, "loss reported, nothing restored", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "nothing is changed") {
@@ -540,7 +548,7 @@ func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) 
 	}
 	members := testenv.StartEtcd(t, names, hosts)
 	runPods(t, c, ips)
-	eventually(t, waitTimeout, "Running", func() error {
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
 		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
@@ -564,7 +572,7 @@ func succeededBackup(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, des
 	if stored == nil {
 		stored = &c.Spec.Backup.Destination
 	}
-	eventually(t, waitTimeout, "backup "+name+" marked Succeeded", func() error {
+	testutil.Eventually(t, waitTimeout, "backup "+name+" marked Succeeded", func(context.Context) error {
 		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 			return err
 		}

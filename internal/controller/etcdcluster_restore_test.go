@@ -9,11 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestRestoreBootstrap: a cluster created from an EtcdBackup waits while the backup is not done (no
@@ -32,13 +32,11 @@ func TestRestoreBootstrap(t *testing.T) {
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "copy", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Bootstrap: &etcdv1alpha1.BootstrapSpec{
-			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "nightly"}}}}}
+	c := testutil.EtcdCluster("copy", testutil.InNamespace(ns.Name), testutil.WithReplicas(3), testutil.WithRestoreFrom("nightly"))
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "waiting for the backup", func() error {
+	testutil.Eventually(t, waitTimeout, "waiting for the backup", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1alpha1.ReasonWaiting || !strings.Contains(p.Message, "Waiting for EtcdBackup nightly to succeed") {
@@ -51,7 +49,7 @@ func TestRestoreBootstrap(t *testing.T) {
 	}
 
 	sha := strings.Repeat("ab", 32)
-	eventually(t, waitTimeout, "backup marked Succeeded", func() error {
+	testutil.Eventually(t, waitTimeout, "backup marked Succeeded", func(context.Context) error {
 		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 			return err
 		}
@@ -67,7 +65,7 @@ func TestRestoreBootstrap(t *testing.T) {
 	for i := range 3 {
 		name := fmt.Sprintf("copy-%d", i)
 		var p *corev1.Pod
-		eventually(t, waitTimeout, "pod "+name, func() (err error) { p, err = getPod(c, name); return err })
+		testutil.Eventually(t, waitTimeout, "pod "+name, func(context.Context) (err error) { p, err = getPod(c, name); return err })
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("pod %s has %d init containers, want the restore", name, len(p.Spec.InitContainers))
 		}
@@ -111,7 +109,7 @@ func TestRestoreRefused(t *testing.T) {
 			if err := k8s.Create(ctx, b); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, waitTimeout, "backup status set", func() error {
+			testutil.Eventually(t, waitTimeout, "backup status set", func(context.Context) error {
 				if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 					return err
 				}
@@ -122,13 +120,12 @@ func TestRestoreRefused(t *testing.T) {
 				b.Status.ObservedGeneration = b.Generation
 				return k8s.Status().Update(ctx, b) // retried on a conflict with the backup controller
 			})
-			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "from-" + tc.name, Namespace: ns.Name},
-				Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Version: tc.version, Bootstrap: &etcdv1alpha1.BootstrapSpec{
-					Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: tc.name}}}}}
+			c := testutil.EtcdCluster("from-"+tc.name, testutil.InNamespace(ns.Name), testutil.WithReplicas(1),
+				testutil.WithVersion(tc.version), testutil.WithRestoreFrom(tc.name))
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, waitTimeout, "refused", func() error {
+			testutil.Eventually(t, waitTimeout, "refused", func(context.Context) error {
 				c = getCluster(t, c)
 				p := condition(c, etcdv1alpha1.ConditionProgressing)
 				if p == nil || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, tc.mention) {

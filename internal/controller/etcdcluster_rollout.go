@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/equality"
-	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -213,7 +213,7 @@ func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alph
 	} else {
 		pdb := &policyv1.PodDisruptionBudget{}
 		switch err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); {
-		case err != nil && !k8serrors.IsNotFound(err):
+		case err != nil && !apierrors.IsNotFound(err):
 			return "", fmt.Errorf("get poddisruptionbudget %s: %w", c.Name, err)
 		case err != nil: // not created yet: the eviction is not limited
 		case pdb.Status.ObservedGeneration < pdb.Generation:
@@ -224,11 +224,11 @@ func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alph
 		evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
 		defer cancel()
 		err = r.SubResource("eviction").Create(evictCtx, pod, &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{Preconditions: pre}})
-		if k8serrors.IsTooManyRequests(err) || errors.Is(err, context.DeadlineExceeded) {
+		if apierrors.IsTooManyRequests(err) || errors.Is(err, context.DeadlineExceeded) {
 			return err.Error(), nil
 		}
 	}
-	if err != nil && !k8serrors.IsNotFound(err) && !k8serrors.IsConflict(err) {
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return "", fmt.Errorf("restart member %s: %w", pod.Name, err)
 	}
 	return "", nil
@@ -256,8 +256,8 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctr
 	got := &policyv1.PodDisruptionBudget{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
 	switch {
-	case k8serrors.IsNotFound(err):
-		if err := r.Create(ctx, want); err != nil && !k8serrors.IsAlreadyExists(err) {
+	case apierrors.IsNotFound(err):
+		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("create poddisruptionbudget %s: %w", want.Name, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedPodDisruptionBudget", "Create", "Created PodDisruptionBudget %s (minAvailable %s)", want.Name, want.Spec.MinAvailable.String())
@@ -270,7 +270,7 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctr
 				"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
 		}
 		return ctrl.Result{}, nil
-	case apierrors.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && apierrors.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):
+	case equality.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):
 		return ctrl.Result{}, nil
 	}
 	patch := client.MergeFrom(got.DeepCopy())
@@ -320,7 +320,7 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 			continue
 		}
 		sc := &storagev1.StorageClass{}
-		if err := r.Get(ctx, client.ObjectKey{Name: className}, sc); err != nil && !k8serrors.IsNotFound(err) {
+		if err := r.Get(ctx, client.ObjectKey{Name: className}, sc); err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("get storageclass %s: %w", className, err)
 		} else if err != nil || sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
 			refused = append(refused, name)

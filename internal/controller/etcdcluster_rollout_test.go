@@ -19,12 +19,13 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // waitAvailable waits until the cluster is Available with every member a healthy voter.
 func waitAvailable(t *testing.T, c *etcdv1alpha1.EtcdCluster, ready int32) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	eventually(t, waitTimeout, "Available", func() error {
+	testutil.Eventually(t, waitTimeout, "Available", func(context.Context) error {
 		c = getCluster(t, c)
 		a := condition(c, etcdv1alpha1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue || c.Status.ReadyReplicas != ready {
@@ -74,7 +75,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 		uids[n] = p.UID
 	}
 	firstLeader := leaderName()
-	eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func() error {
+	testutil.Eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func(context.Context) error {
 		c = getCluster(t, c)
 		d := condition(c, etcdv1alpha1.ConditionDataInconsistent)
 		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1alpha1.ReasonHashesMatch || !strings.Contains(d.Message, "All 3 members hash to") {
@@ -91,7 +92,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 
 	// Restarts go through the Eviction API: while the budget has not been computed (here there is no
 	// disruption controller yet), the eviction is refused, the rollout waits and says so, and no pod goes.
-	eventually(t, waitTimeout, "rollout waits for the PodDisruptionBudget", func() error {
+	testutil.Eventually(t, waitTimeout, "rollout waits for the PodDisruptionBudget", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1alpha1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") {
@@ -149,7 +150,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 		t.Errorf("restart order %+v: the first leader %s was not last", order, firstLeader)
 	}
 	c = waitAvailable(t, c, 3)
-	eventually(t, waitTimeout, "phase Running after the rollout", func() error {
+	testutil.Eventually(t, waitTimeout, "phase Running after the rollout", func(context.Context) error {
 		c = getCluster(t, c)
 		if c.Status.Phase != etcdv1alpha1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
@@ -168,17 +169,17 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 func TestC09_VersionPathRefusedWithoutPodChanges(t *testing.T) {
 	c := createCluster(t, "path", 1)
 	ctx := context.Background()
-	eventually(t, waitTimeout, "pod path-0", func() error { _, err := getPod(c, "path-0"); return err })
+	testutil.Eventually(t, waitTimeout, "pod path-0", func(context.Context) error { _, err := getPod(c, "path-0"); return err })
 	before, _ := getPod(c, "path-0")
 	// The members run 3.5.20 (as the status records), and the spec asks for 3.6.16: etcd's checklist
 	// needs 3.5.26 first. CEL allows it (it cannot see what members run); the operator must not.
-	eventually(t, waitTimeout, "status set to members running 3.5.20", func() error {
+	testutil.Eventually(t, waitTimeout, "status set to members running 3.5.20", func(context.Context) error {
 		c = getCluster(t, c)
 		c.Status.CurrentVersion = "3.5.20"
 		c.Status.ClusterID = "abc"
 		return k8s.Status().Update(ctx, c) // retried on a conflict with the operator's own writes
 	})
-	eventually(t, waitTimeout, "Valid=False", func() error {
+	testutil.Eventually(t, waitTimeout, "Valid=False", func(context.Context) error {
 		c = getCluster(t, c)
 		v := condition(c, etcdv1alpha1.ConditionValid)
 		if v == nil || v.Status != metav1.ConditionFalse || v.Reason != etcdv1alpha1.ReasonInvalidSpec {
@@ -219,9 +220,8 @@ func TestVolumeExpansion(t *testing.T) {
 				t.Fatal(err)
 			}
 			size := resource.MustParse("1Gi")
-			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: ns.Name},
-				Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1),
-					Storage: etcdv1alpha1.StorageSpec{Size: &size, StorageClassName: ptr.To(sc.Name)}}}
+			c := testutil.EtcdCluster("vol", testutil.InNamespace(ns.Name), testutil.WithReplicas(1),
+				testutil.WithStorageSize(size.String()), testutil.WithStorageClass(sc.Name))
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +229,7 @@ func TestVolumeExpansion(t *testing.T) {
 			key := client.ObjectKey{Namespace: ns.Name, Name: "data-vol-0"}
 			// play the volume controller: bound at 1Gi
 			setClaimStatus := func(capacity resource.Quantity) {
-				eventually(t, waitTimeout, "claim status", func() error {
+				testutil.Eventually(t, waitTimeout, "claim status", func(context.Context) error {
 					if err := k8s.Get(ctx, key, pvc); err != nil {
 						return err
 					}
@@ -241,7 +241,7 @@ func TestVolumeExpansion(t *testing.T) {
 			setClaimStatus(size)
 			bigger := resource.MustParse("2Gi")
 			c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
-			eventually(t, waitTimeout, "VolumesResized "+tc.reason, func() error {
+			testutil.Eventually(t, waitTimeout, "VolumesResized "+tc.reason, func(context.Context) error {
 				c = getCluster(t, c)
 				v := condition(c, etcdv1alpha1.ConditionVolumesResized)
 				if v == nil || v.Reason != tc.reason || v.Status != metav1.ConditionFalse {
@@ -263,7 +263,7 @@ func TestVolumeExpansion(t *testing.T) {
 			}
 			// the storage provider grows the volume: the condition turns True
 			setClaimStatus(bigger)
-			eventually(t, waitTimeout, "VolumesResized True", func() error {
+			testutil.Eventually(t, waitTimeout, "VolumesResized True", func(context.Context) error {
 				c = getCluster(t, c)
 				if v := condition(c, etcdv1alpha1.ConditionVolumesResized); v == nil || v.Status != metav1.ConditionTrue {
 					return fmt.Errorf("VolumesResized %+v", v)

@@ -79,31 +79,3 @@ func TestMain(m *testing.M) {
 	_ = env.Stop()
 	os.Exit(code)
 }
-
-// eventually polls cond every 100 ms until it returns nil or timeout passes, then fails with its last error.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// consistently checks cond every 200 ms for the whole window and fails the test, with cond's error,
-// the first time it does not hold: for what must not happen (a write, a pod, a retry) while nothing
-// changes.
-func consistently(t *testing.T, window time.Duration, what string, cond func() error) {
-	t.Helper()
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if err := cond(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}

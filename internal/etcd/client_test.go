@@ -10,6 +10,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // etcdVersion is the server version the module pins (go.etcd.io/etcd/server/v3).
@@ -35,7 +37,7 @@ func TestNewHonoursCanceledContext(t *testing.T) {
 // refuses connections, the other accepts TCP but never speaks HTTP/2.
 func TestUnreachableEndpoint(t *testing.T) {
 	t.Parallel()
-	refused := fmt.Sprintf("http://127.0.0.1:%d", freePorts(t, 1)[0])
+	refused := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -234,7 +236,7 @@ func TestMoveLeader(t *testing.T) {
 	if err := cli.MoveLeader(callCtx(t), target); err != nil {
 		t.Fatalf("MoveLeader(%s): %v", FormatID(target), err)
 	}
-	eventually(t, 10*time.Second, "all members see the new leader", func(ctx context.Context) error {
+	poll.Eventually(t, 10*time.Second, "all members see the new leader", func(ctx context.Context) error {
 		for _, m := range c.members {
 			st, err := cli.Status(ctx, m.clientURL)
 			if err != nil {
@@ -264,7 +266,7 @@ func TestMembership(t *testing.T) {
 	)
 	// A fresh cluster refuses reconfiguration until its peers have been
 	// connected for etcd's 5 s health interval.
-	eventually(t, reconfigTimeout, "AddLearner", retryUnhealthy(&addErr, func(ctx context.Context) error {
+	poll.Eventually(t, reconfigTimeout, "AddLearner", retryUnhealthy(&addErr, func(ctx context.Context) error {
 		var err error
 		added, members, err = cli.AddLearner(ctx, learner.peerURL)
 		return err
@@ -337,7 +339,7 @@ func TestMembership(t *testing.T) {
 			t.Errorf("Health of learner: got %v, want ErrIsLearner", err)
 		}
 
-		eventually(t, 15*time.Second, "PromoteLearner", func(ctx context.Context) error {
+		poll.Eventually(t, 15*time.Second, "PromoteLearner", func(ctx context.Context) error {
 			return cli.PromoteLearner(ctx, added.ID)
 		})
 		_, got, err := cli.MemberList(callCtx(t))
@@ -351,7 +353,7 @@ func TestMembership(t *testing.T) {
 		if err := cli.PromoteLearner(callCtx(t), added.ID); err != nil {
 			t.Errorf("PromoteLearner of a voter: %v, want nil", err)
 		}
-		eventually(t, 10*time.Second, "promoted member healthy", func(ctx context.Context) error {
+		poll.Eventually(t, 10*time.Second, "promoted member healthy", func(ctx context.Context) error {
 			return cli.Health(ctx, learner.clientURL)
 		})
 	})
@@ -360,7 +362,7 @@ func TestMembership(t *testing.T) {
 		victim := c.members[1]
 		id := victim.memberID()
 		var removeErr error
-		eventually(t, reconfigTimeout, "RemoveMember", retryUnhealthy(&removeErr, func(ctx context.Context) error {
+		poll.Eventually(t, reconfigTimeout, "RemoveMember", retryUnhealthy(&removeErr, func(ctx context.Context) error {
 			return cli.RemoveMember(ctx, id)
 		}))
 		if removeErr != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // Timing of the in-process test clusters. Ticks are short so elections are
@@ -57,46 +58,13 @@ type testCluster struct {
 	members []*testMember
 }
 
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freePorts returns n loopback TCP ports that were free when asked and that
-// no other caller in this test binary has been given.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	var (
-		ports []int
-		lns   []net.Listener
-	)
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pick free port: %v", err)
-		}
-		lns = append(lns, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		if portsUsed[p] {
-			continue
-		}
-		portsUsed[p] = true
-		ports = append(ports, p)
-	}
-	return ports
-}
+// poll polls a live in-process cluster: every 50 ms, each call bounded by 5 s.
+var poll = testutil.Poller{Interval: 50 * time.Millisecond, AttemptTimeout: 5 * time.Second}
 
 // newTestMember allocates ports and a data directory for a member that is
 // not started yet.
 func newTestMember(t *testing.T, name string) *testMember {
-	p := freePorts(t, 2)
+	p := testutil.FreePorts(t, 2)
 	return &testMember{
 		name:      name,
 		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", p[0]),
@@ -250,32 +218,7 @@ func callCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually calls f until it returns nil or timeout has passed, and fails
-// the test with f's last error in the latter case. f gets a context bounded
-// by the remaining time.
-func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
-		err = f(callCtx)
-		callCancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not done after %v: %v", what, timeout, err)
-		case <-tick.C:
-		}
-	}
-}
-
-// retryUnhealthy is for eventually: it keeps polling while etcd's strict
+// retryUnhealthy is for poll.Eventually: it keeps polling while etcd's strict
 // reconfig check refuses, and stops polling on any other outcome, storing
 // that outcome in *out.
 func retryUnhealthy(out *error, f func(ctx context.Context) error) func(ctx context.Context) error {

@@ -102,101 +102,144 @@ func (a Action) String() string {
 	return fmt.Sprintf("%s %s: %s", a.Kind, a.Member, a.Reason)
 }
 
-// Next returns the one next safe action for s.
+// Next returns the one next safe action for s: nothing while quorum is lost, else the action of the
+// first step of the chain below that has one.
 func Next(s State) Action {
-	byName := map[string]Member{}
-	var voters, healthyVoters int
-	var learner *Member
+	t := tallyOf(s)
+	quorum := t.voters/2 + 1
+	if t.healthyVoters < quorum {
+		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
+	}
+	for _, step := range []func(State, tally) (Action, bool){
+		removeLostVoter, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
+	} {
+		if a, ok := step(s, t); ok {
+			return a
+		}
+	}
+	return Action{Kind: None}
+}
+
+// tally is what Next counts in a State once.
+type tally struct {
+	byName                map[string]Member
+	voters, healthyVoters int
+	// learner is the first learner listed, nil when there is none.
+	learner *Member
+}
+
+// tallyOf counts the voters and healthy voters of s, indexes its members by name and finds a learner.
+func tallyOf(s State) tally {
+	t := tally{byName: map[string]Member{}}
 	for i, m := range s.Members {
-		byName[m.Name] = m
+		t.byName[m.Name] = m
 		if m.IsLearner {
-			if learner == nil {
-				learner = &s.Members[i]
+			if t.learner == nil {
+				t.learner = &s.Members[i]
 			}
 			continue
 		}
-		voters++
+		t.voters++
 		if m.Healthy {
-			healthyVoters++
+			t.healthyVoters++
 		}
 	}
-	quorum := voters/2 + 1
-	if healthyVoters < quorum {
-		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", healthyVoters, voters, quorum)}
-	}
+	return t
+}
 
-	// 1. A voter whose data is gone (no pod, no claim): remove it; it is added back as a new member.
+// removeLostVoter is step 1. A voter whose data is gone (no pod, no claim): remove it; it is added
+// back as a new member.
+func removeLostVoter(s State, _ tally) (Action, bool) {
 	for _, m := range sorted(s.Members) {
 		r := s.Resources[m.Name]
 		if !m.IsLearner && !m.Healthy && !r.Pod && !r.PodTerminating && !r.Data && !r.DataTerminating {
-			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "its pod and data are gone; it will be replaced"}
+			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "its pod and data are gone; it will be replaced"}, true
 		}
 	}
+	return Action{}, false
+}
 
-	// 2. Pods and claims of names that are not members (removed members, or a failed add): delete them,
-	// so that no member ever starts on a removed member's data.
+// deleteStrays is step 2. Pods and claims of names that are not members (removed members, or a failed
+// add): delete them, so that no member ever starts on a removed member's data.
+func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
-		if _, ok := byName[name]; ok {
+		if _, ok := t.byName[name]; ok {
 			continue
 		}
 		r := s.Resources[name]
 		if r.Pod || r.Data {
-			return Action{Kind: DeleteResources, Member: name, Reason: "not a member of the cluster"}
+			return Action{Kind: DeleteResources, Member: name, Reason: "not a member of the cluster"}, true
 		}
 	}
+	return Action{}, false
+}
 
-	// 3. Scale down: members that are down first, then learners, followers, and the leader last.
-	if len(s.Members) > s.Replicas {
-		cands := sorted(s.Members)
-		sort.SliceStable(cands, func(i, j int) bool { return removeRank(cands[i], s.Leader) < removeRank(cands[j], s.Leader) })
-		m := cands[0]
-		if m.Healthy && !m.IsLearner && healthyVoters-1 < (voters-1)/2+1 {
-			return Action{Kind: Wait, Member: m.Name, Reason: fmt.Sprintf("removing %s would leave %d healthy of %d voters, below quorum", m.Name, healthyVoters-1, voters-1)}
-		}
-		// The leader ranks last and there are at least two members here, so m is never the leader:
-		// leadership is never lost to a scale-down.
-		return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: fmt.Sprintf("scaling down to %d members", s.Replicas)}
+// scaleDown is step 3. Scale down: members that are down first, then learners, followers, and the
+// leader last.
+func scaleDown(s State, t tally) (Action, bool) {
+	if len(s.Members) <= s.Replicas {
+		return Action{}, false
 	}
-
-	// 4. A learner in flight: give it a pod, wait for it, promote it.
-	if l := learner; l != nil {
-		r := s.Resources[l.Name]
-		switch {
-		case r.PodTerminating || r.DataTerminating:
-			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}
-		case !r.Pod:
-			return Action{Kind: CreatePod, Member: l.Name, Reason: "the learner was added but has no pod"}
-		case l.Started:
-			// etcd refuses the promotion (ErrLearnerNotReady) until the learner has caught up: asking
-			// is how to find out, and costs one call.
-			return Action{Kind: Promote, Member: l.Name, ID: l.ID, Reason: "the learner has started"}
-		default:
-			return Action{Kind: Wait, Member: l.Name, Reason: "waiting for learner " + l.Name + " to start and catch up"}
-		}
+	cands := sorted(s.Members)
+	sort.SliceStable(cands, func(i, j int) bool { return removeRank(cands[i], s.Leader) < removeRank(cands[j], s.Leader) })
+	m := cands[0]
+	if m.Healthy && !m.IsLearner && t.healthyVoters-1 < (t.voters-1)/2+1 {
+		return Action{Kind: Wait, Member: m.Name, Reason: fmt.Sprintf("removing %s would leave %d healthy of %d voters, below quorum", m.Name, t.healthyVoters-1, t.voters-1)}, true
 	}
+	// The leader ranks last and there are at least two members here, so m is never the leader:
+	// leadership is never lost to a scale-down.
+	return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: fmt.Sprintf("scaling down to %d members", s.Replicas)}, true
+}
 
-	// 5. Pods and claims of removed members still going away: wait before adding a member.
+// finishLearner is step 4. A learner in flight: give it a pod, wait for it, promote it.
+func finishLearner(s State, t tally) (Action, bool) {
+	l := t.learner
+	if l == nil {
+		return Action{}, false
+	}
+	r := s.Resources[l.Name]
+	switch {
+	case r.PodTerminating || r.DataTerminating:
+		return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}, true
+	case !r.Pod:
+		return Action{Kind: CreatePod, Member: l.Name, Reason: "the learner was added but has no pod"}, true
+	case l.Started:
+		// etcd refuses the promotion (ErrLearnerNotReady) until the learner has caught up: asking
+		// is how to find out, and costs one call.
+		return Action{Kind: Promote, Member: l.Name, ID: l.ID, Reason: "the learner has started"}, true
+	default:
+		return Action{Kind: Wait, Member: l.Name, Reason: "waiting for learner " + l.Name + " to start and catch up"}, true
+	}
+}
+
+// waitForRemoved is step 5. Pods and claims of removed members still going away: wait before adding
+// a member.
+func waitForRemoved(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
-		if _, ok := byName[name]; !ok {
-			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod and claim of removed member " + name + " to be deleted"}
+		if _, ok := t.byName[name]; !ok {
+			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod and claim of removed member " + name + " to be deleted"}, true
 		}
 	}
+	return Action{}, false
+}
 
-	// 6. Scale up (or replace): add a member under the lowest free name, once every voter is healthy.
-	if len(s.Members) < s.Replicas {
-		name := freeName(s.Cluster, byName, s.Resources)
-		if healthyVoters < voters {
-			var down []string
-			for _, m := range sorted(s.Members) {
-				if !m.Healthy {
-					down = append(down, m.Name)
-				}
-			}
-			return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}
-		}
-		return Action{Kind: AddLearner, Member: name, Reason: fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)}
+// scaleUp is step 6. Scale up (or replace): add a member under the lowest free name, once every
+// voter is healthy.
+func scaleUp(s State, t tally) (Action, bool) {
+	if len(s.Members) >= s.Replicas {
+		return Action{}, false
 	}
-	return Action{Kind: None}
+	name := freeName(s.Cluster, t.byName, s.Resources)
+	if t.healthyVoters < t.voters {
+		var down []string
+		for _, m := range sorted(s.Members) {
+			if !m.Healthy {
+				down = append(down, m.Name)
+			}
+		}
+		return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}, true
+	}
+	return Action{Kind: AddLearner, Member: name, Reason: fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)}, true
 }
 
 // freeName returns "<cluster>-<n>" for the lowest n that no member and no pod or claim uses.
@@ -240,6 +283,7 @@ func sorted(ms []Member) []Member {
 	return out
 }
 
+// sortedKeys returns the names of m in order.
 func sortedKeys(m map[string]Resources) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

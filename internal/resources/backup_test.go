@@ -12,16 +12,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func backupFixtures() (*etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup) {
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "apps", UID: "cluster-uid"},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
-		Status: etcdv1alpha1.EtcdClusterStatus{Members: []etcdv1alpha1.MemberStatus{
-			{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"},
-		}},
-	}
+	c := testutil.EtcdCluster("demo", testutil.InNamespace("apps"), testutil.WithUID("cluster-uid"), testutil.WithReplicas(3),
+		func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"}}
+		})
 	b := &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "apps", UID: "backup-uid"},
 		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}},

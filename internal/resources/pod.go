@@ -125,13 +125,6 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.InitialClusterState
 	annotations[etcdv1alpha1.AnnotationSpecHash] = o.SpecHash(c)
 
-	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("100m"),
-		corev1.ResourceMemory: resource.MustParse("128Mi"),
-	}}
-	if tmpl.Resources != nil {
-		resources = *tmpl.Resources.DeepCopy()
-	}
 	affinity := tmpl.Affinity.DeepCopy()
 	if affinity == nil {
 		affinity = defaultAffinity(c)
@@ -144,23 +137,6 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
 			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
 		}}
-	}
-
-	livez, readyz := "/livez", "/readyz"
-	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
-		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does
-		// not. It also fails on any alarm: a NOSPACE alarm (the cluster refuses writes, serves reads)
-		// must neither restart the members nor take them out of the client Service, as 3.6's /livez and
-		// /readyz do not.
-		livez, readyz = "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
-	}
-	probe := func(path string, period, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromInt32(MetricsPort), Scheme: corev1.URISchemeHTTP,
-			}},
-			PeriodSeconds: period, TimeoutSeconds: 5, FailureThreshold: failures,
-		}
 	}
 
 	pod := &corev1.Pod{
@@ -184,25 +160,8 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			PriorityClassName:            tmpl.PriorityClassName,
 			ServiceAccountName:           tmpl.ServiceAccountName,
 			SecurityContext:              restrictedPod(),
-			Containers: []corev1.Container{{
-				Name:    "etcd",
-				Image:   o.Image(c),
-				Command: o.EtcdArgs(c, m),
-				Ports: []corev1.ContainerPort{
-					{Name: "client", ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
-					{Name: "peer", ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
-					{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
-				},
-				Resources: resources,
-				// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
-				StartupProbe:             probe(livez, 2, 150),
-				LivenessProbe:            probe(livez, 10, 6),
-				ReadinessProbe:           probe(readyz, 2, 3),
-				VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
-				SecurityContext:          restrictedContainer(),
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
-			Volumes: []corev1.Volume{o.dataVolume(c, m.Name)},
+			Containers:                   []corev1.Container{o.etcdContainer(c, m, tmpl)},
+			Volumes:                      []corev1.Volume{o.dataVolume(c, m.Name)},
 		},
 	}
 	if m.Restore != nil {
@@ -211,6 +170,55 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	return pod
+}
+
+// etcdContainer returns the etcd container of member m: its command, ports, resources (the
+// template's, or a small default request) and probes.
+func (o Options) etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member, tmpl *etcdv1alpha1.PodTemplate) corev1.Container {
+	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("128Mi"),
+	}}
+	if tmpl.Resources != nil {
+		resources = *tmpl.Resources.DeepCopy()
+	}
+	livez, readyz := "/livez", "/readyz"
+	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
+		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does
+		// not. It also fails on any alarm: a NOSPACE alarm (the cluster refuses writes, serves reads)
+		// must neither restart the members nor take them out of the client Service, as 3.6's /livez and
+		// /readyz do not.
+		livez, readyz = "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
+	}
+	return corev1.Container{
+		Name:    "etcd",
+		Image:   o.Image(c),
+		Command: o.EtcdArgs(c, m),
+		Ports: []corev1.ContainerPort{
+			{Name: "client", ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
+			{Name: "peer", ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources: resources,
+		// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
+		StartupProbe:             metricsProbe(livez, 2, 150),
+		LivenessProbe:            metricsProbe(livez, 10, 6),
+		ReadinessProbe:           metricsProbe(readyz, 2, 3),
+		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
+		SecurityContext:          restrictedContainer(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+// metricsProbe is an HTTP probe of path on the metrics port, every period seconds, failing after
+// failures failed attempts of at most 5 s each.
+func metricsProbe(path string, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromInt32(MetricsPort), Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds: period, TimeoutSeconds: 5, FailureThreshold: failures,
+	}
 }
 
 // restrictedPod is the security context of every pod the operator builds: non-root (uid and gid

@@ -7,21 +7,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-func cluster(mut ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1", UID: "uid-1"},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Version: "3.6.16"},
+// cluster returns demo/ns1 (UID uid-1, 3 members, etcd 3.6.16) with opts applied.
+func cluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+	base := []testutil.ClusterOption{
+		testutil.InNamespace("ns1"),
+		testutil.WithUID("uid-1"),
+		testutil.WithReplicas(3),
+		testutil.WithVersion("3.6.16"),
 	}
-	for _, m := range mut {
-		m(c)
-	}
-	return c
+	return testutil.EtcdCluster("demo", append(base, opts...)...)
 }
 
 func TestURLsAndNames(t *testing.T) {

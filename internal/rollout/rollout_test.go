@@ -75,7 +75,7 @@ func TestRolloutProperties(t *testing.T) {
 			}
 			switch a.Kind {
 			case Restart:
-				if !allOK && !(sick >= 0 && s.Members[sick].Name == a.Member && a.ID != s.Leader) {
+				if !allOK && (sick < 0 || s.Members[sick].Name != a.Member || a.ID == s.Leader) {
 					t.Fatalf("restarted %s while another member was down: %+v", a.Member, s)
 				}
 				if n > 1 && a.ID == s.Leader {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // S3Server is a real S3-compatible server (versitygw over a POSIX directory) running on loopback
@@ -71,40 +72,9 @@ func StartS3(t testing.TB) *S3Server {
 		SecretAccessKey: randomHex(t, 20),
 		Dir:             t.TempDir(),
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	s.Endpoint = "http://" + addr
-
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	logs := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	cmd := exec.Command(bin, "--port", addr, "--region", s.Region, "--quiet", "posix", s.Dir)
-	// Credentials through the environment, not the command line; nothing else is inherited.
-	cmd.Env = []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey, "HOME=" + s.Dir}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	proc := startVersitygw(t, bin, addr, s)
 
 	s.Client, err = minio.New(addr, &minio.Options{
 		Creds:        credentials.NewStaticV4(s.AccessKeyID, s.SecretAccessKey, ""),
@@ -123,13 +93,61 @@ func StartS3(t testing.TB) *S3Server {
 			return s
 		}
 		select {
-		case werr := <-exited:
-			t.Fatalf("versitygw exited: %v\n%s", werr, logs())
+		case <-proc.exited:
+			t.Fatalf("versitygw exited: %v\n%s", proc.err, proc.logs())
 		case <-ctx.Done():
-			t.Fatalf("versitygw on %s did not create bucket %s within 30s: %v\n%s", addr, s.Bucket, errors.Join(err, ctx.Err()), logs())
+			t.Fatalf("versitygw on %s did not create bucket %s within 30s: %v\n%s", addr, s.Bucket, errors.Join(err, ctx.Err()), proc.logs())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// versitygw is a running versitygw process.
+type versitygw struct {
+	// exited is closed when the process has exited, err is then what Wait returned.
+	exited  chan struct{}
+	err     error
+	logPath string
+}
+
+// logs returns what the process wrote so far.
+func (v *versitygw) logs() string {
+	b, _ := os.ReadFile(v.logPath)
+	return string(b)
+}
+
+// startVersitygw starts bin serving s on addr, and stops it (SIGTERM, SIGKILL after 10 s) when the
+// test ends.
+func startVersitygw(t testing.TB, bin, addr string, s *S3Server) *versitygw {
+	t.Helper()
+	v := &versitygw{exited: make(chan struct{}), logPath: filepath.Join(t.TempDir(), "versitygw.log")}
+	logFile, err := os.Create(v.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "--port", addr, "--region", s.Region, "--quiet", "posix", s.Dir)
+	// Credentials through the environment, not the command line; nothing else is inherited.
+	cmd.Env = []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey, "HOME=" + s.Dir}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		v.err = cmd.Wait()
+		close(v.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-v.exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-v.exited
+		}
+	})
+	return v
 }
 
 // randomHex returns n random bytes in hex.

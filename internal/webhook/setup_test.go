@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,6 +35,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 	webhookv1alpha1 "github.com/etcdkit/etcd-operator/internal/webhook/v1alpha1"
 )
 
@@ -76,17 +76,6 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 	return envCfg, k8s
 }
 
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startManager starts a manager whose webhooks Setup arranges with o, and returns Setup's readiness
 // check after asserting that it fails before the manager starts. The manager stops when t ends.
 func startManager(t *testing.T, cfg *rest.Config, o Options) healthz.Checker {
@@ -121,23 +110,6 @@ func startManager(t *testing.T, cfg *rest.Config, o Options) healthz.Checker {
 		}
 	})
 	return ready
-}
-
-// eventually polls cond every 100 ms until it returns nil, and fails t with its last error after
-// timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // installWebhookConfigurations creates the webhook configurations of dist/install.yaml, as they are
@@ -283,14 +255,14 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 	}
 	validating, mutating := installWebhookConfigurations(t, k8s, "self-")
 
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	dir := filepath.Join(t.TempDir(), "certs") // created by the operator
 	ready := startManager(t, cfg, Options{
 		Host: "127.0.0.1", Port: port, CertDir: dir, Namespace: ns,
 		ValidatingConfiguration: validating, MutatingConfiguration: mutating,
 	})
-	eventually(t, readyTimeout, "webhooks served", func() error { return ready(&http.Request{}) })
+	testutil.Eventually(t, readyTimeout, "webhooks served", func(context.Context) error { return ready(&http.Request{}) })
 
 	// caBundles returns the caBundle of every webhook of both configurations.
 	caBundles := func() [][]byte {
@@ -313,8 +285,12 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"tls.crt", "tls.key"} {
-			if got, err := os.ReadFile(filepath.Join(dir, k)); err != nil || !bytes.Equal(got, s.Data[k]) {
-				return fmt.Errorf("%s in %s is not the Secret's (%v)", k, dir, err)
+			got, err := os.ReadFile(filepath.Join(dir, k))
+			if err != nil {
+				return fmt.Errorf("%s in %s is not the Secret's (%w)", k, dir, err)
+			}
+			if !bytes.Equal(got, s.Data[k]) {
+				return fmt.Errorf("%s in %s is not the Secret's", k, dir)
 			}
 		}
 		got, err := servedCert(s.Data["ca.crt"], serverName, addr)
@@ -357,7 +333,7 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 	if err := k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, readyTimeout, "a new CA and certificate served", func() error {
+	testutil.Eventually(t, readyTimeout, "a new CA and certificate served", func(context.Context) error {
 		s := &corev1.Secret{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
 			return err
@@ -393,17 +369,20 @@ func TestExternalCertificate(t *testing.T) {
 		}
 	}
 	writeCert(cert, key)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	o := Options{Host: "127.0.0.1", Port: port, CertDir: dir, Provisioner: ProvisionerExternal, Namespace: ns, ServiceName: "webhook",
 		ValidatingConfiguration: "external-" + DefaultValidatingConfiguration, MutatingConfiguration: "external-" + DefaultMutatingConfiguration}
 	ready := startManager(t, cfg, o)
 	notReadyBecause := func(what, mention string) {
 		t.Helper()
-		eventually(t, readyTimeout, what, func() error {
+		testutil.Eventually(t, readyTimeout, what, func(context.Context) error {
 			err := ready(&http.Request{})
-			if err == nil || !strings.Contains(err.Error(), mention) {
-				return fmt.Errorf("readiness %v, want an error mentioning %q", err, mention)
+			if err == nil {
+				return fmt.Errorf("ready, want an error mentioning %q", mention)
+			}
+			if !strings.Contains(err.Error(), mention) {
+				return fmt.Errorf("readiness %w, want an error mentioning %q", err, mention)
 			}
 			return nil
 		})
@@ -442,7 +421,7 @@ func TestExternalCertificate(t *testing.T) {
 	notReadyBecause("not ready with another CA in the caBundles", "does not trust the certificate")
 
 	setCABundle(caCert)
-	eventually(t, readyTimeout, "ready once the caBundles trust the served certificate", func() error { return ready(&http.Request{}) })
+	testutil.Eventually(t, readyTimeout, "ready once the caBundles trust the served certificate", func(context.Context) error { return ready(&http.Request{}) })
 	got, err := servedCert(caCert, serverName, addr)
 	if err != nil || !bytes.Equal(got, cert) {
 		t.Fatalf("the server does not present the mounted certificate: %v", err)
@@ -458,7 +437,7 @@ func TestExternalCertificate(t *testing.T) {
 	writeCert(otherCert, otherKey)
 	notReadyBecause("not ready once the server presents a certificate the caBundles do not trust", "does not trust the certificate")
 	setCABundle(append(append([]byte{}, caCert...), otherCA...))
-	eventually(t, readyTimeout, "ready once the caBundles trust the new CA", func() error { return ready(&http.Request{}) })
+	testutil.Eventually(t, readyTimeout, "ready once the caBundles trust the new CA", func(context.Context) error { return ready(&http.Request{}) })
 }
 
 // TestOptionsRefused: options that cannot work are refused before anything starts, saying what to do.

@@ -88,7 +88,7 @@ func startObjectStore(t testing.TB, ns string) *objectStore {
 		}
 	}
 	s.endpoint = "http://s3." + ns + ".svc.cluster.local:7070"
-	waitFor(t, 60*time.Second, "versitygw answers and has a bucket", func(ctx context.Context) error {
+	poll.Eventually(t, 60*time.Second, "versitygw answers and has a bucket", func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
 			return err
@@ -158,7 +158,7 @@ func createBackup(t testing.TB, ns, name, cluster string, dest *etcdv1alpha1.Bac
 func waitBackup(t testing.TB, ns, name string, want etcdv1alpha1.BackupPhase) (*etcdv1alpha1.EtcdBackup, time.Duration) {
 	t.Helper()
 	b := &etcdv1alpha1.EtcdBackup{}
-	took := waitFor(t, backupTimeout, "EtcdBackup "+name+" finished", func(ctx context.Context) error {
+	took := poll.Eventually(t, backupTimeout, "EtcdBackup "+name+" finished", func(ctx context.Context) error {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func TestBackupToS3AndPVC(t *testing.T) {
 	if fi, err := os.Stat(file); err != nil || fi.Size() != b.Status.SizeBytes {
 		t.Errorf("snapshot file %s: %v %v", file, fi, err)
 	}
-	waitFor(t, statusTimeout, "cluster status.lastBackup", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "cluster status.lastBackup", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -247,7 +247,7 @@ func TestBackupScheduleKeepsMaxCount(t *testing.T) {
 	store := startObjectStore(t, ns)
 	assertAvailable(t, c, availableTimeout)
 	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
-	waitFor(t, statusTimeout, "set spec.backup", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "set spec.backup", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -261,7 +261,7 @@ func TestBackupScheduleKeepsMaxCount(t *testing.T) {
 	const pruneGrace = 20 * time.Second
 	prefix := "e2e/" + ns + "/sched/"
 	start := time.Now()
-	waitFor(t, 5*time.Minute, "four scheduled backups succeeded", func(ctx context.Context) error {
+	poll.Eventually(t, 5*time.Minute, "four scheduled backups succeeded", func(ctx context.Context) error {
 		list := &etcdv1alpha1.EtcdBackupList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -336,7 +336,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 	}
 	// Nothing is retried: the Job stays failed with its pods, and no other Job appears.
 	var pods int
-	holdFor(t, 20*time.Second, "a failed backup was retried", func(ctx context.Context) error {
+	poll.Consistently(t, 20*time.Second, "a failed backup was retried", func(ctx context.Context) error {
 		jobs := &batchv1.JobList{}
 		if err := k8s.List(ctx, jobs, client.InNamespace(ns)); err != nil {
 			return err

@@ -114,7 +114,7 @@ func benchScale(b *testing.B, ns string, from, to int32) {
 
 // waitGone waits until the pod of that name is not the one with uid.
 func waitGone(b *testing.B, c *etcdv1alpha1.EtcdCluster, name string, uid types.UID) {
-	waitFor(b, recoverTimeout, name+" replaced", func(ctx context.Context) error {
+	poll.Eventually(b, recoverTimeout, name+" replaced", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err

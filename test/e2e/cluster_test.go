@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -86,7 +87,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	}
 
 	// C14: idle. Wait until the operator has nothing left to do, then watch for a window.
-	waitFor(t, statusTimeout, "Progressing=False", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "Progressing=False", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -139,7 +140,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	if err := k8s.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	shown := waitFor(t, statusTimeout, "status shows demo-2 gone or unhealthy", func(ctx context.Context) error {
+	shown := poll.Eventually(t, statusTimeout, "status shows demo-2 gone or unhealthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -239,7 +240,7 @@ func TestC04_SingleMemberPodDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, recoverTimeout, "a new demo-0 pod", func(ctx context.Context) error {
+	poll.Eventually(t, recoverTimeout, "a new demo-0 pod", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -289,7 +290,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 			t.Fatalf("freeze etcd pid %d: %v", pid, err)
 		}
 	}
-	waitFor(t, statusTimeout+availableTimeout, "the operator sees no quorum", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout+availableTimeout, "the operator sees no quorum", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -303,9 +304,11 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 	if err := k8s.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, deleteTimeout, "everything the cluster owned is gone", func(ctx context.Context) error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("EtcdCluster still there (%v)", err)
+	poll.Eventually(t, deleteTimeout, "everything the cluster owned is gone", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); err == nil {
+			return errors.New("EtcdCluster still there")
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("EtcdCluster still there (%w)", err)
 		}
 		sel := client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}
 		for kind, l := range map[string]client.ObjectList{"pods": &corev1.PodList{}, "claims": &corev1.PersistentVolumeClaimList{}, "services": &corev1.ServiceList{}} {
@@ -326,7 +329,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 // operator's global counters. (A failed test keeps its namespace, Active, for inspection.)
 func waitOtherTestNamespacesGone(t testing.TB, own string) {
 	t.Helper()
-	waitFor(t, 5*time.Minute, "earlier tests' namespaces deleted", func(ctx context.Context) error {
+	poll.Eventually(t, 5*time.Minute, "earlier tests' namespaces deleted", func(ctx context.Context) error {
 		list := &corev1.NamespaceList{}
 		if err := k8s.List(ctx, list); err != nil {
 			return err

@@ -53,7 +53,7 @@ func TestC01_ScaleDownWithFailedMember(t *testing.T) {
 		}
 	}
 	freezeMember(t, c, "demo-1")
-	waitFor(t, statusTimeout+10*time.Second, "demo-1 reported unhealthy", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout+10*time.Second, "demo-1 reported unhealthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -98,7 +98,7 @@ func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 	freezeMember(t, c, "demo-2")
 	watch := watchMembers(c)
 	scale(t, c, 5)
-	waitFor(t, statusTimeout+10*time.Second, "a condition saying why scaling waits", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout+10*time.Second, "a condition saying why scaling waits", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err

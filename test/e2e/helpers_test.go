@@ -21,16 +21,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // newCluster creates namespace ns and an EtcdCluster name in it, and deletes the namespace when the
 // test ends.
-func newCluster(t testing.TB, ns, name string, replicas int32, mut ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -42,13 +42,7 @@ func newCluster(t testing.TB, ns, name string, replicas int32, mut ...func(*etcd
 			_ = k8s.Delete(context.Background(), nsObj)
 		}
 	})
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
-	}
-	for _, m := range mut {
-		m(c)
-	}
+	c := testutil.EtcdCluster(name, append([]testutil.ClusterOption{testutil.InNamespace(ns), testutil.WithReplicas(replicas)}, opts...)...)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create EtcdCluster %s/%s: %v", ns, name, err)
 	}
@@ -66,7 +60,7 @@ func assertAvailable(t testing.TB, c *etcdv1alpha1.EtcdCluster, timeout time.Dur
 	t.Helper()
 	want := c.Spec.ReplicasOrDefault()
 	var last *etcdv1alpha1.EtcdCluster
-	took := waitFor(t, timeout, "cluster "+c.Name+" Available", func(ctx context.Context) error {
+	took := poll.Eventually(t, timeout, "cluster "+c.Name+" Available", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err

@@ -25,7 +25,7 @@ const scaleTimeout = 120 * time.Second
 
 func scale(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int32) {
 	t.Helper()
-	waitFor(t, statusTimeout, "set replicas", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "set replicas", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func TestC02_MemberPodAndClaimDeleted(t *testing.T) {
 	w := startWriter(t, svc)
 	start := time.Now()
 	deleteMemberWithData(t, c, "demo-1")
-	waitFor(t, scaleTimeout, "demo-1 replaced by a new member", func(ctx context.Context) error {
+	poll.Eventually(t, scaleTimeout, "demo-1 replaced by a new member", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -298,7 +298,7 @@ func TestOperatorKilledDuringScaleUp(t *testing.T) {
 	id := clusterIDOf(t, c)
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	scale(t, c, 5)
-	waitFor(t, scaleTimeout, "a learner in the member list", func(ctx context.Context) error {
+	poll.Eventually(t, scaleTimeout, "a learner in the member list", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -336,7 +336,7 @@ func TestOperatorKilledDuringReplacement(t *testing.T) {
 	}
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	deleteMemberWithData(t, c, "demo-2")
-	waitFor(t, scaleTimeout, "the stale member removed", func(ctx context.Context) error {
+	poll.Eventually(t, scaleTimeout, "the stale member removed", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestNoSpace_QuotaRaiseRecovers: a 3-member cluster with a 16Mi quota is written until etcd refuses
@@ -25,9 +26,7 @@ import (
 // by the alarm, and raising spec.options.quotaBackendBytes to 64Mi rolls them and disarms the alarm:
 // writes are accepted again.
 func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
-	c := newCluster(t, "e2e-nospace", "demo", 3, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Options = &etcdv1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To(resource.MustParse("16Mi"))}
-	})
+	c := newCluster(t, "e2e-nospace", "demo", 3, testutil.WithQuota("16Mi"))
 	assertAvailable(t, c, availableTimeout)
 	kv := etcdClient(t, clientServiceEndpoint(t, c))
 	value := strings.Repeat("x", 1<<20)
@@ -49,7 +48,7 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 	full0 := time.Now()
 	// nothing in Kubernetes changes: the alarm shows at the next health check (--health-check-interval,
 	// 60 s by default)
-	waitFor(t, 90*time.Second, "NoSpace reported", func(ctx context.Context) error {
+	poll.Eventually(t, 90*time.Second, "NoSpace reported", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -85,7 +84,7 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 	}
 
 	start := time.Now()
-	waitFor(t, statusTimeout, "raise the quota", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "raise the quota", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -94,7 +93,7 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 		return k8s.Update(ctx, got)
 	})
 	assertAvailable(t, c, rolloutTimeout)
-	waitFor(t, statusTimeout, "a write accepted", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "a write accepted", func(ctx context.Context) error {
 		_, err := kv.Put(ctx, "after", "quota raised")
 		return err
 	})

@@ -9,12 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 const (
@@ -87,12 +86,7 @@ func operatorRolledOut(ctx context.Context) error {
 
 // dryRunCreate asks the API server to create an EtcdCluster in namespace default without storing it.
 func dryRunCreate(ctx context.Context) error {
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "admission-check-", Namespace: "default"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{
-			Replicas: ptr.To[int32](3),
-			Storage:  etcdv1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))},
-		},
-	}
+	c := testutil.EtcdCluster("", testutil.InNamespace("default"), testutil.WithReplicas(3), testutil.WithStorageSize("1Gi"),
+		func(c *etcdv1alpha1.EtcdCluster) { c.GenerateName = "admission-check-" })
 	return k8s.Create(ctx, c, client.DryRunAll)
 }

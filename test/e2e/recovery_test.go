@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // recoveryHold is how long the test watches a cluster that lost its data without opting in, to see
@@ -31,9 +32,7 @@ const recoveryHold = 15 * time.Second
 // members, k=v present, k2 absent, no container restarts, status.recovery Succeeded naming the backup.
 func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	const ns = "e2e-c05"
-	c := newCluster(t, ns, "demo", 3, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-	})
+	c := newCluster(t, ns, "demo", 3, testutil.WithEmptyDir())
 	assertAvailable(t, c, availableTimeout)
 	oldID := clusterIDOf(t, c)
 	store := startObjectStore(t, ns)
@@ -59,7 +58,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 		t.Fatalf("delete the member pods: %v", err)
 	}
 	lost := time.Now()
-	waitFor(t, availableTimeout, "QuorumDataLost reported", func(ctx context.Context) error {
+	poll.Eventually(t, availableTimeout, "QuorumDataLost reported", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -75,14 +74,17 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	})
 	t.Logf("C05: all pods deleted -> QuorumDataLost reported in %s", time.Since(lost).Round(100*time.Millisecond))
 	// Without the opt-in, nothing is started: no member pod exists once the deleted ones are gone.
-	waitFor(t, availableTimeout, "the deleted pods gone", func(ctx context.Context) error {
+	poll.Eventually(t, availableTimeout, "the deleted pods gone", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
-		if err != nil || len(pods) > 0 {
-			return fmt.Errorf("%d member pods (%v)", len(pods), err)
+		if err != nil {
+			return fmt.Errorf("%d member pods (%w)", len(pods), err)
+		}
+		if len(pods) > 0 {
+			return fmt.Errorf("%d member pods", len(pods))
 		}
 		return nil
 	})
-	holdFor(t, recoveryHold, "a member was started after the data loss without spec.recovery.restoreOnQuorumLoss", func(ctx context.Context) error {
+	poll.Consistently(t, recoveryHold, "a member was started after the data loss without spec.recovery.restoreOnQuorumLoss", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -94,7 +96,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	})
 
 	start := time.Now()
-	waitFor(t, availableTimeout, "opt in", func(ctx context.Context) error {
+	poll.Eventually(t, availableTimeout, "opt in", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -166,7 +168,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	oldID := clusterIDOf(t, c)
 	store := startObjectStore(t, ns)
 	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
-	waitFor(t, availableTimeout, "opt in", func(ctx context.Context) error {
+	poll.Eventually(t, availableTimeout, "opt in", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -197,7 +199,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	lost := time.Now()
 	deleteMemberWithData(t, c, "demo-1")
 	deleteMemberWithData(t, c, "demo-2")
-	waitFor(t, 3*availableTimeout, "restored from the backup", func(ctx context.Context) error {
+	poll.Eventually(t, 3*availableTimeout, "restored from the backup", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err

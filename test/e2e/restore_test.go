@@ -8,9 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestC12_RestoreIntoNewCluster: a=1 is written, the cluster is backed up to S3, b=2 is written; a new
@@ -53,10 +53,7 @@ func TestC12_RestoreIntoNewCluster(t *testing.T) {
 	t.Logf("C12: backup of %d bytes at revision %d in %s", b.Status.SizeBytes, b.Status.Revision, took.Round(100*time.Millisecond))
 	put(src, "b", "2")
 
-	restored := newCluster(t, ns, "copy", 3, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{
-			BackupRef: &corev1.LocalObjectReference{Name: "src-before-b"}}}
-	})
+	restored := newCluster(t, ns, "copy", 3, testutil.WithRestoreFrom("src-before-b"))
 	tookRestore, _ := assertAvailable(t, restored, availableTimeout)
 	t.Logf("C12: apply -> restored cluster Available in %s", tookRestore.Round(100*time.Millisecond))
 	newID := clusterIDOf(t, restored)

@@ -8,7 +8,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // Timeouts, named once.
@@ -73,37 +73,5 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// waitFor polls cond every 200 ms until it returns nil, and fails the test with cond's last error when
-// timeout passes first.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	var err error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = cond(ctx)
-		cancel()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// holdFor checks cond every 200 ms for the whole window and fails the test, with cond's error, the
-// first time it does not hold: for what must not happen (a pod started, a retry) while nothing changes.
-func holdFor(t testing.TB, window time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := cond(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
+// poll polls the cluster under test: every 200 ms, each attempt with a context of 10 s.
+var poll = testutil.Poller{Interval: 200 * time.Millisecond, AttemptTimeout: 10 * time.Second}

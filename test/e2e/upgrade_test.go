@@ -22,6 +22,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // The etcd versions the upgrade tests run; hack/build-images.sh packs both images.
@@ -167,7 +168,7 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 	id := clusterIDOf(t, c)
 	before := assertMembers(t, c, 3, id)
 	// the operator's Available comes from etcd; kubelet's readiness probes may lag it by a period
-	waitFor(t, statusTimeout, "every member pod Ready", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "every member pod Ready", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -191,7 +192,7 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 		t.Fatalf("update: %v", err)
 	}
 	if killMidway {
-		waitFor(t, rolloutTimeout, "the first member restarted", func(context.Context) error {
+		poll.Eventually(t, rolloutTimeout, "the first member restarted", func(context.Context) error {
 			rw.mu.Lock()
 			defer rw.mu.Unlock()
 			if len(rw.restarts) == 0 {
@@ -201,7 +202,7 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 		})
 		killOperator(t)
 	}
-	waitFor(t, rolloutTimeout, "every member on the new spec", func(ctx context.Context) error {
+	poll.Eventually(t, rolloutTimeout, "every member on the new spec", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -245,14 +246,14 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 // the operator being killed after the first member restarted: followers first, the leader last, one
 // member down at most, every member then runs 3.6 and status.currentVersion says so.
 func TestUpgrade_3_5_To_3_6(t *testing.T) {
-	c := newCluster(t, "e2e-upgrade", "demo", 3, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = oldVersion })
+	c := newCluster(t, "e2e-upgrade", "demo", 3, testutil.WithVersion(oldVersion))
 	_, got := assertAvailable(t, c, availableTimeout)
 	if got.Status.CurrentVersion != oldVersion {
 		t.Fatalf("currentVersion %q, want %s", got.Status.CurrentVersion, oldVersion)
 	}
 	rollAndCheck(t, c, true, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
 	// the cluster version (what etcd's features follow) moves to 3.6 once every member runs it
-	waitFor(t, 30*time.Second, "cluster version 3.6", func(ctx context.Context) error {
+	poll.Eventually(t, 30*time.Second, "cluster version 3.6", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -289,7 +290,7 @@ func upgradedTo(v string) func(*etcdv1alpha1.EtcdCluster) error {
 // rollout's duration and the client-visible error window (the longest gap between acknowledged writes).
 func BenchmarkUpgrade3(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", i), "demo", 3, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = oldVersion })
+		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", i), "demo", 3, testutil.WithVersion(oldVersion))
 		assertAvailable(b, c, availableTimeout)
 		before := operatorCounters(b)
 		took, w := rollAndCheck(b, c, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
@@ -329,7 +330,7 @@ func TestPDBBlocksEvictionThatBreaksQuorum(t *testing.T) {
 	c := newCluster(t, "e2e-pdb", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	ctx := context.Background()
-	waitFor(t, statusTimeout, "the PodDisruptionBudget allows one disruption", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "the PodDisruptionBudget allows one disruption", func(ctx context.Context) error {
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); err != nil {
 			return err
@@ -393,7 +394,7 @@ func TestStorageGrowthReported(t *testing.T) {
 	if err := k8s.Update(context.Background(), got); err != nil {
 		t.Fatalf("grow storage: %v", err)
 	}
-	waitFor(t, statusTimeout, "VolumesResized=False VolumeExpansionNotSupported", func(ctx context.Context) error {
+	poll.Eventually(t, statusTimeout, "VolumesResized=False VolumeExpansionNotSupported", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
 			return err

@@ -8,9 +8,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-func backupSpec(schedule, tz string, ret *etcdv1alpha1.BackupRetention) option {
+func backupSpec(schedule, tz string, ret *etcdv1alpha1.BackupRetention) testutil.ClusterOption {
 	return func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Backup = &etcdv1alpha1.BackupSpec{
 			Schedule: schedule, TimeZone: tz, Retention: ret,

@@ -4,94 +4,37 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-// option changes a test cluster.
-type option func(*etcdv1alpha1.EtcdCluster)
-
 // cluster returns a valid cluster demo/ns1 (3 members, etcd 3.6.16, 1Gi claims) with opts applied.
-func cluster(opts ...option) *etcdv1alpha1.EtcdCluster {
-	c := &etcdv1alpha1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{
-			Replicas: ptr.To[int32](3),
-			Version:  "3.6.16",
-			Storage:  etcdv1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), RetainPolicy: etcdv1alpha1.RetainPolicyDelete},
-		},
+func cluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+	valid := []testutil.ClusterOption{
+		testutil.InNamespace("ns1"),
+		testutil.WithReplicas(3),
+		testutil.WithVersion("3.6.16"),
+		testutil.WithStorageSize("1Gi"),
+		testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete),
 	}
-	for _, o := range opts {
-		o(c)
-	}
-	return c
+	return testutil.EtcdCluster("demo", append(valid, opts...)...)
 }
 
-func replicas(n int32) option {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) }
-}
-func ver(v string) option { return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = v } }
-func running(v string) option {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Status.CurrentVersion = v }
-}
-func image(i string) option { return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = i } }
-func size(q string) option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		if q == "" {
-			c.Spec.Storage.Size = nil
-			return
-		}
-		c.Spec.Storage.Size = ptr.To(resource.MustParse(q))
-	}
-}
-func class(name string) option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Storage.StorageClassName = nil
-		if name != "" {
-			c.Spec.Storage.StorageClassName = ptr.To(name)
-		}
-	}
-}
-func restoreOnLoss(on bool) option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on}
-	}
-}
-
-func emptyDir() option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Storage.Size = nil
-		c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
-	}
-}
-func retain(p etcdv1alpha1.RetainPolicy) option {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = p }
-}
-func options(mut func(*etcdv1alpha1.EtcdOptions)) option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		if c.Spec.Options == nil {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{}
-		}
-		mut(c.Spec.Options)
-	}
-}
-func extraArgs(kv ...string) option {
-	return options(func(o *etcdv1alpha1.EtcdOptions) {
+// extraArgs sets spec.options.extraArgs from key, value pairs.
+func extraArgs(kv ...string) testutil.ClusterOption {
+	return testutil.WithOptions(func(o *etcdv1alpha1.EtcdOptions) {
 		o.ExtraArgs = map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
 			o.ExtraArgs[kv[i]] = kv[i+1]
 		}
 	})
 }
-func quota(q string) option {
-	return options(func(o *etcdv1alpha1.EtcdOptions) { o.QuotaBackendBytes = ptr.To(resource.MustParse(q)) })
-}
-func podLabels(kv ...string) option {
+
+// podLabels sets spec.podTemplate.labels from key, value pairs.
+func podLabels(kv ...string) testutil.ClusterOption {
 	return func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Labels: map[string]string{}}
 		for i := 0; i < len(kv); i += 2 {
@@ -99,19 +42,13 @@ func podLabels(kv ...string) option {
 		}
 	}
 }
-func dbSizes(sizes ...int64) option {
+
+// dbSizes sets status.members, demo-0 first, with these database sizes.
+func dbSizes(sizes ...int64) testutil.ClusterOption {
 	return func(c *etcdv1alpha1.EtcdCluster) {
 		c.Status.Members = nil
 		for i, s := range sizes {
 			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: "demo-" + string(rune('0'+i)), DBSizeBytes: s})
-		}
-	}
-}
-func labels(kv ...string) option {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Labels = map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			c.Labels[kv[i]] = kv[i+1]
 		}
 	}
 }
@@ -153,34 +90,34 @@ func TestValidateCreate(t *testing.T) {
 		warnings []string
 	}{
 		{"defaults", cluster(), nil, nil},
-		{"3.5 patch", cluster(ver("3.5.35")), nil, nil},
-		{"emptyDir", cluster(emptyDir()), nil, nil},
+		{"3.5 patch", cluster(testutil.WithVersion("3.5.35")), nil, nil},
+		{"emptyDir", cluster(testutil.WithEmptyDir()), nil, nil},
 		{"allowed extra flag", cluster(extraArgs("log-level", "debug")), nil, nil},
-		{"one member warns", cluster(replicas(1)), nil, []string{"no fault tolerance"}},
-		{"C09 3.4.x", cluster(ver("3.4.30")), []problem{{"spec.version", "etcd 3.4 is not supported: supported minors are 3.5, 3.6"}}, nil},
-		{"C09 3.7.x", cluster(ver("3.7.0")), []problem{{"spec.version", "etcd 3.7 is not supported"}}, nil},
-		{"not a version", cluster(ver("3.6")), []problem{{"spec.version", "major.minor.patch, such as 3.6.16"}}, nil},
-		{"C10 replicas 0", cluster(replicas(0)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9: a cluster has at least one member"}}, nil},
-		{"C10 replicas 2", cluster(replicas(2)), []problem{{"spec.replicas", "must be odd (1, 3, 5, 7 or 9): 2 members tolerate no more failures than 1 (a quorum of 2 is 2)"}}, nil},
-		{"C10 replicas 4", cluster(replicas(4)), []problem{{"spec.replicas", "a quorum of 4 is 3"}}, nil},
-		{"C10 replicas 11", cluster(replicas(11)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9: more than 9 members"}}, nil},
-		{"C11 size 0", cluster(size("0")), []problem{{"spec.storage.size", "must be at least 64Mi, such as 1Gi"}}, nil},
-		{"C11 size -1Gi", cluster(size("-1Gi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
-		{"C11 size below 64Mi", cluster(size("63Mi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
-		{"size 64Mi", cluster(size("64Mi")), nil, nil},
-		{"emptyDir with a size", cluster(emptyDir(), size("1Gi")), []problem{{"spec.storage.emptyDir", "cannot be combined with storage.size"}}, nil},
-		{"emptyDir with a class", cluster(emptyDir(), class("fast")), []problem{{"spec.storage.emptyDir", "cannot be combined"}}, nil},
-		{"every problem at once", cluster(replicas(4), ver("3.4.0"), size("0"), extraArgs("name", "x", "data-dir", "/d")), []problem{
+		{"one member warns", cluster(testutil.WithReplicas(1)), nil, []string{"no fault tolerance"}},
+		{"C09 3.4.x", cluster(testutil.WithVersion("3.4.30")), []problem{{"spec.version", "etcd 3.4 is not supported: supported minors are 3.5, 3.6"}}, nil},
+		{"C09 3.7.x", cluster(testutil.WithVersion("3.7.0")), []problem{{"spec.version", "etcd 3.7 is not supported"}}, nil},
+		{"not a version", cluster(testutil.WithVersion("3.6")), []problem{{"spec.version", "major.minor.patch, such as 3.6.16"}}, nil},
+		{"C10 replicas 0", cluster(testutil.WithReplicas(0)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9: a cluster has at least one member"}}, nil},
+		{"C10 replicas 2", cluster(testutil.WithReplicas(2)), []problem{{"spec.replicas", "must be odd (1, 3, 5, 7 or 9): 2 members tolerate no more failures than 1 (a quorum of 2 is 2)"}}, nil},
+		{"C10 replicas 4", cluster(testutil.WithReplicas(4)), []problem{{"spec.replicas", "a quorum of 4 is 3"}}, nil},
+		{"C10 replicas 11", cluster(testutil.WithReplicas(11)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9: more than 9 members"}}, nil},
+		{"C11 size 0", cluster(testutil.WithStorageSize("0")), []problem{{"spec.storage.size", "must be at least 64Mi, such as 1Gi"}}, nil},
+		{"C11 size -1Gi", cluster(testutil.WithStorageSize("-1Gi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
+		{"C11 size below 64Mi", cluster(testutil.WithStorageSize("63Mi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
+		{"size 64Mi", cluster(testutil.WithStorageSize("64Mi")), nil, nil},
+		{"emptyDir with a size", cluster(testutil.WithEmptyDir(), testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.emptyDir", "cannot be combined with storage.size"}}, nil},
+		{"emptyDir with a class", cluster(testutil.WithEmptyDir(), testutil.WithStorageClass("fast")), []problem{{"spec.storage.emptyDir", "cannot be combined"}}, nil},
+		{"every problem at once", cluster(testutil.WithReplicas(4), testutil.WithVersion("3.4.0"), testutil.WithStorageSize("0"), extraArgs("name", "x", "data-dir", "/d")), []problem{
 			{"spec.replicas", "must be odd"},
 			{"spec.version", "not supported"},
 			{"spec.storage.size", "at least 64Mi"},
 			{"spec.options.extraArgs[data-dir]", "the operator mounts each member's volume"},
 			{"spec.options.extraArgs[name]", "the operator names each member after its pod"},
 		}, nil},
-		{"errors drop warnings", cluster(replicas(1), ver("3.4.0")), []problem{{"spec.version", "not supported"}}, nil},
-		{"restore on quorum loss with a schedule", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
+		{"errors drop warnings", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.4.0")), []problem{{"spec.version", "not supported"}}, nil},
+		{"restore on quorum loss with a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
 			"writes after that backup are lost"}},
-		{"restore on quorum loss without a schedule", cluster(restoreOnLoss(true)), nil, []string{
+		{"restore on quorum loss without a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
 			"writes after that backup are lost", "only EtcdBackups created by hand can be restored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,91 +169,91 @@ func TestValidateUpdate(t *testing.T) {
 		warnings []string
 	}{
 		// Version path (C09).
-		{"C09 minor downgrade", cluster(ver("3.6.16")), cluster(ver("3.5.35")),
+		{"C09 minor downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.5.35")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.35 in place; allowed: a newer 3.6 patch or the next minor"}}, nil},
-		{"C09 skip to 3.7", cluster(ver("3.5.35")), cluster(ver("3.7.0")),
+		{"C09 skip to 3.7", cluster(testutil.WithVersion("3.5.35")), cluster(testutil.WithVersion("3.7.0")),
 			[]problem{{"spec.version", "etcd 3.7.0 is not supported; supported minors are 3.5, 3.6"}}, nil},
-		{"C09 skip a minor from what runs", cluster(ver("3.5.35"), running("3.4.30")), cluster(ver("3.6.16")),
+		{"C09 skip a minor from what runs", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.4.30")), cluster(testutil.WithVersion("3.6.16")),
 			[]problem{{"spec.version", "the members run 3.4.30, so upgrade to a 3.5 release first, then to 3.6.16"}}, nil},
-		{"C09 patch too old for 3.6", cluster(ver("3.5.20")), cluster(ver("3.6.16")),
+		{"C09 patch too old for 3.6", cluster(testutil.WithVersion("3.5.20")), cluster(testutil.WithVersion("3.6.16")),
 			[]problem{{"spec.version", "upgrading to 3.6 needs every member on 3.5.26 or later first"}}, nil},
-		{"C09 patch too old, as the members run", cluster(ver("3.5.35"), running("3.5.20")), cluster(ver("3.6.16")),
+		{"C09 patch too old, as the members run", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.20")), cluster(testutil.WithVersion("3.6.16")),
 			[]problem{{"spec.version", "the members run 3.5.20, so upgrade to 3.5.x (x ≥ 26) first"}}, nil},
-		{"C09 patch downgrade", cluster(ver("3.6.16")), cluster(ver("3.6.15")),
+		{"C09 patch downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.6.15")),
 			[]problem{{"spec.version", "cannot be downgraded to 3.6.15"}}, nil},
-		{"C09 downgrade from what runs", cluster(ver("3.5.35"), running("3.6.16")), cluster(ver("3.5.40")),
+		{"C09 downgrade from what runs", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.6.16")), cluster(testutil.WithVersion("3.5.40")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40"}}, nil},
-		{"C09 back below a change under way", cluster(ver("3.6.16"), running("3.6.10")), cluster(ver("3.6.12")),
+		{"C09 back below a change under way", cluster(testutil.WithVersion("3.6.16"), testutil.WithCurrentVersion("3.6.10")), cluster(testutil.WithVersion("3.6.12")),
 			[]problem{{"spec.version", "the members (on 3.6.10) are being changed to 3.6.16 already"}}, nil},
-		{"3.5.35 to 3.6.16", cluster(ver("3.5.35"), running("3.5.35")), cluster(ver("3.6.16")), nil, []string{"changing spec.version " + roll}},
-		{"3.5.26 to 3.6.0", cluster(ver("3.5.26")), cluster(ver("3.6.0")), nil, []string{"spec.version"}},
-		{"patch upgrade", cluster(ver("3.6.15"), running("3.6.15")), cluster(ver("3.6.16")), nil, []string{"changing spec.version " + roll}},
-		{"unparsable status ignored", cluster(ver("3.6.15"), running("unknown")), cluster(ver("3.6.16")), nil, []string{"spec.version"}},
-		{"v prefix is the same version", cluster(ver("3.6.16")), cluster(ver("v3.6.16")), nil, nil},
-		{"version change with an unchanged spec.image", cluster(ver("3.6.15"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
-			cluster(ver("3.6.16"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+		{"3.5.35 to 3.6.16", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.35")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
+		{"3.5.26 to 3.6.0", cluster(testutil.WithVersion("3.5.26")), cluster(testutil.WithVersion("3.6.0")), nil, []string{"spec.version"}},
+		{"patch upgrade", cluster(testutil.WithVersion("3.6.15"), testutil.WithCurrentVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
+		{"unparsable status ignored", cluster(testutil.WithVersion("3.6.15"), testutil.WithCurrentVersion("unknown")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"spec.version"}},
+		{"v prefix is the same version", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("v3.6.16")), nil, nil},
+		{"version change with an unchanged spec.image", cluster(testutil.WithVersion("3.6.15"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+			cluster(testutil.WithVersion("3.6.16"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
 			[]problem{{"spec.version", "spec.image (mirror/etcd:v3.6.15) is set and decides what the members run"}}, nil},
 		{"shrink from the default size", cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }), cluster(func(c *etcdv1alpha1.EtcdCluster) { q := resource.MustParse("128Mi"); c.Spec.Storage.Size = &q }),
 			[]problem{{"spec.storage.size", "it was unset, so the members' claims have the default 1Gi"}}, nil},
 
 		// Size (C10).
-		{"C10 3 to 0", cluster(), cluster(replicas(0)), []problem{{"spec.replicas", "to remove the cluster, delete the EtcdCluster"}}, nil},
-		{"C10 3 to 4", cluster(), cluster(replicas(4)), []problem{{"spec.replicas", "must be odd"}}, nil},
-		{"C10 3 to 11", cluster(), cluster(replicas(11)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9"}}, nil},
-		{"3 to 5", cluster(), cluster(replicas(5)), nil, nil},
-		{"3 to 1 warns", cluster(), cluster(replicas(1)), nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
-		{"1 to 3", cluster(replicas(1)), cluster(replicas(3)), nil, nil},
+		{"C10 3 to 0", cluster(), cluster(testutil.WithReplicas(0)), []problem{{"spec.replicas", "to remove the cluster, delete the EtcdCluster"}}, nil},
+		{"C10 3 to 4", cluster(), cluster(testutil.WithReplicas(4)), []problem{{"spec.replicas", "must be odd"}}, nil},
+		{"C10 3 to 11", cluster(), cluster(testutil.WithReplicas(11)), []problem{{"spec.replicas", "must be 1, 3, 5, 7 or 9"}}, nil},
+		{"3 to 5", cluster(), cluster(testutil.WithReplicas(5)), nil, nil},
+		{"3 to 1 warns", cluster(), cluster(testutil.WithReplicas(1)), nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
+		{"1 to 3", cluster(testutil.WithReplicas(1)), cluster(testutil.WithReplicas(3)), nil, nil},
 
 		// Storage (C11).
-		{"grow storage", cluster(size("1Gi")), cluster(size("2Gi")), nil, nil},
-		{"same size written differently", cluster(size("1Gi")), cluster(size("1024Mi")), nil, nil},
-		{"C11 shrink", cluster(size("2Gi")), cluster(size("1Gi")), []problem{{"spec.storage.size", "may only grow: it is 2Gi, and shrinking a volume is not supported"}}, nil},
-		{"C11 size removed", cluster(size("2Gi")), cluster(size("")), []problem{{"spec.storage.size", "cannot be removed once set (it is 2Gi)"}}, nil},
-		{"C11 size set below 64Mi", cluster(size("")), cluster(size("32Mi")), []problem{{"spec.storage.size", "at least 64Mi"}}, nil},
-		{"C11 class change", cluster(class("fast")), cluster(class("slow")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
-		{"C11 class removal", cluster(class("fast")), cluster(class("")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
-		{"C11 class added", cluster(), cluster(class("fast")), []problem{{"spec.storage.storageClassName", "is immutable (it is the cluster's default class)"}}, nil},
-		{"C11 PVC to emptyDir", cluster(), cluster(emptyDir()), []problem{
+		{"grow storage", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("2Gi")), nil, nil},
+		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},
+		{"C11 shrink", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.size", "may only grow: it is 2Gi, and shrinking a volume is not supported"}}, nil},
+		{"C11 size removed", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("")), []problem{{"spec.storage.size", "cannot be removed once set (it is 2Gi)"}}, nil},
+		{"C11 size set below 64Mi", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize("32Mi")), []problem{{"spec.storage.size", "at least 64Mi"}}, nil},
+		{"C11 class change", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("slow")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
+		{"C11 class removal", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
+		{"C11 class added", cluster(), cluster(testutil.WithStorageClass("fast")), []problem{{"spec.storage.storageClassName", "is immutable (it is the cluster's default class)"}}, nil},
+		{"C11 PVC to emptyDir", cluster(), cluster(testutil.WithEmptyDir()), []problem{
 			{"spec.storage.size", "cannot be removed once set"},
 			{"spec.storage.emptyDir", "cannot be switched between emptyDir and persistent volumes"},
 		}, nil},
-		{"C11 emptyDir to PVC", cluster(emptyDir()), cluster(), []problem{{"spec.storage.emptyDir", "cannot be switched"}}, nil},
+		{"C11 emptyDir to PVC", cluster(testutil.WithEmptyDir()), cluster(), []problem{{"spec.storage.emptyDir", "cannot be switched"}}, nil},
 
 		// Reserved flags.
 		{"reserved flag added", cluster(), cluster(extraArgs("initial-cluster-state", "new")),
 			[]problem{{"spec.options.extraArgs[initial-cluster-state]", "the operator decides the initial cluster state of each member"}}, nil},
-		{"reserved flag kept as it was", cluster(replicas(3), extraArgs("name", "x")), cluster(replicas(5), extraArgs("name", "x")), nil, nil},
+		{"reserved flag kept as it was", cluster(testutil.WithReplicas(3), extraArgs("name", "x")), cluster(testutil.WithReplicas(5), extraArgs("name", "x")), nil, nil},
 		{"reserved flag changed", cluster(extraArgs("name", "x")), cluster(extraArgs("name", "y")),
 			[]problem{{"spec.options.extraArgs[name]", "the operator names each member"}}, nil},
 
 		// What changed is checked, not what was admitted before.
-		{"metadata only, spec as admitted", cluster(replicas(2), extraArgs("name", "x")), cluster(replicas(2), extraArgs("name", "x"), labels("a", "b")), nil, nil},
-		{"unchanged size below the minimum", cluster(size("32Mi")), cluster(size("32Mi"), replicas(5)), nil, nil},
+		{"metadata only, spec as admitted", cluster(testutil.WithReplicas(2), extraArgs("name", "x")), cluster(testutil.WithReplicas(2), extraArgs("name", "x"), testutil.WithLabels("a", "b")), nil, nil},
+		{"unchanged size below the minimum", cluster(testutil.WithStorageSize("32Mi")), cluster(testutil.WithStorageSize("32Mi"), testutil.WithReplicas(5)), nil, nil},
 
 		// Warnings.
-		{"image change rolls", cluster(), cluster(image("mirror.example/etcd:v3.6.16")), nil, []string{"changing spec.image " + roll}},
+		{"image change rolls", cluster(), cluster(testutil.WithImage("mirror.example/etcd:v3.6.16")), nil, []string{"changing spec.image " + roll}},
 		{"podTemplate change rolls", cluster(), cluster(podLabels("team", "a")), nil, []string{"changing spec.podTemplate " + roll}},
 		{"options change rolls", cluster(), cluster(extraArgs("log-level", "debug")), nil, []string{"changing spec.options " + roll}},
-		{"several changes, one warning", cluster(ver("3.6.15")), cluster(ver("3.6.16"), image("mirror.example/etcd:v3.6.16"), podLabels("a", "b"), extraArgs("log-level", "warn")),
+		{"several changes, one warning", cluster(testutil.WithVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16"), testutil.WithImage("mirror.example/etcd:v3.6.16"), podLabels("a", "b"), extraArgs("log-level", "warn")),
 			nil, []string{"changing spec.version, spec.image, spec.podTemplate, spec.options " + roll}},
-		{"quota below a member's database", cluster(dbSizes(100<<20, 3<<30, 200<<20)), cluster(dbSizes(100<<20, 3<<30, 200<<20), quota("2Gi")), nil, []string{
+		{"quota below a member's database", cluster(dbSizes(100<<20, 3<<30, 200<<20)), cluster(dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{
 			"changing spec.options " + roll,
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
-		{"quota above every database", cluster(dbSizes(100<<20, 3<<30)), cluster(dbSizes(100<<20, 3<<30), quota("8Gi")), nil, []string{"changing spec.options"}},
-		{"quota unchanged", cluster(quota("2Gi"), dbSizes(3<<30)), cluster(quota("2Gi"), dbSizes(3<<30), replicas(5)), nil, nil},
-		{"retain to delete", cluster(retain(etcdv1alpha1.RetainPolicyRetain)), cluster(retain(etcdv1alpha1.RetainPolicyDelete)), nil, []string{
+		{"quota above every database", cluster(dbSizes(100<<20, 3<<30)), cluster(dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
+		{"quota unchanged", cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30)), cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30), testutil.WithReplicas(5)), nil, nil},
+		{"retain to delete", cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, []string{
 			"spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data"}},
-		{"delete stays delete", cluster(retain("")), cluster(retain(etcdv1alpha1.RetainPolicyDelete)), nil, nil},
-		{"delete to retain", cluster(), cluster(retain(etcdv1alpha1.RetainPolicyRetain)), nil, nil},
-		{"restore on quorum loss turned on", cluster(backupSpec("@hourly", "", nil)), cluster(backupSpec("@hourly", "", nil), restoreOnLoss(true)), nil, []string{
+		{"delete stays delete", cluster(testutil.WithRetainPolicy("")), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, nil},
+		{"delete to retain", cluster(), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), nil, nil},
+		{"restore on quorum loss turned on", cluster(backupSpec("@hourly", "", nil)), cluster(backupSpec("@hourly", "", nil), testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
 			"the operator deletes the remaining members and recreates the cluster from its newest successful EtcdBackup"}},
-		{"restore on quorum loss stays on", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), cluster(restoreOnLoss(true), backupSpec("@daily", "", nil)), nil, nil},
-		{"schedule removed while restore is on", cluster(restoreOnLoss(true), backupSpec("@hourly", "", nil)), cluster(restoreOnLoss(true), replicas(5)), nil, []string{
+		{"restore on quorum loss stays on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@daily", "", nil)), nil, nil},
+		{"schedule removed while restore is on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), testutil.WithReplicas(5)), nil, []string{
 			"only EtcdBackups created by hand"}},
-		{"restore on quorum loss turned off", cluster(restoreOnLoss(true)), cluster(restoreOnLoss(false)), nil, nil},
-		{"errors drop warnings", cluster(), cluster(replicas(1), size("512Mi")), []problem{{"spec.storage.size", "may only grow"}}, nil},
-		{"every problem at once", cluster(ver("3.5.20"), class("fast")), cluster(ver("3.6.16"), replicas(2), class("slow"), size("512Mi"), extraArgs("name", "x")), []problem{
+		{"restore on quorum loss turned off", cluster(testutil.WithRestoreOnQuorumLoss(true)), cluster(testutil.WithRestoreOnQuorumLoss(false)), nil, nil},
+		{"errors drop warnings", cluster(), cluster(testutil.WithReplicas(1), testutil.WithStorageSize("512Mi")), []problem{{"spec.storage.size", "may only grow"}}, nil},
+		{"every problem at once", cluster(testutil.WithVersion("3.5.20"), testutil.WithStorageClass("fast")), cluster(testutil.WithVersion("3.6.16"), testutil.WithReplicas(2), testutil.WithStorageClass("slow"), testutil.WithStorageSize("512Mi"), extraArgs("name", "x")), []problem{
 			{"spec.replicas", "must be odd"},
 			{"spec.version", "3.5.26 or later"},
 			{"spec.storage.size", "may only grow"},
@@ -341,7 +278,7 @@ func TestDefault(t *testing.T) {
 		"vfoo":    "vfoo", // left for the schema to refuse as typed
 		"V3.6.16": "V3.6.16",
 	} {
-		c := cluster(ver(in))
+		c := cluster(testutil.WithVersion(in))
 		Default(c)
 		if c.Spec.Version != want {
 			t.Errorf("Default(%q) = %q, want %q", in, c.Spec.Version, want)

@@ -25,6 +25,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // The table tests above need no API server; the integration tests below start one on first use, with
@@ -138,7 +139,7 @@ var seq int
 
 // create creates a cluster in namespace default under a name unique to the test, and fails t if the
 // API server refuses it.
-func create(t *testing.T, k8s client.Client, opts ...option) *etcdv1alpha1.EtcdCluster {
+func create(t *testing.T, k8s client.Client, opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	c := newObject(opts...)
 	if err := k8s.Create(context.Background(), c); err != nil {
@@ -148,7 +149,7 @@ func create(t *testing.T, k8s client.Client, opts ...option) *etcdv1alpha1.EtcdC
 }
 
 // newObject is cluster(opts...) under a name unique to the test, in namespace default.
-func newObject(opts ...option) *etcdv1alpha1.EtcdCluster {
+func newObject(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
 	seq++
 	c := cluster(opts...)
 	c.Name, c.Namespace = fmt.Sprintf("w%d", seq), "default"
@@ -156,7 +157,7 @@ func newObject(opts ...option) *etcdv1alpha1.EtcdCluster {
 }
 
 // update applies opts to the stored c and sends the update; c keeps what the API server returned.
-func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...option) error {
+func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...testutil.ClusterOption) error {
 	for _, o := range opts {
 		o(c)
 	}
@@ -164,7 +165,7 @@ func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...option) erro
 }
 
 // setStatus writes c's status through the status subresource, as the operator does.
-func setStatus(t *testing.T, k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...option) {
+func setStatus(t *testing.T, k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...testutil.ClusterOption) {
 	t.Helper()
 	for _, o := range opts {
 		o(c)
@@ -202,22 +203,22 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("create 3.4.x", func(t *testing.T) {
-		err := k8s.Create(ctx, newObject(ver("3.4.30")))
+		err := k8s.Create(ctx, newObject(testutil.WithVersion("3.4.30")))
 		denied(t, err, false, "spec.version")
 	})
 	t.Run("downgrade 3.6 to 3.5", func(t *testing.T) {
-		c := create(t, k8s, ver("3.6.16"))
-		denied(t, update(k8s, c, ver("3.5.35")), false, "spec.version", "downgraded")
+		c := create(t, k8s, testutil.WithVersion("3.6.16"))
+		denied(t, update(k8s, c, testutil.WithVersion("3.5.35")), false, "spec.version", "downgraded")
 	})
 	t.Run("3.5.20 to 3.6 needs 3.5.26 first", func(t *testing.T) {
-		c := create(t, k8s, ver("3.5.20"))
-		denied(t, update(k8s, c, ver("3.6.16")), true,
+		c := create(t, k8s, testutil.WithVersion("3.5.20"))
+		denied(t, update(k8s, c, testutil.WithVersion("3.6.16")), true,
 			"spec.version", "upgrading to 3.6 needs every member on 3.5.26 or later first", "upgrade to 3.5.x (x ≥ 26) first")
 	})
 	t.Run("downgrade below what the members run", func(t *testing.T) {
-		c := create(t, k8s, ver("3.5.35"))
-		setStatus(t, k8s, c, running("3.6.16"))
-		denied(t, update(k8s, c, ver("3.5.40")), true,
+		c := create(t, k8s, testutil.WithVersion("3.5.35"))
+		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.6.16"))
+		denied(t, update(k8s, c, testutil.WithVersion("3.5.40")), true,
 			"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40 in place")
 		got := &etcdv1alpha1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
@@ -228,10 +229,10 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 		}
 	})
 	t.Run("3.5.35 to 3.6.16", func(t *testing.T) {
-		c := create(t, k8s, ver("3.5.35"))
-		setStatus(t, k8s, c, running("3.5.35"))
+		c := create(t, k8s, testutil.WithVersion("3.5.35"))
+		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.5.35"))
 		w.take()
-		if err := update(k8s, c, ver("3.6.16")); err != nil {
+		if err := update(k8s, c, testutil.WithVersion("3.6.16")); err != nil {
 			t.Fatalf("upgrade refused: %v", err)
 		}
 		checkWarnings(t, w.take(), []string{"changing spec.version rolls every member one at a time; the leader last"})
@@ -245,17 +246,17 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string
-		opts      []option
+		opts      []testutil.ClusterOption
 		byWebhook bool
 		mentions  []string
 	}{
-		{"C10 replicas 0", []option{replicas(0)}, false, []string{"spec.replicas"}},
-		{"C10 replicas 2", []option{replicas(2)}, false, []string{"spec.replicas", "odd"}},
-		{"C10 replicas 4", []option{replicas(4)}, false, []string{"spec.replicas", "a quorum of 4 is 3"}},
-		{"C10 replicas 11", []option{replicas(11)}, false, []string{"spec.replicas"}},
-		{"C11 size 0", []option{size("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
-		{"C11 size -1Gi", []option{size("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
-		{"reserved flags, all listed", []option{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
+		{"C10 replicas 0", []testutil.ClusterOption{testutil.WithReplicas(0)}, false, []string{"spec.replicas"}},
+		{"C10 replicas 2", []testutil.ClusterOption{testutil.WithReplicas(2)}, false, []string{"spec.replicas", "odd"}},
+		{"C10 replicas 4", []testutil.ClusterOption{testutil.WithReplicas(4)}, false, []string{"spec.replicas", "a quorum of 4 is 3"}},
+		{"C10 replicas 11", []testutil.ClusterOption{testutil.WithReplicas(11)}, false, []string{"spec.replicas"}},
+		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: is set by the operator and cannot be overridden: the operator decides the initial cluster state of each member`,
 			`spec.options.extraArgs[name]: Forbidden: is set by the operator and cannot be overridden: the operator names each member after its pod`,
 		}},
@@ -266,22 +267,22 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 	}
 
 	t.Run("update C10 3 to 0", func(t *testing.T) {
-		denied(t, update(k8s, create(t, k8s), replicas(0)), false, "spec.replicas")
+		denied(t, update(k8s, create(t, k8s), testutil.WithReplicas(0)), false, "spec.replicas")
 	})
 	t.Run("update C11 shrink", func(t *testing.T) {
-		denied(t, update(k8s, create(t, k8s, size("2Gi")), size("1Gi")), false, "spec.storage.size", "only grow")
+		denied(t, update(k8s, create(t, k8s, testutil.WithStorageSize("2Gi")), testutil.WithStorageSize("1Gi")), false, "spec.storage.size", "only grow")
 	})
 	t.Run("update C11 class change", func(t *testing.T) {
-		denied(t, update(k8s, create(t, k8s, class("fast")), class("slow")), false, "spec.storage.storageClassName", "immutable")
+		denied(t, update(k8s, create(t, k8s, testutil.WithStorageClass("fast")), testutil.WithStorageClass("slow")), false, "spec.storage.storageClassName", "immutable")
 	})
 	t.Run("update, every problem the webhook sees", func(t *testing.T) {
-		c := create(t, k8s, ver("3.5.20"))
-		denied(t, update(k8s, c, ver("3.6.16"), extraArgs("data-dir", "/x")), true,
+		c := create(t, k8s, testutil.WithVersion("3.5.20"))
+		denied(t, update(k8s, c, testutil.WithVersion("3.6.16"), extraArgs("data-dir", "/x")), true,
 			"spec.version", "3.5.26 or later", "spec.options.extraArgs[data-dir]")
 	})
 	t.Run("update, allowed: grow and change the image", func(t *testing.T) {
 		c := create(t, k8s)
-		if err := update(k8s, c, size("2Gi"), image("mirror.example/etcd:v3.6.16")); err != nil {
+		if err := update(k8s, c, testutil.WithStorageSize("2Gi"), testutil.WithImage("mirror.example/etcd:v3.6.16")); err != nil {
 			t.Fatalf("refused: %v", err)
 		}
 	})
@@ -290,11 +291,11 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 // TestVersionPrefixDefaulted: "v3.6.16" is stored as "3.6.16", on create and on update.
 func TestVersionPrefixDefaulted(t *testing.T) {
 	k8s, _ := newClient(t)
-	c := create(t, k8s, ver("v3.5.35"))
+	c := create(t, k8s, testutil.WithVersion("v3.5.35"))
 	if c.Spec.Version != "3.5.35" {
 		t.Errorf("created with spec.version %q, want 3.5.35", c.Spec.Version)
 	}
-	if err := update(k8s, c, ver("v3.6.16")); err != nil {
+	if err := update(k8s, c, testutil.WithVersion("v3.6.16")); err != nil {
 		t.Fatalf("update to v3.6.16: %v", err)
 	}
 	if c.Spec.Version != "3.6.16" {
@@ -307,19 +308,19 @@ func TestWarnings(t *testing.T) {
 	k8s, w := newClient(t)
 	for _, tc := range []struct {
 		name   string
-		create []option
-		status []option
-		change []option
+		create []testutil.ClusterOption
+		status []testutil.ClusterOption
+		change []testutil.ClusterOption
 		want   []string
 	}{
-		{"create with one member", []option{replicas(1)}, nil, nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
-		{"scale down to one member", nil, nil, []option{replicas(1)}, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
-		{"pod template", nil, nil, []option{podLabels("team", "a")}, []string{"changing spec.podTemplate rolls every member one at a time; the leader last"}},
-		{"quota below a member's database", nil, []option{dbSizes(1<<30, 3<<30, 1<<30)}, []option{quota("2Gi")}, []string{
+		{"create with one member", []testutil.ClusterOption{testutil.WithReplicas(1)}, nil, nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
+		{"scale down to one member", nil, nil, []testutil.ClusterOption{testutil.WithReplicas(1)}, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
+		{"pod template", nil, nil, []testutil.ClusterOption{podLabels("team", "a")}, []string{"changing spec.podTemplate rolls every member one at a time; the leader last"}},
+		{"quota below a member's database", nil, []testutil.ClusterOption{dbSizes(1<<30, 3<<30, 1<<30)}, []testutil.ClusterOption{testutil.WithQuota("2Gi")}, []string{
 			"changing spec.options rolls every member",
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
-		{"retain policy back to Delete", []option{retain(etcdv1alpha1.RetainPolicyRetain)}, nil, []option{retain(etcdv1alpha1.RetainPolicyDelete)}, []string{
+		{"retain policy back to Delete", []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)}, nil, []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)}, []string{
 			"spec.storage.retainPolicy is now Delete",
 		}},
 	} {
@@ -380,7 +381,7 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := update(k8s, c, labels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
+	if err := update(k8s, c, testutil.WithLabels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
 		c.Finalizers = append(c.Finalizers, "example.com/test")
 	}); err != nil {
 		t.Fatalf("metadata update refused while the webhook is down: %v", err)

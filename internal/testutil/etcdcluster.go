@@ -1,0 +1,132 @@
+package testutil
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// ClusterOption changes an EtcdCluster that EtcdCluster builds.
+type ClusterOption func(*etcdv1alpha1.EtcdCluster)
+
+// EtcdCluster returns an EtcdCluster named name with opts applied in order. Without options its
+// spec is empty: the API server defaults it, pure code sees it as written.
+func EtcdCluster(name string, opts ...ClusterOption) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// InNamespace puts the cluster in namespace ns.
+func InNamespace(ns string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Namespace = ns }
+}
+
+// WithUID sets the cluster's UID, as the API server would.
+func WithUID(uid types.UID) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.UID = uid }
+}
+
+// WithLabels sets the cluster's labels from key, value pairs.
+func WithLabels(kv ...string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Labels = pairs(kv) }
+}
+
+// WithReplicas sets spec.replicas.
+func WithReplicas(n int32) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) }
+}
+
+// WithVersion sets spec.version.
+func WithVersion(v string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = v }
+}
+
+// WithImage sets spec.image.
+func WithImage(image string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = image }
+}
+
+// WithStorageSize sets spec.storage.size to the quantity q; "" removes it.
+func WithStorageSize(q string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = nil
+		if q != "" {
+			c.Spec.Storage.Size = ptr.To(resource.MustParse(q))
+		}
+	}
+}
+
+// WithStorageClass sets spec.storage.storageClassName; "" removes it.
+func WithStorageClass(name string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.StorageClassName = nil
+		if name != "" {
+			c.Spec.Storage.StorageClassName = ptr.To(name)
+		}
+	}
+}
+
+// WithEmptyDir gives the members emptyDir volumes instead of claims (and removes spec.storage.size).
+func WithEmptyDir() ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = nil
+		c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+	}
+}
+
+// WithRetainPolicy sets spec.storage.retainPolicy.
+func WithRetainPolicy(p etcdv1alpha1.RetainPolicy) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = p }
+}
+
+// WithRestoreOnQuorumLoss sets spec.recovery.restoreOnQuorumLoss.
+func WithRestoreOnQuorumLoss(on bool) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on}
+	}
+}
+
+// WithOptions changes spec.options (created empty when missing) with mut.
+func WithOptions(mut func(*etcdv1alpha1.EtcdOptions)) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		if c.Spec.Options == nil {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{}
+		}
+		mut(c.Spec.Options)
+	}
+}
+
+// WithQuota sets spec.options.quotaBackendBytes to the quantity q.
+func WithQuota(q string) ClusterOption {
+	return WithOptions(func(o *etcdv1alpha1.EtcdOptions) { o.QuotaBackendBytes = ptr.To(resource.MustParse(q)) })
+}
+
+// WithRestoreFrom bootstraps the cluster from the EtcdBackup named backup.
+func WithRestoreFrom(backup string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{
+			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: backup}},
+		}
+	}
+}
+
+// WithCurrentVersion sets status.currentVersion, the version the members report.
+func WithCurrentVersion(v string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) { c.Status.CurrentVersion = v }
+}
+
+// pairs makes a map of key, value pairs.
+func pairs(kv []string) map[string]string {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
