@@ -23,6 +23,8 @@ export IMAGES=$EO_CACHE/images                      # OCI/docker tarballs to imp
 
 export GOTOOLCHAIN=local
 export PATH=$K8S_BIN:$TOOLS_BIN:/usr/local/go/bin:$PATH
+# kubectl: the one built here when there is one (it is first on PATH), else the machine's
+KUBECTL=kubectl
 
 # The machine's own address (kube-apiserver binds here: an Endpoints address may not be loopback).
 NODE_IP=${NODE_IP:-$(ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}

@@ -10,8 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/env.sh
-KUBECTL=kubectl
-[ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
 NS=etcd-operator-system
 make -s image >/dev/null
 IMAGE_ID=$(tar -xOf bin/etcd-operator.tar manifest.json | grep -o 'sha256:[0-9a-f]\{64\}' | head -1)

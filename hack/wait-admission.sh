@@ -11,8 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/env.sh
-KUBECTL=kubectl
-[ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
 NS=etcd-operator-system
 TIMEOUT=${ADMISSION_TIMEOUT:-120}
 t0=$(date +%s)

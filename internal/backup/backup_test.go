@@ -24,6 +24,7 @@ import (
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // Loopback addresses of this package's etcd members (each member listens on <host>:2379/2380).
@@ -151,27 +152,23 @@ func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live 
 // decided, so a snapshot of a younger cluster has none.
 func (c *cluster) storageVersion(t testing.TB) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var version string
+	testutil.Eventually(t, 30*time.Second, "every member reports one recorded storage version", func(ctx context.Context) error {
 		var versions []string
 		for _, ep := range c.endpoints {
 			st, err := c.cli.Status(ctx, ep)
 			if err != nil {
-				cancel()
-				t.Fatal(err)
+				return err
 			}
 			versions = append(versions, st.StorageVersion)
 		}
-		cancel()
 		if v := versions[0]; v != "" && !slices.ContainsFunc(versions, func(s string) bool { return s != v }) {
-			return v
+			version = v
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the members report storage versions %q, want one recorded by all within 30s", versions)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("the members report storage versions %q", versions)
+	})
+	return version
 }
 
 // leaderEndpoint returns the client URL of the cluster's leader.

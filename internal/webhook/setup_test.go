@@ -135,6 +135,20 @@ func installWebhookConfigurations(t *testing.T, k8s client.Client, prefix string
 	return v.Name, m.Name
 }
 
+// getWebhookConfigurations reads the webhook configurations named validating and mutating.
+func getWebhookConfigurations(t *testing.T, k8s client.Client, validating, mutating string) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
+	t.Helper()
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: validating}, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: mutating}, m); err != nil {
+		t.Fatal(err)
+	}
+	return v, m
+}
+
 // issue returns a CA and a serving certificate for dnsName signed by it, valid until notAfter, in PEM,
 // made the way the rotator makes them.
 func issue(t *testing.T, dnsName string, notAfter time.Time) (caCert, caKey, cert, key []byte) {
@@ -266,14 +280,7 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 
 	// caBundles returns the caBundle of every webhook of both configurations.
 	caBundles := func() [][]byte {
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: validating}, v); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: mutating}, m); err != nil {
-			t.Fatal(err)
-		}
+		v, m := getWebhookConfigurations(t, k8s, validating, mutating)
 		return [][]byte{v.Webhooks[0].ClientConfig.CABundle, m.Webhooks[0].ClientConfig.CABundle}
 	}
 	// served checks that the Secret's certificate is the one in the files and the one served, and
@@ -395,14 +402,7 @@ func TestExternalCertificate(t *testing.T) {
 	// setCABundle puts ca into every webhook of both configurations, as cert-manager's CA injector does.
 	setCABundle := func(ca []byte) {
 		t.Helper()
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: validating}, v); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: mutating}, m); err != nil {
-			t.Fatal(err)
-		}
+		v, m := getWebhookConfigurations(t, k8s, validating, mutating)
 		for i := range v.Webhooks {
 			v.Webhooks[i].ClientConfig.CABundle = ca
 		}
