@@ -17,8 +17,8 @@ import (
 )
 
 // freezeMember stops (SIGSTOP) the etcd process of one member: its pod stays, etcd does not answer.
-// The process is let go when the test ends.
-func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) {
+// The process is let go by calling thaw, or when the test ends.
+func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (thaw func()) {
 	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
@@ -31,7 +31,9 @@ func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) {
 	if err := syscall.Kill(pids[0], syscall.SIGSTOP); err != nil {
 		t.Fatalf("freeze %s: %v", member, err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGCONT) })
+	thaw = func() { _ = syscall.Kill(pids[0], syscall.SIGCONT) }
+	t.Cleanup(thaw)
+	return thaw
 }
 
 // TestC01_ScaleDownWithFailedMember: 5 members, demo-1 stops answering, replicas 5 -> 3: the failed
@@ -89,13 +91,15 @@ func TestC01_ScaleDownWithFailedMember(t *testing.T) {
 }
 
 // TestC06_ScaleUpWaitsForUnhealthyMember: replicas 3 -> 5 while demo-2 does not answer: no member is
-// added while a voter is unhealthy, a condition says why, and the cluster grows once demo-2 is back
-// (kubelet's liveness probe restarts it); started voters never drop below quorum.
+// added while a voter is unhealthy, a condition says why, and the cluster grows once demo-2 answers
+// again; started voters never drop below quorum. demo-2 is thawed by the test rather than left to
+// kubelet's liveness probe, whose restart takes 1.5 to over 3 minutes on a loaded machine: when it
+// comes back is not what the test is about.
 func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 	c := newCluster(t, "e2e-c06", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	id := clusterIDOf(t, c)
-	freezeMember(t, c, "demo-2")
+	thaw := freezeMember(t, c, "demo-2")
 	watch := watchMembers(c)
 	scale(t, c, 5)
 	poll.Eventually(t, statusTimeout+10*time.Second, "a condition saying why scaling waits", func(ctx context.Context) error {
@@ -118,9 +122,10 @@ func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 	if len(v.members) != 3 {
 		t.Errorf("C06: %d members while a voter is unhealthy, want 3: %+v", len(v.members), v.members)
 	}
-	// kubelet restarts the frozen container after its liveness probe fails (about a minute); then the
-	// cluster grows.
-	assertAvailable(t, c, 4*time.Minute)
+	// demo-2 answers again; then the cluster grows, one learner at a time.
+	thaw()
+	grown, _ := assertAvailable(t, c, 2*scaleTimeout)
+	t.Logf("demo-2 answering again -> 5 healthy voters in %s", grown.Round(100*time.Millisecond))
 	assertMembersAllowRestart(t, c, 5, id, "demo-2")
 	if n := watch.finish(); n > 1 {
 		t.Errorf("C06: %d learners at once", n)

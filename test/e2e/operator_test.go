@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,4 +92,83 @@ func dryRunCreate(ctx context.Context) error {
 	c := testutil.EtcdCluster("", testutil.InNamespace("default"), testutil.WithReplicas(3), testutil.WithStorageSize("1Gi"),
 		func(c *etcdv1alpha1.EtcdCluster) { c.GenerateName = "admission-check-" })
 	return k8s.Create(ctx, c, client.DryRunAll)
+}
+
+// TestOperatorRolloutKeepsAdmission: while the operator's Deployment rolls to a new pod (an upgrade of
+// the operator), EtcdClusters keep being admitted: the new pod takes requests only once the caBundles
+// trust its certificate, and the old one keeps serving through its preStop sleep while the webhook
+// Service stops routing to it. A server-side dry run of a create every 200 ms, from before the rollout
+// until after the old pod is gone, is never refused.
+func TestOperatorRolloutKeepsAdmission(t *testing.T) {
+	if took, err := waitAdmission(admissionTimeout); err != nil {
+		t.Fatal(err)
+	} else if took > 5*time.Second {
+		t.Logf("the operator admitted EtcdClusters again after %s", took.Round(100*time.Millisecond))
+	}
+	var (
+		mu       sync.Mutex
+		accepted int
+		refused  []string
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := dryRunCreate(ctx)
+			cancel()
+			mu.Lock()
+			if err != nil {
+				refused = append(refused, time.Now().Format("15:04:05.000")+" "+err.Error())
+			} else {
+				accepted++
+			}
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+
+	// roll the operator as `kubectl rollout restart` does
+	ctx := context.Background()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator"}, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	if d.Spec.Template.Annotations == nil {
+		d.Spec.Template.Annotations = map[string]string{}
+	}
+	d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
+	start := time.Now()
+	if err := k8s.Patch(ctx, d, patch); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, admissionTimeout, "the operator rolled out, the old pod gone", operatorRolledOut)
+	took := time.Since(start)
+	// and a little longer: the API server may still hold connections to the old pod
+	poll.Consistently(t, 3*time.Second, "EtcdClusters admitted after the rollout", dryRunCreate)
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("operator rolled to a new pod in %s; %d dry-run creates accepted, %d refused", took.Round(100*time.Millisecond), accepted, len(refused))
+	if len(refused) > 0 {
+		t.Errorf("EtcdClusters refused during the operator's rollout:\n%s", strings.Join(refused, "\n"))
+	}
+	if accepted < 10 {
+		t.Errorf("only %d dry-run creates were made during the rollout; want at least 10 to judge", accepted)
+	}
 }
