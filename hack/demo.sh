@@ -20,8 +20,6 @@ else
   log "using the Kubernetes of KUBECONFIG=$KUBECONFIG (step 1/3)"
   LOCAL=
 fi
-KUBECTL=kubectl
-[ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
 
 log "building and installing the operator (step 2/3)"
 bash hack/install-operator.sh

@@ -34,11 +34,11 @@ patches:
       value: "$IMAGE_ID"
 YAML
 if [ -z "$before" ]; then
-  log "installing CRDs, RBAC and the operator (config/local, image ${IMAGE_ID:7:12})"
+  log "installing CRDs, RBAC and the operator (config/local, image ID ${IMAGE_ID:7:12})"
 elif [ "$before" = "$IMAGE_ID" ]; then
-  log "updating CRDs, RBAC and the operator (config/local); the image is unchanged (${IMAGE_ID:7:12}): no restart"
+  log "updating CRDs, RBAC and the operator (config/local); the image ID is unchanged (${IMAGE_ID:7:12}): no restart"
 else
-  log "updating CRDs, RBAC and the operator (config/local); new image ${IMAGE_ID:7:12} (was ${before:7:12}): rolling the operator"
+  log "updating CRDs, RBAC and the operator (config/local); new image ID ${IMAGE_ID:7:12} (was ${before:7:12}): rolling the operator"
 fi
 go tool -modfile=hack/tools/go.mod kustomize build bin/install | $KUBECTL apply --server-side --force-conflicts -f - >/dev/null
 $KUBECTL wait crd/etcdclusters.etcd.etcdkit.dev crd/etcdbackups.etcd.etcdkit.dev --for=condition=Established --timeout=60s >/dev/null

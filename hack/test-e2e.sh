@@ -18,7 +18,6 @@ log "running the end-to-end tests (about 20 minutes)"
 rc=0
 go test -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
-  KUBECTL=kubectl; [ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
   echo "== end-to-end tests failed; the operator's last log lines:"
   $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=60 || true
   $KUBECTL get etcdclusters,pods -A -o wide || true

@@ -28,7 +28,8 @@ import (
 )
 
 // Loopback addresses of this package's etcd members (each member listens on <host>:2379/2380).
-// Other packages' tests use 127.0.0.1 and 127.0.0.11-43; the operator command's tests 127.0.0.131-.
+// Other packages' tests use other 127.0.0.x addresses with the same ports, so two test runs on one
+// machine collide: `make test` takes a lock for that.
 var (
 	sourceHosts   = []string{"127.0.0.101", "127.0.0.102", "127.0.0.103"}
 	restoredHosts = []string{"127.0.0.111", "127.0.0.112", "127.0.0.113"}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -153,7 +155,8 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &registration{mgr: mgr, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o)}
+	r := &registration{mgr: mgr, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
+		log: mgr.GetLogger().WithName("webhook"), last: "unknown"}
 	if o.Provisioner == ProvisionerExternal {
 		if err := r.register(); err != nil {
 			return nil, err
@@ -208,6 +211,11 @@ type registration struct {
 	mgr   ctrl.Manager
 	done  chan struct{}
 	trust *trustCheck
+	log   logr.Logger
+
+	// mu guards last, the previous verdict of check ("" when ready).
+	mu   sync.Mutex
+	last string
 }
 
 // register registers the EtcdCluster webhooks, which adds (and, when mgr runs, starts) the server.
@@ -222,6 +230,11 @@ func (r *registration) register() error {
 // check is a healthz.Checker: an error until the webhooks are registered, their server accepts TLS
 // connections, and the caBundles of the webhook configurations trust the certificate it presents.
 func (r *registration) check(req *http.Request) error {
+	return r.report(r.verdict(req))
+}
+
+// verdict is check without the log.
+func (r *registration) verdict(req *http.Request) error {
 	select {
 	case <-r.done:
 	default:
@@ -231,6 +244,27 @@ func (r *registration) check(req *http.Request) error {
 		return err
 	}
 	return r.trust.check(req.Context())
+}
+
+// report logs err when the verdict changed since the last check, and returns it. The reason a pod is
+// not ready shows nowhere else: /readyz withholds it and kubelet records only the status code.
+func (r *registration) report(err error) error {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if msg == r.last {
+		return err
+	}
+	r.last = msg
+	if err != nil {
+		r.log.Info("Not ready: the API server cannot call the admission webhooks", "reason", msg)
+	} else {
+		r.log.Info("Ready: the admission webhooks are served with a certificate their caBundle trusts")
+	}
+	return err
 }
 
 // registerWhenReady is a manager.Runnable that registers the webhooks when ready is closed. It runs on

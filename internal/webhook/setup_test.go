@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -78,17 +79,19 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 
 // startManager starts a manager whose webhooks Setup arranges with o, and returns Setup's readiness
 // check after asserting that it fails before the manager starts. The manager stops when t ends.
-func startManager(t *testing.T, cfg *rest.Config, o Options) healthz.Checker {
+func startManager(t *testing.T, cfg *rest.Config, o Options) (healthz.Checker, *capturedLog) {
 	t.Helper()
 	server, err := NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &capturedLog{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          server,
+		Logger:                 funcr.New(logs.add, funcr.Options{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +112,35 @@ func startManager(t *testing.T, cfg *rest.Config, o Options) healthz.Checker {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	return ready
+	return ready, logs
+}
+
+// capturedLog keeps the lines a logger wrote.
+type capturedLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *capturedLog) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+// has returns nil when a line holds every one of parts, and otherwise an error listing the lines.
+func (l *capturedLog) has(parts ...string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("no log line holds %q among %d lines", parts, len(l.lines))
 }
 
 // installWebhookConfigurations creates the webhook configurations of dist/install.yaml, as they are
@@ -272,7 +303,7 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	dir := filepath.Join(t.TempDir(), "certs") // created by the operator
-	ready := startManager(t, cfg, Options{
+	ready, _ := startManager(t, cfg, Options{
 		Host: "127.0.0.1", Port: port, CertDir: dir, Namespace: ns,
 		ValidatingConfiguration: validating, MutatingConfiguration: mutating,
 	})
@@ -380,7 +411,7 @@ func TestExternalCertificate(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	o := Options{Host: "127.0.0.1", Port: port, CertDir: dir, Provisioner: ProvisionerExternal, Namespace: ns, ServiceName: "webhook",
 		ValidatingConfiguration: "external-" + DefaultValidatingConfiguration, MutatingConfiguration: "external-" + DefaultMutatingConfiguration}
-	ready := startManager(t, cfg, o)
+	ready, logs := startManager(t, cfg, o)
 	notReadyBecause := func(what, mention string) {
 		t.Helper()
 		testutil.Eventually(t, readyTimeout, what, func(context.Context) error {
@@ -398,6 +429,10 @@ func TestExternalCertificate(t *testing.T) {
 
 	validating, mutating := installWebhookConfigurations(t, k8s, "external-")
 	notReadyBecause("not ready before the CA is injected", "caBundle is empty")
+	// /readyz withholds the reason: the operator logs it when it changes.
+	if err := logs.has("Not ready: the API server cannot call the admission webhooks", "caBundle is empty"); err != nil {
+		t.Error(err)
+	}
 
 	// setCABundle puts ca into every webhook of both configurations, as cert-manager's CA injector does.
 	setCABundle := func(ca []byte) {
@@ -422,6 +457,9 @@ func TestExternalCertificate(t *testing.T) {
 
 	setCABundle(caCert)
 	testutil.Eventually(t, readyTimeout, "ready once the caBundles trust the served certificate", func(context.Context) error { return ready(&http.Request{}) })
+	if err := logs.has("Ready: the admission webhooks are served"); err != nil {
+		t.Error(err)
+	}
 	got, err := servedCert(caCert, serverName, addr)
 	if err != nil || !bytes.Equal(got, cert) {
 		t.Fatalf("the server does not present the mounted certificate: %v", err)
