@@ -8,9 +8,12 @@
 #      validating webhook, through their Service, exactly as a real create) is accepted 3 times in a row.
 # Progress every few seconds; fails after ADMISSION_TIMEOUT seconds (default 120) with the last error.
 #   usage: hack/wait-admission.sh            (KUBECONFIG as for kubectl)
+#   Needs only kubectl (on PATH, or $KUBECTL) and this repository's config/samples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. hack/env.sh
+KUBECTL=${KUBECTL:-kubectl}
+EO_T0=${EO_T0:-$(date +%s)}
+log() { printf '[%4ss] %s\n' "$(( $(date +%s) - EO_T0 ))" "$*"; }
 NS=etcd-operator-system
 TIMEOUT=${ADMISSION_TIMEOUT:-120}
 t0=$(date +%s)

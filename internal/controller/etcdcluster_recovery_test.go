@@ -327,6 +327,18 @@ func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text st
 	return errors.New("no " + reason + " event saying " + fmt.Sprintf("%q", text) + fmt.Sprintf("; seen %q", seen))
 }
 
+// stopThenDeleteData stops the etcd members of the given indexes, all of them first, then deletes
+// their pods and claims: the quorum is lost before any data is, as when several nodes go at once.
+func stopThenDeleteData(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []*testenv.EtcdMember, names []string, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		members[i].Stop()
+	}
+	for _, i := range idx {
+		deleteMemberAndClaim(t, c, names[i])
+	}
+}
+
 // TestQuorumLostWithClaimsGone: 2 of 3 members lose their pods and claims while the third keeps its
 // data but cannot form a quorum alone; restoreOnQuorumLoss was set in advance. Under retainPolicy
 // Retain the restore waits and names the claim it will not delete; once the policy is Delete, the
@@ -343,11 +355,10 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	// A backup with no destination of its own: the cluster's spec.backup.destination holds it.
 	b := succeededBackup(t, c, "lc-hourly", nil, "ns-lostclaims/lc/hourly.db", strings.Repeat("ef", 32), 7)
 
-	// lc-1 and lc-2 lose their pods and claims; lc-0 keeps running on its data, without a quorum.
-	for _, i := range []int{1, 2} {
-		members[i].Stop()
-		deleteMemberAndClaim(t, c, names[i])
-	}
+	// lc-1 and lc-2 lose their pods and claims; lc-0 keeps running on its data, without a quorum. Both
+	// stop before a claim goes: otherwise, while lc-0 and lc-2 still have a quorum, the operator rightly
+	// removes lc-1 from etcd (its data is gone), and the quorum lost later is one of 2 voters.
+	stopThenDeleteData(t, c, members, names, 1, 2)
 	testutil.Eventually(t, waitTimeout, "the restore waits for the retained claim", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
@@ -485,10 +496,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 		})
 	}
 	t.Cleanup(release)
-	for _, i := range []int{1, 2} {
-		members[i].Stop()
-		deleteMemberAndClaim(t, c, names[i])
-	}
+	stopThenDeleteData(t, c, members, names, 1, 2)
 	testutil.Eventually(t, waitTimeout, "restore decided, deleting", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting {
