@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,15 +24,19 @@ type writer struct {
 	mu     sync.Mutex
 	acked  []string
 	failed int
+	// errs counts the failed writes by error message, to say why writes failed.
+	errs map[string]int
 	// longestGap is the longest time between two acknowledged writes: the client-visible outage.
 	longestGap time.Duration
 }
 
-// startWriter starts writing through endpoint; stop it with stopAndVerify.
+// startWriter starts writing through endpoint and returns once etcd acknowledged the first write
+// (within firstWriteTimeout), so that a disruption started afterwards is measured from a working path
+// and not from a Service that kube-proxy has not programmed yet; stop it with stopAndVerify.
 func startWriter(t testing.TB, endpoint string) *writer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cli: etcdClient(t, endpoint), cancel: cancel, done: make(chan struct{})}
+	w := &writer{cli: etcdClient(t, endpoint), cancel: cancel, done: make(chan struct{}), errs: map[string]int{}}
 	go func() {
 		defer close(w.done)
 		last := time.Now()
@@ -48,12 +54,41 @@ func startWriter(t testing.TB, endpoint string) *writer {
 				last = time.Now()
 			} else if ctx.Err() == nil {
 				w.failed++
+				w.errs[err.Error()]++
 			}
 			w.mu.Unlock()
 			time.Sleep(20 * time.Millisecond) // pace: ~50 writes/s, no busy loop against a cluster that refuses
 		}
 	}()
+	poll.Eventually(t, firstWriteTimeout, "the first write through "+endpoint+" acknowledged", func(context.Context) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.acked) == 0 {
+			return fmt.Errorf("%d writes failed: %s", w.failed, w.errorSummary())
+		}
+		return nil
+	})
 	return w
+}
+
+// firstWriteTimeout bounds how long a new client Service may take to carry its first write.
+const firstWriteTimeout = 30 * time.Second
+
+// errorSummary lists the failed writes' errors, most frequent first; the caller holds w.mu.
+func (w *writer) errorSummary() string {
+	msgs := make([]string, 0, len(w.errs))
+	for m := range w.errs {
+		msgs = append(msgs, m)
+	}
+	sort.Slice(msgs, func(i, j int) bool { return w.errs[msgs[i]] > w.errs[msgs[j]] })
+	parts := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		parts = append(parts, fmt.Sprintf("%dx %q", w.errs[m], m))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // stopAndVerify stops the writer and checks, through readEndpoint, that every acknowledged write is
@@ -65,7 +100,7 @@ func (w *writer) stopAndVerify(t testing.TB, readEndpoint string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.acked) == 0 {
-		t.Fatalf("writer: no write was acknowledged (%d failed)", w.failed)
+		t.Fatalf("writer: no write was acknowledged (%d failed: %s)", w.failed, w.errorSummary())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -86,6 +121,6 @@ func (w *writer) stopAndVerify(t testing.TB, readEndpoint string) {
 	if lost > 0 {
 		t.Errorf("writer: %d of %d acknowledged writes are missing", lost, len(w.acked))
 	}
-	t.Logf("writer: %d writes acknowledged, all readable; %d failed; longest gap between acknowledged writes %s",
-		len(w.acked), w.failed, w.longestGap.Round(10*time.Millisecond))
+	t.Logf("writer: %d writes acknowledged, all readable; %d failed (%s); longest gap between acknowledged writes %s",
+		len(w.acked), w.failed, w.errorSummary(), w.longestGap.Round(10*time.Millisecond))
 }
