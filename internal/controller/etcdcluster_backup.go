@@ -97,20 +97,9 @@ func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
 // and whether backups keep failing. It never blocks the phases after it.
 func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
-	list := &etcdv1alpha1.EtcdBackupList{}
-	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list backups: %w", err)
-	}
-	var all, scheduled []*etcdv1alpha1.EtcdBackup
-	for i := range list.Items {
-		b := &list.Items[i]
-		if b.Spec.ClusterRef.Name != c.Name {
-			continue
-		}
-		all = append(all, b)
-		if b.Labels[etcdv1alpha1.LabelScheduled] == "true" && metav1.IsControlledBy(b, c) {
-			scheduled = append(scheduled, b)
-		}
+	all, scheduled, err := r.listBackups(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	obs := &backupObservation{last: newestSuccess(all)}
 	s.backup = obs
@@ -152,6 +141,25 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
 	}
 	return ctrl.Result{}, nil
+}
+
+// listBackups returns the EtcdBackups of cluster c, and of those the ones its schedule created.
+func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (all, scheduled []*etcdv1alpha1.EtcdBackup, err error) {
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return nil, nil, fmt.Errorf("list backups: %w", err)
+	}
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Spec.ClusterRef.Name != c.Name {
+			continue
+		}
+		all = append(all, b)
+		if b.Labels[etcdv1alpha1.LabelScheduled] == "true" && metav1.IsControlledBy(b, c) {
+			scheduled = append(scheduled, b)
+		}
+	}
+	return all, scheduled, nil
 }
 
 // createScheduledBackup creates the EtcdBackup of schedule time t, unless a scheduled backup of

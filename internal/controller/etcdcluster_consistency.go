@@ -16,6 +16,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 )
 
 // DefaultConsistencyCheckInterval is how often the members' key-value hashes are compared.
@@ -89,37 +90,28 @@ func compareHashes(rev int64, hashes map[string]etcd.KVHash, want int) hashVerdi
 		rev, strings.Join(parts, ", "))}
 }
 
-// checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
-// any of them has applied), at most once per ConsistencyCheckInterval and only while the cluster is
-// settled and healthy, and records the outcome in the DataInconsistent condition.
-func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (ctrl.Result, error) {
-	c := s.cluster
-	interval := r.ConsistencyCheckInterval
-	if interval < 0 || s.etcd == nil || s.progress != nil || s.blocked != nil || s.stalled != nil {
-		return ctrl.Result{}, nil
-	}
-	if interval == 0 {
-		interval = DefaultConsistencyCheckInterval
-	}
-	now := time.Now()
-	if !r.consistency.due(c.UID, interval, now) {
-		return ctrl.Result{}, nil
-	}
+// hashTarget returns the revision to compare the voters' hashes at (the lowest any of them has
+// applied) and each voter's client URL; revision 0 when a member is a learner, or has not answered, or
+// is unhealthy: the check waits for a settled cluster.
+func hashTarget(m *model.Cluster) (int64, map[string]string) {
 	var rev int64
 	endpoints := map[string]string{}
-	for _, m := range s.etcd.members {
-		st, ok := s.etcd.status[m.ID]
-		if m.IsLearner || !ok || !s.etcd.healthy(m.ID) {
-			return ctrl.Result{}, nil // not settled: check later
+	for _, mem := range m.Listed() {
+		st := mem.Status
+		if mem.Learner() || st == nil || !mem.Healthy() {
+			return 0, nil
 		}
 		if rev == 0 || st.Revision < rev {
 			rev = st.Revision
 		}
-		endpoints[memberName(r.Options, c, m)] = st.Endpoint
+		endpoints[mem.Name] = st.Endpoint
 	}
-	if rev == 0 {
-		return ctrl.Result{}, nil
-	}
+	return rev, endpoints
+}
+
+// hashMembers asks every member, in parallel, for its key-value hash at revision rev, and returns the
+// hashes of those that answered within hashKVTimeout, by member name.
+func (r *EtcdClusterReconciler) hashMembers(ctx context.Context, cli etcd.Client, rev int64, endpoints map[string]string) map[string]etcd.KVHash {
 	hashes := map[string]etcd.KVHash{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -129,7 +121,7 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 			defer wg.Done()
 			hctx, cancel := context.WithTimeout(ctx, hashKVTimeout)
 			defer cancel()
-			h, err := s.etcdClient.HashKV(hctx, ep, rev)
+			h, err := cli.HashKV(hctx, ep, rev)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("HashKV failed; the consistency check is retried", "member", name, "error", err.Error())
 				return
@@ -140,6 +132,30 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		}()
 	}
 	wg.Wait()
+	return hashes
+}
+
+// checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
+// any of them has applied), at most once per ConsistencyCheckInterval and only while the cluster is
+// settled and healthy, and records the outcome in the DataInconsistent condition.
+func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (ctrl.Result, error) {
+	c := s.cluster
+	interval := r.ConsistencyCheckInterval
+	if interval < 0 || !s.m.Answered() || s.progress != nil || s.blocked != nil || s.stalled != nil {
+		return ctrl.Result{}, nil
+	}
+	if interval == 0 {
+		interval = DefaultConsistencyCheckInterval
+	}
+	now := time.Now()
+	if !r.consistency.due(c.UID, interval, now) {
+		return ctrl.Result{}, nil
+	}
+	rev, endpoints := hashTarget(s.m)
+	if rev == 0 {
+		return ctrl.Result{}, nil // not settled: check later
+	}
+	hashes := r.hashMembers(ctx, s.etcdClient, rev, endpoints)
 	v := compareHashes(rev, hashes, len(endpoints))
 	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
 	// retried more often than the interval

@@ -13,7 +13,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +24,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -77,16 +77,8 @@ type EtcdClusterReconciler struct {
 // scope is what one pass observed, once, and what it decided.
 type scope struct {
 	cluster *etcdv1alpha1.EtcdCluster
-	// pods and pvcs of the cluster's members, by name.
-	pods map[string]*corev1.Pod
-	pvcs map[string]*corev1.PersistentVolumeClaim
-	// foreignPVCs are claims with this cluster's labels that were created for another cluster of the
-	// same name (kept by retainPolicy Retain).
-	foreignPVCs []string
-	// etcd is what etcd reported, or nil when no member answered.
-	etcd *etcdObservation
-	// etcdErr says why etcd is nil.
-	etcdErr error
+	// m is what the pass observed of the cluster: its members' pods, claims and what etcd reported.
+	m *model.Cluster
 	// etcdClient reaches the members that run; nil when none does. Closed at the end of the pass.
 	etcdClient etcd.Client
 	// progress is the step the pass took or waits for (the Progressing condition), empty when done.
@@ -215,30 +207,6 @@ func lowestRequeue(results ...ctrl.Result) ctrl.Result {
 		}
 	}
 	return out
-}
-
-// reconcileServices creates the peer and client Services when they are missing.
-func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (ctrl.Result, error) {
-	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
-		got := &corev1.Service{}
-		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
-		if err == nil {
-			if !metav1.IsControlledBy(got, s.cluster) {
-				s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
-					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)}
-				return ctrl.Result{RequeueAfter: requeueBlocked}, nil
-			}
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get service %s: %w", want.Name, err)
-		}
-		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create service %s: %w", want.Name, err)
-		}
-		r.event(s.cluster, corev1.EventTypeNormal, "CreatedService", "Create", "Created Service %s", want.Name)
-	}
-	return ctrl.Result{}, nil
 }
 
 // reconcileDelete lets the owner garbage collector remove the pods, claims and Services, and removes the

@@ -17,33 +17,24 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
-// membershipState is the planner's view of what the pass observed.
-func (r *EtcdClusterReconciler) membershipState(s *scope) membership.State {
-	c := s.cluster
-	st := membership.State{Cluster: c.Name, Replicas: int(c.Spec.ReplicasOrDefault()), Leader: s.etcd.leader,
+// membershipState is the planner's view of the pass's model.
+func membershipState(m *model.Cluster) membership.State {
+	st := membership.State{Cluster: m.Object.Name, Replicas: m.Desired, Leader: m.Etcd.Leader,
 		Resources: map[string]membership.Resources{}}
-	for _, m := range s.etcd.members {
-		healthy := s.etcd.serving(m.ID)
+	for _, mem := range m.Listed() {
 		st.Members = append(st.Members, membership.Member{
-			ID: m.ID, Name: memberName(r.Options, c, m), IsLearner: m.IsLearner, Started: m.Name != "", Healthy: healthy,
+			ID: mem.ID(), Name: mem.Name, IsLearner: mem.Learner(), Started: mem.Started(), Healthy: mem.Serving(),
 		})
 	}
-	for name, p := range s.pods {
-		res := st.Resources[name]
-		res.Pod, res.PodTerminating = p.DeletionTimestamp == nil, p.DeletionTimestamp != nil
-		st.Resources[name] = res
-	}
-	for _, pvc := range s.pvcs {
-		name := pvc.Labels[etcdv1alpha1.LabelMember]
-		if name == "" {
-			continue
+	for _, mem := range m.Members {
+		if mem.Pod != nil || mem.Claim != nil {
+			st.Resources[mem.Name] = membership.Resources{Pod: mem.HasPod(), PodTerminating: mem.PodTerminating(),
+				Data: mem.HasClaim(), DataTerminating: mem.ClaimTerminating()}
 		}
-		res := st.Resources[name]
-		res.Data, res.DataTerminating = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
-		st.Resources[name] = res
 	}
 	return st
 }
@@ -51,13 +42,8 @@ func (r *EtcdClusterReconciler) membershipState(s *scope) membership.State {
 // reconcileMembership carries out the planner's next action.
 func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
-	a := membership.Next(r.membershipState(s))
-	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
-	if a.Kind == membership.Wait || a.Kind == membership.None {
-		logger.V(1).Info("Membership", "action", a.Kind, "reason", a.Reason)
-	} else {
-		logger.Info("Membership", "action", a.Kind, "reason", a.Reason)
-	}
+	a := membership.Next(membershipState(s.m))
+	logMembership(ctx, c, a)
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	cli := s.etcdClient
@@ -72,32 +58,10 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return ctrl.Result{}, nil
 
 	case membership.AddLearner:
-		pvcName := resources.PVCName(a.Member)
-		if _, ours := s.pvcs[pvcName]; !ours {
-			existing := &corev1.PersistentVolumeClaim{}
-			err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
-			if err == nil {
-				s.blocked = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
-					"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)}
-				return ctrl.Result{}, nil
-			}
-			if !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
-			}
-		}
-		added, members, err := cli.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
-		if err != nil {
-			return r.retryLater(s, "add_learner", err, "add member "+a.Member+" as a learner")
-		}
-		countMembership("add_learner", nil, false)
-		r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
-		if err := r.createJoiningMember(ctx, s, a.Member, members); err != nil {
-			return ctrl.Result{}, err
-		}
-		s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)}
+		return r.addLearner(ctx, s, a)
 
 	case membership.CreatePod:
-		if err := r.createJoiningMember(ctx, s, a.Member, s.etcd.members); err != nil {
+		if err := r.createJoiningMember(ctx, s, a.Member, s.m.Etcd.Members); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
@@ -129,6 +93,48 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	return ctrl.Result{}, nil
 }
 
+// logMembership logs the planner's action: at V(1) when it waits or has nothing to do.
+func logMembership(ctx context.Context, c *etcdv1alpha1.EtcdCluster, a membership.Action) {
+	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
+	if a.Kind == membership.Wait || a.Kind == membership.None {
+		logger.V(1).Info("Membership", "action", a.Kind, "reason", a.Reason)
+		return
+	}
+	logger.Info("Membership", "action", a.Kind, "reason", a.Reason)
+}
+
+// addLearner adds member a.Member as a learner and creates its claim and pod, unless a claim of that
+// name holds a removed member's data (storage.retainPolicy Retain): then s says the user must delete it.
+func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a membership.Action) (ctrl.Result, error) {
+	c := s.cluster
+	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	pvcName := resources.PVCName(a.Member)
+	if have := s.m.Member(a.Member); have == nil || have.Claim == nil {
+		existing := &corev1.PersistentVolumeClaim{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
+		if err == nil {
+			s.blocked = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)}
+			return ctrl.Result{}, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
+		}
+	}
+	added, members, err := s.etcdClient.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
+	if err != nil {
+		return r.retryLater(s, "add_learner", err, "add member "+a.Member+" as a learner")
+	}
+	countMembership("add_learner", nil, false)
+	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
+	if err := r.createJoiningMember(ctx, s, a.Member, members); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)}
+	return ctrl.Result{}, nil
+}
+
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
 // are returned.
@@ -148,13 +154,13 @@ func (r *EtcdClusterReconciler) retryLater(s *scope, operation string, err error
 // --initial-cluster-state=existing and every current member in --initial-cluster.
 func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) error {
 	c := s.cluster
-	if pvc, ok := s.pvcs[resources.PVCName(name)]; ok {
-		return r.createPod(ctx, s, memberFromPVC(pvc, name))
+	if have := s.m.Member(name); have != nil && have.Claim != nil {
+		return r.createPod(ctx, s, have.StartedAs())
 	}
 	var parts []string
 	for _, m := range members {
 		if len(m.PeerURLs) > 0 {
-			parts = append(parts, memberName(r.Options, c, m)+"="+m.PeerURLs[0])
+			parts = append(parts, model.MemberName(r.Options, c, m)+"="+m.PeerURLs[0])
 		}
 	}
 	sort.Strings(parts) // deterministic: the same members give the same pod spec
@@ -172,15 +178,19 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 // storage.retainPolicy Retain the claim is kept but released from the cluster (labels and owner
 // removed), so that no member of the cluster ever starts on it.
 func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *scope, name string) error {
-	if p, ok := s.pods[name]; ok && p.DeletionTimestamp == nil {
-		if err := r.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+	m := s.m.Member(name)
+	if m == nil {
+		return nil
+	}
+	if m.HasPod() {
+		if err := r.Delete(ctx, m.Pod); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s: %w", name, err)
 		}
 	}
-	pvc, ok := s.pvcs[resources.PVCName(name)]
-	if !ok || pvc.DeletionTimestamp != nil {
+	if !m.HasClaim() {
 		return nil
 	}
+	pvc := m.Claim
 	if s.cluster.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain {
 		patch := client.MergeFrom(pvc.DeepCopy())
 		delete(pvc.Labels, etcdv1alpha1.LabelCluster)

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -13,8 +12,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -32,46 +31,8 @@ func (r *EtcdClusterReconciler) etcdTimeout() time.Duration {
 	return r.EtcdTimeout
 }
 
-// etcdObservation is what etcd reported in one pass.
-type etcdObservation struct {
-	clusterID uint64
-	members   []etcd.Member
-	// status and health of each member that answered, by member ID; a member that did not answer has
-	// no status entry and a health error.
-	status map[uint64]etcd.EndpointStatus
-	health map[uint64]error
-	// leader is the member ID the members agree on, 0 when none.
-	leader uint64
-}
-
-// healthy reports whether member id answered a linearizable read and reported no alarm.
-func (o *etcdObservation) healthy(id uint64) bool {
-	err, ok := o.health[id]
-	return ok && err == nil
-}
-
-// noSpace reports whether member id's only problem is a NOSPACE alarm: it has a leader and answered a
-// linearizable read, but the cluster refuses writes.
-func (o *etcdObservation) noSpace(id uint64) bool { return errors.Is(o.health[id], etcd.ErrNoSpace) }
-
-// anyNoSpace reports whether a member that answered has a NOSPACE alarm: one is enough for every
-// member to refuse writes.
-func (o *etcdObservation) anyNoSpace() bool {
-	for id := range o.health {
-		if o.noSpace(id) {
-			return true
-		}
-	}
-	return false
-}
-
-// serving reports whether member id takes part in raft as a healthy member does: healthy, or healthy
-// but for a NOSPACE alarm. Membership changes and restarts of other members need only that; a NOSPACE
-// alarm must not block the rollout that raises the quota.
-func (o *etcdObservation) serving(id uint64) bool { return o.healthy(id) || o.noSpace(id) }
-
-// observe lists the cluster's pods and claims and asks the members' etcd what it knows. etcd being
-// unreachable is an observation, not an error.
+// observe lists the cluster's pods and claims and asks the members' etcd what it knows, and joins it
+// all into the pass's model. etcd being unreachable is an observation, not an error.
 func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	// the selector of member pods and claims: backup Job pods carry the cluster label too
@@ -84,23 +45,10 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Res
 	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list persistentvolumeclaims: %w", err)
 	}
-	s.pods = map[string]*corev1.Pod{}
-	for i := range pods.Items {
-		if _, ok := resources.MemberOrdinal(c, pods.Items[i].Name); ok {
-			s.pods[pods.Items[i].Name] = &pods.Items[i]
-		}
-	}
-	s.pvcs = map[string]*corev1.PersistentVolumeClaim{}
-	for i := range pvcs.Items {
-		pvc := &pvcs.Items[i]
-		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != "" && uid != string(c.UID) {
-			// left by an earlier cluster of the same name (storage.retainPolicy Retain): never ours to use
-			s.foreignPVCs = append(s.foreignPVCs, pvc.Name)
-			continue
-		}
-		s.pvcs[pvc.Name] = pvc
-	}
-	s.etcd, s.etcdErr = r.observeEtcd(ctx, s)
+	in := model.Input{Cluster: c, Options: r.Options, Pods: pods.Items, Claims: pvcs.Items}
+	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
+	in.Etcd, in.EtcdErr = r.observeEtcd(ctx, s)
+	s.m = model.Build(in)
 	return ctrl.Result{}, nil
 }
 
@@ -115,11 +63,11 @@ func endpoint(p *corev1.Pod) string {
 
 // observeEtcd reads the member list through any running member and the status and health of each
 // member through its own endpoint, all in parallel and bounded by EtcdTimeout.
-func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etcdObservation, error) {
+func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*model.Etcd, error) {
 	var endpoints []string
-	for _, p := range s.pods {
-		if p.Status.Phase == corev1.PodRunning {
-			if ep := endpoint(p); ep != "" {
+	for _, m := range s.m.Pods() {
+		if m.Pod.Status.Phase == corev1.PodRunning {
+			if ep := endpoint(m.Pod); ep != "" {
 				endpoints = append(endpoints, ep)
 			}
 		}
@@ -140,16 +88,31 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 	if err != nil {
 		return nil, err // already says "list members: ..."
 	}
-	obs := &etcdObservation{clusterID: clusterID, members: members,
-		status: map[uint64]etcd.EndpointStatus{}, health: map[uint64]error{}}
+	obs := &model.Etcd{ClusterID: clusterID, Members: members,
+		Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
 
+	r.askMembers(ctx, cli, s.m, obs)
+	obs.Leader = agreedLeader(obs.Status)
+	return obs, nil
+}
+
+// askMembers asks each member etcd lists, in parallel and through its own pod's client URL, for its
+// status and, for a voter, a linearizable read, and records the answers in obs.
+func (r *EtcdClusterReconciler) askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, obs *model.Etcd) {
+	timeout := r.etcdTimeout()
+	members := obs.Members
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range members {
-		name := memberName(r.Options, s.cluster, m)
-		ep := endpoint(s.pods[name])
+	for _, em := range members {
+		name := model.MemberName(r.Options, m.Object, em)
+		var ep string
+		if mm := m.Member(name); mm != nil {
+			ep = endpoint(mm.Pod)
+		}
 		if ep == "" {
-			obs.health[m.ID] = fmt.Errorf("member %s has no running pod", name)
+			mu.Lock() // the members asked before write obs too
+			obs.Health[em.ID] = fmt.Errorf("member %s has no running pod", name)
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
@@ -170,14 +133,12 @@ func (r *EtcdClusterReconciler) observeEtcd(ctx context.Context, s *scope) (*etc
 			mu.Lock()
 			defer mu.Unlock()
 			if stErr == nil {
-				obs.status[id] = st
+				obs.Status[id] = st
 			}
-			obs.health[id] = hErr
-		}(m.ID)
+			obs.Health[id] = hErr
+		}(em.ID)
 	}
 	wg.Wait()
-	obs.leader = agreedLeader(obs.status)
-	return obs, nil
 }
 
 // agreedLeader returns the leader ID most members report, 0 when none reports one.

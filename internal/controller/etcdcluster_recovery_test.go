@@ -19,16 +19,17 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-// TestObserveDataLoss: quorum is lost for good only when fewer than a quorum of the last listed voters
+// TestJudgeDataLoss: quorum is lost for good only when fewer than a quorum of the last listed voters
 // keep their data: their claim (persistent storage) or their pod (emptyDir). Only what is certainly
 // gone counts: a claim being deleted is kept while its pod exists, a terminating emptyDir pod still has
 // its volume; learners do not count.
-func TestObserveDataLoss(t *testing.T) {
+func TestJudgeDataLoss(t *testing.T) {
 	voters := func(names ...string) []etcdv1alpha1.MemberStatus {
 		var ms []etcdv1alpha1.MemberStatus
 		for i, n := range names {
@@ -97,8 +98,16 @@ func TestObserveDataLoss(t *testing.T) {
 			}
 			c := testutil.EtcdCluster("d", opts...)
 			c.Status.Members = tc.members
-			s := &scope{cluster: c, pods: tc.pods, pvcs: tc.pvcs}
-			d := observeDataLoss(s)
+			in := model.Input{Cluster: c}
+			for name, p := range tc.pods {
+				p.Name = name
+				in.Pods = append(in.Pods, *p)
+			}
+			for name, pvc := range tc.pvcs {
+				pvc.Name = name
+				in.Claims = append(in.Claims, *pvc)
+			}
+			d := judgeDataLoss(model.Build(in))
 			if !slices.Equal(d.lost, tc.lost) || d.permanent() != tc.permanent {
 				t.Errorf("lost %v permanent %v, want %v %v", d.lost, d.permanent(), tc.lost, tc.permanent)
 			}

@@ -42,7 +42,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 			return nil, err
 		}
 		if wait != nil {
-			if formed(s) {
+			if s.m.Formed() {
 				return nil, nil
 			}
 			if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
@@ -122,7 +122,8 @@ func snapshotVersionProblem(snapshotVersion, clusterVersion string) string {
 // shows in the status rather than only as a crash-looping init container.
 func restoreFailures(s *scope) []string {
 	var out []string
-	for name, p := range s.pods {
+	for _, m := range s.m.Pods() {
+		name, p := m.Name, m.Pod
 		for _, cs := range p.Status.InitContainerStatuses {
 			if cs.Name != resources.RestoreContainerName {
 				continue

@@ -12,7 +12,9 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
 // computeStatus sets the cluster's status from what the pass observed and did, without I/O.
@@ -23,63 +25,82 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	if passOK {
 		st.ObservedGeneration = c.Generation
 	}
+	setObserved(st, c, s.m)
+	h := judgeHealth(s.m)
+	setCondition(st, c.Generation, etcdv1alpha1.ConditionAvailable, h.available, availableReason(s, h))
+	degraded := setDegraded(s, h)
+	setProgressing(s)
+	setOutcomes(s)
+	applyBackupStatus(s)
+	st.Phase = clusterPhase(s, opts, h, degraded)
+}
+
+// setObserved sets the status fields that report what the pass observed: replicas, members, leader,
+// the lowest version running and the cluster ID.
+func setObserved(st *etcdv1alpha1.EtcdClusterStatus, c *etcdv1alpha1.EtcdCluster, m *model.Cluster) {
 	st.Selector = labels.SelectorFromSet(resources.SelectorLabels(c)).String()
 	st.ClientService = resources.ClientServiceName(c)
-	st.Replicas = int32(len(s.pods))
-
-	st.Members = memberStatuses(s, opts)
-	var healthyVoters, voters, learners int32
+	st.Replicas = int32(len(m.Pods()))
+	st.Members = memberStatuses(m)
+	st.ReadyReplicas = int32(m.HealthyVoters())
 	st.Leader = ""
+	if l := m.Leader(); l != nil {
+		st.Leader = l.Name
+	}
 	versions := []string{}
-	for _, m := range st.Members {
-		if m.Role == etcdv1alpha1.RoleLearner {
-			learners++
-		}
-		if m.Role == etcdv1alpha1.RoleVoter {
-			voters++
-			if m.Healthy {
-				healthyVoters++
-			}
-		}
-		if m.Leader {
-			st.Leader = m.Name
-		}
-		if m.Version != "" {
-			versions = append(versions, m.Version)
+	for _, ms := range st.Members {
+		if ms.Version != "" {
+			versions = append(versions, ms.Version)
 		}
 	}
-	st.ReadyReplicas = healthyVoters
 	if len(versions) > 0 {
-		sort.Slice(versions, func(i, j int) bool { return versionLess(versions[i], versions[j]) })
+		sort.Slice(versions, func(i, j int) bool { return version.Less(versions[i], versions[j]) })
 		st.CurrentVersion = versions[0]
 	}
-	if s.etcd != nil {
-		st.ClusterID = etcd.FormatID(s.etcd.clusterID)
+	if m.Answered() {
+		st.ClusterID = etcd.FormatID(m.Etcd.ClusterID)
 	}
+}
 
-	desired := c.Spec.ReplicasOrDefault()
-	quorum := voters/2 + 1
+// health is the verdict on the cluster's quorum.
+type health struct {
+	healthyVoters, voters, learners, quorum, desired int32
+	// available: a leader and a quorum of healthy voters, no NOSPACE alarm.
+	available bool
+	// noSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
+	noSpace bool
+}
+
+// judgeHealth returns the verdict on the quorum of m.
+func judgeHealth(m *model.Cluster) health {
+	h := health{healthyVoters: int32(m.HealthyVoters()), voters: int32(m.Voters()), learners: int32(m.Learners()),
+		quorum: int32(m.Quorum()), desired: int32(m.Desired)}
+	led := m.Answered() && m.Etcd.Leader != 0 && h.voters > 0
 	// One NOSPACE alarm, whichever member raised it, makes every member refuse writes: a quorum that
 	// serves reads but refuses writes is not available, and not lost either.
-	noSpace := s.etcd != nil && s.etcd.anyNoSpace() && s.etcd.leader != 0 && voters > 0 && servingVoters(s) >= quorum
-	available := !noSpace && s.etcd != nil && s.etcd.leader != 0 && voters > 0 && healthyVoters >= quorum
-	gen := c.Generation
-	reason := availableReason(s, available, healthyVoters, voters, quorum)
-	if noSpace {
-		reason = [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
-	}
-	setCondition(st, gen, etcdv1alpha1.ConditionAvailable, available, reason)
+	h.noSpace = led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.quorum
+	h.available = !h.noSpace && led && h.healthyVoters >= h.quorum
+	return h
+}
 
-	degraded := healthyVoters < desired || voters != desired
-	degradedReason, degradedMsg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", desired)
+// setDegraded sets the Degraded condition: fewer healthy voters than desired, or another number of
+// voters; it returns whether the cluster is degraded.
+func setDegraded(s *scope, h health) bool {
+	degraded := h.healthyVoters < h.desired || h.voters != h.desired
+	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.desired)
 	if degraded {
-		degradedReason, degradedMsg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(st.Members, desired)
+		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(s.cluster.Status.Members, h.desired)
 		if failed := restoreFailures(s); len(failed) > 0 {
-			degradedMsg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
+			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
 	}
-	setCondition(st, gen, etcdv1alpha1.ConditionDegraded, degraded, [2]string{degradedReason, degradedMsg})
+	setCondition(&s.cluster.Status, s.cluster.Generation, etcdv1alpha1.ConditionDegraded, degraded, [2]string{reason, msg})
+	return degraded
+}
 
+// setProgressing sets the Progressing and Valid conditions from what the pass did or waits for.
+func setProgressing(s *scope) {
+	st, gen := &s.cluster.Status, s.cluster.Generation
 	switch {
 	case s.progress != nil:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, true, [2]string{s.progress.reason, s.progress.message})
@@ -90,22 +111,28 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	default:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}
-
 	if s.invalid != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{s.invalid.reason, s.invalid.message})
 	} else {
 		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
 	}
+}
+
+// setOutcomes sets the conditions of the checks the pass made: DataInconsistent, QuorumDataLost and
+// VolumesResized; a check the pass did not make leaves its condition as it was.
+func setOutcomes(s *scope) {
+	c := s.cluster
+	st, gen := &c.Status, c.Generation
 	if s.consistency != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, s.consistency.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{s.consistency.reason, s.consistency.message})
 	}
-	switch {
-	case s.dataLoss != nil && s.dataLoss.permanent():
-		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, s.dataLoss.message(c.Spec.Storage.EmptyDir != nil)})
-	case s.dataLoss != nil:
+	switch d := s.dataLoss; {
+	case d != nil && d.permanent():
+		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, d.message(c.Spec.Storage.EmptyDir != nil)})
+	case d != nil:
 		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept,
-			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", s.dataLoss.kept(), len(s.dataLoss.voters), s.dataLoss.quorum())})
-	case s.etcd != nil || recovering(c):
+			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", d.kept(), len(d.voters), d.quorum())})
+	case s.m.Answered() || recovering(c):
 		if meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionQuorumDataLost) != nil {
 			setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
 		}
@@ -113,45 +140,39 @@ func computeStatus(s *scope, opts resources.Options, passOK bool) {
 	if s.volumes != nil {
 		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
 	}
-	applyBackupStatus(s)
-
-	switch {
-	case c.DeletionTimestamp != nil:
-		st.Phase = etcdv1alpha1.PhaseDeleting
-	case recovering(c):
-		st.Phase = etcdv1alpha1.PhaseRestoring
-	case st.ClusterID == "":
-		st.Phase = etcdv1alpha1.PhaseCreating
-	case !available && !noSpace:
-		st.Phase = etcdv1alpha1.PhaseQuorumLost
-	case s.etcd != nil && (voters+learners != desired || learners > 0 || membershipStep(s.progress)):
-		st.Phase = etcdv1alpha1.PhaseScaling
-	case rolloutStep(s.progress) || outdatedPods(s, opts) > 0:
-		st.Phase = etcdv1alpha1.PhaseUpgrading
-	case degraded:
-		st.Phase = etcdv1alpha1.PhaseDegraded
-	default:
-		st.Phase = etcdv1alpha1.PhaseRunning
-	}
 }
 
-// servingVoters counts the voters that are healthy, or healthy but for a NOSPACE alarm.
-func servingVoters(s *scope) int32 {
-	var n int32
-	for _, m := range s.etcd.members {
-		if !m.IsLearner && s.etcd.serving(m.ID) {
-			n++
-		}
+// clusterPhase returns the one-word summary of the cluster's state, the first that applies.
+func clusterPhase(s *scope, opts resources.Options, h health, degraded bool) etcdv1alpha1.ClusterPhase {
+	c := s.cluster
+	switch {
+	case c.DeletionTimestamp != nil:
+		return etcdv1alpha1.PhaseDeleting
+	case recovering(c):
+		return etcdv1alpha1.PhaseRestoring
+	case c.Status.ClusterID == "":
+		return etcdv1alpha1.PhaseCreating
+	case !h.available && !h.noSpace:
+		return etcdv1alpha1.PhaseQuorumLost
+	case s.m.Answered() && (h.voters+h.learners != h.desired || h.learners > 0 || membershipStep(s.progress)):
+		return etcdv1alpha1.PhaseScaling
+	case rolloutStep(s.progress) || outdatedPods(s, opts) > 0:
+		return etcdv1alpha1.PhaseUpgrading
+	case degraded:
+		return etcdv1alpha1.PhaseDegraded
+	default:
+		return etcdv1alpha1.PhaseRunning
 	}
-	return n
 }
 
 // availableReason returns the reason and message of the Available condition.
-func availableReason(s *scope, available bool, healthy, voters, quorum int32) [2]string {
+func availableReason(s *scope, h health) [2]string {
 	switch {
-	case available:
+	case h.noSpace:
+		return [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
+	case h.available:
 		return [2]string{etcdv1alpha1.ReasonQuorumHealthy,
-			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", healthy, voters, quorum)}
+			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", h.healthyVoters, h.voters, h.quorum)}
 	case recovering(s.cluster):
 		rec := s.cluster.Status.Recovery
 		return [2]string{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
@@ -159,13 +180,13 @@ func availableReason(s *scope, available bool, healthy, voters, quorum int32) [2
 			strings.Join(rec.LostMembers, ", "), rec.Backup, rec.Revision)}
 	case s.stalled != nil && s.stalled.reason == etcdv1alpha1.ReasonQuorumDataLost:
 		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, s.stalled.message}
-	case s.cluster.Status.ClusterID == "" && s.etcd == nil:
+	case s.cluster.Status.ClusterID == "" && !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
-	case s.etcd == nil:
-		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("No member answered: %v", s.etcdErr)}
+	case !s.m.Answered():
+		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("No member answered: %v", s.m.EtcdErr)}
 	default:
 		return [2]string{etcdv1alpha1.ReasonQuorumLost,
-			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", healthy, voters, quorum)}
+			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.healthyVoters, h.voters, h.quorum)}
 	}
 }
 
@@ -187,56 +208,40 @@ func unhealthySummary(members []etcdv1alpha1.MemberStatus, desired int32) string
 	return msg
 }
 
-// memberStatuses lists the members as etcd reports them, joined with their pods; when etcd did not
-// answer, the members the pods stand for, none of them healthy.
-func memberStatuses(s *scope, opts resources.Options) []etcdv1alpha1.MemberStatus {
-	c := s.cluster
+// memberStatuses lists the members as etcd reports them; when etcd did not answer, the members that have
+// a pod or that the status last listed, none of them healthy, with what is known of each one's identity
+// from the last time etcd answered.
+func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
 	var out []etcdv1alpha1.MemberStatus
-	if s.etcd == nil {
-		for name := range s.pods {
-			out = append(out, etcdv1alpha1.MemberStatus{Name: name, Role: etcdv1alpha1.RoleVoter})
-		}
-		// keep what is known of each member's identity from the last time etcd answered
-		prev := map[string]etcdv1alpha1.MemberStatus{}
-		for _, m := range c.Status.Members {
-			prev[m.Name] = m
-		}
-		for i := range out {
-			if p, ok := prev[out[i].Name]; ok {
-				out[i].ID, out[i].PeerURL, out[i].ClientURL, out[i].Role = p.ID, p.PeerURL, p.ClientURL, p.Role
+	if !m.Answered() {
+		for _, mem := range m.Members {
+			if mem.Pod == nil && mem.Recorded == nil {
+				continue
 			}
-		}
-		// members etcd listed last time whose pods are gone stay listed, unhealthy, until etcd answers
-		for name, p := range prev {
-			if _, ok := s.pods[name]; !ok {
-				out = append(out, etcdv1alpha1.MemberStatus{Name: name, ID: p.ID, PeerURL: p.PeerURL, ClientURL: p.ClientURL, Role: p.Role})
-			}
-		}
-	} else {
-		for _, m := range s.etcd.members {
-			ms := etcdv1alpha1.MemberStatus{
-				Name:    m.Name,
-				ID:      etcd.FormatID(m.ID),
-				Role:    etcdv1alpha1.RoleVoter,
-				Healthy: s.etcd.healthy(m.ID),
-				Leader:  m.ID == s.etcd.leader,
-			}
-			if m.IsLearner {
-				ms.Role = etcdv1alpha1.RoleLearner
-			}
-			if len(m.PeerURLs) > 0 {
-				ms.PeerURL = m.PeerURLs[0]
-			}
-			if len(m.ClientURLs) > 0 {
-				ms.ClientURL = m.ClientURLs[0]
-			}
-			ms.Name = memberName(opts, c, m)
-			if st, ok := s.etcd.status[m.ID]; ok {
-				ms.Version = st.Version
-				ms.DBSizeBytes = st.DBSizeBytes
+			ms := etcdv1alpha1.MemberStatus{Name: mem.Name, Role: etcdv1alpha1.RoleVoter}
+			if p := mem.Recorded; p != nil {
+				ms.ID, ms.PeerURL, ms.ClientURL, ms.Role = p.ID, p.PeerURL, p.ClientURL, p.Role
 			}
 			out = append(out, ms)
 		}
+		return out
+	}
+	for _, mem := range m.Listed() {
+		ms := etcdv1alpha1.MemberStatus{Name: mem.Name, ID: etcd.FormatID(mem.ID()), Role: etcdv1alpha1.RoleVoter,
+			Healthy: mem.Healthy(), Leader: mem.ID() == m.Etcd.Leader}
+		if mem.Learner() {
+			ms.Role = etcdv1alpha1.RoleLearner
+		}
+		if len(mem.Etcd.PeerURLs) > 0 {
+			ms.PeerURL = mem.Etcd.PeerURLs[0]
+		}
+		if len(mem.Etcd.ClientURLs) > 0 {
+			ms.ClientURL = mem.Etcd.ClientURLs[0]
+		}
+		if st := mem.Status; st != nil {
+			ms.Version, ms.DBSizeBytes = st.Version, st.DBSizeBytes
+		}
+		out = append(out, ms)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -258,20 +263,6 @@ func setCondition(st *etcdv1alpha1.EtcdClusterStatus, generation int64, condType
 // something it observed changed.
 func statusEqual(a, b *etcdv1alpha1.EtcdClusterStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
-}
-
-// versionLess compares "x.y.z" versions numerically.
-func versionLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		var x, y int
-		_, _ = fmt.Sscan(pa[i], &x)
-		_, _ = fmt.Sscan(pb[i], &y)
-		if x != y {
-			return x < y
-		}
-	}
-	return len(pa) < len(pb)
 }
 
 // membershipStep reports whether p is a membership change in progress (members being added or
@@ -302,8 +293,8 @@ func rolloutStep(p *progress) bool {
 // outdatedPods counts the member pods built from an older spec than the current one.
 func outdatedPods(s *scope, opts resources.Options) int {
 	hash, n := opts.SpecHash(s.cluster), 0
-	for _, p := range s.pods {
-		if p.Annotations[etcdv1alpha1.AnnotationSpecHash] != hash {
+	for _, m := range s.m.Pods() {
+		if m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] != hash {
 			n++
 		}
 	}

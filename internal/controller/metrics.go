@@ -23,10 +23,17 @@ var (
 		Name: "etcd_operator_api_writes_total",
 		Help: "Write requests the operator sent to the Kubernetes API server, by verb and kind.",
 	}, []string{"verb", "kind"})
+
+	// quorumRestores counts the automatic restores after a quorum loss without data, by result
+	// (started, succeeded).
+	quorumRestores = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcd_operator_quorum_loss_restores_total",
+		Help: "Clusters recreated from a backup after a quorum loss without data (spec.recovery.restoreOnQuorumLoss), by result.",
+	}, []string{"result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(membershipOperations, apiWrites)
+	metrics.Registry.MustRegister(membershipOperations, apiWrites, quorumRestores)
 }
 
 // CountingClient wraps c so that every write it sends is counted in etcd_operator_api_writes_total.

@@ -138,3 +138,19 @@ func CheckRestore(snapshotVersion, clusterVersion string) error {
 	}
 	return nil
 }
+
+// Less reports whether version a is older than version b, comparing major, minor and patch as numbers
+// ("3.6.9" is older than "3.6.16"); a version Parse refuses is compared as a string, after every
+// version it accepts.
+func Less(a, b string) bool {
+	va, errA := Parse(a)
+	vb, errB := Parse(b)
+	switch {
+	case errA == nil && errB == nil:
+		return va.Compare(vb) < 0
+	case errA == nil || errB == nil:
+		return errA == nil
+	default:
+		return a < b
+	}
+}

@@ -69,3 +69,24 @@ func TestCheckRestore(t *testing.T) {
 		}
 	}
 }
+
+// TestLess: versions compare by number, not by text; what Parse refuses sorts after what it accepts.
+func TestLess(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		less bool
+	}{
+		{"3.5.21", "3.6.0", true},
+		{"3.6.9", "3.6.16", true},
+		{"3.6.16", "3.6.9", false},
+		{"3.6.16", "3.6.16", false},
+		{"v3.6.1", "3.6.2", true},
+		{"3.6.16", "garbage", true},
+		{"garbage", "3.6.16", false},
+		{"a", "b", true},
+	} {
+		if got := Less(tc.a, tc.b); got != tc.less {
+			t.Errorf("Less(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.less)
+		}
+	}
+}

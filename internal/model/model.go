@@ -1,0 +1,364 @@
+// Package model is the one observed view of an etcd cluster that every decision of the operator reads.
+// Build joins, per member name, what Kubernetes holds (the member's pod and claim), what etcd reported
+// (member ID, learner or voter, started, health, alarms, status) and what the EtcdCluster's status last
+// recorded. It is pure: it reads what its caller listed and asked, and makes no call.
+//
+// Counting lives here once: Voters, HealthyVoters, ServingVoters and Quorum are defined once, so that
+// membership, rollout, recovery and status never disagree about who votes and how many a quorum needs.
+package model
+
+import (
+	"errors"
+	"net/url"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// Etcd is what etcd reported in one pass: the member list read through any running member, and the
+// status and health each member gave through its own client URL.
+type Etcd struct {
+	// ClusterID is the cluster ID the member list came with.
+	ClusterID uint64
+	// Members is etcd's member list, in the order etcd gave it.
+	Members []etcd.Member
+	// Status holds the status of each member that answered, by member ID.
+	Status map[uint64]etcd.EndpointStatus
+	// Health holds, by member ID, nil for a member that answered a linearizable read (a learner: its
+	// status) without alarm, or why it did not; a member missing here was not asked.
+	Health map[uint64]error
+	// Leader is the member ID most members report as leader, 0 when none reports one.
+	Leader uint64
+}
+
+// ErrNotAsked is a member's Health when etcd lists it but the pass did not ask it.
+var ErrNotAsked = errors.New("the member was not asked for its health")
+
+// Member is one member name joined across Kubernetes and etcd.
+type Member struct {
+	// Name is the member's name, which is also its pod's name ("<cluster>-<ordinal>"); for an etcd member
+	// whose name cannot be known, its hex member ID.
+	Name string
+	// Pod is the member's pod, nil when there is none.
+	Pod *corev1.Pod
+	// Claim is the member's PersistentVolumeClaim, nil when there is none (always nil with emptyDir).
+	Claim *corev1.PersistentVolumeClaim
+	// Etcd is the member as etcd lists it; nil when etcd did not answer or does not list it.
+	Etcd *etcd.Member
+	// Status is what the member reported about itself; nil when it did not answer.
+	Status *etcd.EndpointStatus
+	// Health is nil when the member is healthy (see Healthy), else why not; only meaningful when Etcd is
+	// set.
+	Health error
+	// Recorded is the member as the EtcdCluster's status last listed it; nil when it was not listed.
+	Recorded *etcdv1alpha1.MemberStatus
+}
+
+// Listed reports whether etcd lists the member in this pass.
+func (m *Member) Listed() bool { return m.Etcd != nil }
+
+// Voter reports whether the member votes: etcd lists it as a voter, or, when etcd did not answer, the
+// status last listed it as a voter with a member ID (a member etcd listed, not a pod recorded while
+// etcd did not answer).
+func (m *Member) Voter() bool {
+	if m.Etcd != nil {
+		return !m.Etcd.IsLearner
+	}
+	return m.Recorded != nil && m.Recorded.Role == etcdv1alpha1.RoleVoter && m.Recorded.ID != ""
+}
+
+// Learner reports whether etcd lists the member as a learner.
+func (m *Member) Learner() bool { return m.Etcd != nil && m.Etcd.IsLearner }
+
+// Started reports whether the member's process has started and published its name to etcd.
+func (m *Member) Started() bool { return m.Etcd != nil && m.Etcd.Name != "" }
+
+// ID is the member's etcd member ID, 0 when etcd does not list it.
+func (m *Member) ID() uint64 {
+	if m.Etcd == nil {
+		return 0
+	}
+	return m.Etcd.ID
+}
+
+// Healthy reports whether the member answered a linearizable read (a learner: its status) and reported
+// no alarm.
+func (m *Member) Healthy() bool { return m.Etcd != nil && m.Health == nil }
+
+// NoSpace reports whether the member's only problem is etcd's NOSPACE alarm: it serves reads, but the
+// cluster refuses writes.
+func (m *Member) NoSpace() bool { return m.Etcd != nil && errors.Is(m.Health, etcd.ErrNoSpace) }
+
+// Serving reports whether the member takes part in raft as a healthy member does: healthy, or healthy
+// but for a NOSPACE alarm. Membership changes and restarts of other members need only that; a NOSPACE
+// alarm must not block the rollout that raises the quota.
+func (m *Member) Serving() bool { return m.Healthy() || m.NoSpace() }
+
+// HasPod reports whether the member has a pod that is not being deleted.
+func (m *Member) HasPod() bool { return m.Pod != nil && m.Pod.DeletionTimestamp == nil }
+
+// PodTerminating reports whether the member's pod is being deleted.
+func (m *Member) PodTerminating() bool { return m.Pod != nil && m.Pod.DeletionTimestamp != nil }
+
+// HasClaim reports whether the member has a claim that is not being deleted.
+func (m *Member) HasClaim() bool { return m.Claim != nil && m.Claim.DeletionTimestamp == nil }
+
+// ClaimTerminating reports whether the member's claim is being deleted.
+func (m *Member) ClaimTerminating() bool { return m.Claim != nil && m.Claim.DeletionTimestamp != nil }
+
+// StartedAs returns how the member was first started, as its claim records it (its
+// --initial-cluster-state and --initial-cluster); "new" with no initial cluster when the claim
+// records nothing.
+func (m *Member) StartedAs() resources.Member {
+	out := resources.Member{Name: m.Name, InitialClusterState: resources.StateNew}
+	if m.Claim == nil {
+		return out
+	}
+	if state := m.Claim.Annotations[etcdv1alpha1.AnnotationInitialClusterState]; state != "" {
+		out.InitialClusterState = state
+	}
+	out.InitialCluster = m.Claim.Annotations[etcdv1alpha1.AnnotationInitialCluster]
+	return out
+}
+
+// Cluster is what one pass observed of an EtcdCluster.
+type Cluster struct {
+	// Object is the EtcdCluster as the pass read it.
+	Object *etcdv1alpha1.EtcdCluster
+	// Desired is the number of voting members the spec asks for.
+	Desired int
+	// Members holds every member name that has a pod, a claim, an etcd member, or, when etcd did not
+	// answer, an entry in the status; sorted by name.
+	Members []*Member
+	// ForeignClaims are claims with this cluster's labels that were created for an earlier cluster of the
+	// same name (kept by storage.retainPolicy Retain): never used by this one. Sorted.
+	ForeignClaims []string
+	// Etcd is what etcd reported; nil when no member answered.
+	Etcd *Etcd
+	// EtcdErr says why Etcd is nil.
+	EtcdErr error
+}
+
+// Input is what a pass listed and asked, from which Build makes the model.
+type Input struct {
+	// Cluster is the EtcdCluster.
+	Cluster *etcdv1alpha1.EtcdCluster
+	// Options name the members' peer URLs (to name an etcd member that has not started).
+	Options resources.Options
+	// Pods and Claims are the objects carrying the cluster's selector labels; pods and claims that are
+	// not a member's are ignored.
+	Pods   []corev1.Pod
+	Claims []corev1.PersistentVolumeClaim
+	// Etcd is what etcd reported, nil when no member answered; EtcdErr says why.
+	Etcd    *Etcd
+	EtcdErr error
+}
+
+// Build joins the input into one model; it makes no call.
+func Build(in Input) *Cluster {
+	c := in.Cluster
+	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr}
+	byName := map[string]*Member{}
+	get := func(name string) *Member {
+		if m, ok := byName[name]; ok {
+			return m
+		}
+		m := &Member{Name: name}
+		byName[name] = m
+		return m
+	}
+	for i := range in.Pods {
+		if _, ok := resources.MemberOrdinal(c, in.Pods[i].Name); ok {
+			get(in.Pods[i].Name).Pod = &in.Pods[i]
+		}
+	}
+	for i := range in.Claims {
+		pvc := &in.Claims[i]
+		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != "" && uid != string(c.UID) {
+			out.ForeignClaims = append(out.ForeignClaims, pvc.Name)
+			continue
+		}
+		name := strings.TrimPrefix(pvc.Name, resources.PVCName(""))
+		if _, ok := resources.MemberOrdinal(c, name); ok && resources.PVCName(name) == pvc.Name {
+			get(name).Claim = pvc
+		}
+	}
+	if e := in.Etcd; e != nil {
+		for i := range e.Members {
+			em := &e.Members[i]
+			m := get(MemberName(in.Options, c, *em))
+			m.Etcd = em
+			var asked bool
+			if m.Health, asked = e.Health[em.ID]; !asked {
+				m.Health = ErrNotAsked
+			}
+			if st, ok := e.Status[em.ID]; ok {
+				m.Status = &st
+			}
+		}
+	}
+	for i := range c.Status.Members {
+		rec := &c.Status.Members[i]
+		if in.Etcd == nil {
+			get(rec.Name).Recorded = rec
+		} else if m, ok := byName[rec.Name]; ok {
+			m.Recorded = rec
+		}
+	}
+	for _, m := range byName {
+		out.Members = append(out.Members, m)
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
+	sort.Strings(out.ForeignClaims)
+	return out
+}
+
+// Member returns the member of that name, nil when the model has none.
+func (c *Cluster) Member(name string) *Member {
+	i := sort.Search(len(c.Members), func(i int) bool { return c.Members[i].Name >= name })
+	if i < len(c.Members) && c.Members[i].Name == name {
+		return c.Members[i]
+	}
+	return nil
+}
+
+// Answered reports whether etcd answered in this pass.
+func (c *Cluster) Answered() bool { return c.Etcd != nil }
+
+// Formed reports whether the cluster has ever formed: etcd answered, now or in an earlier pass. A formed
+// cluster never bootstraps again: a lost member is replaced, never started as "new".
+func (c *Cluster) Formed() bool { return c.Etcd != nil || c.Object.Status.ClusterID != "" }
+
+// Listed returns the members etcd lists, in etcd's order; none when etcd did not answer.
+func (c *Cluster) Listed() []*Member {
+	if c.Etcd == nil {
+		return nil
+	}
+	out := make([]*Member, 0, len(c.Etcd.Members))
+	for _, em := range c.Etcd.Members {
+		for _, m := range c.Members {
+			if m.Etcd != nil && m.Etcd.ID == em.ID {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Registered returns the members the cluster has, by name: those etcd lists when it answered,
+// otherwise those the status last listed.
+func (c *Cluster) Registered() []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		if (c.Etcd != nil && m.Etcd != nil) || (c.Etcd == nil && m.Recorded != nil) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// count returns how many members satisfy keep.
+func (c *Cluster) count(keep func(*Member) bool) int {
+	n := 0
+	for _, m := range c.Members {
+		if keep(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// Voters is the number of voting members (see Member.Voter).
+func (c *Cluster) Voters() int { return c.count((*Member).Voter) }
+
+// HealthyVoters is the number of voting members that are healthy.
+func (c *Cluster) HealthyVoters() int {
+	return c.count(func(m *Member) bool { return m.Voter() && m.Healthy() })
+}
+
+// ServingVoters is the number of voting members that are serving (healthy but for NOSPACE included).
+func (c *Cluster) ServingVoters() int {
+	return c.count(func(m *Member) bool { return m.Voter() && m.Serving() })
+}
+
+// Learners is the number of learners etcd lists.
+func (c *Cluster) Learners() int { return c.count((*Member).Learner) }
+
+// Quorum is the number of healthy voters the cluster's voters need to commit.
+func (c *Cluster) Quorum() int { return membership.Quorum(c.Voters()) }
+
+// AnyNoSpace reports whether a member reported a NOSPACE alarm: one is enough for every member to refuse
+// writes.
+func (c *Cluster) AnyNoSpace() bool {
+	return c.count((*Member).NoSpace) > 0
+}
+
+// Leader returns the member etcd agrees leads, nil when there is none.
+func (c *Cluster) Leader() *Member {
+	if c.Etcd == nil || c.Etcd.Leader == 0 {
+		return nil
+	}
+	for _, m := range c.Members {
+		if m.Etcd != nil && m.Etcd.ID == c.Etcd.Leader {
+			return m
+		}
+	}
+	return nil
+}
+
+// Pods returns the members that have a pod (terminating or not).
+func (c *Cluster) Pods() []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		if m.Pod != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Claims returns the members that have a claim (being deleted or not).
+func (c *Cluster) Claims() []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		if m.Claim != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// MemberName returns the name of an etcd member: the name it reports, or, for a learner that has not
+// started, the member name in its peer URL; its hex ID when neither is known.
+func MemberName(opts resources.Options, c *etcdv1alpha1.EtcdCluster, m etcd.Member) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	for _, u := range m.PeerURLs {
+		if pu, err := url.Parse(u); err == nil {
+			host, _, _ := strings.Cut(pu.Hostname(), ".")
+			if _, ok := resources.MemberOrdinal(c, host); ok && u == opts.PeerURL(c, host) {
+				return host
+			}
+		}
+	}
+	return etcd.FormatID(m.ID)
+}
+
+// Created records a member pod the pass created, so that what the pass writes at its end (the status's
+// replicas, the members without a running pod) counts it.
+func (c *Cluster) Created(pod *corev1.Pod) {
+	if m := c.Member(pod.Name); m != nil {
+		m.Pod = pod
+		return
+	}
+	c.Members = append(c.Members, &Member{Name: pod.Name, Pod: pod})
+	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
+}
