@@ -6,10 +6,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
 )
 
-// Quorum returns the number of voting members a cluster of n needs to make progress: n/2+1.
-func Quorum(n int32) int32 { return n/2 + 1 }
+// Quorum returns the number of voting members a cluster of n needs to make progress: membership.Quorum,
+// for the int32 counts of the API.
+func Quorum(n int32) int32 { return int32(membership.Quorum(int(n))) }
 
 // BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
 // member only while a quorum stays available (of the desired members, or of the voters that exist,
