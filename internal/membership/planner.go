@@ -106,7 +106,7 @@ func (a Action) String() string {
 // first step of the chain below that has one.
 func Next(s State) Action {
 	t := tallyOf(s)
-	quorum := t.voters/2 + 1
+	quorum := Quorum(t.voters)
 	if t.healthyVoters < quorum {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
@@ -183,7 +183,7 @@ func scaleDown(s State, t tally) (Action, bool) {
 	cands := sorted(s.Members)
 	sort.SliceStable(cands, func(i, j int) bool { return removeRank(cands[i], s.Leader) < removeRank(cands[j], s.Leader) })
 	m := cands[0]
-	if m.Healthy && !m.IsLearner && t.healthyVoters-1 < (t.voters-1)/2+1 {
+	if m.Healthy && !m.IsLearner && t.healthyVoters-1 < Quorum(t.voters-1) {
 		return Action{Kind: Wait, Member: m.Name, Reason: fmt.Sprintf("removing %s would leave %d healthy of %d voters, below quorum", m.Name, t.healthyVoters-1, t.voters-1)}, true
 	}
 	// The leader ranks last and there are at least two members here, so m is never the leader:

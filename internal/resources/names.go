@@ -1,12 +1,20 @@
 // Package resources builds the Kubernetes objects of an etcd cluster (member pods, their claims, the
-// peer and client Services) as pure functions of the EtcdCluster and the operator's settings. Nothing
-// here talks to the API server or to etcd.
+// peer and client Services, the PodDisruptionBudget, backup Jobs) as pure functions of the EtcdCluster
+// and the operator's settings. Nothing here talks to the API server or to etcd.
+//
+// One file per kind of object: pod.go (member pods: the etcd container, its flags, probes, security
+// contexts, affinity), pvc.go (member claims and the data volume), service.go, pdb.go, backup.go
+// (backup and delete Jobs) and restore.go (the restore init container). names.go holds the names, URLs,
+// labels and owner reference every builder shares; member.go what a member is started with (Member,
+// SpecHash, the quota).
 package resources
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
@@ -130,6 +138,11 @@ func MemberLabels(c *etcdv1alpha1.EtcdCluster, member string) map[string]string 
 	l := Labels(c)
 	l[etcdv1alpha1.LabelMember] = member
 	return l
+}
+
+// OwnerReference makes cluster c the controller of an object.
+func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
+	return *metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
 }
 
 // InitialCluster formats etcd's --initial-cluster for the given member names: "name=peerURL,...".

@@ -1,16 +1,12 @@
 package resources
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -19,36 +15,8 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
 
-// Initial cluster states of a member, as etcd's --initial-cluster-state takes them.
-const (
-	StateNew      = "new"
-	StateExisting = "existing"
-)
-
 // nonRootID is the user and group the etcd container runs as.
 const nonRootID = 65532
-
-// Member is how one member is to be started: its name and the --initial-cluster flags its data
-// directory is created with. etcd reads the initial-cluster flags only when the data directory is
-// empty; a member restarted on its own data ignores them.
-type Member struct {
-	// Name is the member's name and its pod's name.
-	Name string
-	// InitialClusterState is StateNew for members of the initial bootstrap and StateExisting for a
-	// member added to a running cluster.
-	InitialClusterState string
-	// InitialCluster is the --initial-cluster value: "name=peerURL,..." of every member the new member
-	// must know, itself included.
-	InitialCluster string
-	// Restore, for a member of the initial bootstrap of a cluster created from a backup, is the
-	// snapshot its data directory is restored from by an init container before etcd first starts.
-	Restore *RestorePlan
-}
-
-// OwnerReference makes cluster c the controller of an object.
-func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
-	return *metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
-}
 
 // EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
@@ -246,15 +214,6 @@ func restrictedContainer() *corev1.SecurityContext {
 
 func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
 
-func (o Options) dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
-	if ed := c.Spec.Storage.EmptyDir; ed != nil {
-		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: ed.DeepCopy()}}
-	}
-	return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(member)},
-	}}
-}
-
 // defaultAffinity prefers to put the members of one cluster on different nodes.
 func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
 	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
@@ -266,132 +225,4 @@ func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
 			},
 		}},
 	}}
-}
-
-// DefaultStorageSize is the size of a member's volume when spec.storage.size is unset.
-var DefaultStorageSize = resource.MustParse("1Gi")
-
-// BuildPVC returns the PersistentVolumeClaim of member m, or nil when the cluster uses emptyDir.
-// The claim records how the member was first started, so that a pod recreated on it gets the same flags.
-// With retainPolicy Retain the claim has no owner, so that deleting the cluster keeps it.
-func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
-	st := c.Spec.Storage
-	if st.EmptyDir != nil {
-		return nil
-	}
-	size := DefaultStorageSize
-	if st.Size != nil {
-		size = *st.Size
-	}
-	modes := st.AccessModes
-	if len(modes) == 0 {
-		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      PVCName(m.Name),
-			Namespace: c.Namespace,
-			Labels:    MemberLabels(c, m.Name),
-			Annotations: map[string]string{
-				etcdv1alpha1.AnnotationInitialClusterState: m.InitialClusterState,
-				etcdv1alpha1.AnnotationInitialCluster:      m.InitialCluster,
-				etcdv1alpha1.AnnotationClusterUID:          string(c.UID),
-			},
-		},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      modes,
-			StorageClassName: st.StorageClassName,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-		},
-	}
-	if st.RetainPolicy != etcdv1alpha1.RetainPolicyRetain {
-		pvc.OwnerReferences = []metav1.OwnerReference{OwnerReference(c)}
-	}
-	return pvc
-}
-
-// BuildPeerService returns the headless Service that gives each member the DNS name of its peer URL.
-// It publishes members that are not ready, so that members can find each other while they bootstrap.
-func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: PeerServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			PublishNotReadyAddresses: true,
-			Selector:                 SelectorLabels(c),
-			Ports: []corev1.ServicePort{
-				{Name: "peer", Port: PeerPort, TargetPort: intstr.FromInt32(PeerPort), Protocol: corev1.ProtocolTCP},
-				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
-			},
-		},
-	}
-}
-
-// BuildClientService returns the ClusterIP Service clients use; it sends traffic only to ready members.
-func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ClientServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: SelectorLabels(c),
-			Ports: []corev1.ServicePort{
-				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
-			},
-		},
-	}
-}
-
-// SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
-// the version selects, spec.podTemplate and spec.options). A member pod whose
-// etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only
-// matter when a member is created (storage) and the operator's own defaults are not part of it, so that
-// an operator upgrade does not restart etcd.
-func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
-	b, _ := json.Marshal(struct {
-		Image       string                    `json:"image"`
-		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
-		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
-	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:5])
-}
-
-// Quorum returns the number of voting members a cluster of n needs to make progress: n/2+1.
-func Quorum(n int32) int32 { return n/2 + 1 }
-
-// BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
-// member only while a quorum stays available (of the desired members, or of the voters that exist,
-// whichever is more), and never one while another is already down.
-func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
-	// During a scale-down spec.replicas is already smaller than the cluster: the quorum of the voters
-	// that exist is what must stay up.
-	minAvailable := intstr.FromInt32(Quorum(max(c.Spec.ReplicasOrDefault(), voters)))
-	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: c.Name, Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &minAvailable,
-			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
-		},
-	}
-}
-
-// DefaultQuotaBackendBytes is etcd's own --quota-backend-bytes default, 2 GiB.
-const DefaultQuotaBackendBytes int64 = 2 << 30
-
-// QuotaBackendBytes returns the database size quota, in bytes, the members of cluster c run with:
-// spec.options.quotaBackendBytes, or etcd's default.
-func QuotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
-	if o := c.Spec.Options; o != nil && o.QuotaBackendBytes != nil {
-		return o.QuotaBackendBytes.Value()
-	}
-	return DefaultQuotaBackendBytes
 }

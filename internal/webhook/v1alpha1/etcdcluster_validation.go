@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
@@ -147,7 +148,7 @@ func validateReplicas(r int32) field.ErrorList {
 	case r > 9:
 		return field.ErrorList{field.Invalid(p, r, "must be 1, 3, 5, 7 or 9: more than 9 members slow every write down (each waits for a quorum) without a useful gain in fault tolerance")}
 	case r%2 == 0:
-		return field.ErrorList{field.Invalid(p, r, fmt.Sprintf("must be odd (1, 3, 5, 7 or 9): %d members tolerate no more failures than %d (a quorum of %d is %d) and only add load and risk", r, r-1, r, r/2+1))}
+		return field.ErrorList{field.Invalid(p, r, fmt.Sprintf("must be odd (1, 3, 5, 7 or 9): %d members tolerate no more failures than %d (a quorum of %d is %d) and only add load and risk", r, r-1, r, membership.Quorum(int(r))))}
 	}
 	return nil
 }

@@ -1,0 +1,59 @@
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// Initial cluster states of a member, as etcd's --initial-cluster-state takes them.
+const (
+	StateNew      = "new"
+	StateExisting = "existing"
+)
+
+// Member is how one member is to be started: its name and the --initial-cluster flags its data
+// directory is created with. etcd reads the initial-cluster flags only when the data directory is
+// empty; a member restarted on its own data ignores them.
+type Member struct {
+	// Name is the member's name and its pod's name.
+	Name string
+	// InitialClusterState is StateNew for members of the initial bootstrap and StateExisting for a
+	// member added to a running cluster.
+	InitialClusterState string
+	// InitialCluster is the --initial-cluster value: "name=peerURL,..." of every member the new member
+	// must know, itself included.
+	InitialCluster string
+	// Restore, for a member of the initial bootstrap of a cluster created from a backup, is the
+	// snapshot its data directory is restored from by an init container before etcd first starts.
+	Restore *RestorePlan
+}
+
+// SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
+// the version selects, spec.podTemplate and spec.options). A member pod whose
+// etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only
+// matter when a member is created (storage) and the operator's own defaults are not part of it, so that
+// an operator upgrade does not restart etcd.
+func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
+	b, _ := json.Marshal(struct {
+		Image       string                    `json:"image"`
+		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
+		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
+	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:5])
+}
+
+// DefaultQuotaBackendBytes is etcd's own --quota-backend-bytes default, 2 GiB.
+const DefaultQuotaBackendBytes int64 = 2 << 30
+
+// QuotaBackendBytes returns the database size quota, in bytes, the members of cluster c run with:
+// spec.options.quotaBackendBytes, or etcd's default.
+func QuotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
+	if o := c.Spec.Options; o != nil && o.QuotaBackendBytes != nil {
+		return o.QuotaBackendBytes.Value()
+	}
+	return DefaultQuotaBackendBytes
+}

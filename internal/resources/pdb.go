@@ -1,0 +1,33 @@
+package resources
+
+import (
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+)
+
+// Quorum returns the number of voting members a cluster of n needs to make progress: membership.Quorum,
+// for the int32 counts of the API.
+func Quorum(n int32) int32 { return int32(membership.Quorum(int(n))) }
+
+// BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
+// member only while a quorum stays available (of the desired members, or of the voters that exist,
+// whichever is more), and never one while another is already down.
+func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
+	// During a scale-down spec.replicas is already smaller than the cluster: the quorum of the voters
+	// that exist is what must stay up.
+	minAvailable := intstr.FromInt32(Quorum(max(c.Spec.ReplicasOrDefault(), voters)))
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+		},
+	}
+}

@@ -1,0 +1,121 @@
+package resources
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+func TestEtcdArgs(t *testing.T) {
+	c := cluster()
+	o := Options{}
+	m := Member{Name: "demo-1", InitialClusterState: StateNew, InitialCluster: o.InitialCluster(c, []string{"demo-0", "demo-1", "demo-2"})}
+	args := o.EtcdArgs(c, m)
+	want := []string{
+		"/usr/local/bin/etcd",
+		"--name=demo-1",
+		"--data-dir=/var/lib/etcd/data",
+		"--advertise-client-urls=http://demo-1.demo-peer.ns1.svc.cluster.local:2379",
+		"--initial-advertise-peer-urls=http://demo-1.demo-peer.ns1.svc.cluster.local:2380",
+		"--initial-cluster-state=new",
+		"--initial-cluster-token=uid-1",
+		"--initial-cluster=" + m.InitialCluster,
+	}
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("args lack %q; got %q", w, args)
+		}
+	}
+	if args[0] != "/usr/local/bin/etcd" {
+		t.Errorf("args[0] = %q: the image has no shell, the command must be the etcd binary", args[0])
+	}
+}
+
+func TestBuildPod(t *testing.T) {
+	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{
+			Labels:       map[string]string{"team": "a", etcdv1alpha1.LabelCluster: "hijack"},
+			NodeSelector: map[string]string{"disk": "ssd"},
+			Resources:    &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		}
+	})
+	pod := Options{}.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateExisting, InitialCluster: "x"})
+	if pod.Spec.Hostname != "demo-0" || pod.Spec.Subdomain != "demo-peer" {
+		t.Errorf("hostname/subdomain = %q/%q; the peer URL's DNS name needs demo-0/demo-peer", pod.Spec.Hostname, pod.Spec.Subdomain)
+	}
+	if pod.Labels["team"] != "a" || pod.Labels[etcdv1alpha1.LabelCluster] != "demo" || pod.Labels[etcdv1alpha1.LabelMember] != "demo-0" {
+		t.Errorf("labels = %v: user labels kept, operator labels win", pod.Labels)
+	}
+	if pod.Spec.NodeSelector["disk"] != "ssd" {
+		t.Errorf("nodeSelector not merged: %v", pod.Spec.NodeSelector)
+	}
+	ctr := pod.Spec.Containers[0]
+	if got := ctr.Resources.Limits.Memory().String(); got != "1Gi" {
+		t.Errorf("resources not taken from the template: %v", ctr.Resources)
+	}
+	if !slices.Contains(ctr.Command, "--initial-cluster-state=existing") {
+		t.Errorf("command lacks the member's state: %q", ctr.Command)
+	}
+	if len(pod.OwnerReferences) != 1 || !*pod.OwnerReferences[0].Controller || pod.OwnerReferences[0].Name != "demo" {
+		t.Errorf("ownerReferences = %+v", pod.OwnerReferences)
+	}
+	if v := pod.Spec.Volumes[0]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "data-demo-0" {
+		t.Errorf("data volume = %+v", v)
+	}
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.PodAntiAffinity == nil {
+		t.Errorf("default anti-affinity missing")
+	}
+	if sc := ctr.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container security context = %+v", sc)
+	}
+	if ctr.ReadinessProbe.HTTPGet.Path != "/readyz" || ctr.LivenessProbe.HTTPGet.Path != "/livez" {
+		t.Errorf("3.6 probes = %s / %s", ctr.ReadinessProbe.HTTPGet.Path, ctr.LivenessProbe.HTTPGet.Path)
+	}
+
+	old := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" }), Member{Name: "demo-0"})
+	// 3.5 has no /readyz or /livez; its /health fails on any alarm unless excluded, and NOSPACE must
+	// neither restart members nor make them unready
+	if p := old.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; p != "/health?exclude=NOSPACE" {
+		t.Errorf("3.5 readiness probe = %s, want /health?exclude=NOSPACE", p)
+	}
+	if p := old.Spec.Containers[0].LivenessProbe.HTTPGet.Path; p != "/health?serializable=true&exclude=NOSPACE" {
+		t.Errorf("3.5 liveness probe = %s, want /health?serializable=true&exclude=NOSPACE", p)
+	}
+
+	ephemeral := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	}), Member{Name: "demo-0"})
+	if v := ephemeral.Spec.Volumes[0]; v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("emptyDir volume = %+v", v)
+	}
+}
+
+// TestOptionArgs: typed options become etcd flags; extraArgs follow sorted, reserved ones dropped.
+func TestOptionArgs(t *testing.T) {
+	q := resource.MustParse("8Gi")
+	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Options = &etcdv1alpha1.EtcdOptions{
+			QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
+			SnapshotCount: ptr.To[int64](5000), HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000),
+			MaxRequestBytes: ptr.To[int32](2097152),
+			ExtraArgs:       map[string]string{"log-level": "warn", "data-dir": "/elsewhere", "experimental-peer-skip-client-san-verification": "true"},
+		}
+	})
+	args := Options{}.EtcdArgs(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380"})
+	want := []string{"--quota-backend-bytes=8589934592", "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h",
+		"--snapshot-count=5000", "--heartbeat-interval=200", "--election-timeout=2000", "--max-request-bytes=2097152",
+		"--experimental-peer-skip-client-san-verification=true", "--log-level=warn"}
+	if got := args[len(args)-len(want):]; !slices.Equal(got, want) {
+		t.Errorf("option flags = %q, want %q", got, want)
+	}
+	for _, a := range args {
+		if a == "--data-dir=/elsewhere" {
+			t.Errorf("reserved flag passed through: %q", args)
+		}
+	}
+}

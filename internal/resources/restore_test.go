@@ -1,0 +1,53 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// TestBuildPodRestore: a member restoring a snapshot gets the restore init container, which reaches the
+// destination read-only and writes the member's data volume before etcd starts.
+func TestBuildPodRestore(t *testing.T) {
+	o := Options{OperatorImage: "local/etcd-operator:dev", OperatorImagePullPolicy: "IfNotPresent"}
+	c := cluster()
+	plan := &RestorePlan{Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}},
+		Key: "ns/src/b.db", SHA256: strings.Repeat("a", 64)}
+	p := o.BuildPod(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380", Restore: plan})
+	if len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(p.Spec.InitContainers))
+	}
+	ic := p.Spec.InitContainers[0]
+	for _, want := range []string{"restore", "--key=ns/src/b.db", "--sha256=" + plan.SHA256, "--dir=" + BackupPVCDir, "--data-dir=" + DataDir,
+		"--name=c-0", "--initial-cluster=c-0=http://x:2380", "--initial-cluster-token=" + string(c.UID)} {
+		if !slices.Contains(ic.Args, want) {
+			t.Errorf("restore args lack %q: %q", want, ic.Args)
+		}
+	}
+	var backups, data bool
+	for _, m := range ic.VolumeMounts {
+		backups = backups || (m.Name == "backups" && m.ReadOnly && m.SubPath == "etcd")
+		data = data || (m.Name == "data" && m.MountPath == DataMountPath && !m.ReadOnly)
+	}
+	if !backups || !data {
+		t.Errorf("mounts %+v: want the backup claim read-only at its subPath and the data volume writable", ic.VolumeMounts)
+	}
+	if ic.Image != o.OperatorImage || ic.SecurityContext == nil || !*ic.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("init container image %q security %+v", ic.Image, ic.SecurityContext)
+	}
+	if q := o.BuildPod(c, Member{Name: "c-1", InitialClusterState: StateExisting, InitialCluster: "c-0=http://x:2380"}); len(q.Spec.InitContainers) != 0 {
+		t.Errorf("a joining member got an init container")
+	}
+
+	// A restore in place (same names and peer URLs) takes the plan's token, in the restore and in etcd's
+	// flags alike, so that the restored cluster gets another cluster ID than the lost one.
+	tokened := *plan
+	tokened.ClusterToken = "uid-1-861c31bfc0b82f87-1790000000"
+	r := o.BuildPod(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380", Restore: &tokened})
+	want := "--initial-cluster-token=" + tokened.ClusterToken
+	if !slices.Contains(r.Spec.InitContainers[0].Args, want) || !slices.Contains(r.Spec.Containers[0].Command, want) {
+		t.Errorf("restore args %q, etcd command %q: want both to carry %q", r.Spec.InitContainers[0].Args, r.Spec.Containers[0].Command, want)
+	}
+}

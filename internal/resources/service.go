@@ -1,0 +1,46 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// BuildPeerService returns the headless Service that gives each member the DNS name of its peer URL.
+// It publishes members that are not ready, so that members can find each other while they bootstrap.
+func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PeerServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 SelectorLabels(c),
+			Ports: []corev1.ServicePort{
+				{Name: "peer", Port: PeerPort, TargetPort: intstr.FromInt32(PeerPort), Protocol: corev1.ProtocolTCP},
+				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// BuildClientService returns the ClusterIP Service clients use; it sends traffic only to ready members.
+func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClientServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: SelectorLabels(c),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
