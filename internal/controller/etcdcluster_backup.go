@@ -50,16 +50,16 @@ type backupObservation struct {
 
 // backupRequeue is when the next scheduled backup is due, for the pass's requeue.
 func (s *scope) backupRequeue() ctrl.Result {
-	if s.backup == nil || s.backup.requeue <= 0 {
+	if s.report.backup == nil || s.report.backup.requeue <= 0 {
 		return ctrl.Result{}
 	}
-	return ctrl.Result{RequeueAfter: s.backup.requeue}
+	return ctrl.Result{RequeueAfter: s.report.backup.requeue}
 }
 
 // applyBackupStatus sets status.lastBackup, status.lastScheduleTime and the BackupFailing
 // condition from what the backup phase observed; nothing when it did not run.
 func applyBackupStatus(s *scope) {
-	o := s.backup
+	o := s.report.backup
 	if o == nil {
 		return
 	}
@@ -95,27 +95,27 @@ func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
 // reconcileBackups creates the scheduled backup that is due (one for the newest missed schedule
 // time), prunes scheduled backups by spec.backup.retention, and observes the newest successful backup
 // and whether backups keep failing. It never blocks the phases after it.
-func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	all, scheduled, err := r.listBackups(ctx, c)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	obs := &backupObservation{last: newestSuccess(all)}
-	s.backup = obs
+	s.report.backup = obs
 	if obs.last != nil && obs.last.CompletionTime != nil {
 		backupLastSuccess.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.CompletionTime.Unix()))
 		backupSize.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.SizeBytes))
 	}
 	spec := c.Spec.Backup
 	if spec == nil || spec.Schedule == "" {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	now := time.Now()
 	sched, err := backup.ParseSchedule(spec.Schedule, spec.TimeZone)
 	if err != nil {
 		obs.failing, obs.failingTrue = &progress{etcdv1alpha1.ReasonInvalidSpec, "spec.backup: " + err.Error()}, true
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	earliest := c.CreationTimestamp.Time
 	if c.Status.LastScheduleTime != nil {
@@ -127,20 +127,20 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	}
 	if !last.IsZero() {
 		if err := r.createScheduledBackup(ctx, c, scheduled, last, missed); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		t := metav1.NewTime(last)
 		obs.lastSchedule = &t
 	}
 	if err := r.applyRetention(ctx, c, scheduled, now); err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	failing, reasonMsg := BackupFailing(scheduled, obs.last, backup.SchedulePeriod(sched, now), now)
 	obs.failing, obs.failingTrue = &progress{reasonMsg[0], reasonMsg[1]}, failing
 	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) {
 		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // listBackups returns the EtcdBackups of cluster c, and of those the ones its schedule created.

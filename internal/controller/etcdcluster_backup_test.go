@@ -83,7 +83,7 @@ func TestApplyBackupStatus(t *testing.T) {
 		t.Fatalf("status changed without an observation: %+v", c.Status)
 	}
 	at := metav1.NewTime(time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC))
-	s.backup = &backupObservation{last: newestSuccess([]*etcdv1alpha1.EtcdBackup{finished("a", etcdv1alpha1.BackupSucceeded, at.Time, "")}),
+	s.report.backup = &backupObservation{last: newestSuccess([]*etcdv1alpha1.EtcdBackup{finished("a", etcdv1alpha1.BackupSucceeded, at.Time, "")}),
 		lastSchedule: &at, failing: &progress{etcdv1alpha1.ReasonBackupsFailing, "m"}, failingTrue: true}
 	applyBackupStatus(s)
 	if lb := c.Status.LastBackup; lb == nil || lb.Name != "a" || !lb.CompletionTime.Equal(&at) || lb.SizeBytes != 10 || lb.Location != "s3://b/a" {
@@ -95,7 +95,7 @@ func TestApplyBackupStatus(t *testing.T) {
 	if cond := condition(c, etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("BackupFailing %+v", cond)
 	}
-	s.backup = &backupObservation{}
+	s.report.backup = &backupObservation{}
 	applyBackupStatus(s)
 	if condition(c, etcdv1alpha1.ConditionBackupFailing) != nil || c.Status.LastScheduleTime == nil {
 		t.Errorf("after the schedule was removed: %+v", c.Status)

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -138,22 +137,22 @@ func (r *EtcdClusterReconciler) hashMembers(ctx context.Context, cli etcd.Client
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
 // any of them has applied), at most once per ConsistencyCheckInterval and only while the cluster is
 // settled and healthy, and records the outcome in the DataInconsistent condition.
-func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	interval := r.ConsistencyCheckInterval
-	if interval < 0 || !s.m.Answered() || s.progress != nil || s.blocked != nil || s.stalled != nil {
-		return ctrl.Result{}, nil
+	if interval < 0 || !s.m.Answered() {
+		return nil, nil
 	}
 	if interval == 0 {
 		interval = DefaultConsistencyCheckInterval
 	}
 	now := time.Now()
 	if !r.consistency.due(c.UID, interval, now) {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	rev, endpoints := hashTarget(s.m)
 	if rev == 0 {
-		return ctrl.Result{}, nil // not settled: check later
+		return nil, nil // not settled: check later
 	}
 	hashes := r.hashMembers(ctx, s.etcdClient, rev, endpoints)
 	v := compareHashes(rev, hashes, len(endpoints))
@@ -161,15 +160,15 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	// retried more often than the interval
 	r.consistency.done(c.UID, now)
 	if !v.conclusive {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	if v.consistent {
-		s.consistency = &progress{etcdv1alpha1.ReasonHashesMatch, v.message}
-		return ctrl.Result{}, nil
+		s.report.consistency = &progress{etcdv1alpha1.ReasonHashesMatch, v.message}
+		return nil, nil
 	}
-	s.consistency = &progress{etcdv1alpha1.ReasonHashMismatch, v.message}
+	s.report.consistency = &progress{etcdv1alpha1.ReasonHashMismatch, v.message}
 	if !hasCondition(c, etcdv1alpha1.ConditionDataInconsistent, metav1.ConditionTrue, v.message) {
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonHashMismatch, "CheckConsistency", "%s", v.message)
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }

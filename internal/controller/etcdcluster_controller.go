@@ -74,39 +74,75 @@ type EtcdClusterReconciler struct {
 	consistency consistencyClock
 }
 
-// scope is what one pass observed, once, and what it decided.
+// scope is what one pass observed, once, and what it found out for the status.
 type scope struct {
 	cluster *etcdv1alpha1.EtcdCluster
 	// m is what the pass observed of the cluster: its members' pods, claims and what etcd reported.
 	m *model.Cluster
 	// etcdClient reaches the members that run; nil when none does. Closed at the end of the pass.
 	etcdClient etcd.Client
-	// progress is the step the pass took or waits for (the Progressing condition), empty when done.
-	progress *progress
-	// blocked says why the spec cannot be acted on until the user acts (a condition), empty when it can.
-	blocked *progress
-	// stalled says why nothing can be done until the cluster itself recovers (quorum lost).
-	stalled *progress
-	// invalid says why the spec cannot be acted on (the Valid condition), nil when it can.
-	invalid *progress
-	// restore is the resolved snapshot the initial members restore (spec.bootstrap.restore), once
-	// resolved in this pass.
+	// restore is the snapshot the initial members restore, once resolved in this pass (it reads the
+	// EtcdBackup it names).
 	restore *resources.RestorePlan
-	// consistency is the outcome of a hash comparison made in this pass (the DataInconsistent
-	// condition), nil when none was made.
+	// report is what the phases found out for the status beside the pass's step; only computeStatus
+	// reads it.
+	report report
+}
+
+// report holds the outcomes of the checks a pass made, for conditions other than Progressing. A field
+// is nil when the check was not made in this pass, and the condition keeps what it said.
+type report struct {
+	// invalid says why the spec cannot be acted on (the Valid condition).
+	invalid *progress
+	// consistency is the outcome of a hash comparison (the DataInconsistent condition).
 	consistency *progress
 	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
-	// condition), nil for emptyDir members or an unset size.
+	// condition).
 	volumes *progress
+	// foreignPDB says that a PodDisruptionBudget of the cluster's name is not the cluster's (shown in
+	// Progressing when the pass took no step).
+	foreignPDB *progress
 	// dataLoss is the verdict on the members' data when no quorum answered (the QuorumDataLost
-	// condition), nil when it was not judged.
+	// condition).
 	dataLoss *dataLoss
-	// backup is what the backup phase observed (status.lastBackup, BackupFailing), nil when it did not run.
+	// backup is what the backup phase observed (status.lastBackup, BackupFailing).
 	backup *backupObservation
 }
 
 // progress is a reason and message for a condition.
 type progress struct{ reason, message string }
+
+// stepKind says what a step waits for, which the Progressing condition and the requeue follow.
+type stepKind int
+
+const (
+	// acting: the pass changed something, or waits for what it started (Progressing True; the pass
+	// looks again in requeueProgressing).
+	acting stepKind = iota
+	// blocked: nothing is done until the user acts (Progressing False; requeueBlocked).
+	blocked
+	// stalled: nothing can be done until the cluster itself recovers, such as a lost quorum
+	// (Progressing False; requeueUnhealthy).
+	stalled
+)
+
+// step is what a phase did or waits for. A phase that returns one ends the pass: the next pass
+// observes the outcome before anything else is done.
+type step struct {
+	kind stepKind
+	progress
+	// after is how soon to look again when sooner than the kind's requeue; 0 for the kind's.
+	after time.Duration
+}
+
+// actingStep, blockedStep and stalledStep build a step of that kind.
+func actingStep(reason, message string) *step  { return &step{acting, progress{reason, message}, 0} }
+func blockedStep(reason, message string) *step { return &step{blocked, progress{reason, message}, 0} }
+func stalledStep(reason, message string) *step { return &step{stalled, progress{reason, message}, 0} }
+
+// phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
+// or the step it took or waits for, which ends the pass.
+type phase func(context.Context, *scope) (*step, error)
 
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/status,verbs=get;update;patch
@@ -137,13 +173,13 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}()
 	before := c.Status.DeepCopy()
-	result, err := r.reconcilePhases(ctx, s)
+	st, err := r.reconcilePhases(ctx, s)
 	phaseErr := err
 	if err != nil {
-		s.progress = &progress{etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err)}
+		st = actingStep(etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
 	}
-	computeStatus(s, r.Options, err == nil)
+	computeStatus(s, st, r.Options, err == nil)
 	patchErr := r.patchStatus(ctx, c, before)
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
@@ -156,46 +192,66 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// controller-runtime logs the returned error with the object's name, and backs off.
 		return ctrl.Result{}, err
 	}
-	return lowestRequeue(result, r.requeueFor(s), s.backupRequeue()), nil
+	return r.requeueFor(s, st), nil
 }
 
-// reconcilePhases runs the phases of a live cluster in order; a phase that acted returns early.
-func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (ctrl.Result, error) {
-	phases := []func(context.Context, *scope) (ctrl.Result, error){
+// reconcilePhases runs the phases of a live cluster in order, until one takes a step. Services, the
+// observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
+// expansion come first: they hold whatever the members do. Then the member phases, the first that
+// applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, a
+// membership change, a rolling restart, the NOSPACE alarm; last, on a settled cluster, the
+// consistency check.
+func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*step, error) {
+	for _, p := range []phase{
 		r.reconcileServices,
 		r.observe,
 		r.validateSpec,
 		r.reconcileBackups,
-		r.reconcileMembers,
-		r.reconcileRollout,
+		r.syncClaimOwnership,
 		r.reconcilePDB,
 		r.reconcileVolumes,
+		r.reconcileRecovery,
+		r.bootstrap,
+		r.recreateMembers,
+		r.reconcileQuorumLoss,
+		r.reconcileMembership,
+		r.reconcileRollout,
+		r.reconcileNoSpace,
 		r.checkConsistency,
-	}
-	for _, phase := range phases {
-		res, err := phase(ctx, s)
-		if err != nil || !res.IsZero() {
-			return res, err
+	} {
+		if st, err := p(ctx, s); err != nil || st != nil {
+			return st, err
 		}
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
-// requeueFor returns when to look again at a cluster in the state s describes.
-func (r *EtcdClusterReconciler) requeueFor(s *scope) ctrl.Result {
+// requeueFor returns when to look again at a cluster after a pass that took step st (nil: none): the
+// soonest of what the step asks, the next scheduled backup, and, for a settled cluster, the health
+// check interval, sooner while it is degraded or its volumes grow.
+func (r *EtcdClusterReconciler) requeueFor(s *scope, st *step) ctrl.Result {
+	var after time.Duration
 	switch {
-	case s.blocked != nil:
-		return ctrl.Result{RequeueAfter: requeueBlocked}
-	case s.progress != nil:
-		return ctrl.Result{RequeueAfter: requeueProgressing}
-	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded):
-		return ctrl.Result{RequeueAfter: requeueUnhealthy}
+	case st != nil && st.kind == blocked:
+		after = requeueBlocked
+	case st != nil && st.kind == acting:
+		after = requeueProgressing
+	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded),
+		s.report.volumes != nil && s.report.volumes.reason == etcdv1alpha1.ReasonExpandingVolumes:
+		after = requeueUnhealthy
+	case s.report.foreignPDB != nil:
+		after = requeueBlocked
+	default:
+		after = r.HealthCheckInterval
+		if after == 0 {
+			after = DefaultHealthCheckInterval
+		}
 	}
-	interval := r.HealthCheckInterval
-	if interval == 0 {
-		interval = DefaultHealthCheckInterval
+	res := []ctrl.Result{{RequeueAfter: after}, s.backupRequeue()}
+	if st != nil {
+		res = append(res, ctrl.Result{RequeueAfter: st.after})
 	}
-	return ctrl.Result{RequeueAfter: interval}
+	return lowestRequeue(res...)
 }
 
 // lowestRequeue merges results: the soonest non-zero RequeueAfter wins.

@@ -6,7 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -23,49 +22,18 @@ func desiredMembers(c *etcdv1alpha1.EtcdCluster) []string {
 	return names
 }
 
-// reconcileMembers creates the pods and claims of the members: all at once for the initial bootstrap;
-// once the cluster has formed, it recreates the pod of a member whose pod is gone but whose data is
-// kept, then carries out the one next membership action of the planner.
-func (r *EtcdClusterReconciler) reconcileMembers(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if err := r.syncClaimOwnership(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	if recovering(s.cluster) {
-		return r.reconcileRecovery(ctx, s)
-	}
-	if !s.m.Formed() {
-		return r.bootstrap(ctx, s)
-	}
-	if acted, err := r.restoreMemberPods(ctx, s); err != nil || acted {
-		return ctrl.Result{}, err
-	}
-	if !s.m.Answered() {
-		d := judgeDataLoss(s.m)
-		s.dataLoss = &d
-		if d.permanent() {
-			return r.quorumDataLost(ctx, s, d)
-		}
-		s.stalled = &progress{etcdv1alpha1.ReasonQuorumLost,
-			"No member answers: pods whose data is kept are recreated; no membership change is made until a quorum answers again"}
-		return ctrl.Result{}, nil
-	}
-	return r.reconcileMembership(ctx, s)
-}
-
 // createPod creates member m's pod; one that already exists is left as it is. A member of the initial
 // bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
-// while that snapshot cannot be resolved, no pod is created and s says why.
-func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) error {
+// while that snapshot cannot be resolved, no pod is created and the returned step says why. A pod of
+// that name that is not a member's blocks.
+func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) (*step, error) {
 	if m.InitialClusterState == resources.StateNew && (!s.m.Formed() || neverStarted(s, m.Name)) {
 		// only before the cluster first forms, or for an initial member that never started: afterwards
 		// a recreated member starts on its own data and must not depend on the backup storage (its
 		// credentials, its availability) to restart
-		plan, err := r.restorePlan(ctx, s)
-		if err != nil {
-			return err
-		}
-		if plan == nil && (s.blocked != nil || s.progress != nil) {
-			return nil
+		plan, wait, err := r.restorePlan(ctx, s)
+		if err != nil || wait != nil {
+			return wait, err
 		}
 		m.Restore = plan
 	}
@@ -73,20 +41,19 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
 		// not ours): never replace it blindly, and do not retry in a loop
-		s.blocked = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
-			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1alpha1.LabelCluster, s.cluster.Name)}
-		return nil
+		return blockedStep(etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1alpha1.LabelCluster, s.cluster.Name)), nil
 	} else if err != nil {
-		return fmt.Errorf("create pod %s: %w", m.Name, err)
+		return nil, fmt.Errorf("create pod %s: %w", m.Name, err)
 	}
 	s.m.Created(pod)
-	return nil
+	return nil, nil
 }
 
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
 // them under Retain, so that a change of the policy applies to the claims that exist, not only to new
 // ones.
-func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) error {
+func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain
 	for _, m := range s.m.Claims() {
@@ -102,8 +69,8 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
 		}
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("set the owner of persistentvolumeclaim %s for retainPolicy %s: %w", pvc.Name, c.Spec.Storage.RetainPolicy, err)
+			return nil, fmt.Errorf("set the owner of persistentvolumeclaim %s for retainPolicy %s: %w", pvc.Name, c.Spec.Storage.RetainPolicy, err)
 		}
 	}
-	return nil
+	return nil, nil
 }

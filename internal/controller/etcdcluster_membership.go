@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,8 +39,11 @@ func membershipState(m *model.Cluster) membership.State {
 }
 
 // reconcileMembership carries out the planner's next action.
-func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
+	if !s.m.Answered() {
+		return nil, nil // a membership change needs a quorum that answers
+	}
 	a := membership.Next(membershipState(s.m))
 	logMembership(ctx, c, a)
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
@@ -49,48 +51,47 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	cli := s.etcdClient
 	switch a.Kind {
 	case membership.None:
-		return ctrl.Result{}, nil
+		return nil, nil
 	case membership.Wait:
-		s.progress = &progress{etcdv1alpha1.ReasonWaiting, a.Reason}
 		if a.Member == "" { // quorum lost: nothing to do until it is back
-			s.progress, s.stalled = nil, &progress{etcdv1alpha1.ReasonQuorumLost, a.Reason}
+			return stalledStep(etcdv1alpha1.ReasonQuorumLost, a.Reason), nil
 		}
-		return ctrl.Result{}, nil
+		return actingStep(etcdv1alpha1.ReasonWaiting, a.Reason), nil
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)
 
 	case membership.CreatePod:
-		if err := r.createJoiningMember(ctx, s, a.Member, s.m.Etcd.Members); err != nil {
-			return ctrl.Result{}, err
+		if st, err := r.createJoiningMember(ctx, s, a.Member, s.m.Etcd.Members); err != nil || st != nil {
+			return st, err
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
-		s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)}
+		return actingStep(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
 
 	case membership.Promote:
 		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
-			return r.retryLater(s, "promote", err, "promote learner "+a.Member)
+			return retryLater("promote", err, "promote learner "+a.Member)
 		}
 		countMembership("promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
-		s.progress = &progress{etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)}
+		return actingStep(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)), nil
 
 	case membership.Remove:
 		if err := cli.RemoveMember(callCtx, a.ID); err != nil {
-			return r.retryLater(s, "remove", err, "remove member "+a.Member)
+			return retryLater("remove", err, "remove member "+a.Member)
 		}
 		countMembership("remove", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-		s.progress = &progress{etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)}
+		return actingStep(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
 
 	case membership.DeleteResources:
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		s.progress = &progress{etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)}
+		return actingStep(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)), nil
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // logMembership logs the planner's action: at V(1) when it waits or has nothing to do.
@@ -105,7 +106,7 @@ func logMembership(ctx context.Context, c *etcdv1alpha1.EtcdCluster, a membershi
 
 // addLearner adds member a.Member as a learner and creates its claim and pod, unless a claim of that
 // name holds a removed member's data (storage.retainPolicy Retain): then s says the user must delete it.
-func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a membership.Action) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a membership.Action) (*step, error) {
 	c := s.cluster
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
@@ -114,45 +115,42 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 		existing := &corev1.PersistentVolumeClaim{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
 		if err == nil {
-			s.blocked = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
-				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)}
-			return ctrl.Result{}, nil
+			return blockedStep(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
+			return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
 		}
 	}
 	added, members, err := s.etcdClient.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
 	if err != nil {
-		return r.retryLater(s, "add_learner", err, "add member "+a.Member+" as a learner")
+		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}
 	countMembership("add_learner", nil, false)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
-	if err := r.createJoiningMember(ctx, s, a.Member, members); err != nil {
-		return ctrl.Result{}, err
+	if st, err := r.createJoiningMember(ctx, s, a.Member, members); err != nil || st != nil {
+		return st, err
 	}
-	s.progress = &progress{etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)}
-	return ctrl.Result{}, nil
+	return actingStep(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
 }
 
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
 // are returned.
-func (r *EtcdClusterReconciler) retryLater(s *scope, operation string, err error, what string) (ctrl.Result, error) {
+func retryLater(operation string, err error, what string) (*step, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
 			countMembership(operation, err, true)
-			s.progress = &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)}
-			return ctrl.Result{}, nil
+			return actingStep(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
 		}
 	}
 	countMembership(operation, err, false)
-	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
+	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
 // createJoiningMember creates the claim and pod of a member added to the running cluster, with
 // --initial-cluster-state=existing and every current member in --initial-cluster.
-func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) error {
+func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) (*step, error) {
 	c := s.cluster
 	if have := s.m.Member(name); have != nil && have.Claim != nil {
 		return r.createPod(ctx, s, have.StartedAs())
@@ -168,7 +166,7 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
 		if err := r.Create(ctx, pvc); err != nil {
 			// AlreadyExists included: a claim this pass did not see as ours is never used
-			return fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
+			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
 		}
 	}
 	return r.createPod(ctx, s, m)

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -23,7 +22,7 @@ const noSpaceMargin = 0.9
 // the alarm of each member whose database now fits its quota with room to spare (the quota was raised
 // in spec.options, or the database was compacted and defragmented), and otherwise says, in the
 // Progressing condition and a Warning event, what would let writes in again.
-func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	quota := resources.QuotaBackendBytes(c)
 	var alarmed []*model.Member
@@ -42,11 +41,11 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 		}
 	}
 	if len(alarmed) == 0 {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	for _, m := range s.m.Listed() {
 		if !m.Serving() {
-			return ctrl.Result{}, nil // a member is still starting: judge the alarms of all at once
+			return nil, nil // a member is still starting: judge the alarms of all at once
 		}
 	}
 	if len(full) > 0 {
@@ -56,8 +55,7 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 		if !hasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, msg) {
 			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonNoSpace, "Disarm", "%s", msg)
 		}
-		s.blocked = &progress{etcdv1alpha1.ReasonNoSpace, msg}
-		return ctrl.Result{}, nil
+		return blockedStep(etcdv1alpha1.ReasonNoSpace, msg), nil
 	}
 	var names []string
 	for _, m := range alarmed {
@@ -65,12 +63,11 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 		err := s.etcdClient.DisarmNoSpace(callCtx, m.ID())
 		cancel()
 		if err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		names = append(names, m.Name)
 	}
 	sort.Strings(names)
 	r.event(c, corev1.EventTypeNormal, "DisarmedNoSpace", "Disarm", "Disarmed the NOSPACE alarm of %s: the databases fit the %d-byte quota again; writes are accepted", strings.Join(names, ", "), quota)
-	s.progress = &progress{etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))}
-	return ctrl.Result{}, nil
+	return actingStep(etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))), nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -33,23 +32,23 @@ func (r *EtcdClusterReconciler) etcdTimeout() time.Duration {
 
 // observe lists the cluster's pods and claims and asks the members' etcd what it knows, and joins it
 // all into the pass's model. etcd being unreachable is an observation, not an error.
-func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	// the selector of member pods and claims: backup Job pods carry the cluster label too
 	sel := client.MatchingLabels(resources.SelectorLabels(c))
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list persistentvolumeclaims: %w", err)
+		return nil, fmt.Errorf("list persistentvolumeclaims: %w", err)
 	}
 	in := model.Input{Cluster: c, Options: r.Options, Pods: pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
 	in.Etcd, in.EtcdErr = r.observeEtcd(ctx, s)
 	s.m = model.Build(in)
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does

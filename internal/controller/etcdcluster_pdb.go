@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -19,8 +18,9 @@ import (
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 // reconcilePDB keeps the cluster's PodDisruptionBudget at minAvailable = quorum of the desired members.
-// A budget of that name that the cluster does not own is left alone and reported.
-func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctrl.Result, error) {
+// A budget of that name that the cluster does not own is left alone and reported; it stops nothing
+// else.
+func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	want := resources.BuildPDB(c, int32(s.m.Voters()))
 	got := &policyv1.PodDisruptionBudget{}
@@ -28,26 +28,24 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (ctr
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create poddisruptionbudget %s: %w", want.Name, err)
+			return nil, fmt.Errorf("create poddisruptionbudget %s: %w", want.Name, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedPodDisruptionBudget", "Create", "Created PodDisruptionBudget %s (minAvailable %s)", want.Name, want.Spec.MinAvailable.String())
-		return ctrl.Result{}, nil
+		return nil, nil
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("get poddisruptionbudget %s: %w", want.Name, err)
+		return nil, fmt.Errorf("get poddisruptionbudget %s: %w", want.Name, err)
 	case !metav1.IsControlledBy(got, c):
-		if s.blocked == nil && s.progress == nil {
-			s.blocked = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
-				"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
-		}
-		return ctrl.Result{}, nil
+		s.report.foreignPDB = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+			"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
+		return nil, nil
 	case equality.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.MinAvailable, got.Spec.Selector = want.Spec.MinAvailable, want.Spec.Selector
 	if err := r.Patch(ctx, got, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update poddisruptionbudget %s: %w", want.Name, err)
+		return nil, fmt.Errorf("update poddisruptionbudget %s: %w", want.Name, err)
 	}
 	r.event(c, corev1.EventTypeNormal, "UpdatedPodDisruptionBudget", "Update", "Set PodDisruptionBudget %s to minAvailable %s", want.Name, want.Spec.MinAvailable.String())
-	return ctrl.Result{}, nil
+	return nil, nil
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -96,45 +95,61 @@ func optedIn(c *etcdv1alpha1.EtcdCluster) bool {
 	return c.Spec.Recovery != nil && c.Spec.Recovery.RestoreOnQuorumLoss
 }
 
+// reconcileQuorumLoss judges a formed cluster none of whose members answered: either enough voters
+// keep their data for the quorum to come back by itself (the pods of those whose data is kept are
+// recreated by recreateMembers), or it is lost for good (quorumDataLost). Either way the pass stalls:
+// no membership change is made without a quorum.
+func (r *EtcdClusterReconciler) reconcileQuorumLoss(ctx context.Context, s *scope) (*step, error) {
+	if s.m.Answered() {
+		return nil, nil
+	}
+	d := judgeDataLoss(s.m)
+	s.report.dataLoss = &d
+	if d.permanent() {
+		return r.quorumDataLost(ctx, s, d)
+	}
+	return stalledStep(etcdv1alpha1.ReasonQuorumLost,
+		"No member answers: pods whose data is kept are recreated; no membership change is made until a quorum answers again"), nil
+}
+
 // quorumDataLost handles a cluster whose quorum cannot come back (DESIGN §5 item 6): it reports it in
 // the QuorumDataLost, Available and Progressing conditions and with a Warning event, and, only when
 // spec.recovery.restoreOnQuorumLoss is set, the loss has lasted RecoveryDelay and a restorable backup
 // exists, decides to recreate the cluster from the newest one. The decision is written to the status
 // before anything is deleted, with the cluster's resourceVersion, so that it is taken once.
-func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d dataLoss) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d dataLoss) (*step, error) {
 	c := s.cluster
 	msg := d.message(c.Spec.Storage.EmptyDir != nil)
 	since := dataLostSince(c)
-	report := func(tail string) {
-		s.stalled = &progress{etcdv1alpha1.ReasonQuorumDataLost, msg + "; " + tail}
+	report := func(tail string) *step {
+		st := stalledStep(etcdv1alpha1.ReasonQuorumDataLost, msg+"; "+tail)
 		if since.IsZero() {
-			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonQuorumDataLost, "Recover", "%s", s.stalled.message)
+			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonQuorumDataLost, "Recover", "%s", st.message)
 		}
+		return st
 	}
 	if !optedIn(c) {
-		report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator recreate this one from it (writes after that backup are lost)")
-		return ctrl.Result{}, nil
+		return report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator recreate this one from it (writes after that backup are lost)"), nil
 	}
 	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list etcdbackups: %w", err)
+		return nil, fmt.Errorf("list etcdbackups: %w", err)
 	}
 	b, dest, why := pickRestoreBackup(c, list.Items)
 	if b == nil {
-		report("spec.recovery.restoreOnQuorumLoss is set, but " + why)
-		return ctrl.Result{}, nil
+		return report("spec.recovery.restoreOnQuorumLoss is set, but " + why), nil
 	}
 	if kept := retainedClaims(s.m); len(kept) > 0 {
-		report(fmt.Sprintf("the restore of EtcdBackup %s waits: claims %s still hold the lost cluster's data and storage.retainPolicy is Retain, so the operator does not delete them; copy what you need, then delete them", b.Name, strings.Join(kept, ", ")))
-		return ctrl.Result{}, nil
+		return report(fmt.Sprintf("the restore of EtcdBackup %s waits: claims %s still hold the lost cluster's data and storage.retainPolicy is Retain, so the operator does not delete them; copy what you need, then delete them", b.Name, strings.Join(kept, ", "))), nil
 	}
 	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
 	if wait := r.recoveryDelay() - time.Since(since); since.IsZero() || wait > 0 {
 		if since.IsZero() {
 			wait = r.recoveryDelay()
 		}
-		report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) if this lasts %s more", b.Name, b.Status.Revision, taken, wait.Round(time.Second)))
-		return ctrl.Result{RequeueAfter: wait}, nil
+		st := report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) if this lasts %s more", b.Name, b.Status.Revision, taken, wait.Round(time.Second)))
+		st.after = wait
+		return st, nil
 	}
 	return r.startRecovery(ctx, s, d, b, dest, msg)
 }
@@ -156,11 +171,11 @@ func retainedClaims(m *model.Cluster) []string {
 
 // startRecovery decides, on the newest copy of the cluster only, to recreate it from backup b: the
 // decision is written to status.recovery before anything is deleted, so that it is taken once.
-func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d dataLoss, b *etcdv1alpha1.EtcdBackup, dest *etcdv1alpha1.BackupDestination, msg string) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d dataLoss, b *etcdv1alpha1.EtcdBackup, dest *etcdv1alpha1.BackupDestination, msg string) (*step, error) {
 	c := s.cluster
 	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
-		return ctrl.Result{RequeueAfter: requeueProgressing}, err // decide on the newest cluster only
+		return staleCopy(), err // decide on the newest cluster only
 	}
 	c.Status.Recovery = &etcdv1alpha1.RecoveryStatus{
 		Phase:                etcdv1alpha1.RecoveryDeleting,
@@ -176,16 +191,15 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d d
 		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
 	// recorded before anything is deleted, and only if nobody changed the cluster since this pass read it
-	if res, err := r.recordStatus(ctx, c, "the decision to restore EtcdBackup "+b.Name); err != nil || !res.IsZero() {
+	if st, err := r.recordStatus(ctx, c, "the decision to restore EtcdBackup "+b.Name); err != nil || st != nil {
 		c.Status.Recovery = nil // not decided: the next pass judges again on the newest cluster
-		return res, err
+		return st, err
 	}
 	quorumRestores.WithLabelValues("started").Inc()
 	r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 		"%s; recreating the cluster from EtcdBackup %s (revision %d, taken %s): writes after it are lost", msg, b.Name, b.Status.Revision, taken)
-	s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup,
-		fmt.Sprintf("Recreating the cluster from EtcdBackup %s after a quorum loss without data: deleting the lost cluster's members", b.Name)}
-	return ctrl.Result{}, nil
+	return actingStep(etcdv1alpha1.ReasonRestoringFromBackup,
+		fmt.Sprintf("Recreating the cluster from EtcdBackup %s after a quorum loss without data: deleting the lost cluster's members", b.Name)), nil
 }
 
 // pickRestoreBackup returns, of backups, the newest (by completion time) Succeeded backup of cluster c

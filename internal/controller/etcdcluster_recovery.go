@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -50,16 +49,19 @@ func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1alpha1.Etcd
 }
 
 // reconcileRecovery carries an automatic restore on (status.recovery): it deletes the lost cluster's
-// member pods and claims, then bootstraps every member from the snapshot with a new cluster token,
-// and marks the restore Succeeded once the new cluster answers. While it is deleting, turning
+// member pods and claims, then lets bootstrap create every member from the snapshot with a new cluster
+// token, and marks the restore Succeeded once the new cluster answers. While it is deleting, turning
 // spec.recovery.restoreOnQuorumLoss off or the lost cluster answering again cancels it.
-func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	// every step of a restore is taken on the newest cluster only: a stale copy may not show the step
 	// before (and would delete what the restore created, or report success twice)
+	if !recovering(c) {
+		return nil, nil
+	}
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
-		return ctrl.Result{RequeueAfter: requeueProgressing}, err
+		return staleCopy(), err
 	}
 	answering := "" // the ID of the cluster that answers, if any
 	if s.m.Answered() {
@@ -79,24 +81,20 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 			r.event(c, corev1.EventTypeNormal, "RestoredFromBackup", "Recover",
 				"Recreated the cluster from EtcdBackup %s (revision %d) in %s: new cluster ID %s", rec.Backup, rec.Revision,
 				now.Sub(rec.StartTime.Time).Round(time.Second), answering)
-			return r.reconcileMembership(ctx, s)
+			return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+				"Recreated the cluster from EtcdBackup %s: new cluster ID %s", rec.Backup, answering)), nil
 		}
-		s.stalled = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
-			"A member of the lost cluster %s answers while the cluster is being restored from EtcdBackup %s: delete its pod", rec.PreviousClusterID, rec.Backup)}
-		return ctrl.Result{}, nil
+		return stalledStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			"A member of the lost cluster %s answers while the cluster is being restored from EtcdBackup %s: delete its pod", rec.PreviousClusterID, rec.Backup)), nil
 	}
-	res, err := r.bootstrap(ctx, s)
-	if s.progress != nil && s.progress.reason == etcdv1alpha1.ReasonBootstrapping {
-		s.progress.reason = etcdv1alpha1.ReasonRestoringFromBackup
-	}
-	return res, err
+	return nil, nil // bootstrap creates the members that restore the snapshot
 }
 
 // deleteLostCluster is the first step of an automatic restore: it deletes the lost cluster's member
 // pods and claims and, once they are gone, records that the restore moves on to recreating the
 // members. The lost cluster answering again (answering is the ID of the cluster that answers, if any)
 // or spec.recovery.restoreOnQuorumLoss turned off cancels the restore.
-func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope, answering string) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope, answering string) (*step, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	switch {
@@ -105,59 +103,67 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 	case !optedIn(c):
 		return r.cancelRecovery(s, "spec.recovery.restoreOnQuorumLoss was turned off")
 	}
-	left, err := r.deleteLostMembers(ctx, s)
-	if err != nil || s.blocked != nil {
-		return ctrl.Result{}, err
+	left, retained, err := r.deleteLostMembers(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if len(retained) > 0 {
+		return blockedStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			"Recreating the cluster from EtcdBackup %s waits: claims %s hold the lost cluster's data and storage.retainPolicy is Retain; copy what you need, then delete them",
+			rec.Backup, strings.Join(retained, ", "))), nil
 	}
 	if len(left) > 0 {
-		s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
-			"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go (a pod stuck terminating on an unreachable node must be force-deleted)", rec.Backup, strings.Join(left, ", "))}
-		return ctrl.Result{}, nil
+		return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go (a pod stuck terminating on an unreachable node must be force-deleted)", rec.Backup, strings.Join(left, ", "))), nil
 	}
 	rec.Phase = etcdv1alpha1.RecoveryRestoring
 	// the lost cluster's identity goes with it: the members are recreated as a new cluster
 	c.Status.ClusterID, c.Status.Members = "", nil
 	// recorded before any member is created, so that no later pass takes it for the lost cluster's
-	if res, err := r.recordStatus(ctx, c, "that the lost cluster's members are deleted"); err != nil || !res.IsZero() {
-		return res, err
+	if st, err := r.recordStatus(ctx, c, "that the lost cluster's members are deleted"); err != nil || st != nil {
+		return st, err
 	}
 	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 		"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
-	s.progress = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)}
-	return ctrl.Result{RequeueAfter: requeueProgressing}, nil
-
+	return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
 }
 
 // recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery
 // step is announced (event, metric) and acted on only once it is recorded. A conflict (a newer cluster
 // exists) asks for another look soon instead of an error.
-func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (*step, error) {
 	err := r.Status().Update(ctx, c)
 	switch {
 	case err == nil:
-		return ctrl.Result{}, nil
+		return nil, nil
 	case apierrors.IsConflict(err):
-		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+		return staleCopy(), nil
 	default:
-		return ctrl.Result{}, fmt.Errorf("record %s: %w", what, err)
+		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
 }
 
+// staleCopy is the step of a pass that found its copy of the cluster stale before a recovery step:
+// it looks again at the newest copy soon (its status patch is refused as stale anyway).
+func staleCopy() *step {
+	st := actingStep(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step")
+	st.after = requeueProgressing
+	return st
+}
+
 // cancelRecovery forgets an automatic restore that is still deleting the lost cluster.
-func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (*step, error) {
 	c := s.cluster
 	backupName := c.Status.Recovery.Backup
 	c.Status.Recovery = nil
 	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s: %s; what was already deleted stays deleted", backupName, why)
-	s.progress = &progress{etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)}
-	return ctrl.Result{}, nil
+	return actingStep(etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)), nil
 }
 
 // deleteLostMembers deletes every member pod and claim of the cluster and returns those not gone yet.
-// With storage.retainPolicy Retain it deletes no claim: s.blocked says which ones the user must delete.
-func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope) ([]string, error) {
+// With storage.retainPolicy Retain it deletes no claim and returns, sorted, those the user must delete.
+func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope) (left, retained []string, err error) {
 	c := s.cluster
-	var left, retained []string
 	for _, m := range s.m.Pods() {
 		name, p := m.Name, m.Pod
 		left = append(left, "pod "+name)
@@ -165,7 +171,7 @@ func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope)
 			continue
 		}
 		if err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("delete pod %s: %w", name, err)
+			return nil, nil, fmt.Errorf("delete pod %s: %w", name, err)
 		}
 	}
 	for _, m := range s.m.Claims() {
@@ -179,29 +185,22 @@ func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope)
 			continue
 		}
 		if err := r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("delete persistentvolumeclaim %s: %w", name, err)
+			return nil, nil, fmt.Errorf("delete persistentvolumeclaim %s: %w", name, err)
 		}
 	}
 	sort.Strings(left)
-	if len(retained) > 0 {
-		sort.Strings(retained)
-		s.blocked = &progress{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
-			"Recreating the cluster from EtcdBackup %s waits: claims %s hold the lost cluster's data and storage.retainPolicy is Retain; copy what you need, then delete them",
-			c.Status.Recovery.Backup, strings.Join(retained, ", "))}
-	}
-	return left, nil
+	sort.Strings(retained)
+	return left, retained, nil
 }
 
 // recoveryPlan returns the snapshot the members of an automatic restore restore: the one
 // status.recovery names, where it was when the restore was decided, with a cluster token of its own so
 // that the recreated cluster (same member names and peer URLs) gets a new cluster ID.
-func (r *EtcdClusterReconciler) recoveryPlan(_ context.Context, s *scope) (*resources.RestorePlan, error) {
-	c := s.cluster
+func recoveryPlan(c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *step) {
 	rec := c.Status.Recovery
 	if rec.Destination == nil {
-		s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-			"Recreating the cluster from EtcdBackup %s: status.recovery records no destination for key %s; create a new EtcdCluster with spec.bootstrap.restore.source naming where it is", rec.Backup, rec.Key)}
-		return nil, nil
+		return nil, blockedStep(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			"Recreating the cluster from EtcdBackup %s: status.recovery records no destination for key %s; create a new EtcdCluster with spec.bootstrap.restore.source naming where it is", rec.Backup, rec.Key))
 	}
 	return &resources.RestorePlan{Destination: *rec.Destination, Key: rec.Key, SHA256: rec.SHA256,
 		ClusterToken: fmt.Sprintf("%s-%s-%d", c.UID, rec.PreviousClusterID, rec.StartTime.Unix())}, nil

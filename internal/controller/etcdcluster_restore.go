@@ -19,50 +19,48 @@ import (
 // restorePlan returns the snapshot the initial members of a cluster restore: the one
 // spec.bootstrap.restore names, or, during an automatic restore after a quorum loss, the one
 // status.recovery names; nil when the cluster is not restored from one. While it cannot be resolved it
-// sets s.blocked or s.progress and returns nil; once the cluster has formed, an unresolvable
-// spec.bootstrap.restore (the EtcdBackup was deleted since) is nil without a block: the members' data
-// was restored when they first started.
-func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, error) {
+// returns nil and the step that waits (and reports an invalid spec in the Valid condition); once the
+// cluster has formed, an unresolvable spec.bootstrap.restore (the EtcdBackup was deleted since) is nil
+// without a step: the members' data was restored when they first started.
+func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, *step, error) {
 	c := s.cluster
 	if s.restore != nil {
-		return s.restore, nil
+		return s.restore, nil, nil
 	}
 	var plan *resources.RestorePlan
 	switch {
 	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoveryDeleting:
 		// the cluster's newest bootstrap: the automatic restore (or a member of it that never started)
-		p, err := r.recoveryPlan(ctx, s)
-		if err != nil || p == nil {
-			return nil, err
+		p, wait := recoveryPlan(c)
+		if wait != nil {
+			return nil, wait, nil
 		}
 		plan = p
 	case c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil:
 		p, wait, err := r.resolveRestore(ctx, c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if wait != nil {
 			if s.m.Formed() {
-				return nil, nil
+				return nil, nil, nil
 			}
 			if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
-				s.blocked, s.invalid = wait, wait
-			} else {
-				s.progress = wait
+				s.report.invalid = wait
+				return nil, blockedStep(wait.reason, wait.message), nil
 			}
-			return nil, nil
+			return nil, actingStep(wait.reason, wait.message), nil
 		}
 		plan = p
 	default:
-		return nil, nil
+		return nil, nil, nil
 	}
 	if r.Options.OperatorImage == "" {
-		s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
-			"The operator does not know its own image, which restores run: start it with --operator-image, or with POD_NAME and POD_NAMESPACE set"}
-		return nil, nil
+		return nil, blockedStep(etcdv1alpha1.ReasonInvalidSpec,
+			"The operator does not know its own image, which restores run: start it with --operator-image, or with POD_NAME and POD_NAMESPACE set"), nil
 	}
 	s.restore = plan
-	return plan, nil
+	return plan, nil, nil
 }
 
 // resolveRestore reads spec.bootstrap.restore: the snapshot's destination, key and sha256. It returns

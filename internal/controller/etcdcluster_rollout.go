@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -53,43 +52,42 @@ func rolloutState(m *model.Cluster, hash string) rollout.State {
 // membership is settled: followers first, then the leader after moving leadership away. A restart
 // deletes the pod; restoreMemberPods recreates it on its data volume with the current spec in the next
 // pass, and the next member goes only when every member is ready and healthy again.
-func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !s.m.Answered() || s.progress != nil || s.blocked != nil || s.stalled != nil {
-		return ctrl.Result{}, nil // membership first; a rollout needs a settled, answering cluster
+func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*step, error) {
+	if !s.m.Answered() {
+		return nil, nil // a rollout needs an answering cluster; membership went first
 	}
 	c := s.cluster
 	a := rollout.Next(rolloutState(s.m, r.Options.SpecHash(s.cluster)))
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	switch a.Kind {
 	case rollout.None:
-		return r.reconcileNoSpace(ctx, s)
+		return nil, nil
 	case rollout.Wait:
 		logger.V(1).Info("Rollout paused", "reason", a.Reason)
-		s.progress = &progress{etcdv1alpha1.ReasonRolloutPaused, a.Reason}
+		return actingStep(etcdv1alpha1.ReasonRolloutPaused, a.Reason), nil
 	case rollout.MoveLeader:
 		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
 		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 		defer cancel()
 		if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
-			return r.retryLater(s, "move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
+			return retryLater("move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
 		}
 		countMembership("move_leader", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
-		s.progress = &progress{etcdv1alpha1.ReasonMovingLeader, a.Reason}
+		return actingStep(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
 	case rollout.Restart:
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		pod := s.m.Member(a.Member).Pod
 		if refused, err := r.restartMember(ctx, c, pod); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		} else if refused != "" {
-			s.progress = &progress{etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
-				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)}
-			return ctrl.Result{}, nil
+			return actingStep(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
 		}
 		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
-		s.progress = &progress{etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)}
+		return actingStep(etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // evictionTimeout bounds an eviction request: the API server answers a budget it has not computed

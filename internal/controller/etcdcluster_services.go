@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -15,25 +14,24 @@ import (
 )
 
 // reconcileServices creates the peer and client Services when they are missing.
-func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (*step, error) {
 	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
 		got := &corev1.Service{}
 		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
 		if err == nil {
 			if !metav1.IsControlledBy(got, s.cluster) {
-				s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec,
-					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)}
-				return ctrl.Result{RequeueAfter: requeueBlocked}, nil
+				return blockedStep(etcdv1alpha1.ReasonInvalidSpec,
+					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
 			}
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get service %s: %w", want.Name, err)
+			return nil, fmt.Errorf("get service %s: %w", want.Name, err)
 		}
 		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create service %s: %w", want.Name, err)
+			return nil, fmt.Errorf("create service %s: %w", want.Name, err)
 		}
 		r.event(s.cluster, corev1.EventTypeNormal, "CreatedService", "Create", "Created Service %s", want.Name)
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }

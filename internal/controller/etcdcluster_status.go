@@ -17,22 +17,22 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
-// computeStatus sets the cluster's status from what the pass observed and did, without I/O.
-// observedGeneration advances only when the pass succeeded.
-func computeStatus(s *scope, opts resources.Options, passOK bool) {
+// computeStatus sets the cluster's status from what the pass observed, reported and the step it took
+// (nil: none), without I/O. observedGeneration advances only when the pass succeeded.
+func computeStatus(s *scope, st *step, opts resources.Options, passOK bool) {
 	c := s.cluster
-	st := &c.Status
+	status := &c.Status
 	if passOK {
-		st.ObservedGeneration = c.Generation
+		status.ObservedGeneration = c.Generation
 	}
-	setObserved(st, c, s.m)
+	setObserved(status, c, s.m)
 	h := judgeHealth(s.m)
-	setCondition(st, c.Generation, etcdv1alpha1.ConditionAvailable, h.available, availableReason(s, h))
+	setCondition(status, c.Generation, etcdv1alpha1.ConditionAvailable, h.available, availableReason(s, st, h))
 	degraded := setDegraded(s, h)
-	setProgressing(s)
+	setProgressing(s, st)
 	setOutcomes(s)
 	applyBackupStatus(s)
-	st.Phase = clusterPhase(s, opts, h, degraded)
+	status.Phase = clusterPhase(s, st, opts, h, degraded)
 }
 
 // setObserved sets the status fields that report what the pass observed: replicas, members, leader,
@@ -98,21 +98,20 @@ func setDegraded(s *scope, h health) bool {
 	return degraded
 }
 
-// setProgressing sets the Progressing and Valid conditions from what the pass did or waits for.
-func setProgressing(s *scope) {
+// setProgressing sets the Progressing condition from the step the pass took or waits for (True while
+// acting; False when blocked, stalled or done) and the Valid condition from what the pass reported.
+func setProgressing(s *scope, step *step) {
 	st, gen := &s.cluster.Status, s.cluster.Generation
 	switch {
-	case s.progress != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, true, [2]string{s.progress.reason, s.progress.message})
-	case s.blocked != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.blocked.reason, s.blocked.message})
-	case s.stalled != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.stalled.reason, s.stalled.message})
+	case step != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, step.kind == acting, [2]string{step.reason, step.message})
+	case s.report.foreignPDB != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.foreignPDB.reason, s.report.foreignPDB.message})
 	default:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}
-	if s.invalid != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{s.invalid.reason, s.invalid.message})
+	if inv := s.report.invalid; inv != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{inv.reason, inv.message})
 	} else {
 		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
 	}
@@ -123,10 +122,10 @@ func setProgressing(s *scope) {
 func setOutcomes(s *scope) {
 	c := s.cluster
 	st, gen := &c.Status, c.Generation
-	if s.consistency != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, s.consistency.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{s.consistency.reason, s.consistency.message})
+	if cons := s.report.consistency; cons != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, cons.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{cons.reason, cons.message})
 	}
-	switch d := s.dataLoss; {
+	switch d := s.report.dataLoss; {
 	case d != nil && d.permanent():
 		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, d.message(c.Spec.Storage.EmptyDir != nil)})
 	case d != nil:
@@ -137,13 +136,13 @@ func setOutcomes(s *scope) {
 			setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
 		}
 	}
-	if s.volumes != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, s.volumes.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{s.volumes.reason, s.volumes.message})
+	if v := s.report.volumes; v != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, v.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{v.reason, v.message})
 	}
 }
 
 // clusterPhase returns the one-word summary of the cluster's state, the first that applies.
-func clusterPhase(s *scope, opts resources.Options, h health, degraded bool) etcdv1alpha1.ClusterPhase {
+func clusterPhase(s *scope, st *step, opts resources.Options, h health, degraded bool) etcdv1alpha1.ClusterPhase {
 	c := s.cluster
 	switch {
 	case c.DeletionTimestamp != nil:
@@ -154,9 +153,9 @@ func clusterPhase(s *scope, opts resources.Options, h health, degraded bool) etc
 		return etcdv1alpha1.PhaseCreating
 	case !h.available && !h.noSpace:
 		return etcdv1alpha1.PhaseQuorumLost
-	case s.m.Answered() && (h.voters+h.learners != h.desired || h.learners > 0 || membershipStep(s.progress)):
+	case s.m.Answered() && (h.voters+h.learners != h.desired || h.learners > 0 || membershipStep(st)):
 		return etcdv1alpha1.PhaseScaling
-	case rolloutStep(s.progress) || outdatedPods(s, opts) > 0:
+	case rolloutStep(st) || outdatedPods(s, opts) > 0:
 		return etcdv1alpha1.PhaseUpgrading
 	case degraded:
 		return etcdv1alpha1.PhaseDegraded
@@ -166,7 +165,7 @@ func clusterPhase(s *scope, opts resources.Options, h health, degraded bool) etc
 }
 
 // availableReason returns the reason and message of the Available condition.
-func availableReason(s *scope, h health) [2]string {
+func availableReason(s *scope, st *step, h health) [2]string {
 	switch {
 	case h.noSpace:
 		return [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
@@ -178,8 +177,8 @@ func availableReason(s *scope, h health) [2]string {
 		return [2]string{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Quorum was lost without data (members %s); the cluster is being recreated from EtcdBackup %s (revision %d)",
 			strings.Join(rec.LostMembers, ", "), rec.Backup, rec.Revision)}
-	case s.stalled != nil && s.stalled.reason == etcdv1alpha1.ReasonQuorumDataLost:
-		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, s.stalled.message}
+	case st != nil && st.kind == stalled && st.reason == etcdv1alpha1.ReasonQuorumDataLost:
+		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, st.message}
 	case s.cluster.Status.ClusterID == "" && !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
 	case !s.m.Answered():
@@ -267,8 +266,8 @@ func statusEqual(a, b *etcdv1alpha1.EtcdClusterStatus) bool {
 
 // membershipStep reports whether p is a membership change in progress (members being added or
 // removed, or the pods and claims of removed members still going).
-func membershipStep(p *progress) bool {
-	if p == nil {
+func membershipStep(p *step) bool {
+	if p == nil || p.kind != acting {
 		return false
 	}
 	switch p.reason {
@@ -279,8 +278,8 @@ func membershipStep(p *progress) bool {
 }
 
 // rolloutStep reports whether p is a step of a rolling update of the members.
-func rolloutStep(p *progress) bool {
-	if p == nil {
+func rolloutStep(p *step) bool {
+	if p == nil || p.kind != acting {
 		return false
 	}
 	switch p.reason {

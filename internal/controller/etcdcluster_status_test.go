@@ -88,7 +88,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			computeStatus(tt.s, resources.Options{}, true)
+			computeStatus(tt.s, nil, resources.Options{}, true)
 			st := tt.s.cluster.Status
 			if st.Phase != tt.phase {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.phase)
@@ -117,9 +117,9 @@ func TestComputeStatus(t *testing.T) {
 // a pass that observes nothing new writes nothing.
 func TestComputeStatusStable(t *testing.T) {
 	s := observed("", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
-	computeStatus(s, resources.Options{}, true)
+	computeStatus(s, nil, resources.Options{}, true)
 	first := s.cluster.Status.DeepCopy()
-	computeStatus(s, resources.Options{}, true)
+	computeStatus(s, nil, resources.Options{}, true)
 	if !statusEqual(first, &s.cluster.Status) {
 		t.Errorf("status changed on a second computation:\n%+v\n%+v", first, s.cluster.Status)
 	}
@@ -128,7 +128,7 @@ func TestComputeStatusStable(t *testing.T) {
 func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
 	s.cluster.Status.ObservedGeneration = 3
-	computeStatus(s, resources.Options{}, false)
+	computeStatus(s, nil, resources.Options{}, false)
 	if s.cluster.Status.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration advanced to %d on a failed pass", s.cluster.Status.ObservedGeneration)
 	}

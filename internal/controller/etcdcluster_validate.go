@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/version"
@@ -15,9 +14,9 @@ import (
 
 // validateSpec refuses, before any pod is touched, a spec the admission webhook would have refused but
 // that got in anyway (the webhook was not installed or was bypassed): a version the members cannot
-// move to from what they run, or extraArgs that override flags the operator owns. It returns a
-// non-zero result to stop the pass; the Valid condition says what to change.
-func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (ctrl.Result, error) {
+// move to from what they run, or extraArgs that override flags the operator owns. It blocks the pass;
+// the Valid condition says what to change.
+func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	var problems []string
 	if cur := c.Status.CurrentVersion; cur != "" {
@@ -29,15 +28,14 @@ func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (ctrl.
 		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
 	}
 	if len(problems) == 0 {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	msg := strings.Join(problems, "; ") + "; no member is changed until the spec is fixed"
-	s.invalid = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
-	s.blocked = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
+	s.report.invalid = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
 	if !hasCondition(c, etcdv1alpha1.ConditionValid, metav1.ConditionFalse, msg) {
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonInvalidSpec, "Validate", "%s", msg)
 	}
-	return ctrl.Result{RequeueAfter: requeueBlocked}, nil
+	return blockedStep(etcdv1alpha1.ReasonInvalidSpec, msg), nil
 }
 
 // hasCondition reports whether the cluster's status already has the condition with that status and

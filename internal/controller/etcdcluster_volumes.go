@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -23,15 +22,15 @@ import (
 // reconcileVolumes expands the members' claims to spec.storage.size where their StorageClass allows
 // volume expansion, and records in the VolumesResized condition which claims are growing or cannot
 // grow.
-func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) (*step, error) {
 	c := s.cluster
 	if c.Spec.Storage.EmptyDir != nil || c.Spec.Storage.Size == nil {
-		return ctrl.Result{}, nil
+		return nil, nil
 	}
 	want := *c.Spec.Storage.Size
 	expandable, err := r.expandableClasses(ctx, s.m, want)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	v := judgeVolumes(s.m, want, expandable)
 	for _, pvc := range v.expand {
@@ -39,20 +38,17 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 		patch := client.MergeFrom(pvc.DeepCopy())
 		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = want
 		if err := r.Patch(ctx, pvc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("expand persistentvolumeclaim %s to %s: %w", pvc.Name, want.String(), err)
+			return nil, fmt.Errorf("expand persistentvolumeclaim %s to %s: %w", pvc.Name, want.String(), err)
 		}
 		r.event(c, corev1.EventTypeNormal, "ExpandingVolume", "Expand", "Expanding claim %s from %s to %s", pvc.Name, req.String(), want.String())
 	}
-	s.volumes = v.condition(want)
-	switch s.volumes.reason {
-	case etcdv1alpha1.ReasonExpansionRefused:
-		if !hasCondition(c, etcdv1alpha1.ConditionVolumesResized, metav1.ConditionFalse, s.volumes.message) {
-			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonExpansionRefused, "Expand", "%s", s.volumes.message)
-		}
-	case etcdv1alpha1.ReasonExpandingVolumes:
-		return ctrl.Result{RequeueAfter: requeueUnhealthy}, nil
+	// a claim growing brings the pass back sooner (requeueFor); it stops nothing else
+	s.report.volumes = v.condition(want)
+	if msg := s.report.volumes.message; s.report.volumes.reason == etcdv1alpha1.ReasonExpansionRefused &&
+		!hasCondition(c, etcdv1alpha1.ConditionVolumesResized, metav1.ConditionFalse, msg) {
+		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonExpansionRefused, "Expand", "%s", msg)
 	}
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // expandableClasses reads the StorageClass of every claim smaller than want and reports, by class
