@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -41,7 +41,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 			r.fail(b, fmt.Sprintf("the backup Job %s completed but its result cannot be read: %v", job.Name, err))
 			return ctrl.Result{}
 		}
-		var res backup.Result
+		var res policy.Result
 		if err := json.Unmarshal([]byte(msg), &res); err != nil || res.SHA256 == "" {
 			r.fail(b, fmt.Sprintf("the backup Job %s completed but its result is not a backup result: %q", job.Name, truncate(msg, 200)))
 			return ctrl.Result{}
@@ -153,7 +153,7 @@ func (r *EtcdBackupReconciler) terminationMessage(ctx context.Context, job *batc
 
 // jobLocation is where the Job stored the backup: "pvc://<claim>/<subPath>/<key>" for a claim, the
 // result's own location ("s3://<bucket>/<prefix>/<key>") otherwise.
-func jobLocation(job *batchv1.Job, res backup.Result) string {
+func jobLocation(job *batchv1.Job, res policy.Result) string {
 	spec := job.Spec.Template.Spec
 	for _, v := range spec.Volumes {
 		if v.PersistentVolumeClaim == nil {

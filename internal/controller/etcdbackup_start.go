@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -78,7 +78,7 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 
 // mustKey is b's key in its destination, "" when b's names cannot form one.
 func mustKey(b *etcdv1alpha1.EtcdBackup) string {
-	k, _ := backup.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
+	k, _ := policy.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
 	return k
 }
 
@@ -108,7 +108,7 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 		}
 		return nil, nil, "", fmt.Errorf("get cluster: %w", err)
 	}
-	if _, err := backup.Key(b.Namespace, c.Name, b.Name); err != nil {
+	if _, err := policy.Key(b.Namespace, c.Name, b.Name); err != nil {
 		return nil, nil, fmt.Sprintf("the backup cannot be stored under its name: %v", err), nil
 	}
 	dest := backupDestination(b, c)

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
 // backupFinished reports whether b reached Succeeded or Failed.
@@ -24,7 +24,7 @@ func setPending(b *etcdv1alpha1.EtcdBackup, why string) {
 }
 
 // succeed records a complete backup.
-func (r *EtcdBackupReconciler) succeed(b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, res backup.Result) {
+func (r *EtcdBackupReconciler) succeed(b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, res policy.Result) {
 	st := &b.Status
 	st.Phase = etcdv1alpha1.BackupSucceeded
 	start, done := metav1.NewTime(res.StartTime), metav1.NewTime(res.CompletionTime)
