@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 )
 
@@ -154,7 +155,7 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 		if len(o.endpoints) == 0 {
 			return backup.Result{}, errors.New("--endpoints is required")
 		}
-		key, err := backup.Key(o.namespace, o.cluster, o.name)
+		key, err := policy.Key(o.namespace, o.cluster, o.name)
 		if err != nil {
 			return backup.Result{}, fmt.Errorf("--namespace, --cluster and --name: %w", err)
 		}

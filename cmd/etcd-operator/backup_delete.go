@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
 // DeleteOutput is what `etcd-operator backup delete` prints and writes to --result-file on success.
@@ -53,7 +54,7 @@ func runBackupDelete(cmd *cobra.Command, o *backupDeleteOptions) error {
 	defer func() { _ = log.Sync() }()
 
 	out, err := func() (DeleteOutput, error) {
-		key, err := backup.Key(o.namespace, o.cluster, o.name)
+		key, err := policy.Key(o.namespace, o.cluster, o.name)
 		if err != nil {
 			return DeleteOutput{}, fmt.Errorf("--namespace, --cluster and --name: %w", err)
 		}

@@ -2,15 +2,17 @@
 //
 // A backup (Take) streams a snapshot from one healthy member (a follower when there is one),
 // computing its sha256 while streaming and checking the sha256 etcd appends to it, verifies the
-// database with etcd's snapshot status, and stores it under a deterministic key (Key) in a Store:
-// an S3 bucket or a directory. A small JSON manifest with the Result is stored next to it
-// (ManifestKey), after the snapshot: a manifest means the snapshot at its key is complete and
+// database with etcd's snapshot status, and stores it under a deterministic key (policy.Key) in a
+// Store: an S3 bucket or a directory. A small JSON manifest with the Result is stored next to it
+// (policy.ManifestKey), after the snapshot: a manifest means the snapshot at its key is complete and
 // verified. A failed backup leaves neither.
 //
 // A restore (Restore) downloads a snapshot, verifies its sha256 and creates a member's data
 // directory from it with etcdutl's restore library, as a member of a new cluster; every member of
-// the new cluster restores the same snapshot before etcd starts. Prune decides which backups a
-// retention policy deletes.
+// the new cluster restores the same snapshot before etcd starts.
+//
+// What needs no storage or etcd — backup keys, the Result record, schedules and retention — is in
+// package policy, which the controller and the webhooks import without pulling in this one.
 package backup
 
 import (
@@ -23,70 +25,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 )
-
-// ManifestSuffix is appended to a snapshot's key to name its manifest.
-const ManifestSuffix = ".json"
 
 // maxManifestBytes bounds how much of a manifest is read.
 const maxManifestBytes = 64 << 10
 
-// Key returns the key of backup name of cluster in namespace: "<namespace>/<cluster>/<name>.db".
-// A store adds its own prefix (S3) or root directory. Each part must be non-empty and must not
-// contain "/" or be "." or "..".
-func Key(namespace, cluster, name string) (string, error) {
-	for _, p := range []struct{ what, v string }{{"namespace", namespace}, {"cluster", cluster}, {"backup name", name}} {
-		if p.v == "" || p.v == "." || p.v == ".." || strings.ContainsAny(p.v, "/\\") {
-			return "", fmt.Errorf("%w: %s %q", ErrInvalidKey, p.what, p.v)
-		}
-	}
-	return namespace + "/" + cluster + "/" + name + ".db", nil
-}
-
-// ManifestKey returns the key of the manifest of the snapshot at key: key + ".json".
-func ManifestKey(key string) string { return key + ManifestSuffix }
-
-// Result describes a complete backup. It is the manifest's content and what `etcd-operator backup`
-// prints.
-type Result struct {
-	// Key is the snapshot's key in the store; Location is where that is ("s3://bucket/prefix/key",
-	// "file:///dir/key").
-	Key      string `json:"key"`
-	Location string `json:"location"`
-	// SizeBytes is the snapshot's size in bytes.
-	SizeBytes int64 `json:"sizeBytes"`
-	// SHA256 is the hex sha256 of the snapshot as stored.
-	SHA256 string `json:"sha256"`
-	// Revision is the newest revision in the snapshot; TotalKeys the number of live keys; Hash
-	// etcd's snapshot hash (crc32c of its buckets).
-	Revision  int64  `json:"revision"`
-	TotalKeys int    `json:"totalKeys"`
-	Hash      uint32 `json:"hash"`
-	// EtcdVersion is the version of the etcd server that produced the snapshot ("3.6.16"): it decides
-	// which etcd can restore the snapshot. StorageVersion is the storage version recorded in the
-	// database ("3.6.0"), as the snapshot holds it: empty for databases of etcd < 3.6, and for a
-	// snapshot taken before the member recorded it (etcd 3.6 does so asynchronously, seconds after the
-	// cluster version is decided, so a backup of a cluster seconds old may have none). Nothing
-	// depends on it; it is reported for diagnosis.
-	EtcdVersion    string `json:"etcdVersion"`
-	StorageVersion string `json:"storageVersion,omitempty"`
-	// Member is the hex ID of the member the snapshot was taken from, Endpoint its client URL and
-	// Role RoleFollower or RoleLeader.
-	Member   string `json:"member"`
-	Endpoint string `json:"endpoint"`
-	Role     string `json:"role"`
-	// StartTime is when the backup started; CompletionTime when the snapshot was stored (the
-	// manifest is written right after).
-	StartTime      time.Time `json:"startTime"`
-	CompletionTime time.Time `json:"completionTime"`
-}
+// Result describes a complete backup: policy.Result, the manifest's content and what
+// `etcd-operator backup` prints.
+type Result = policy.Result
 
 // TakeOptions are the inputs of Take.
 type TakeOptions struct {
@@ -290,7 +243,7 @@ func writeManifest(ctx context.Context, s Store, r Result) error {
 		return err
 	}
 	b = append(b, '\n')
-	if _, err := s.Put(ctx, ManifestKey(r.Key), bytes.NewReader(b), int64(len(b)), PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := s.Put(ctx, policy.ManifestKey(r.Key), bytes.NewReader(b), int64(len(b)), PutOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
 	return nil
@@ -299,21 +252,21 @@ func writeManifest(ctx context.Context, s Store, r Result) error {
 // ReadManifest returns the Result stored in the manifest of the snapshot at key. The error wraps
 // ErrNotFound when there is no manifest (no complete backup at key).
 func ReadManifest(ctx context.Context, s Store, key string) (Result, error) {
-	rc, err := s.Get(ctx, ManifestKey(key))
+	rc, err := s.Get(ctx, policy.ManifestKey(key))
 	if err != nil {
 		return Result{}, fmt.Errorf("manifest: %w", err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes))
 	if err != nil {
-		return Result{}, fmt.Errorf("read manifest %s: %w", s.Location(ManifestKey(key)), err)
+		return Result{}, fmt.Errorf("read manifest %s: %w", s.Location(policy.ManifestKey(key)), err)
 	}
 	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Result{}, fmt.Errorf("manifest %s: %w", s.Location(ManifestKey(key)), err)
+		return Result{}, fmt.Errorf("manifest %s: %w", s.Location(policy.ManifestKey(key)), err)
 	}
 	if r.Key != key || r.SHA256 == "" {
-		return Result{}, fmt.Errorf("manifest %s: not the manifest of %s (key %q, sha256 %q)", s.Location(ManifestKey(key)), key, r.Key, r.SHA256)
+		return Result{}, fmt.Errorf("manifest %s: not the manifest of %s (key %q, sha256 %q)", s.Location(policy.ManifestKey(key)), key, r.Key, r.SHA256)
 	}
 	return r, nil
 }
@@ -321,7 +274,7 @@ func ReadManifest(ctx context.Context, s Store, key string) (Result, error) {
 // Delete removes the backup at key: its manifest first, then the snapshot, so that a manifest
 // never names a missing snapshot. Missing objects are not an error.
 func Delete(ctx context.Context, s Store, key string) error {
-	if err := s.Delete(ctx, ManifestKey(key)); err != nil {
+	if err := s.Delete(ctx, policy.ManifestKey(key)); err != nil {
 		return err
 	}
 	return s.Delete(ctx, key)

@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -212,7 +213,7 @@ func TestBackupAndRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	key, err := Key("apps", "demo", "nightly-1")
+	key, err := policy.Key("apps", "demo", "nightly-1")
 	if err != nil || key != "apps/demo/nightly-1.db" {
 		t.Fatalf("key %q, %v", key, err)
 	}
@@ -590,7 +591,7 @@ func TestTakeFailures(t *testing.T) {
 	})
 
 	t.Run("manifest refused after the upload", func(t *testing.T) {
-		s := refusingStore{Store: newS3Store(t, srv, ""), suffix: ManifestSuffix}
+		s := refusingStore{Store: newS3Store(t, srv, ""), suffix: policy.ManifestSuffix}
 		_, err := Take(ctx, TakeOptions{Etcd: etcd.Config{Endpoints: src.endpoints}, Store: s, Key: "ns/c/b.db", TempDir: staging})
 		if !errors.Is(err, ErrAccessDenied) {
 			t.Errorf("Take: %v, want ErrAccessDenied", err)

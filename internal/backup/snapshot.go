@@ -16,6 +16,7 @@ import (
 	etcdutlsnapshot "go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 )
 
@@ -27,10 +28,10 @@ var (
 	ErrCorruptSnapshot = errors.New("corrupt snapshot")
 )
 
-// Role of the member a snapshot was taken from.
+// Role of the member a snapshot was taken from (policy's, as Result records them).
 const (
-	RoleFollower = "follower"
-	RoleLeader   = "leader"
+	RoleFollower = policy.RoleFollower
+	RoleLeader   = policy.RoleLeader
 )
 
 // SelectMember asks every endpoint for its status, concurrently, and returns the member to take a

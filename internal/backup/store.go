@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
 // Errors the stores and the backup and restore functions wrap, so that callers can tell the user
@@ -21,8 +23,9 @@ var (
 	ErrBucketNotFound = errors.New("bucket does not exist")
 	// ErrUnreachable: the storage could not be reached at all (connection refused, DNS, TLS).
 	ErrUnreachable = errors.New("storage unreachable")
-	// ErrInvalidKey: a key that is empty, absolute, or has empty, "." or ".." elements.
-	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidKey: a key that is empty, absolute, or has empty, "." or ".." elements (policy's, so
+	// that errors.Is matches what policy.Key returns too).
+	ErrInvalidKey = policy.ErrInvalidKey
 )
 
 // Object is one stored object as List reports it.

@@ -19,6 +19,7 @@ import (
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -26,7 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -729,5 +732,143 @@ func TestFinalSnapshotOfDeletedClusterFails(t *testing.T) {
 	o = waitBackupPhase(t, ns.Name, o.Name, etcdv1alpha1.BackupPending)
 	if !strings.Contains(o.Status.Message, "EtcdCluster gone does not exist") {
 		t.Errorf("message %q", o.Status.Message)
+	}
+}
+
+// TestFailedBackupPassKeepsObservedGeneration: a pass that fails (here: the Job cannot be created, an
+// admission policy refuses every Job in the namespace) leaves status.observedGeneration where it was;
+// the first pass that succeeds advances it.
+func TestFailedBackupPassKeepsObservedGeneration(t *testing.T) {
+	ctx := context.Background()
+	c, _ := availableCluster(t, "bkgen", "127.0.0.82")
+	removePolicy := refuseJobs(t, c.Namespace)
+
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: c.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackup(t, c.Namespace, "refused", c.Name, dest)
+	testutil.Consistently(t, 3*time.Second, "failing passes", func(ctx context.Context) error {
+		got := getBackup(t, c.Namespace, b.Name)
+		if got.Status.ObservedGeneration != 0 || got.Status.Phase != "" {
+			return fmt.Errorf("observedGeneration %d phase %q (%s) after passes that failed", got.Status.ObservedGeneration, got.Status.Phase, got.Status.Message)
+		}
+		return nil
+	})
+
+	removePolicy()
+	got := waitBackupPhase(t, c.Namespace, b.Name, etcdv1alpha1.BackupRunning)
+	if got.Generation == 0 || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d after a pass that worked", got.Status.ObservedGeneration, got.Generation)
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionComplete); cond == nil ||
+		cond.Reason != etcdv1alpha1.BackupReasonRunning || cond.ObservedGeneration != got.Generation {
+		t.Errorf("Complete condition %+v", cond)
+	}
+}
+
+// refuseJobs makes the API server refuse every Job created in namespace ns, with a validating
+// admission policy, until the function it returns is called.
+func refuseJobs(t *testing.T, ns string) func() {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "refuse-jobs-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "this test refuses Jobs"}},
+		}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
+	for _, o := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "probe", Image: testOperatorImage}}}}}}
+	testutil.Eventually(t, waitTimeout, "Jobs refused in "+ns, func(ctx context.Context) error {
+		if err := k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			return fmt.Errorf("dry-run create job: %w, want it refused", err)
+		}
+		return nil
+	})
+	return func() {
+		t.Helper()
+		for _, o := range []client.Object{binding, policy} {
+			if err := k8s.Delete(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// staleStatusClient is a client whose status patches always find the object changed since the pass
+// read it: another writer annotates the object just before each one.
+type staleStatusClient struct{ client.Client }
+
+func (c staleStatusClient) Status() client.SubResourceWriter {
+	return staleStatusWriter{SubResourceWriter: c.Client.Status(), other: c.Client}
+}
+
+type staleStatusWriter struct {
+	client.SubResourceWriter
+	other client.Client
+}
+
+func (w staleStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	bumped, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("%T is not a client.Object", obj)
+	}
+	touch := fmt.Sprintf(`{"metadata":{"annotations":{"test.etcdkit.dev/touched":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	if err := w.other.Patch(ctx, bumped, client.RawPatch(types.MergePatchType, []byte(touch))); err != nil {
+		return fmt.Errorf("touch: %w", err)
+	}
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// TestBackupStatusPatchConflict: a pass that worked on a copy that changed meanwhile does not
+// overwrite the newer status (the patch carries the resourceVersion it read), and looks again soon
+// without an error.
+func TestBackupStatusPatchConflict(t *testing.T) {
+	ctx := context.Background()
+	c := createCluster(t, "bkconflict", 1) // never Available: no etcd runs for it
+	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: c.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackup(t, c.Namespace, "stale", c.Name, dest)
+	testutil.Eventually(t, waitTimeout, "Pending on the cluster", func(context.Context) error {
+		b = getBackup(t, c.Namespace, b.Name)
+		if b.Status.Phase != etcdv1alpha1.BackupPending || !strings.Contains(b.Status.Message, "to be Available") {
+			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
+		}
+		return nil
+	})
+
+	// Without an operator image this reconciler decides another message than the manager's, so its
+	// pass has a status to write, and the write meets a newer object.
+	r := &EtcdBackupReconciler{Client: staleStatusClient{k8s}}
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+	if err != nil || res.RequeueAfter != requeueCacheLag {
+		t.Errorf("reconcile on a stale copy: %+v, %v; want RequeueAfter %s and no error", res, err, requeueCacheLag)
+	}
+	got := getBackup(t, c.Namespace, b.Name)
+	if strings.Contains(got.Status.Message, "does not know its own image") {
+		t.Errorf("the stale pass wrote its status: %q", got.Status.Message)
 	}
 }

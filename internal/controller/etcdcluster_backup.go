@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/backup"
+	// named backup until the EtcdCluster restructuring lands: this change touches only imports here.
+	backup "github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 

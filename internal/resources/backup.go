@@ -147,7 +147,7 @@ func DestinationVolumes(d *etcdv1alpha1.BackupDestination, readOnly bool) ([]cor
 	return nil, nil
 }
 
-// DestinationLocation is where backup key (see backup.Key) is in destination d:
+// DestinationLocation is where backup key (see policy.Key) is in destination d:
 // "s3://<bucket>/<prefix>/<key>" or "pvc://<claim>/<subPath>/<key>"; "" for an empty destination.
 func DestinationLocation(d *etcdv1alpha1.BackupDestination, key string) string {
 	switch {

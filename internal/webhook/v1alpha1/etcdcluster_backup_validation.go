@@ -5,12 +5,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/backup"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
 // validateBackup returns what is wrong with spec.backup b (old is the previous one, nil on create):
 // a schedule that does not parse (five cron fields or a descriptor such as @daily or @every 6h, see
-// backup.ParseSchedule), a timeZone that is not an IANA name the operator knows, a retention with
+// policy.ParseSchedule), a timeZone that is not an IANA name the operator knows, a retention with
 // neither maxCount nor maxAge, or a maxAge that is not positive. An unchanged spec.backup is not
 // checked again.
 func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
@@ -20,12 +20,12 @@ func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
 	p := specPath.Child("backup")
 	var errs field.ErrorList
 	if b.TimeZone != "" {
-		if _, err := backup.ParseSchedule("@daily", b.TimeZone); err != nil {
+		if _, err := policy.ParseSchedule("@daily", b.TimeZone); err != nil {
 			errs = append(errs, field.Invalid(p.Child("timeZone"), b.TimeZone, err.Error()))
 		}
 	}
 	if b.Schedule != "" {
-		if _, err := backup.ParseSchedule(b.Schedule, ""); err != nil {
+		if _, err := policy.ParseSchedule(b.Schedule, ""); err != nil {
 			errs = append(errs, field.Invalid(p.Child("schedule"), b.Schedule, err.Error()))
 		}
 	}
