@@ -17,8 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	// named backup until the EtcdCluster restructuring lands: this change touches only imports here.
-	backup "github.com/etcdkit/etcd-operator/internal/backup/policy"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -113,7 +112,7 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 		return nil, nil
 	}
 	now := time.Now()
-	sched, err := backup.ParseSchedule(spec.Schedule, spec.TimeZone)
+	sched, err := policy.ParseSchedule(spec.Schedule, spec.TimeZone)
 	if err != nil {
 		obs.failing, obs.failingTrue = &progress{etcdv1alpha1.ReasonInvalidSpec, "spec.backup: " + err.Error()}, true
 		return nil, nil
@@ -122,7 +121,7 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	if c.Status.LastScheduleTime != nil {
 		earliest = c.Status.LastScheduleTime.Time
 	}
-	last, missed, next := backup.MissedSchedule(sched, earliest, now)
+	last, missed, next := policy.MissedSchedule(sched, earliest, now)
 	if !next.IsZero() {
 		obs.requeue = max(next.Sub(now), time.Second)
 	}
@@ -136,7 +135,7 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	if err := r.applyRetention(ctx, c, scheduled, now); err != nil {
 		return nil, err
 	}
-	failing, reasonMsg := BackupFailing(scheduled, obs.last, backup.SchedulePeriod(sched, now), now)
+	failing, reasonMsg := BackupFailing(scheduled, obs.last, policy.SchedulePeriod(sched, now), now)
 	obs.failing, obs.failingTrue = &progress{reasonMsg[0], reasonMsg[1]}, failing
 	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) {
 		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
@@ -213,7 +212,7 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alp
 	if ret == nil {
 		return nil
 	}
-	p := backup.Retention{}
+	p := policy.Retention{}
 	if ret.MaxCount != nil {
 		p.MaxCount = int(*ret.MaxCount)
 	}
@@ -221,19 +220,19 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alp
 		p.MaxAge = ret.MaxAge.Duration
 	}
 	byName := map[string]*etcdv1alpha1.EtcdBackup{}
-	var infos []backup.BackupInfo
+	var infos []policy.BackupInfo
 	for _, b := range scheduled {
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
 		byName[b.Name] = b
-		info := backup.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
+		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
 		if backupFinished(b) && b.Status.CompletionTime != nil {
 			info.CompletionTime = b.Status.CompletionTime.Time
 		}
 		infos = append(infos, info)
 	}
-	for _, name := range backup.Prune(infos, p, now) {
+	for _, name := range policy.Prune(infos, p, now) {
 		b := byName[name]
 		if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] != "true" {
 			patch := client.MergeFrom(b.DeepCopy())
