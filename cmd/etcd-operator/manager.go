@@ -28,6 +28,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
 )
@@ -159,7 +160,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 		}
 	}
 	r := &controller.EtcdClusterReconciler{
-		Client:              controller.CountingClient(mgr.GetClient()),
+		Client:              metrics.CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
 		Options:             opts,
@@ -177,7 +178,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 		return fmt.Errorf("set up the EtcdCluster controller: %w", err)
 	}
 	br := &controller.EtcdBackupReconciler{
-		Client:   controller.CountingClient(mgr.GetClient()),
+		Client:   metrics.CountingClient(mgr.GetClient()),
 		Recorder: mgr.GetEventRecorder("etcd-operator"),
 		Options:  opts,
 	}

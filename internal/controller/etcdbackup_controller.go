@@ -18,6 +18,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // Requeue delays of the EtcdBackup reconciler.
@@ -67,7 +68,7 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, nil // the update brings a new event
 	}
-	if backupFinished(b) {
+	if verdict.BackupFinished(b) {
 		return ctrl.Result{}, nil
 	}
 	before := b.Status.DeepCopy()
@@ -122,7 +123,7 @@ func (r *EtcdBackupReconciler) unfinishedBackupsOf(ctx context.Context, ns, name
 	}
 	var reqs []reconcile.Request
 	for _, b := range list.Items {
-		if b.Spec.ClusterRef.Name == name && b.UID != except && !backupFinished(&b) {
+		if b.Spec.ClusterRef.Name == name && b.UID != except && !verdict.BackupFinished(&b) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: b.Name}})
 		}
 	}

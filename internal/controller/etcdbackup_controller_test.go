@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -360,13 +361,13 @@ func TestBackupToS3(t *testing.T) {
 		}
 		return nil
 	})
-	if v := promtestutil.ToFloat64(backupLastSuccess.WithLabelValues(c.Namespace, c.Name)); v != float64(st.CompletionTime.Unix()) {
+	if v := promtestutil.ToFloat64(metrics.BackupLastSuccess.WithLabelValues(c.Namespace, c.Name)); v != float64(st.CompletionTime.Unix()) {
 		t.Errorf("last success gauge %v, want %d", v, st.CompletionTime.Unix())
 	}
-	if v := promtestutil.ToFloat64(backupSize.WithLabelValues(c.Namespace, c.Name)); v != float64(st.SizeBytes) {
+	if v := promtestutil.ToFloat64(metrics.BackupSize.WithLabelValues(c.Namespace, c.Name)); v != float64(st.SizeBytes) {
 		t.Errorf("size gauge %v", v)
 	}
-	if n := promtestutil.CollectAndCount(backupDuration, "etcd_operator_backup_duration_seconds"); n < 1 {
+	if n := promtestutil.CollectAndCount(metrics.BackupDuration, "etcd_operator_backup_duration_seconds"); n < 1 {
 		t.Errorf("duration histogram has %d series", n)
 	}
 	// A finished backup is left alone: no second Job.
@@ -477,7 +478,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 		}
 		return nil
 	})
-	if v := promtestutil.ToFloat64(backupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
+	if v := promtestutil.ToFloat64(metrics.BackupFailures.WithLabelValues(c.Namespace, c.Name)); v != 1 {
 		t.Errorf("failures counter %v, want 1", v)
 	}
 }
@@ -518,7 +519,7 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 	if err != nil || scheduled.Before(before) {
 		t.Errorf("scheduled for %v (%v), want the newest missed time, not before %v", scheduled, err, before)
 	}
-	if b.Name != ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1alpha1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
+	if b.Name != resources.ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1alpha1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
 		t.Errorf("backup %s labels %v owners %v", b.Name, b.Labels, b.OwnerReferences)
 	}
 	testutil.Eventually(t, waitTimeout, "status.lastScheduleTime advanced", func(context.Context) error {
@@ -586,7 +587,7 @@ func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
 		}
 	}
 	if cond := condition(getCluster(t, c), etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionFalse {
-		t.Errorf("BackupFailing %+v", cond)
+		t.Errorf("verdict.BackupFailing %+v", cond)
 	}
 }
 
@@ -602,7 +603,7 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 	if err := k8s.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	name := FinalSnapshotName(c)
+	name := resources.FinalSnapshotName(c)
 	job := waitJob(t, c.Namespace, name+"-backup")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); err != nil {
 		t.Fatalf("the cluster went before its final snapshot: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // deleteSnapshotGiveUp is how long a deleted backup waits for its stored snapshot to be deleted before
@@ -59,7 +60,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 		}
 		c = nil
 	}
-	dest := backupDestination(b, c)
+	dest := verdict.BackupDestination(b, c)
 	if dest == nil || resources.DestinationLocation(dest, b.Status.Key) != b.Status.Location {
 		return leftBehind("its destination is not known any more (the EtcdBackup names none and its cluster's spec.backup.destination is gone or changed)")
 	}
@@ -82,11 +83,11 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 	if !metav1.IsControlledBy(job, b) {
 		return leftBehind("Job %s exists and does not belong to this EtcdBackup", job.Name)
 	}
-	if ok, _ := jobCondition(job, batchv1.JobComplete); ok {
+	if ok, _ := verdict.JobCondition(job, batchv1.JobComplete); ok {
 		r.event(b, corev1.EventTypeNormal, "SnapshotDeleted", "DeleteSnapshot", "Deleted %s and its manifest", b.Status.Location)
 		return ctrl.Result{}, true, nil
 	}
-	if ok, why := jobCondition(job, batchv1.JobFailed); ok {
+	if ok, why := verdict.JobCondition(job, batchv1.JobFailed); ok {
 		if msg, _, err := r.terminationMessage(ctx, job, false); err == nil && msg != "" {
 			why = msg
 		}

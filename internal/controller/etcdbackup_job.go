@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // Labels the Job controller puts on a Job's pods.
@@ -28,9 +28,9 @@ const podResultGrace = 30 * time.Second
 // observeJob sets b's status from its Job: Running while it runs, Succeeded with the result the pod
 // wrote as its termination message, or Failed with the failure message it wrote.
 func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job) ctrl.Result {
-	complete, _ := jobCondition(job, batchv1.JobComplete)
-	failed, failedMsg := jobCondition(job, batchv1.JobFailed)
-	finishedRecently := time.Since(jobFinishTime(job)) < podResultGrace
+	complete, _ := verdict.JobCondition(job, batchv1.JobComplete)
+	failed, failedMsg := verdict.JobCondition(job, batchv1.JobFailed)
+	finishedRecently := time.Since(verdict.JobFinishTime(job)) < podResultGrace
 	switch {
 	case complete:
 		msg, _, err := r.terminationMessage(ctx, job, true)
@@ -43,7 +43,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		}
 		var res policy.Result
 		if err := json.Unmarshal([]byte(msg), &res); err != nil || res.SHA256 == "" {
-			r.fail(b, fmt.Sprintf("the backup Job %s completed but its result is not a backup result: %q", job.Name, truncate(msg, 200)))
+			r.fail(b, fmt.Sprintf("the backup Job %s completed but its result is not a backup result: %q", job.Name, verdict.Truncate(msg, 200)))
 			return ctrl.Result{}
 		}
 		r.succeed(b, job, res)
@@ -96,29 +96,12 @@ func (r *EtcdBackupReconciler) stuckJobPod(ctx context.Context, job *batchv1.Job
 			}
 		}
 		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && stuckWaitingReasons[w.Reason] {
-				return fmt.Sprintf("pod %s: container %s waits: %s: %s", p.Name, cs.Name, w.Reason, truncate(w.Message, 200))
+			if w := cs.State.Waiting; w != nil && verdict.StuckWaitingReasons[w.Reason] {
+				return fmt.Sprintf("pod %s: container %s waits: %s: %s", p.Name, cs.Name, w.Reason, verdict.Truncate(w.Message, 200))
 			}
 		}
 	}
 	return ""
-}
-
-// stuckWaitingReasons are the reasons kubelet gives for a container that will not start without
-// someone fixing something.
-var stuckWaitingReasons = map[string]bool{
-	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true,
-}
-
-// jobFinishTime is when the Job completed or failed (its finishing condition's transition).
-func jobFinishTime(j *batchv1.Job) time.Time {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
 }
 
 // terminationMessage returns the termination message of the backup container of the job's newest
@@ -149,44 +132,4 @@ func (r *EtcdBackupReconciler) terminationMessage(ctx context.Context, job *batc
 		msg = fmt.Sprintf("backup failed: pod %s exited with code %d (%s) without a message: see its logs", bestPod, best.ExitCode, best.Reason)
 	}
 	return msg, bestPod, nil
-}
-
-// jobLocation is where the Job stored the backup: "pvc://<claim>/<subPath>/<key>" for a claim, the
-// result's own location ("s3://<bucket>/<prefix>/<key>") otherwise.
-func jobLocation(job *batchv1.Job, res policy.Result) string {
-	spec := job.Spec.Template.Spec
-	for _, v := range spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
-			continue
-		}
-		for _, c := range spec.Containers {
-			for _, m := range c.VolumeMounts {
-				if m.Name == v.Name {
-					return "pvc://" + path.Join(v.PersistentVolumeClaim.ClaimName, m.SubPath, res.Key)
-				}
-			}
-		}
-	}
-	return res.Location
-}
-
-// jobCondition reports whether the Job has condition t True, and its message.
-func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) (bool, string) {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			msg := c.Reason
-			if c.Message != "" {
-				msg += ": " + c.Message
-			}
-			return true, msg
-		}
-	}
-	return false, ""
-}
-
-// jobFinished reports whether a Job completed or failed.
-func jobFinished(j *batchv1.Job) bool {
-	done, _ := jobCondition(j, batchv1.JobComplete)
-	failed, _ := jobCondition(j, batchv1.JobFailed)
-	return done || failed
 }

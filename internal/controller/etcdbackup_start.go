@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // reconcileJob reads the result of b's Job when it has one, or creates it once b may run.
@@ -25,7 +25,7 @@ func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1alpha1
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, job)
 	switch {
 	case err == nil && !metav1.IsControlledBy(job, b):
-		setPending(b, fmt.Sprintf("Job %s exists and does not belong to this EtcdBackup: delete it, or create the backup under another name", job.Name))
+		verdict.SetPending(b, fmt.Sprintf("Job %s exists and does not belong to this EtcdBackup: delete it, or create the backup under another name", job.Name))
 		return ctrl.Result{RequeueAfter: requeueBlocked}, nil
 	case err == nil:
 		return r.observeJob(ctx, b, job), nil
@@ -57,7 +57,7 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 		return ctrl.Result{}, err
 	}
 	if wait != "" {
-		setPending(b, wait)
+		verdict.SetPending(b, wait)
 		return ctrl.Result{RequeueAfter: requeueBackupPending}, nil
 	}
 	job := r.Options.BuildBackupJob(c, b, dest)
@@ -71,7 +71,7 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 	b.Status.Phase = etcdv1alpha1.BackupRunning
 	b.Status.StartTime = &now
 	b.Status.Message = fmt.Sprintf("Job %s is taking the snapshot, to %s", job.Name, resources.DestinationLocation(dest, mustKey(b)))
-	setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, etcdv1alpha1.BackupReasonRunning, b.Status.Message)
+	verdict.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, etcdv1alpha1.BackupReasonRunning, b.Status.Message)
 	r.event(b, corev1.EventTypeNormal, "Started", "Backup", "Created Job %s to back up EtcdCluster %s", job.Name, c.Name)
 	return ctrl.Result{}, nil
 }
@@ -80,20 +80,6 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 func mustKey(b *etcdv1alpha1.EtcdBackup) string {
 	k, _ := policy.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
 	return k
-}
-
-// backupDestination is b's destination: its own, else its cluster's spec.backup.destination; nil
-// when neither names one.
-func backupDestination(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.BackupDestination {
-	if d := b.Spec.Destination; d != nil && (d.S3 != nil || d.PVC != nil) {
-		return d
-	}
-	if c != nil && c.Spec.Backup != nil {
-		if d := &c.Spec.Backup.Destination; d.S3 != nil || d.PVC != nil {
-			return d
-		}
-	}
-	return nil
 }
 
 // mayRun returns b's cluster and destination when b may start now, or why it waits: its cluster is
@@ -111,7 +97,7 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 	if _, err := policy.Key(b.Namespace, c.Name, b.Name); err != nil {
 		return nil, nil, fmt.Sprintf("the backup cannot be stored under its name: %v", err), nil
 	}
-	dest := backupDestination(b, c)
+	dest := verdict.BackupDestination(b, c)
 	if dest == nil {
 		return nil, nil, fmt.Sprintf("no destination: set spec.destination, or spec.backup.destination of EtcdCluster %s", c.Name), nil
 	}
@@ -150,13 +136,13 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 	var earlier []*etcdv1alpha1.EtcdBackup
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == b.UID || o.Spec.ClusterRef.Name != b.Spec.ClusterRef.Name || backupFinished(o) || !o.DeletionTimestamp.IsZero() {
+		if o.UID == b.UID || o.Spec.ClusterRef.Name != b.Spec.ClusterRef.Name || verdict.BackupFinished(o) || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if o.Status.Phase == etcdv1alpha1.BackupRunning {
 			return fmt.Sprintf("waiting for backup %s of the same cluster, which is running: backups of one cluster run one at a time", o.Name), nil
 		}
-		if createdBefore(o, b) && backupDestination(o, c) != nil {
+		if verdict.CreatedBefore(o, b) && verdict.BackupDestination(o, c) != nil {
 			earlier = append(earlier, o)
 		}
 	}
@@ -167,13 +153,13 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 		return "", fmt.Errorf("list jobs: %w", err)
 	}
 	for _, j := range jobs.Items {
-		if !jobFinished(&j) && !metav1.IsControlledBy(&j, b) && j.DeletionTimestamp.IsZero() {
+		if !verdict.JobFinished(&j) && !metav1.IsControlledBy(&j, b) && j.DeletionTimestamp.IsZero() {
 			return fmt.Sprintf("waiting for Job %s of the same cluster to finish: backups of one cluster run one at a time", j.Name), nil
 		}
 	}
 	if len(earlier) > 0 {
 		first := slices.MinFunc(earlier, func(x, y *etcdv1alpha1.EtcdBackup) int {
-			if createdBefore(x, y) {
+			if verdict.CreatedBefore(x, y) {
 				return -1
 			}
 			return 1
@@ -181,12 +167,4 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 		return fmt.Sprintf("waiting for backup %s of the same cluster, created earlier: backups of one cluster run one at a time, in creation order", first.Name), nil
 	}
 	return "", nil
-}
-
-// createdBefore orders backups by creation time, then name.
-func createdBefore(x, y *etcdv1alpha1.EtcdBackup) bool {
-	if c := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); c != 0 {
-		return c < 0
-	}
-	return cmp.Less(x.Name, y.Name)
 }

@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,94 +16,41 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // Bounds of scheduled and final backups.
 const (
-	// failingAfter is how many scheduled backups in a row must fail, or how many schedule periods
-	// the newest success may be old, before the BackupFailing condition is True.
-	failingAfter = 3
 	// finalSnapshotTimeout bounds how long a deleted cluster waits for its final snapshot.
 	finalSnapshotTimeout = 5 * time.Minute
 	// requeueFinalSnapshot is how often a deleted cluster looks at its final snapshot.
 	requeueFinalSnapshot = 2 * time.Second
 )
 
-// backupObservation is what the backup phase found and decided, for the status.
-type backupObservation struct {
-	// last is the newest successful backup of the cluster, nil when none.
-	last *etcdv1alpha1.LastBackup
-	// lastSchedule is the schedule time a backup was created (or skipped) for in this pass; nil
-	// when none.
-	lastSchedule *metav1.Time
-	// failing is the BackupFailing condition (reason, message) and whether it is True; nil when
-	// the cluster has no schedule.
-	failing *progress
-	// failingTrue is the condition's status.
-	failingTrue bool
-	// requeue is how soon the next schedule time comes; zero without a schedule.
-	requeue time.Duration
-}
-
 // backupRequeue is when the next scheduled backup is due, for the pass's requeue.
 func (s *scope) backupRequeue() ctrl.Result {
-	if s.report.backup == nil || s.report.backup.requeue <= 0 {
+	if s.report.Backup == nil || s.report.Backup.Requeue <= 0 {
 		return ctrl.Result{}
 	}
-	return ctrl.Result{RequeueAfter: s.report.backup.requeue}
-}
-
-// applyBackupStatus sets status.lastBackup, status.lastScheduleTime and the BackupFailing
-// condition from what the backup phase observed; nothing when it did not run.
-func applyBackupStatus(s *scope) {
-	o := s.report.backup
-	if o == nil {
-		return
-	}
-	st := &s.cluster.Status
-	st.LastBackup = o.last
-	if o.lastSchedule != nil {
-		st.LastScheduleTime = o.lastSchedule
-	}
-	if o.failing == nil {
-		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionBackupFailing)
-		return
-	}
-	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionBackupFailing, o.failingTrue, [2]string{o.failing.reason, o.failing.message})
-}
-
-// ScheduledBackupName is the name of the EtcdBackup that cluster's schedule creates for time t:
-// "<cluster>-<yyyymmdd>-<hhmmss>" in UTC. The same time gives the same name, so an operator that
-// restarts never creates a second backup for one schedule time.
-func ScheduledBackupName(cluster string, t time.Time) string {
-	return cluster + "-" + t.UTC().Format("20060102-150405")
-}
-
-// FinalSnapshotName is the name of the EtcdBackup taken when cluster c is deleted: "<cluster>-final-"
-// and the first 8 characters of its UID, so that a later cluster of the same name gets its own.
-func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
-	uid := string(c.UID)
-	if len(uid) > 8 {
-		uid = uid[:8]
-	}
-	return c.Name + "-final-" + uid
+	return ctrl.Result{RequeueAfter: s.report.Backup.Requeue}
 }
 
 // reconcileBackups creates the scheduled backup that is due (one for the newest missed schedule
 // time), prunes scheduled backups by spec.backup.retention, and observes the newest successful backup
 // and whether backups keep failing. It never blocks the phases after it.
-func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	all, scheduled, err := r.listBackups(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	obs := &backupObservation{last: newestSuccess(all)}
-	s.report.backup = obs
-	if obs.last != nil && obs.last.CompletionTime != nil {
-		backupLastSuccess.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.CompletionTime.Unix()))
-		backupSize.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.last.SizeBytes))
+	obs := &verdict.BackupObservation{Last: verdict.NewestSuccess(all)}
+	s.report.Backup = obs
+	if obs.Last != nil && obs.Last.CompletionTime != nil {
+		metrics.BackupLastSuccess.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.Last.CompletionTime.Unix()))
+		metrics.BackupSize.WithLabelValues(c.Namespace, c.Name).Set(float64(obs.Last.SizeBytes))
 	}
 	spec := c.Spec.Backup
 	if spec == nil || spec.Schedule == "" {
@@ -114,7 +59,7 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	now := time.Now()
 	sched, err := policy.ParseSchedule(spec.Schedule, spec.TimeZone)
 	if err != nil {
-		obs.failing, obs.failingTrue = &progress{etcdv1alpha1.ReasonInvalidSpec, "spec.backup: " + err.Error()}, true
+		obs.Failing, obs.FailingTrue = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: "spec.backup: " + err.Error()}, true
 		return nil, nil
 	}
 	earliest := c.CreationTimestamp.Time
@@ -123,20 +68,20 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	}
 	last, missed, next := policy.MissedSchedule(sched, earliest, now)
 	if !next.IsZero() {
-		obs.requeue = max(next.Sub(now), time.Second)
+		obs.Requeue = max(next.Sub(now), time.Second)
 	}
 	if !last.IsZero() {
 		if err := r.createScheduledBackup(ctx, c, scheduled, last, missed); err != nil {
 			return nil, err
 		}
 		t := metav1.NewTime(last)
-		obs.lastSchedule = &t
+		obs.LastSchedule = &t
 	}
 	if err := r.applyRetention(ctx, c, scheduled, now); err != nil {
 		return nil, err
 	}
-	failing, reasonMsg := BackupFailing(scheduled, obs.last, policy.SchedulePeriod(sched, now), now)
-	obs.failing, obs.failingTrue = &progress{reasonMsg[0], reasonMsg[1]}, failing
+	failing, reasonMsg := verdict.BackupFailing(scheduled, obs.Last, policy.SchedulePeriod(sched, now), now)
+	obs.Failing, obs.FailingTrue = &verdict.Progress{Reason: reasonMsg[0], Message: reasonMsg[1]}, failing
 	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) {
 		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
 	}
@@ -166,14 +111,14 @@ func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1
 // the cluster has not finished yet (then t is skipped, as a CronJob with concurrencyPolicy Forbid
 // does, so that backups of an unreachable cluster do not pile up).
 func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, t time.Time, missed int) error {
-	name := ScheduledBackupName(c.Name, t)
+	name := resources.ScheduledBackupName(c.Name, t)
 	for _, b := range scheduled {
 		if b.Name == name {
 			return nil // created before a restart, or by an earlier pass
 		}
 	}
 	for _, b := range scheduled {
-		if !backupFinished(b) {
+		if !verdict.BackupFinished(b) {
 			r.event(c, corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
 				t.UTC().Format(time.RFC3339), b.Name, b.Status.Message)
 			return nil
@@ -227,7 +172,7 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alp
 		}
 		byName[b.Name] = b
 		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
-		if backupFinished(b) && b.Status.CompletionTime != nil {
+		if verdict.BackupFinished(b) && b.Status.CompletionTime != nil {
 			info.CompletionTime = b.Status.CompletionTime.Time
 		}
 		infos = append(infos, info)
@@ -255,61 +200,6 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alp
 	return nil
 }
 
-// newestSuccess returns the newest Succeeded backup as status.lastBackup, nil when none.
-func newestSuccess(backups []*etcdv1alpha1.EtcdBackup) *etcdv1alpha1.LastBackup {
-	var best *etcdv1alpha1.EtcdBackup
-	for _, b := range backups {
-		if b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.CompletionTime == nil {
-			continue
-		}
-		if best == nil || b.Status.CompletionTime.After(best.Status.CompletionTime.Time) ||
-			(b.Status.CompletionTime.Equal(best.Status.CompletionTime) && b.Name > best.Name) {
-			best = b
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	return &etcdv1alpha1.LastBackup{
-		Name: best.Name, CompletionTime: best.Status.CompletionTime.DeepCopy(), Location: best.Status.Location,
-		Revision: best.Status.Revision, SizeBytes: best.Status.SizeBytes,
-	}
-}
-
-// BackupFailing decides the BackupFailing condition of a cluster with a schedule of the given period:
-// True when the newest failingAfter finished scheduled backups all failed, or when the newest
-// successful backup (last) completed more than failingAfter periods before now. It returns the
-// condition's status and its reason and message. Pure.
-func BackupFailing(scheduled []*etcdv1alpha1.EtcdBackup, last *etcdv1alpha1.LastBackup, period time.Duration, now time.Time) (bool, [2]string) {
-	var finished []*etcdv1alpha1.EtcdBackup
-	for _, b := range scheduled {
-		if backupFinished(b) && b.Status.CompletionTime != nil {
-			finished = append(finished, b)
-		}
-	}
-	slices.SortFunc(finished, func(a, b *etcdv1alpha1.EtcdBackup) int { // newest first
-		if c := b.Status.CompletionTime.Compare(a.Status.CompletionTime.Time); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Name, a.Name)
-	})
-	if len(finished) >= failingAfter && !slices.ContainsFunc(finished[:failingAfter], func(b *etcdv1alpha1.EtcdBackup) bool {
-		return b.Status.Phase == etcdv1alpha1.BackupSucceeded
-	}) {
-		return true, [2]string{etcdv1alpha1.ReasonBackupsFailing, fmt.Sprintf("The last %d scheduled backups failed; the newest, %s: %s",
-			failingAfter, finished[0].Name, finished[0].Status.Message)}
-	}
-	if last == nil || last.CompletionTime == nil {
-		return false, [2]string{etcdv1alpha1.ReasonNoBackupYet, "No backup has succeeded yet"}
-	}
-	if period > 0 && now.Sub(last.CompletionTime.Time) > failingAfter*period {
-		return true, [2]string{etcdv1alpha1.ReasonBackupTooOld, fmt.Sprintf("The newest successful backup, %s, completed at %s: more than %d schedule periods (%s) ago",
-			last.Name, last.CompletionTime.UTC().Format(time.RFC3339), failingAfter, period)}
-	}
-	return false, [2]string{etcdv1alpha1.ReasonBackupsSucceeding, fmt.Sprintf("The newest successful backup, %s, completed at %s",
-		last.Name, last.CompletionTime.UTC().Format(time.RFC3339))}
-}
-
 // finalSnapshot takes the final snapshot of a deleted cluster when spec.backup.finalSnapshot asks
 // for one: it creates an EtcdBackup not owned by the cluster (so that it outlives it) while the
 // cluster was last seen Available, and waits for it, without blocking, at most finalSnapshotTimeout
@@ -317,13 +207,13 @@ func BackupFailing(scheduled []*etcdv1alpha1.EtcdBackup, last *etcdv1alpha1.Last
 func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (res ctrl.Result, done bool, err error) {
 	defer func() {
 		if done {
-			forgetBackupMetrics(c.Namespace, c.Name)
+			metrics.ForgetBackup(c.Namespace, c.Name)
 		}
 	}()
 	if c.Spec.Backup == nil || !c.Spec.Backup.FinalSnapshot {
 		return ctrl.Result{}, true, nil
 	}
-	name := FinalSnapshotName(c)
+	name := resources.FinalSnapshotName(c)
 	b := &etcdv1alpha1.EtcdBackup{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b)
 	switch {

@@ -10,13 +10,14 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // bootstrap creates the claims and pods of every initial member of a cluster that has not formed yet
 // (a new one, or one an automatic restore recreates) at once, all with --initial-cluster-state=new and
 // the full --initial-cluster: they start in parallel and form the cluster as soon as they can reach
 // each other.
-func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if s.m.Formed() {
 		return nil, nil
@@ -24,10 +25,10 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*step,
 	names := desiredMembers(c)
 	initial := r.Options.InitialCluster(c, names)
 	if len(s.m.ForeignClaims) > 0 {
-		st := blockedStep(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		st := verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
 			"Claims %s hold the data of an earlier cluster named %s (kept by storage.retainPolicy Retain); a new cluster does not start on them: delete them, or give this cluster another name",
 			strings.Join(s.m.ForeignClaims, ", "), c.Name))
-		r.event(c, corev1.EventTypeWarning, "ForeignClaims", "Bootstrap", "%s", st.message)
+		r.event(c, corev1.EventTypeWarning, "ForeignClaims", "Bootstrap", "%s", st.Message)
 		return st, nil
 	}
 	plan, wait, err := r.restorePlan(ctx, s)
@@ -64,16 +65,16 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*step,
 		}
 	}
 	reason, msg := etcdv1alpha1.ReasonBootstrapping, fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))
-	if recovering(c) {
+	if verdict.Recovering(c) {
 		reason = etcdv1alpha1.ReasonRestoringFromBackup
 	}
 	if plan != nil {
 		msg = fmt.Sprintf("Waiting for the %d initial members to restore snapshot %s, start and form a new cluster", len(names), plan.Key)
-		if failed := restoreFailures(s); len(failed) > 0 {
+		if failed := verdict.RestoreFailures(s.m); len(failed) > 0 {
 			msg += fmt.Sprintf("; the restore fails (fix what it says, it is retried): %s", strings.Join(failed, "; "))
 		}
 	}
-	return actingStep(reason, msg), nil
+	return verdict.Acting(reason, msg), nil
 }
 
 // neverStarted reports whether etcd lists member name as never started (it has no name yet): an

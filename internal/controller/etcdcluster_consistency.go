@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +12,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
-	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // DefaultConsistencyCheckInterval is how often the members' key-value hashes are compared.
@@ -48,66 +45,6 @@ func (c *consistencyClock) done(uid types.UID, now time.Time) {
 	c.last[uid] = now
 }
 
-// hashVerdict is the outcome of comparing the members' hashes.
-type hashVerdict struct {
-	// conclusive is false when the members hashed with different compact revisions (a compaction ran
-	// between the calls) or did not all answer: compare again later.
-	conclusive bool
-	// consistent is true when every member has the same hash.
-	consistent bool
-	message    string
-}
-
-// compareHashes compares the hashes members computed at one revision, as etcd's corruption check does:
-// hashes of the same revision and compact revision must be equal.
-func compareHashes(rev int64, hashes map[string]etcd.KVHash, want int) hashVerdict {
-	if len(hashes) < want {
-		return hashVerdict{message: fmt.Sprintf("%d of %d members answered HashKV", len(hashes), want)}
-	}
-	names := make([]string, 0, len(hashes))
-	for n := range hashes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	compact := hashes[names[0]].CompactRevision
-	byHash := map[uint32][]string{}
-	var parts []string
-	for _, n := range names {
-		h := hashes[n]
-		if h.CompactRevision != compact || h.HashRevision != rev {
-			return hashVerdict{message: "members hashed different revisions; compare again later"}
-		}
-		byHash[h.Hash] = append(byHash[h.Hash], n)
-		parts = append(parts, fmt.Sprintf("%s=%08x", n, h.Hash))
-	}
-	if len(byHash) == 1 {
-		return hashVerdict{conclusive: true, consistent: true,
-			message: fmt.Sprintf("All %d members hash to %08x at revision %d (compacted at %d)", len(names), hashes[names[0]].Hash, rev, compact)}
-	}
-	return hashVerdict{conclusive: true, message: fmt.Sprintf(
-		"Members disagree on their data at revision %d: %s. Do not scale or upgrade; find the odd member out with `etcdctl endpoint hashkv --cluster`, then remove it and let the operator re-add it, or restore from a backup",
-		rev, strings.Join(parts, ", "))}
-}
-
-// hashTarget returns the revision to compare the voters' hashes at (the lowest any of them has
-// applied) and each voter's client URL; revision 0 when a member is a learner, or has not answered, or
-// is unhealthy: the check waits for a settled cluster.
-func hashTarget(m *model.Cluster) (int64, map[string]string) {
-	var rev int64
-	endpoints := map[string]string{}
-	for _, mem := range m.Listed() {
-		st := mem.Status
-		if mem.Learner() || st == nil || !mem.Healthy() {
-			return 0, nil
-		}
-		if rev == 0 || st.Revision < rev {
-			rev = st.Revision
-		}
-		endpoints[mem.Name] = st.Endpoint
-	}
-	return rev, endpoints
-}
-
 // hashMembers asks every member, in parallel, for its key-value hash at revision rev, and returns the
 // hashes of those that answered within hashKVTimeout, by member name.
 func (r *EtcdClusterReconciler) hashMembers(ctx context.Context, cli etcd.Client, rev int64, endpoints map[string]string) map[string]etcd.KVHash {
@@ -137,7 +74,7 @@ func (r *EtcdClusterReconciler) hashMembers(ctx context.Context, cli etcd.Client
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
 // any of them has applied), at most once per ConsistencyCheckInterval and only while the cluster is
 // settled and healthy, and records the outcome in the DataInconsistent condition.
-func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	interval := r.ConsistencyCheckInterval
 	if interval < 0 || !s.m.Answered() {
@@ -150,25 +87,25 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	if !r.consistency.due(c.UID, interval, now) {
 		return nil, nil
 	}
-	rev, endpoints := hashTarget(s.m)
+	rev, endpoints := verdict.HashTarget(s.m)
 	if rev == 0 {
 		return nil, nil // not settled: check later
 	}
 	hashes := r.hashMembers(ctx, s.etcdClient, rev, endpoints)
-	v := compareHashes(rev, hashes, len(endpoints))
+	v := verdict.CompareHashes(rev, hashes, len(endpoints))
 	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
 	// retried more often than the interval
 	r.consistency.done(c.UID, now)
-	if !v.conclusive {
+	if !v.Conclusive {
 		return nil, nil
 	}
-	if v.consistent {
-		s.report.consistency = &progress{etcdv1alpha1.ReasonHashesMatch, v.message}
+	if v.Consistent {
+		s.report.Consistency = &verdict.Progress{Reason: etcdv1alpha1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
 	}
-	s.report.consistency = &progress{etcdv1alpha1.ReasonHashMismatch, v.message}
-	if !hasCondition(c, etcdv1alpha1.ConditionDataInconsistent, metav1.ConditionTrue, v.message) {
-		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonHashMismatch, "CheckConsistency", "%s", v.message)
+	s.report.Consistency = &verdict.Progress{Reason: etcdv1alpha1.ReasonHashMismatch, Message: v.Message}
+	if !verdict.HasCondition(c, etcdv1alpha1.ConditionDataInconsistent, metav1.ConditionTrue, v.Message) {
+		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonHashMismatch, "CheckConsistency", "%s", v.Message)
 	}
 	return nil, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // Requeue delays of the EtcdCluster reconciler.
@@ -84,65 +85,14 @@ type scope struct {
 	// restore is the snapshot the initial members restore, once resolved in this pass (it reads the
 	// EtcdBackup it names).
 	restore *resources.RestorePlan
-	// report is what the phases found out for the status beside the pass's step; only computeStatus
-	// reads it.
-	report report
+	// report is what the phases found out for the status beside the pass's step; only the status
+	// (verdict.Status) reads it.
+	report verdict.Report
 }
-
-// report holds the outcomes of the checks a pass made, for conditions other than Progressing. A field
-// is nil when the check was not made in this pass, and the condition keeps what it said.
-type report struct {
-	// invalid says why the spec cannot be acted on (the Valid condition).
-	invalid *progress
-	// consistency is the outcome of a hash comparison (the DataInconsistent condition).
-	consistency *progress
-	// volumes is the state of the members' claims against spec.storage.size (the VolumesResized
-	// condition).
-	volumes *progress
-	// foreignPDB says that a PodDisruptionBudget of the cluster's name is not the cluster's (shown in
-	// Progressing when the pass took no step).
-	foreignPDB *progress
-	// dataLoss is the verdict on the members' data when no quorum answered (the QuorumDataLost
-	// condition).
-	dataLoss *dataLoss
-	// backup is what the backup phase observed (status.lastBackup, BackupFailing).
-	backup *backupObservation
-}
-
-// progress is a reason and message for a condition.
-type progress struct{ reason, message string }
-
-// stepKind says what a step waits for, which the Progressing condition and the requeue follow.
-type stepKind int
-
-const (
-	// acting: the pass changed something, or waits for what it started (Progressing True; the pass
-	// looks again in requeueProgressing).
-	acting stepKind = iota
-	// blocked: nothing is done until the user acts (Progressing False; requeueBlocked).
-	blocked
-	// stalled: nothing can be done until the cluster itself recovers, such as a lost quorum
-	// (Progressing False; requeueUnhealthy).
-	stalled
-)
-
-// step is what a phase did or waits for. A phase that returns one ends the pass: the next pass
-// observes the outcome before anything else is done.
-type step struct {
-	kind stepKind
-	progress
-	// after is how soon to look again when sooner than the kind's requeue; 0 for the kind's.
-	after time.Duration
-}
-
-// actingStep, blockedStep and stalledStep build a step of that kind.
-func actingStep(reason, message string) *step  { return &step{acting, progress{reason, message}, 0} }
-func blockedStep(reason, message string) *step { return &step{blocked, progress{reason, message}, 0} }
-func stalledStep(reason, message string) *step { return &step{stalled, progress{reason, message}, 0} }
 
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
 // or the step it took or waits for, which ends the pass.
-type phase func(context.Context, *scope) (*step, error)
+type phase func(context.Context, *scope) (*verdict.Step, error)
 
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/status,verbs=get;update;patch
@@ -176,10 +126,10 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	st, err := r.reconcilePhases(ctx, s)
 	phaseErr := err
 	if err != nil {
-		st = actingStep(etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
+		st = verdict.Acting(etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
 	}
-	computeStatus(s, st, r.Options, err == nil)
+	verdict.Status(c, s.m, &s.report, st, r.Options, err == nil)
 	patchErr := r.patchStatus(ctx, c, before)
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
@@ -201,7 +151,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, a
 // membership change, a rolling restart, the NOSPACE alarm; last, on a settled cluster, the
 // consistency check.
-func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{
 		r.reconcileServices,
 		r.observe,
@@ -229,17 +179,17 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 // requeueFor returns when to look again at a cluster after a pass that took step st (nil: none): the
 // soonest of what the step asks, the next scheduled backup, and, for a settled cluster, the health
 // check interval, sooner while it is degraded or its volumes grow.
-func (r *EtcdClusterReconciler) requeueFor(s *scope, st *step) ctrl.Result {
+func (r *EtcdClusterReconciler) requeueFor(s *scope, st *verdict.Step) ctrl.Result {
 	var after time.Duration
 	switch {
-	case st != nil && st.kind == blocked:
+	case st != nil && st.Kind == verdict.KindBlocked:
 		after = requeueBlocked
-	case st != nil && st.kind == acting:
+	case st != nil && st.Kind == verdict.KindActing:
 		after = requeueProgressing
 	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded),
-		s.report.volumes != nil && s.report.volumes.reason == etcdv1alpha1.ReasonExpandingVolumes:
+		s.report.Expanding():
 		after = requeueUnhealthy
-	case s.report.foreignPDB != nil:
+	case s.report.ForeignPDB != nil:
 		after = requeueBlocked
 	default:
 		after = r.HealthCheckInterval
@@ -249,7 +199,7 @@ func (r *EtcdClusterReconciler) requeueFor(s *scope, st *step) ctrl.Result {
 	}
 	res := []ctrl.Result{{RequeueAfter: after}, s.backupRequeue()}
 	if st != nil {
-		res = append(res, ctrl.Result{RequeueAfter: st.after})
+		res = append(res, ctrl.Result{RequeueAfter: st.After})
 	}
 	return lowestRequeue(res...)
 }
@@ -286,7 +236,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1al
 
 // patchStatus writes the status when it differs from what the pass started with.
 func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, before *etcdv1alpha1.EtcdClusterStatus) error {
-	if statusEqual(before, &c.Status) {
+	if verdict.StatusEqual(before, &c.Status) {
 		return nil
 	}
 	orig := c.DeepCopy()

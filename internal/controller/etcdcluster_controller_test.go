@@ -18,6 +18,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -129,7 +130,7 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-client"}, &corev1.Service{}); err != nil {
 		t.Errorf("client service: %v", err)
 	}
-	if n := promtestutil.ToFloat64(apiWrites.WithLabelValues("create", "Pod")); n < 3 {
+	if n := promtestutil.ToFloat64(metrics.APIWrites.WithLabelValues("create", "Pod")); n < 3 {
 		t.Errorf("etcd_operator_api_writes_total{verb=create,kind=Pod} = %v, want at least the 3 pods created", n)
 	}
 	testutil.Eventually(t, waitTimeout, "status Creating", func(context.Context) error {

@@ -10,6 +10,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // desiredMembers returns the names of members 0..replicas-1.
@@ -26,7 +27,7 @@ func desiredMembers(c *etcdv1alpha1.EtcdCluster) []string {
 // bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
 // while that snapshot cannot be resolved, no pod is created and the returned step says why. A pod of
 // that name that is not a member's blocks.
-func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) (*step, error) {
+func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) (*verdict.Step, error) {
 	if m.InitialClusterState == resources.StateNew && (!s.m.Formed() || neverStarted(s, m.Name)) {
 		// only before the cluster first forms, or for an initial member that never started: afterwards
 		// a recreated member starts on its own data and must not depend on the backup storage (its
@@ -41,7 +42,7 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
 		// not ours): never replace it blindly, and do not retry in a loop
-		return blockedStep(etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+		return verdict.Blocked(etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
 			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1alpha1.LabelCluster, s.cluster.Name)), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("create pod %s: %w", m.Name, err)
@@ -53,7 +54,7 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
 // them under Retain, so that a change of the policy applies to the claims that exist, not only to new
 // ones.
-func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain
 	for _, m := range s.m.Claims() {

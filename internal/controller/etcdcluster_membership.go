@@ -16,35 +16,19 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// membershipState is the planner's view of the pass's model.
-func membershipState(m *model.Cluster) membership.State {
-	st := membership.State{Cluster: m.Object.Name, Replicas: m.Desired, Leader: m.Etcd.Leader,
-		Resources: map[string]membership.Resources{}}
-	for _, mem := range m.Listed() {
-		st.Members = append(st.Members, membership.Member{
-			ID: mem.ID(), Name: mem.Name, IsLearner: mem.Learner(), Started: mem.Started(), Healthy: mem.Serving(),
-		})
-	}
-	for _, mem := range m.Members {
-		if mem.Pod != nil || mem.Claim != nil {
-			st.Resources[mem.Name] = membership.Resources{Pod: mem.HasPod(), PodTerminating: mem.PodTerminating(),
-				Data: mem.HasClaim(), DataTerminating: mem.ClaimTerminating()}
-		}
-	}
-	return st
-}
-
 // reconcileMembership carries out the planner's next action.
-func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if !s.m.Answered() {
 		return nil, nil // a membership change needs a quorum that answers
 	}
-	a := membership.Next(membershipState(s.m))
+	a := membership.Next(s.m.Membership())
 	logMembership(ctx, c, a)
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
@@ -54,9 +38,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return nil, nil
 	case membership.Wait:
 		if a.Member == "" { // quorum lost: nothing to do until it is back
-			return stalledStep(etcdv1alpha1.ReasonQuorumLost, a.Reason), nil
+			return verdict.Stalled(etcdv1alpha1.ReasonQuorumLost, a.Reason), nil
 		}
-		return actingStep(etcdv1alpha1.ReasonWaiting, a.Reason), nil
+		return verdict.Acting(etcdv1alpha1.ReasonWaiting, a.Reason), nil
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)
@@ -66,30 +50,30 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return st, err
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
-		return actingStep(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
 
 	case membership.Promote:
 		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
 			return retryLater("promote", err, "promote learner "+a.Member)
 		}
-		countMembership("promote", nil, false)
+		metrics.CountMembership("promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
-		return actingStep(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)), nil
 
 	case membership.Remove:
 		if err := cli.RemoveMember(callCtx, a.ID); err != nil {
 			return retryLater("remove", err, "remove member "+a.Member)
 		}
-		countMembership("remove", nil, false)
+		metrics.CountMembership("remove", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-		return actingStep(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
 
 	case membership.DeleteResources:
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
 			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		return actingStep(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)), nil
 	}
 	return nil, nil
 }
@@ -106,7 +90,7 @@ func logMembership(ctx context.Context, c *etcdv1alpha1.EtcdCluster, a membershi
 
 // addLearner adds member a.Member as a learner and creates its claim and pod, unless a claim of that
 // name holds a removed member's data (storage.retainPolicy Retain): then s says the user must delete it.
-func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a membership.Action) (*step, error) {
+func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
 	c := s.cluster
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
@@ -115,7 +99,7 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 		existing := &corev1.PersistentVolumeClaim{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
 		if err == nil {
-			return blockedStep(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+			return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
 				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
 		}
 		if !apierrors.IsNotFound(err) {
@@ -126,31 +110,31 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 	if err != nil {
 		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}
-	countMembership("add_learner", nil, false)
+	metrics.CountMembership("add_learner", nil, false)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 	if st, err := r.createJoiningMember(ctx, s, a.Member, members); err != nil || st != nil {
 		return st, err
 	}
-	return actingStep(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
+	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
 }
 
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
 // are returned.
-func retryLater(operation string, err error, what string) (*step, error) {
+func retryLater(operation string, err error, what string) (*verdict.Step, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
-			countMembership(operation, err, true)
-			return actingStep(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
+			metrics.CountMembership(operation, err, true)
+			return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
 		}
 	}
-	countMembership(operation, err, false)
+	metrics.CountMembership(operation, err, false)
 	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
 // createJoiningMember creates the claim and pod of a member added to the running cluster, with
 // --initial-cluster-state=existing and every current member in --initial-cluster.
-func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) (*step, error) {
+func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) (*verdict.Step, error) {
 	c := s.cluster
 	if have := s.m.Member(name); have != nil && have.Claim != nil {
 		return r.createPod(ctx, s, have.StartedAs())

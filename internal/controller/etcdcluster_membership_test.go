@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -113,7 +114,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 		}
 		return nil
 	})
-	if n := promtestutil.ToFloat64(membershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
+	if n := promtestutil.ToFloat64(metrics.MembershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
 		t.Errorf("etcd_operator_membership_operations_total{add_learner,success} = %v", n)
 	}
 	if _, err := getPod(c, "grow-4"); !apierrors.IsNotFound(err) {

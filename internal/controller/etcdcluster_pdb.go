@@ -13,6 +13,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
@@ -20,7 +21,7 @@ import (
 // reconcilePDB keeps the cluster's PodDisruptionBudget at minAvailable = quorum of the desired members.
 // A budget of that name that the cluster does not own is left alone and reported; it stops nothing
 // else.
-func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	want := resources.BuildPDB(c, int32(s.m.Voters()))
 	got := &policyv1.PodDisruptionBudget{}
@@ -35,7 +36,7 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*st
 	case err != nil:
 		return nil, fmt.Errorf("get poddisruptionbudget %s: %w", want.Name, err)
 	case !metav1.IsControlledBy(got, c):
-		s.report.foreignPDB = &progress{etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
+		s.report.ForeignPDB = &verdict.Progress{Reason: etcdv1alpha1.ReasonForeignObject, Message: fmt.Sprintf(
 			"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
 		return nil, nil
 	case equality.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):

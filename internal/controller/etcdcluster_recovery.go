@@ -14,13 +14,9 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
-	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
-
-// recovering reports whether an automatic restore is under way (status.recovery not Succeeded).
-func recovering(c *etcdv1alpha1.EtcdCluster) bool {
-	return c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoverySucceeded
-}
 
 // DefaultRecoveryDelay is how long a quorum loss without data must last before an automatic restore
 // starts.
@@ -52,12 +48,12 @@ func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1alpha1.Etcd
 // member pods and claims, then lets bootstrap create every member from the snapshot with a new cluster
 // token, and marks the restore Succeeded once the new cluster answers. While it is deleting, turning
 // spec.recovery.restoreOnQuorumLoss off or the lost cluster answering again cancels it.
-func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	// every step of a restore is taken on the newest cluster only: a stale copy may not show the step
 	// before (and would delete what the restore created, or report success twice)
-	if !recovering(c) {
+	if !verdict.Recovering(c) {
 		return nil, nil
 	}
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
@@ -77,14 +73,14 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		if answering != rec.PreviousClusterID {
 			now := metav1.Now()
 			rec.Phase, rec.CompletionTime = etcdv1alpha1.RecoverySucceeded, &now
-			quorumRestores.WithLabelValues("succeeded").Inc()
+			metrics.QuorumRestores.WithLabelValues("succeeded").Inc()
 			r.event(c, corev1.EventTypeNormal, "RestoredFromBackup", "Recover",
 				"Recreated the cluster from EtcdBackup %s (revision %d) in %s: new cluster ID %s", rec.Backup, rec.Revision,
 				now.Sub(rec.StartTime.Time).Round(time.Second), answering)
-			return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 				"Recreated the cluster from EtcdBackup %s: new cluster ID %s", rec.Backup, answering)), nil
 		}
-		return stalledStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Stalled(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"A member of the lost cluster %s answers while the cluster is being restored from EtcdBackup %s: delete its pod", rec.PreviousClusterID, rec.Backup)), nil
 	}
 	return nil, nil // bootstrap creates the members that restore the snapshot
@@ -94,13 +90,13 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 // pods and claims and, once they are gone, records that the restore moves on to recreating the
 // members. The lost cluster answering again (answering is the ID of the cluster that answers, if any)
 // or spec.recovery.restoreOnQuorumLoss turned off cancels the restore.
-func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope, answering string) (*step, error) {
+func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope, answering string) (*verdict.Step, error) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	switch {
 	case answering != "" && answering == rec.PreviousClusterID:
 		return r.cancelRecovery(s, "the lost cluster answers again")
-	case !optedIn(c):
+	case !verdict.OptedIn(c):
 		return r.cancelRecovery(s, "spec.recovery.restoreOnQuorumLoss was turned off")
 	}
 	left, retained, err := r.deleteLostMembers(ctx, s)
@@ -108,12 +104,12 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 		return nil, err
 	}
 	if len(retained) > 0 {
-		return blockedStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Blocked(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Recreating the cluster from EtcdBackup %s waits: claims %s hold the lost cluster's data and storage.retainPolicy is Retain; copy what you need, then delete them",
 			rec.Backup, strings.Join(retained, ", "))), nil
 	}
 	if len(left) > 0 {
-		return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go (a pod stuck terminating on an unreachable node must be force-deleted)", rec.Backup, strings.Join(left, ", "))), nil
 	}
 	rec.Phase = etcdv1alpha1.RecoveryRestoring
@@ -125,13 +121,13 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 	}
 	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
 		"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
-	return actingStep(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
+	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
 }
 
 // recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery
 // step is announced (event, metric) and acted on only once it is recorded. A conflict (a newer cluster
 // exists) asks for another look soon instead of an error.
-func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (*step, error) {
+func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (*verdict.Step, error) {
 	err := r.Status().Update(ctx, c)
 	switch {
 	case err == nil:
@@ -145,19 +141,19 @@ func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha
 
 // staleCopy is the step of a pass that found its copy of the cluster stale before a recovery step:
 // it looks again at the newest copy soon (its status patch is refused as stale anyway).
-func staleCopy() *step {
-	st := actingStep(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step")
-	st.after = requeueProgressing
+func staleCopy() *verdict.Step {
+	st := verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step")
+	st.After = requeueProgressing
 	return st
 }
 
 // cancelRecovery forgets an automatic restore that is still deleting the lost cluster.
-func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (*step, error) {
+func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (*verdict.Step, error) {
 	c := s.cluster
 	backupName := c.Status.Recovery.Backup
 	c.Status.Recovery = nil
 	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s: %s; what was already deleted stays deleted", backupName, why)
-	return actingStep(etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)), nil
+	return verdict.Acting(etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)), nil
 }
 
 // deleteLostMembers deletes every member pod and claim of the cluster and returns those not gone yet.
@@ -191,17 +187,4 @@ func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope)
 	sort.Strings(left)
 	sort.Strings(retained)
 	return left, retained, nil
-}
-
-// recoveryPlan returns the snapshot the members of an automatic restore restore: the one
-// status.recovery names, where it was when the restore was decided, with a cluster token of its own so
-// that the recreated cluster (same member names and peer URLs) gets a new cluster ID.
-func recoveryPlan(c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *step) {
-	rec := c.Status.Recovery
-	if rec.Destination == nil {
-		return nil, blockedStep(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-			"Recreating the cluster from EtcdBackup %s: status.recovery records no destination for key %s; create a new EtcdCluster with spec.bootstrap.restore.source naming where it is", rec.Backup, rec.Key))
-	}
-	return &resources.RestorePlan{Destination: *rec.Destination, Key: rec.Key, SHA256: rec.SHA256,
-		ClusterToken: fmt.Sprintf("%s-%s-%d", c.UID, rec.PreviousClusterID, rec.StartTime.Unix())}, nil
 }

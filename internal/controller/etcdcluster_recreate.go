@@ -9,13 +9,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // recreateMembers recreates, in a cluster that has formed, the pod of every registered member whose pod
 // is gone but whose claim is kept, with the flags the claim recorded: the member restarts on its own
 // data with its own ID. This needs no quorum. A failed pod (evicted, or its node gone) is deleted
 // first.
-func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if !s.m.Formed() {
 		return nil, nil
@@ -47,10 +48,10 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	}
 	switch {
 	case len(recreated) > 0:
-		return actingStep(etcdv1alpha1.ReasonRecreatingMember,
+		return verdict.Acting(etcdv1alpha1.ReasonRecreatingMember,
 			fmt.Sprintf("Recreated member pods %s on their data; waiting for them to rejoin", strings.Join(recreated, ", "))), nil
 	case len(waiting) > 0:
-		return actingStep(etcdv1alpha1.ReasonRecreatingMember,
+		return verdict.Acting(etcdv1alpha1.ReasonRecreatingMember,
 			fmt.Sprintf("Waiting for failed member pods %s to go before recreating them", strings.Join(waiting, ", "))), nil
 	}
 	return nil, nil

@@ -3,15 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
-	"github.com/etcdkit/etcd-operator/internal/version"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdbackups,verbs=get;list;watch
@@ -22,7 +20,7 @@ import (
 // returns nil and the step that waits (and reports an invalid spec in the Valid condition); once the
 // cluster has formed, an unresolvable spec.bootstrap.restore (the EtcdBackup was deleted since) is nil
 // without a step: the members' data was restored when they first started.
-func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, *step, error) {
+func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*resources.RestorePlan, *verdict.Step, error) {
 	c := s.cluster
 	if s.restore != nil {
 		return s.restore, nil, nil
@@ -31,7 +29,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 	switch {
 	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoveryDeleting:
 		// the cluster's newest bootstrap: the automatic restore (or a member of it that never started)
-		p, wait := recoveryPlan(c)
+		p, wait := verdict.RecoveryPlan(c)
 		if wait != nil {
 			return nil, wait, nil
 		}
@@ -45,18 +43,18 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 			if s.m.Formed() {
 				return nil, nil, nil
 			}
-			if wait.reason == etcdv1alpha1.ReasonInvalidSpec {
-				s.report.invalid = wait
-				return nil, blockedStep(wait.reason, wait.message), nil
+			if wait.Reason == etcdv1alpha1.ReasonInvalidSpec {
+				s.report.Invalid = wait
+				return nil, verdict.Blocked(wait.Reason, wait.Message), nil
 			}
-			return nil, actingStep(wait.reason, wait.message), nil
+			return nil, verdict.Acting(wait.Reason, wait.Message), nil
 		}
 		plan = p
 	default:
 		return nil, nil, nil
 	}
 	if r.Options.OperatorImage == "" {
-		return nil, blockedStep(etcdv1alpha1.ReasonInvalidSpec,
+		return nil, verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec,
 			"The operator does not know its own image, which restores run: start it with --operator-image, or with POD_NAME and POD_NAMESPACE set"), nil
 	}
 	s.restore = plan
@@ -65,7 +63,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 
 // resolveRestore reads spec.bootstrap.restore: the snapshot's destination, key and sha256. It returns
 // why it cannot (yet) as a progress: ReasonInvalidSpec when the user must change something.
-func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *progress, error) {
+func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *verdict.Progress, error) {
 	rs := c.Spec.Bootstrap.Restore
 	if src := rs.Source; src != nil {
 		return &resources.RestorePlan{Destination: src.Destination, Key: src.Key, SHA256: src.SHA256}, nil, nil
@@ -73,7 +71,7 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 	b := &etcdv1alpha1.EtcdBackup{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: rs.BackupRef.Name}, b)
 	if apierrors.IsNotFound(err) {
-		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
 			"spec.bootstrap.restore.backupRef: EtcdBackup %s not found in namespace %s; create it, or delete this EtcdCluster and create it again naming an existing backup (spec.bootstrap cannot change)", rs.BackupRef.Name, c.Namespace)}, nil
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("get etcdbackup %s: %w", rs.BackupRef.Name, err)
@@ -81,13 +79,13 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 	switch b.Status.Phase {
 	case etcdv1alpha1.BackupSucceeded:
 	case etcdv1alpha1.BackupFailed:
-		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
 			"spec.bootstrap.restore.backupRef: EtcdBackup %s failed (%s); delete this EtcdCluster and create it again naming a backup that succeeded (spec.bootstrap cannot change)", b.Name, b.Status.Message)}, nil
 	default:
-		return nil, &progress{etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
+		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonWaiting, Message: fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
 	}
-	if msg := snapshotVersionProblem(b.Status.EtcdVersion, c.Spec.VersionOrDefault()); msg != "" {
-		return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf("spec.bootstrap.restore.backupRef: EtcdBackup %s: %s", b.Name, msg)}, nil
+	if msg := verdict.SnapshotVersionProblem(b.Status.EtcdVersion, c.Spec.VersionOrDefault()); msg != "" {
+		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf("spec.bootstrap.restore.backupRef: EtcdBackup %s: %s", b.Name, msg)}, nil
 	}
 	dest := b.Spec.Destination
 	if dest == nil {
@@ -97,51 +95,11 @@ func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alp
 			return nil, nil, fmt.Errorf("get etcdcluster %s: %w", b.Spec.ClusterRef.Name, err)
 		}
 		if err != nil || src.Spec.Backup == nil {
-			return nil, &progress{etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
 				"spec.bootstrap.restore.backupRef: EtcdBackup %s names no destination and its cluster %s no longer says where backups go; delete this EtcdCluster and create it again with bootstrap.restore.source (key %s)",
 				b.Name, b.Spec.ClusterRef.Name, b.Status.Key)}, nil
 		}
 		dest = &src.Spec.Backup.Destination
 	}
 	return &resources.RestorePlan{Destination: *dest, Key: b.Status.Key, SHA256: b.Status.SHA256}, nil, nil
-}
-
-// snapshotVersionProblem says why a cluster running clusterVersion cannot restore a snapshot taken
-// from etcd snapshotVersion ("" when it can); see version.CheckRestore.
-func snapshotVersionProblem(snapshotVersion, clusterVersion string) string {
-	if err := version.CheckRestore(snapshotVersion, clusterVersion); err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
-// restoreFailures names the member pods whose restore init container failed, with what it said: a
-// restore that cannot succeed (the snapshot is missing, its sha256 differs, the credentials are wrong)
-// shows in the status rather than only as a crash-looping init container.
-func restoreFailures(s *scope) []string {
-	var out []string
-	for _, m := range s.m.Pods() {
-		name, p := m.Name, m.Pod
-		for _, cs := range p.Status.InitContainerStatuses {
-			if cs.Name != resources.RestoreContainerName {
-				continue
-			}
-			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
-				continue // restored
-			}
-			t := cs.State.Terminated
-			if t == nil || t.ExitCode == 0 {
-				t = cs.LastTerminationState.Terminated
-			}
-			if t != nil && t.ExitCode != 0 {
-				msg, _, _ := strings.Cut(strings.TrimSpace(t.Message), "\n")
-				if msg == "" {
-					msg = fmt.Sprintf("exit code %d (%s), see its logs", t.ExitCode, t.Reason)
-				}
-				out = append(out, name+": "+msg)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -16,55 +16,30 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
-	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 
-// podReady reports whether a pod exists, is not being deleted and is Ready.
-func podReady(p *corev1.Pod) bool {
-	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// rolloutState is the rollout's view of the pass's model; hash is the current spec's pod hash.
-func rolloutState(m *model.Cluster, hash string) rollout.State {
-	st := rollout.State{Leader: m.Etcd.Leader}
-	for _, mem := range m.Listed() {
-		pod := mem.Pod
-		st.Members = append(st.Members, rollout.Member{
-			Name: mem.Name, ID: mem.ID(), Learner: mem.Learner(), Healthy: mem.Serving(), Ready: podReady(pod),
-			UpToDate: pod != nil && pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash,
-		})
-	}
-	return st
-}
-
 // reconcileRollout rolls member pods that were built from an older spec, one member per pass, once
 // membership is settled: followers first, then the leader after moving leadership away. A restart
-// deletes the pod; restoreMemberPods recreates it on its data volume with the current spec in the next
+// deletes the pod; recreateMembers recreates it on its data volume with the current spec in the next
 // pass, and the next member goes only when every member is ready and healthy again.
-func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Answered() {
 		return nil, nil // a rollout needs an answering cluster; membership went first
 	}
 	c := s.cluster
-	a := rollout.Next(rolloutState(s.m, r.Options.SpecHash(s.cluster)))
+	a := rollout.Next(s.m.Rollout(r.Options.SpecHash(s.cluster)))
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	switch a.Kind {
 	case rollout.None:
 		return nil, nil
 	case rollout.Wait:
 		logger.V(1).Info("Rollout paused", "reason", a.Reason)
-		return actingStep(etcdv1alpha1.ReasonRolloutPaused, a.Reason), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, a.Reason), nil
 	case rollout.MoveLeader:
 		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
 		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
@@ -72,20 +47,20 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
 			return retryLater("move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
 		}
-		countMembership("move_leader", nil, false)
+		metrics.CountMembership("move_leader", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
-		return actingStep(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
+		return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
 	case rollout.Restart:
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		pod := s.m.Member(a.Member).Pod
 		if refused, err := r.restartMember(ctx, c, pod); err != nil {
 			return nil, err
 		} else if refused != "" {
-			return actingStep(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+			return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
 				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
 		}
 		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
-		return actingStep(etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
 }

@@ -11,16 +11,17 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // reconcileServices creates the peer and client Services when they are missing.
-func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
 		got := &corev1.Service{}
 		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
 		if err == nil {
 			if !metav1.IsControlledBy(got, s.cluster) {
-				return blockedStep(etcdv1alpha1.ReasonInvalidSpec,
+				return verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec,
 					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
 			}
 			continue

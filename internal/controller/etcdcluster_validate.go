@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
@@ -16,7 +17,7 @@ import (
 // that got in anyway (the webhook was not installed or was bypassed): a version the members cannot
 // move to from what they run, or extraArgs that override flags the operator owns. It blocks the pass;
 // the Valid condition says what to change.
-func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*step, error) {
+func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	var problems []string
 	if cur := c.Status.CurrentVersion; cur != "" {
@@ -31,20 +32,9 @@ func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*step
 		return nil, nil
 	}
 	msg := strings.Join(problems, "; ") + "; no member is changed until the spec is fixed"
-	s.report.invalid = &progress{etcdv1alpha1.ReasonInvalidSpec, msg}
-	if !hasCondition(c, etcdv1alpha1.ConditionValid, metav1.ConditionFalse, msg) {
+	s.report.Invalid = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: msg}
+	if !verdict.HasCondition(c, etcdv1alpha1.ConditionValid, metav1.ConditionFalse, msg) {
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonInvalidSpec, "Validate", "%s", msg)
 	}
-	return blockedStep(etcdv1alpha1.ReasonInvalidSpec, msg), nil
-}
-
-// hasCondition reports whether the cluster's status already has the condition with that status and
-// message (so that a warning is recorded once, not on every pass).
-func hasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.ConditionStatus, message string) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == condType {
-			return cond.Status == status && cond.Message == message
-		}
-	}
-	return false
+	return verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, msg), nil
 }

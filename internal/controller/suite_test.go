@@ -13,6 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	r := &EtcdClusterReconciler{
-		Client:              CountingClient(mgr.GetClient()),
+		Client:              metrics.CountingClient(mgr.GetClient()),
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
 		Options:             resources.Options{OperatorImage: testOperatorImage},
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	br := &EtcdBackupReconciler{
-		Client:   CountingClient(mgr.GetClient()),
+		Client:   metrics.CountingClient(mgr.GetClient()),
 		Recorder: mgr.GetEventRecorder("etcd-operator"),
 		Options:  resources.Options{OperatorImage: testOperatorImage},
 	}

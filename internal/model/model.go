@@ -106,6 +106,20 @@ func (m *Member) HasPod() bool { return m.Pod != nil && m.Pod.DeletionTimestamp 
 // PodTerminating reports whether the member's pod is being deleted.
 func (m *Member) PodTerminating() bool { return m.Pod != nil && m.Pod.DeletionTimestamp != nil }
 
+// PodReady reports whether the member's pod exists, is not being deleted, runs and is Ready.
+func (m *Member) PodReady() bool {
+	p := m.Pod
+	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // HasClaim reports whether the member has a claim that is not being deleted.
 func (m *Member) HasClaim() bool { return m.Claim != nil && m.Claim.DeletionTimestamp == nil }
 

@@ -259,3 +259,20 @@ func (o Options) backupJob(name, clusterName string, b *etcdv1alpha1.EtcdBackup,
 		},
 	}
 }
+
+// ScheduledBackupName is the name of the EtcdBackup that cluster's schedule creates for time t:
+// "<cluster>-<yyyymmdd>-<hhmmss>" in UTC. The same time gives the same name, so an operator that
+// restarts never creates a second backup for one schedule time.
+func ScheduledBackupName(cluster string, t time.Time) string {
+	return cluster + "-" + t.UTC().Format("20060102-150405")
+}
+
+// FinalSnapshotName is the name of the EtcdBackup taken when cluster c is deleted: "<cluster>-final-"
+// and the first 8 characters of its UID, so that a later cluster of the same name gets its own.
+func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
+	uid := string(c.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return c.Name + "-final-" + uid
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -205,5 +206,28 @@ func TestDestinationLocation(t *testing.T) {
 		if got := DestinationLocation(tc.d, "apps/demo/b.db"); got != tc.want {
 			t.Errorf("DestinationLocation(%+v) = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestScheduledBackupName: one name per schedule time, in UTC whatever the time zone, stable across
+// operator restarts, and a valid object name for the longest cluster name.
+func TestScheduledBackupName(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	at := time.Date(2026, 1, 10, 3, 0, 0, 0, berlin)
+	if got := ScheduledBackupName("demo", at); got != "demo-20260110-020000" {
+		t.Errorf("name %q", got)
+	}
+	if ScheduledBackupName("demo", at) != ScheduledBackupName("demo", at.UTC()) {
+		t.Error("the same instant named twice")
+	}
+	if ScheduledBackupName("demo", at) == ScheduledBackupName("demo", at.Add(30*time.Second)) {
+		t.Error("two schedule times (@every 30s) share a name")
+	}
+	if errs := validation.IsDNS1123Subdomain(ScheduledBackupName(strings.Repeat("c", 50), at)); len(errs) > 0 {
+		t.Errorf("not an object name: %v", errs)
+	}
+	c := testutil.EtcdCluster("demo", testutil.WithUID("0123456789abcdef"))
+	if got := FinalSnapshotName(c); got != "demo-final-01234567" {
+		t.Errorf("final snapshot name %q", got)
 	}
 }

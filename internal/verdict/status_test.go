@@ -1,4 +1,4 @@
-package controller
+package verdict
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uin
 	for _, tweak := range tweaks {
 		tweak(&in)
 	}
-	return &scope{cluster: c, m: model.Build(in)}
+	return &scope{cluster: c, m: model.Build(in), report: &Report{}}
 }
 
 func TestComputeStatus(t *testing.T) {
@@ -88,7 +88,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			computeStatus(tt.s, nil, resources.Options{}, true)
+			Status(tt.s.cluster, tt.s.m, tt.s.report, nil, resources.Options{}, true)
 			st := tt.s.cluster.Status
 			if st.Phase != tt.phase {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.phase)
@@ -117,10 +117,10 @@ func TestComputeStatus(t *testing.T) {
 // a pass that observes nothing new writes nothing.
 func TestComputeStatusStable(t *testing.T) {
 	s := observed("", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
-	computeStatus(s, nil, resources.Options{}, true)
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
 	first := s.cluster.Status.DeepCopy()
-	computeStatus(s, nil, resources.Options{}, true)
-	if !statusEqual(first, &s.cluster.Status) {
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+	if !StatusEqual(first, &s.cluster.Status) {
 		t.Errorf("status changed on a second computation:\n%+v\n%+v", first, s.cluster.Status)
 	}
 }
@@ -128,18 +128,8 @@ func TestComputeStatusStable(t *testing.T) {
 func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
 	s.cluster.Status.ObservedGeneration = 3
-	computeStatus(s, nil, resources.Options{}, false)
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, false)
 	if s.cluster.Status.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration advanced to %d on a failed pass", s.cluster.Status.ObservedGeneration)
-	}
-}
-
-func TestAgreedLeader(t *testing.T) {
-	st := map[uint64]etcd.EndpointStatus{1: {Leader: 2}, 2: {Leader: 2}, 3: {Leader: 3}, 4: {}}
-	if got := agreedLeader(st); got != 2 {
-		t.Errorf("agreedLeader = %d, want 2", got)
-	}
-	if agreedLeader(map[uint64]etcd.EndpointStatus{1: {}}) != 0 {
-		t.Errorf("no leader reported must give 0")
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package verdict
 
 import (
 	"fmt"
@@ -62,21 +62,21 @@ func TestJudgeVolumes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := model.Build(model.Input{Cluster: testutil.EtcdCluster("v"), Claims: tc.claims})
-			v := judgeVolumes(m, want, expandable)
+			v := JudgeVolumes(m, want, expandable)
 			var expand []string
-			for _, pvc := range v.expand {
+			for _, pvc := range v.Expand {
 				expand = append(expand, pvc.Name)
 			}
 			if got := fmt.Sprint(expand); got != tc.expand {
 				t.Errorf("expand %s, want %s", got, tc.expand)
 			}
-			if got := fmt.Sprint(v.growing); got != tc.growing {
+			if got := fmt.Sprint(v.Growing); got != tc.growing {
 				t.Errorf("growing %s, want %s", got, tc.growing)
 			}
-			if got := fmt.Sprint(v.refused); got != tc.refused {
+			if got := fmt.Sprint(v.Refused); got != tc.refused {
 				t.Errorf("refused %s, want %s", got, tc.refused)
 			}
-			if got := v.condition(want).reason; got != tc.reason {
+			if got := v.Condition(want).Reason; got != tc.reason {
 				t.Errorf("reason %s, want %s", got, tc.reason)
 			}
 		})

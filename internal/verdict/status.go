@@ -1,4 +1,4 @@
-package controller
+package verdict
 
 import (
 	"fmt"
@@ -17,17 +17,24 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
-// computeStatus sets the cluster's status from what the pass observed, reported and the step it took
-// (nil: none), without I/O. observedGeneration advances only when the pass succeeded.
-func computeStatus(s *scope, st *step, opts resources.Options, passOK bool) {
-	c := s.cluster
+// scope is what Status reads: the cluster, the pass's model and its report.
+type scope struct {
+	cluster *etcdv1alpha1.EtcdCluster
+	m       *model.Cluster
+	report  *Report
+}
+
+// Status sets cluster c's status from the pass's model m, its report and the step it took (nil: none),
+// without I/O. observedGeneration advances only when the pass succeeded (passOK).
+func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *Step, opts resources.Options, passOK bool) {
+	s := &scope{cluster: c, m: m, report: report}
 	status := &c.Status
 	if passOK {
 		status.ObservedGeneration = c.Generation
 	}
 	setObserved(status, c, s.m)
-	h := judgeHealth(s.m)
-	setCondition(status, c.Generation, etcdv1alpha1.ConditionAvailable, h.available, availableReason(s, st, h))
+	h := JudgeHealth(s.m)
+	setCondition(status, c.Generation, etcdv1alpha1.ConditionAvailable, h.Available, availableReason(s, st, h))
 	degraded := setDegraded(s, h)
 	setProgressing(s, st)
 	setOutcomes(s)
@@ -63,34 +70,36 @@ func setObserved(st *etcdv1alpha1.EtcdClusterStatus, c *etcdv1alpha1.EtcdCluster
 }
 
 // health is the verdict on the cluster's quorum.
-type health struct {
-	healthyVoters, voters, learners, quorum, desired int32
-	// available: a leader and a quorum of healthy voters, no NOSPACE alarm.
-	available bool
-	// noSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
-	noSpace bool
+type Health struct {
+	// HealthyVoters, Voters, Learners, Quorum and Desired count the members (see model.Cluster) and
+	// the voters the spec asks for.
+	HealthyVoters, Voters, Learners, Quorum, Desired int32
+	// Available: a leader and a quorum of healthy voters, no NOSPACE alarm.
+	Available bool
+	// NoSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
+	NoSpace bool
 }
 
-// judgeHealth returns the verdict on the quorum of m.
-func judgeHealth(m *model.Cluster) health {
-	h := health{healthyVoters: int32(m.HealthyVoters()), voters: int32(m.Voters()), learners: int32(m.Learners()),
-		quorum: int32(m.Quorum()), desired: int32(m.Desired)}
-	led := m.Answered() && m.Etcd.Leader != 0 && h.voters > 0
+// JudgeHealth returns the verdict on the quorum of m.
+func JudgeHealth(m *model.Cluster) Health {
+	h := Health{HealthyVoters: int32(m.HealthyVoters()), Voters: int32(m.Voters()), Learners: int32(m.Learners()),
+		Quorum: int32(m.Quorum()), Desired: int32(m.Desired)}
+	led := m.Answered() && m.Etcd.Leader != 0 && h.Voters > 0
 	// One NOSPACE alarm, whichever member raised it, makes every member refuse writes: a quorum that
 	// serves reads but refuses writes is not available, and not lost either.
-	h.noSpace = led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.quorum
-	h.available = !h.noSpace && led && h.healthyVoters >= h.quorum
+	h.NoSpace = led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.Quorum
+	h.Available = !h.NoSpace && led && h.HealthyVoters >= h.Quorum
 	return h
 }
 
 // setDegraded sets the Degraded condition: fewer healthy voters than desired, or another number of
 // voters; it returns whether the cluster is degraded.
-func setDegraded(s *scope, h health) bool {
-	degraded := h.healthyVoters < h.desired || h.voters != h.desired
-	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.desired)
+func setDegraded(s *scope, h Health) bool {
+	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
+	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(s.cluster.Status.Members, h.desired)
-		if failed := restoreFailures(s); len(failed) > 0 {
+		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(s.cluster.Status.Members, h.Desired)
+		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
 	}
@@ -100,18 +109,18 @@ func setDegraded(s *scope, h health) bool {
 
 // setProgressing sets the Progressing condition from the step the pass took or waits for (True while
 // acting; False when blocked, stalled or done) and the Valid condition from what the pass reported.
-func setProgressing(s *scope, step *step) {
+func setProgressing(s *scope, step *Step) {
 	st, gen := &s.cluster.Status, s.cluster.Generation
 	switch {
 	case step != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, step.kind == acting, [2]string{step.reason, step.message})
-	case s.report.foreignPDB != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.foreignPDB.reason, s.report.foreignPDB.message})
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, step.Kind == KindActing, [2]string{step.Reason, step.Message})
+	case s.report.ForeignPDB != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.ForeignPDB.Reason, s.report.ForeignPDB.Message})
 	default:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}
-	if inv := s.report.invalid; inv != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{inv.reason, inv.message})
+	if inv := s.report.Invalid; inv != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{inv.Reason, inv.Message})
 	} else {
 		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
 	}
@@ -122,38 +131,38 @@ func setProgressing(s *scope, step *step) {
 func setOutcomes(s *scope) {
 	c := s.cluster
 	st, gen := &c.Status, c.Generation
-	if cons := s.report.consistency; cons != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, cons.reason == etcdv1alpha1.ReasonHashMismatch, [2]string{cons.reason, cons.message})
+	if cons := s.report.Consistency; cons != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, cons.Reason == etcdv1alpha1.ReasonHashMismatch, [2]string{cons.Reason, cons.Message})
 	}
-	switch d := s.report.dataLoss; {
-	case d != nil && d.permanent():
-		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, d.message(c.Spec.Storage.EmptyDir != nil)})
+	switch d := s.report.DataLoss; {
+	case d != nil && d.Permanent():
+		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, d.Message(c.Spec.Storage.EmptyDir != nil)})
 	case d != nil:
 		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept,
-			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", d.kept(), len(d.voters), d.quorum())})
-	case s.m.Answered() || recovering(c):
+			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", d.Kept(), len(d.Voters), d.Quorum())})
+	case s.m.Answered() || Recovering(c):
 		if meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionQuorumDataLost) != nil {
 			setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
 		}
 	}
-	if v := s.report.volumes; v != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, v.reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{v.reason, v.message})
+	if v := s.report.Volumes; v != nil {
+		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, v.Reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{v.Reason, v.Message})
 	}
 }
 
 // clusterPhase returns the one-word summary of the cluster's state, the first that applies.
-func clusterPhase(s *scope, st *step, opts resources.Options, h health, degraded bool) etcdv1alpha1.ClusterPhase {
+func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded bool) etcdv1alpha1.ClusterPhase {
 	c := s.cluster
 	switch {
 	case c.DeletionTimestamp != nil:
 		return etcdv1alpha1.PhaseDeleting
-	case recovering(c):
+	case Recovering(c):
 		return etcdv1alpha1.PhaseRestoring
 	case c.Status.ClusterID == "":
 		return etcdv1alpha1.PhaseCreating
-	case !h.available && !h.noSpace:
+	case !h.Available && !h.NoSpace:
 		return etcdv1alpha1.PhaseQuorumLost
-	case s.m.Answered() && (h.voters+h.learners != h.desired || h.learners > 0 || membershipStep(st)):
+	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
 		return etcdv1alpha1.PhaseScaling
 	case rolloutStep(st) || outdatedPods(s, opts) > 0:
 		return etcdv1alpha1.PhaseUpgrading
@@ -165,27 +174,27 @@ func clusterPhase(s *scope, st *step, opts resources.Options, h health, degraded
 }
 
 // availableReason returns the reason and message of the Available condition.
-func availableReason(s *scope, st *step, h health) [2]string {
+func availableReason(s *scope, st *Step, h Health) [2]string {
 	switch {
-	case h.noSpace:
+	case h.NoSpace:
 		return [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
-	case h.available:
+	case h.Available:
 		return [2]string{etcdv1alpha1.ReasonQuorumHealthy,
-			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", h.healthyVoters, h.voters, h.quorum)}
-	case recovering(s.cluster):
+			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", h.HealthyVoters, h.Voters, h.Quorum)}
+	case Recovering(s.cluster):
 		rec := s.cluster.Status.Recovery
 		return [2]string{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Quorum was lost without data (members %s); the cluster is being recreated from EtcdBackup %s (revision %d)",
 			strings.Join(rec.LostMembers, ", "), rec.Backup, rec.Revision)}
-	case st != nil && st.kind == stalled && st.reason == etcdv1alpha1.ReasonQuorumDataLost:
-		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, st.message}
+	case st != nil && st.Kind == KindStalled && st.Reason == etcdv1alpha1.ReasonQuorumDataLost:
+		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, st.Message}
 	case s.cluster.Status.ClusterID == "" && !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
 	case !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("No member answered: %v", s.m.EtcdErr)}
 	default:
 		return [2]string{etcdv1alpha1.ReasonQuorumLost,
-			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.healthyVoters, h.voters, h.quorum)}
+			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.HealthyVoters, h.Voters, h.Quorum)}
 	}
 }
 
@@ -258,19 +267,19 @@ func setCondition(st *etcdv1alpha1.EtcdClusterStatus, generation int64, condType
 	})
 }
 
-// statusEqual reports whether two statuses are the same, ignoring nothing: a pass writes only when
+// StatusEqual reports whether two statuses are the same, ignoring nothing: a pass writes only when
 // something it observed changed.
-func statusEqual(a, b *etcdv1alpha1.EtcdClusterStatus) bool {
+func StatusEqual(a, b *etcdv1alpha1.EtcdClusterStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
 // membershipStep reports whether p is a membership change in progress (members being added or
 // removed, or the pods and claims of removed members still going).
-func membershipStep(p *step) bool {
-	if p == nil || p.kind != acting {
+func membershipStep(p *Step) bool {
+	if p == nil || p.Kind != KindActing {
 		return false
 	}
-	switch p.reason {
+	switch p.Reason {
 	case etcdv1alpha1.ReasonAddingMember, etcdv1alpha1.ReasonPromotingLearner, etcdv1alpha1.ReasonRemovingMember, etcdv1alpha1.ReasonWaiting:
 		return true
 	}
@@ -278,11 +287,11 @@ func membershipStep(p *step) bool {
 }
 
 // rolloutStep reports whether p is a step of a rolling update of the members.
-func rolloutStep(p *step) bool {
-	if p == nil || p.kind != acting {
+func rolloutStep(p *Step) bool {
+	if p == nil || p.Kind != KindActing {
 		return false
 	}
-	switch p.reason {
+	switch p.Reason {
 	case etcdv1alpha1.ReasonRollingUpdate, etcdv1alpha1.ReasonMovingLeader, etcdv1alpha1.ReasonRolloutPaused:
 		return true
 	}
@@ -298,4 +307,55 @@ func outdatedPods(s *scope, opts resources.Options) int {
 		}
 	}
 	return n
+}
+
+// SnapshotVersionProblem says why a cluster running clusterVersion cannot restore a snapshot taken
+// from etcd snapshotVersion ("" when it can); see version.CheckRestore.
+func SnapshotVersionProblem(snapshotVersion, clusterVersion string) string {
+	if err := version.CheckRestore(snapshotVersion, clusterVersion); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// RestoreFailures names the member pods whose restore init container failed, with what it said: a
+// restore that cannot succeed (the snapshot is missing, its sha256 differs, the credentials are wrong)
+// shows in the status rather than only as a crash-looping init container.
+func RestoreFailures(m *model.Cluster) []string {
+	var out []string
+	for _, mem := range m.Pods() {
+		name, p := mem.Name, mem.Pod
+		for _, cs := range p.Status.InitContainerStatuses {
+			if cs.Name != resources.RestoreContainerName {
+				continue
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+				continue // restored
+			}
+			t := cs.State.Terminated
+			if t == nil || t.ExitCode == 0 {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t != nil && t.ExitCode != 0 {
+				msg, _, _ := strings.Cut(strings.TrimSpace(t.Message), "\n")
+				if msg == "" {
+					msg = fmt.Sprintf("exit code %d (%s), see its logs", t.ExitCode, t.Reason)
+				}
+				out = append(out, name+": "+msg)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HasCondition reports whether the cluster's status already has the condition with that status and
+// message (so that a warning is recorded once, not on every pass).
+func HasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.ConditionStatus, message string) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == condType {
+			return cond.Status == status && cond.Message == message
+		}
+	}
+	return false
 }

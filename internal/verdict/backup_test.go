@@ -1,39 +1,15 @@
-package controller
+package verdict
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
-
-// TestScheduledBackupName: one name per schedule time, in UTC whatever the time zone, stable across
-// operator restarts, and a valid object name for the longest cluster name.
-func TestScheduledBackupName(t *testing.T) {
-	berlin, _ := time.LoadLocation("Europe/Berlin")
-	at := time.Date(2026, 1, 10, 3, 0, 0, 0, berlin)
-	if got := ScheduledBackupName("demo", at); got != "demo-20260110-020000" {
-		t.Errorf("name %q", got)
-	}
-	if ScheduledBackupName("demo", at) != ScheduledBackupName("demo", at.UTC()) {
-		t.Error("the same instant named twice")
-	}
-	if ScheduledBackupName("demo", at) == ScheduledBackupName("demo", at.Add(30*time.Second)) {
-		t.Error("two schedule times (@every 30s) share a name")
-	}
-	if errs := validation.IsDNS1123Subdomain(ScheduledBackupName(strings.Repeat("c", 50), at)); len(errs) > 0 {
-		t.Errorf("not an object name: %v", errs)
-	}
-	c := testutil.EtcdCluster("demo", testutil.WithUID("0123456789abcdef"))
-	if got := FinalSnapshotName(c); got != "demo-final-01234567" {
-		t.Errorf("final snapshot name %q", got)
-	}
-}
 
 func finished(name string, phase etcdv1alpha1.BackupPhase, at time.Time, msg string) *etcdv1alpha1.EtcdBackup {
 	t := metav1.NewTime(at)
@@ -64,7 +40,7 @@ func TestBackupFailing(t *testing.T) {
 		{"success older than three periods", []*etcdv1alpha1.EtcdBackup{finished("a", ok, ago(4), "")}, true, etcdv1alpha1.ReasonBackupTooOld, "more than 3 schedule periods (1m0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			failing, rm := BackupFailing(tc.backups, newestSuccess(tc.backups), time.Minute, now)
+			failing, rm := BackupFailing(tc.backups, NewestSuccess(tc.backups), time.Minute, now)
 			if failing != tc.failing || rm[0] != tc.reason || !strings.Contains(rm[1], tc.mention) {
 				t.Errorf("got %v %q %q", failing, rm[0], rm[1])
 			}
@@ -77,14 +53,14 @@ func TestBackupFailing(t *testing.T) {
 // run the phase changes nothing.
 func TestApplyBackupStatus(t *testing.T) {
 	c := &etcdv1alpha1.EtcdCluster{}
-	s := &scope{cluster: c}
+	s := &scope{cluster: c, report: &Report{}}
 	applyBackupStatus(s)
 	if c.Status.LastBackup != nil || len(c.Status.Conditions) != 0 {
 		t.Fatalf("status changed without an observation: %+v", c.Status)
 	}
 	at := metav1.NewTime(time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC))
-	s.report.backup = &backupObservation{last: newestSuccess([]*etcdv1alpha1.EtcdBackup{finished("a", etcdv1alpha1.BackupSucceeded, at.Time, "")}),
-		lastSchedule: &at, failing: &progress{etcdv1alpha1.ReasonBackupsFailing, "m"}, failingTrue: true}
+	s.report.Backup = &BackupObservation{Last: NewestSuccess([]*etcdv1alpha1.EtcdBackup{finished("a", etcdv1alpha1.BackupSucceeded, at.Time, "")}),
+		LastSchedule: &at, Failing: &Progress{Reason: etcdv1alpha1.ReasonBackupsFailing, Message: "m"}, FailingTrue: true}
 	applyBackupStatus(s)
 	if lb := c.Status.LastBackup; lb == nil || lb.Name != "a" || !lb.CompletionTime.Equal(&at) || lb.SizeBytes != 10 || lb.Location != "s3://b/a" {
 		t.Errorf("lastBackup %+v", lb)
@@ -92,12 +68,12 @@ func TestApplyBackupStatus(t *testing.T) {
 	if !c.Status.LastScheduleTime.Equal(&at) {
 		t.Errorf("lastScheduleTime %v", c.Status.LastScheduleTime)
 	}
-	if cond := condition(c, etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionTrue {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("BackupFailing %+v", cond)
 	}
-	s.report.backup = &backupObservation{}
+	s.report.Backup = &BackupObservation{}
 	applyBackupStatus(s)
-	if condition(c, etcdv1alpha1.ConditionBackupFailing) != nil || c.Status.LastScheduleTime == nil {
+	if meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) != nil || c.Status.LastScheduleTime == nil {
 		t.Errorf("after the schedule was removed: %+v", c.Status)
 	}
 }

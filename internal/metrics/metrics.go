@@ -1,4 +1,7 @@
-package controller
+// Package metrics holds the operator's own Prometheus metrics, registered with controller-runtime's
+// registry (served on the manager's metrics endpoint): etcd membership calls, Kubernetes API writes,
+// automatic restores and backups.
+package metrics
 
 import (
 	"context"
@@ -7,33 +10,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 var (
-	// membershipOperations counts the etcd membership calls the operator made, by operation
+	// MembershipOperations counts the etcd membership calls the operator made, by operation
 	// (add_learner, promote, remove) and result (success, retry, error).
-	membershipOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+	MembershipOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_membership_operations_total",
 		Help: "etcd membership calls made by the operator, by operation and result.",
 	}, []string{"operation", "result"})
 
-	// apiWrites counts the operator's write requests to the Kubernetes API, by verb and kind.
-	apiWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// APIWrites counts the operator's write requests to the Kubernetes API, by verb and kind.
+	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_api_writes_total",
 		Help: "Write requests the operator sent to the Kubernetes API server, by verb and kind.",
 	}, []string{"verb", "kind"})
 
-	// quorumRestores counts the automatic restores after a quorum loss without data, by result
+	// QuorumRestores counts the automatic restores after a quorum loss without data, by result
 	// (started, succeeded).
-	quorumRestores = prometheus.NewCounterVec(prometheus.CounterOpts{
+	QuorumRestores = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_quorum_loss_restores_total",
 		Help: "Clusters recreated from a backup after a quorum loss without data (spec.recovery.restoreOnQuorumLoss), by result.",
 	}, []string{"result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(membershipOperations, apiWrites, quorumRestores)
+	crmetrics.Registry.MustRegister(MembershipOperations, APIWrites, QuorumRestores)
 }
 
 // CountingClient wraps c so that every write it sends is counted in etcd_operator_api_writes_total.
@@ -46,7 +49,7 @@ func (c countingClient) count(verb string, obj runtime.Object) {
 	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
 		kind = gvk.Kind
 	}
-	apiWrites.WithLabelValues(verb, kind).Inc()
+	APIWrites.WithLabelValues(verb, kind).Inc()
 }
 
 func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
@@ -114,8 +117,8 @@ func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch clie
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
-// countMembership records the result of one membership call.
-func countMembership(operation string, err error, transient bool) {
+// CountMembership records the result of one membership call.
+func CountMembership(operation string, err error, transient bool) {
 	result := "success"
 	switch {
 	case err != nil && transient:
@@ -123,5 +126,5 @@ func countMembership(operation string, err error, transient bool) {
 	case err != nil:
 		result = "error"
 	}
-	membershipOperations.WithLabelValues(operation, result).Inc()
+	MembershipOperations.WithLabelValues(operation, result).Inc()
 }

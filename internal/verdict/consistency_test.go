@@ -1,4 +1,4 @@
-package controller
+package verdict
 
 import (
 	"strings"
@@ -23,8 +23,8 @@ func TestCompareHashes(t *testing.T) {
 		{"a member did not answer", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(7, 50)}, false, false, "2 of 3 members"},
 	}
 	for _, tt := range tests {
-		v := compareHashes(100, tt.hashes, 3)
-		if v.conclusive != tt.conclusive || v.consistent != tt.consistent || !strings.Contains(v.message, tt.mention) {
+		v := CompareHashes(100, tt.hashes, 3)
+		if v.Conclusive != tt.conclusive || v.Consistent != tt.consistent || !strings.Contains(v.Message, tt.mention) {
 			t.Errorf("%s: %+v, want conclusive=%v consistent=%v mentioning %q", tt.name, v, tt.conclusive, tt.consistent, tt.mention)
 		}
 	}

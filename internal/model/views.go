@@ -1,0 +1,47 @@
+package model
+
+// The views of a cluster for the planners of packages membership and rollout.
+
+import (
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/rollout"
+)
+
+// Membership is the membership planner's view of the cluster: etcd's members (a member that serves,
+// NOSPACE alarm included, counts as healthy: the alarm must not block membership changes) and the pods
+// and claims of every member name that has one. Only meaningful when etcd answered.
+func (c *Cluster) Membership() membership.State {
+	st := membership.State{Cluster: c.Object.Name, Replicas: c.Desired, Resources: map[string]membership.Resources{}}
+	if c.Etcd != nil {
+		st.Leader = c.Etcd.Leader
+	}
+	for _, m := range c.Listed() {
+		st.Members = append(st.Members, membership.Member{
+			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving(),
+		})
+	}
+	for _, m := range c.Members {
+		if m.Pod != nil || m.Claim != nil {
+			st.Resources[m.Name] = membership.Resources{Pod: m.HasPod(), PodTerminating: m.PodTerminating(),
+				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating()}
+		}
+	}
+	return st
+}
+
+// Rollout is the rollout planner's view of the cluster; hash is the pod hash of the current spec (see
+// resources.Options.SpecHash): a member is up to date when its pod carries it.
+func (c *Cluster) Rollout(hash string) rollout.State {
+	st := rollout.State{}
+	if c.Etcd != nil {
+		st.Leader = c.Etcd.Leader
+	}
+	for _, m := range c.Listed() {
+		st.Members = append(st.Members, rollout.Member{
+			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
+			UpToDate: m.Pod != nil && m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash,
+		})
+	}
+	return st
+}

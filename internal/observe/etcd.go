@@ -1,0 +1,131 @@
+// Package observe asks a cluster's etcd members what they know, for the pass's model (package model):
+// the member list through any running member, then each member's status and health through its own
+// client URL, all in parallel and each call bounded by a timeout. A member that does not answer is an
+// observation, not an error.
+package observe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// statusTimeout bounds a member's Status call, which it answers locally without raft.
+const statusTimeout = time.Second
+
+// Endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does
+// not depend on cluster DNS; "" for a pod without an IP or being deleted.
+func Endpoint(p *corev1.Pod) string {
+	if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
+}
+
+// Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list through any
+// running member, then each listed member's status and, for a voter, a linearizable read through its
+// own pod, each call bounded by timeout. It returns the answers and the client it used (the caller
+// closes it), or why no member answered ("no member pod is running", or the connect or list error).
+func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration) (*model.Etcd, etcd.Client, error) {
+	var endpoints []string
+	for _, mem := range m.Pods() {
+		if mem.Pod.Status.Phase == corev1.PodRunning {
+			if ep := Endpoint(mem.Pod); ep != "" {
+				endpoints = append(endpoints, ep)
+			}
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, nil, fmt.Errorf("no member pod is running")
+	}
+	cli, err := connect(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
+	}
+	listCtx, cancel := context.WithTimeout(ctx, timeout)
+	clusterID, members, err := cli.MemberList(listCtx)
+	cancel()
+	if err != nil {
+		return nil, cli, err // already says "list members: ..."
+	}
+	obs := &model.Etcd{ClusterID: clusterID, Members: members,
+		Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
+	askMembers(ctx, cli, m, opts, timeout, obs)
+	obs.Leader = AgreedLeader(obs.Status)
+	return obs, cli, nil
+}
+
+// askMembers asks each member etcd lists, in parallel and through its own pod's client URL, for its
+// status and, for a voter, a linearizable read, and records the answers in obs.
+func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts resources.Options, timeout time.Duration, obs *model.Etcd) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, em := range obs.Members {
+		name := model.MemberName(opts, m.Object, em)
+		var ep string
+		if mem := m.Member(name); mem != nil {
+			ep = Endpoint(mem.Pod)
+		}
+		if ep == "" {
+			mu.Lock() // the members asked before write obs too
+			obs.Health[em.ID] = fmt.Errorf("member %s has no running pod", name)
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func(id uint64) {
+			defer wg.Done()
+			st, stErr, hErr := ask(ctx, cli, ep, timeout)
+			mu.Lock()
+			defer mu.Unlock()
+			if stErr == nil {
+				obs.Status[id] = st
+			}
+			obs.Health[id] = hErr
+		}(em.ID)
+	}
+	wg.Wait()
+}
+
+// ask asks one member for its status and, for a voter, a linearizable read; the health error is the
+// status error, or the read's.
+func ask(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration) (etcd.EndpointStatus, error, error) {
+	// Status is served locally: a member that does not answer it within statusTimeout is not serving
+	// (a starting member accepts connections before it serves them).
+	statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusTimeout))
+	st, stErr := cli.Status(statusCtx, ep)
+	cancel()
+	if stErr != nil || st.IsLearner {
+		// a learner serves no linearizable read: its answering Status is its health
+		return st, stErr, stErr
+	}
+	healthCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return st, nil, cli.Health(healthCtx, ep)
+}
+
+// AgreedLeader returns the leader ID most members report, 0 when none reports one; a tie goes to the
+// lower ID.
+func AgreedLeader(status map[uint64]etcd.EndpointStatus) uint64 {
+	votes := map[uint64]int{}
+	var best uint64
+	for _, st := range status {
+		if st.Leader == 0 {
+			continue
+		}
+		votes[st.Leader]++
+		if votes[st.Leader] > votes[best] || (votes[st.Leader] == votes[best] && st.Leader < best) {
+			best = st.Leader
+		}
+	}
+	return best
+}

@@ -1,0 +1,118 @@
+package verdict
+
+import (
+	"cmp"
+	"path"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
+)
+
+// StuckWaitingReasons are the reasons kubelet gives for a container that will not start without
+// someone fixing something.
+var StuckWaitingReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// JobFinishTime is when the Job completed or failed (its finishing condition's transition).
+func JobFinishTime(j *batchv1.Job) time.Time {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// JobLocation is where the Job stored the backup: "pvc://<claim>/<subPath>/<key>" for a claim, the
+// result's own location ("s3://<bucket>/<prefix>/<key>") otherwise.
+func JobLocation(job *batchv1.Job, res policy.Result) string {
+	spec := job.Spec.Template.Spec
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		for _, c := range spec.Containers {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name {
+					return "pvc://" + path.Join(v.PersistentVolumeClaim.ClaimName, m.SubPath, res.Key)
+				}
+			}
+		}
+	}
+	return res.Location
+}
+
+// JobCondition reports whether the Job has condition t True, and its message.
+func JobCondition(j *batchv1.Job, t batchv1.JobConditionType) (bool, string) {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			msg := c.Reason
+			if c.Message != "" {
+				msg += ": " + c.Message
+			}
+			return true, msg
+		}
+	}
+	return false, ""
+}
+
+// JobFinished reports whether a Job completed or failed.
+func JobFinished(j *batchv1.Job) bool {
+	done, _ := JobCondition(j, batchv1.JobComplete)
+	failed, _ := JobCondition(j, batchv1.JobFailed)
+	return done || failed
+}
+
+// BackupDestination is b's destination: its own, else its cluster's spec.backup.destination; nil
+// when neither names one.
+func BackupDestination(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.BackupDestination {
+	if d := b.Spec.Destination; d != nil && (d.S3 != nil || d.PVC != nil) {
+		return d
+	}
+	if c != nil && c.Spec.Backup != nil {
+		if d := &c.Spec.Backup.Destination; d.S3 != nil || d.PVC != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// CreatedBefore orders backups by creation time, then name.
+func CreatedBefore(x, y *etcdv1alpha1.EtcdBackup) bool {
+	if c := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); c != 0 {
+		return c < 0
+	}
+	return cmp.Less(x.Name, y.Name)
+}
+
+// SetPending records what b waits for.
+func SetPending(b *etcdv1alpha1.EtcdBackup, why string) {
+	b.Status.Phase = etcdv1alpha1.BackupPending
+	b.Status.Message = why
+}
+
+// SetBackupCondition sets a condition of b; its lastTransitionTime changes only with its status. Its
+// observedGeneration is b's generation: Reconcile discards the status of a pass that failed.
+func SetBackupCondition(b *etcdv1alpha1.EtcdBackup, t string, status bool, reason, msg string) {
+	cs := metav1.ConditionFalse
+	if status {
+		cs = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: t, Status: cs, Reason: reason, Message: Truncate(msg, 32768), ObservedGeneration: b.Generation})
+}
+
+// Truncate shortens s to at most n bytes.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,74 @@
+// Package verdict holds the judgements the reconcilers make, as pure functions. For an EtcdCluster,
+// over one observed model (package model): the quorum's health, a quorum lost for good and the backup
+// that restores it, volume expansion, the NOSPACE alarm, the members' hash comparison, whether backups
+// keep failing, and the status all of it adds up to. For an EtcdBackup: its destination, its order
+// among the cluster's backups, what its Job says, and its status. The reconcilers observe, ask a
+// verdict and carry out what it says; nothing here makes a call.
+package verdict
+
+import (
+	"time"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// Progress is a condition's reason and message.
+type Progress struct{ Reason, Message string }
+
+// StepKind says what a step waits for; the Progressing condition and the requeue follow it.
+type StepKind int
+
+const (
+	// KindActing: the pass changed something, or waits for what it started (Progressing True).
+	KindActing StepKind = iota
+	// KindBlocked: nothing is done until the user acts (Progressing False).
+	KindBlocked
+	// KindStalled: nothing can be done until the cluster itself recovers, such as a lost quorum
+	// (Progressing False).
+	KindStalled
+)
+
+// Step is what a phase of a pass did or waits for. A phase that returns one ends the pass: the next
+// pass observes the outcome before anything else is done.
+type Step struct {
+	Kind StepKind
+	Progress
+	// After is how soon to look again when sooner than the kind's usual requeue; 0 for the kind's.
+	After time.Duration
+}
+
+// Acting, Blocked and Stalled build a step of that kind.
+func Acting(reason, message string) *Step {
+	return &Step{KindActing, Progress{Reason: reason, Message: message}, 0}
+}
+func Blocked(reason, message string) *Step {
+	return &Step{KindBlocked, Progress{Reason: reason, Message: message}, 0}
+}
+func Stalled(reason, message string) *Step {
+	return &Step{KindStalled, Progress{Reason: reason, Message: message}, 0}
+}
+
+// Report holds the outcomes of the checks a pass made, for conditions other than Progressing. A field
+// is nil when the check was not made in this pass; its condition then keeps what it said.
+type Report struct {
+	// Invalid says why the spec cannot be acted on (the Valid condition).
+	Invalid *Progress
+	// Consistency is the outcome of a hash comparison (the DataInconsistent condition).
+	Consistency *Progress
+	// Volumes is the state of the members' claims against spec.storage.size (the VolumesResized
+	// condition).
+	Volumes *Progress
+	// ForeignPDB says that a PodDisruptionBudget of the cluster's name is not the cluster's (shown in
+	// Progressing when the pass took no step).
+	ForeignPDB *Progress
+	// DataLoss is the verdict on the members' data when no quorum answered (the QuorumDataLost
+	// condition).
+	DataLoss *DataLoss
+	// Backup is what the backup phase observed (status.lastBackup, BackupFailing).
+	Backup *BackupObservation
+}
+
+// Expanding reports whether the report says that claims are growing.
+func (r *Report) Expanding() bool {
+	return r.Volumes != nil && r.Volumes.Reason == etcdv1alpha1.ReasonExpandingVolumes
+}
