@@ -740,17 +740,10 @@ func TestFinalSnapshotOfDeletedClusterFails(t *testing.T) {
 // admission policy refuses every Job in the namespace) leaves status.observedGeneration where it was;
 // the first pass that succeeds advances it.
 func TestFailedBackupPassKeepsObservedGeneration(t *testing.T) {
-	ctx := context.Background()
 	c, _ := availableCluster(t, "bkgen", "127.0.0.82")
 	removePolicy := refuseJobs(t, c.Namespace)
 
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: c.Namespace},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	dest := snapshotClaim(t, c.Namespace)
 	b := newBackup(t, c.Namespace, "refused", c.Name, dest)
 	testutil.Consistently(t, 3*time.Second, "failing passes", func(ctx context.Context) error {
 		got := getBackup(t, c.Namespace, b.Name)
@@ -845,13 +838,7 @@ func (w staleStatusWriter) Patch(ctx context.Context, obj client.Object, patch c
 func TestBackupStatusPatchConflict(t *testing.T) {
 	ctx := context.Background()
 	c := createCluster(t, "bkconflict", 1) // never Available: no etcd runs for it
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: c.Namespace},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	dest := snapshotClaim(t, c.Namespace)
 	b := newBackup(t, c.Namespace, "stale", c.Name, dest)
 	testutil.Eventually(t, waitTimeout, "Pending on the cluster", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
@@ -872,4 +859,16 @@ func TestBackupStatusPatchConflict(t *testing.T) {
 	if strings.Contains(got.Status.Message, "does not know its own image") {
 		t.Errorf("the stale pass wrote its status: %q", got.Status.Message)
 	}
+}
+
+// snapshotClaim creates the claim "snapshots" in namespace ns and returns a destination on it.
+func snapshotClaim(t *testing.T, ns string) *etcdv1alpha1.BackupDestination {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := k8s.Create(context.Background(), pvc); err != nil {
+		t.Fatal(err)
+	}
+	return &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
 }

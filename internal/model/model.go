@@ -269,25 +269,11 @@ func (c *Cluster) Listed() []*Member {
 // Registered returns the members the cluster has, by name: those etcd lists when it answered,
 // otherwise those the status last listed.
 func (c *Cluster) Registered() []*Member {
-	var out []*Member
-	for _, m := range c.Members {
-		if (c.Etcd != nil && m.Etcd != nil) || (c.Etcd == nil && m.Recorded != nil) {
-			out = append(out, m)
-		}
-	}
-	return out
+	return c.filter(func(m *Member) bool { return (c.Etcd != nil && m.Etcd != nil) || (c.Etcd == nil && m.Recorded != nil) })
 }
 
 // count returns how many members satisfy keep.
-func (c *Cluster) count(keep func(*Member) bool) int {
-	n := 0
-	for _, m := range c.Members {
-		if keep(m) {
-			n++
-		}
-	}
-	return n
-}
+func (c *Cluster) count(keep func(*Member) bool) int { return len(c.filter(keep)) }
 
 // Voters is the number of voting members (see Member.Voter).
 func (c *Cluster) Voters() int { return c.count((*Member).Voter) }
@@ -328,21 +314,16 @@ func (c *Cluster) Leader() *Member {
 }
 
 // Pods returns the members that have a pod (terminating or not).
-func (c *Cluster) Pods() []*Member {
-	var out []*Member
-	for _, m := range c.Members {
-		if m.Pod != nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (c *Cluster) Pods() []*Member { return c.filter(func(m *Member) bool { return m.Pod != nil }) }
 
 // Claims returns the members that have a claim (being deleted or not).
-func (c *Cluster) Claims() []*Member {
+func (c *Cluster) Claims() []*Member { return c.filter(func(m *Member) bool { return m.Claim != nil }) }
+
+// filter returns the members that satisfy keep, by name.
+func (c *Cluster) filter(keep func(*Member) bool) []*Member {
 	var out []*Member
 	for _, m := range c.Members {
-		if m.Claim != nil {
+		if keep(m) {
 			out = append(out, m)
 		}
 	}

@@ -153,3 +153,10 @@ func (o Options) InitialCluster(c *etcdv1alpha1.EtcdCluster, members []string) s
 	}
 	return strings.Join(parts, ",")
 }
+
+// ownedMeta is the metadata of an object named name that cluster c owns, in c's namespace, with c's
+// labels.
+func ownedMeta(c *etcdv1alpha1.EtcdCluster, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: Labels(c),
+		OwnerReferences: []metav1.OwnerReference{OwnerReference(c)}}
+}

@@ -21,10 +21,7 @@ func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruption
 	// that exist is what must stay up.
 	minAvailable := intstr.FromInt32(Quorum(max(c.Spec.ReplicasOrDefault(), voters)))
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: c.Name, Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
+		ObjectMeta: ownedMeta(c, c.Name),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: &minAvailable,
 			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},

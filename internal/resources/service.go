@@ -2,7 +2,6 @@ package resources
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -12,10 +11,7 @@ import (
 // It publishes members that are not ready, so that members can find each other while they bootstrap.
 func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: PeerServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
+		ObjectMeta: ownedMeta(c, PeerServiceName(c)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
@@ -31,10 +27,7 @@ func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 // BuildClientService returns the ClusterIP Service clients use; it sends traffic only to ready members.
 func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ClientServiceName(c), Namespace: c.Namespace, Labels: Labels(c),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
-		},
+		ObjectMeta: ownedMeta(c, ClientServiceName(c)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: SelectorLabels(c),
