@@ -96,7 +96,9 @@ func TestVolumesProperties(t *testing.T) {
 		v := JudgeVolumes(model.Build(model.Input{Cluster: testutil.EtcdCluster("v"), Claims: claims}), want, map[string]bool{"fast": true})
 		for _, pvc := range claims {
 			req := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-			refused := slices.ContainsFunc(v.Refused, func(r string) bool { return r == pvc.Name || len(r) > len(pvc.Name) && r[:len(pvc.Name)+1] == pvc.Name+" " })
+			refused := slices.ContainsFunc(v.Refused, func(r string) bool {
+				return r == pvc.Name || len(r) > len(pvc.Name) && r[:len(pvc.Name)+1] == pvc.Name+" "
+			})
 			growing := slices.Contains(v.Growing, pvc.Name)
 			if req.Cmp(want) < 0 && refused == growing {
 				rt.Fatalf("claim %s (%s) is refused=%v growing=%v", pvc.Name, req.String(), refused, growing)
