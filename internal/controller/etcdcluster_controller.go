@@ -90,6 +90,9 @@ type scope struct {
 	report verdict.Report
 }
 
+// errNotObserved is why etcd's answers are missing from a pass that stopped before asking.
+var errNotObserved = errors.New("the pass stopped before asking etcd")
+
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
 // or the step it took or waits for, which ends the pass.
 type phase func(context.Context, *scope) (*verdict.Step, error)
@@ -116,7 +119,9 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil // the update brings a new event
 	}
 
-	s := &scope{cluster: c}
+	// until observe runs, the model holds only what the status recorded: a pass stopped before it
+	// reports what it knew
+	s := &scope{cluster: c, m: model.Build(model.Input{Cluster: c, EtcdErr: errNotObserved})}
 	defer func() {
 		if s.etcdClient != nil {
 			_ = s.etcdClient.Close()

@@ -11,6 +11,7 @@ import (
 
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -386,4 +387,45 @@ func TestRetainPolicyAppliesToExistingClaims(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "claim released under Retain", owned(false))
 	setPolicy(etcdv1alpha1.RetainPolicyDelete)
 	testutil.Eventually(t, waitTimeout, "claim owned again under Delete", owned(true))
+}
+
+// TestForeignObjectsReported: a Service of the cluster's name that the cluster does not own blocks the
+// pass before anything else (Progressing False, no pod created), and the status still says so; a
+// foreign PodDisruptionBudget is reported but blocks nothing (the members are created).
+func TestForeignObjectsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-foreign"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "fo-client", Namespace: ns.Name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "x", Port: 80}}}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "fo", Namespace: ns.Name},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}}}
+	for _, o := range []client.Object{svc, pdb} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testutil.EtcdCluster("fo", testutil.InNamespace(ns.Name), testutil.WithReplicas(1))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "Progressing names the foreign Service", func(context.Context) error {
+		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || !strings.Contains(p.Message, "Service fo-client exists and is not owned") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if _, err := getPod(c, "fo-0"); !apierrors.IsNotFound(err) {
+		t.Fatalf("a member pod was created while the Service is foreign: %v", err)
+	}
+	if err := k8s.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the member created despite the foreign PodDisruptionBudget", func(context.Context) error {
+		_, err := getPod(c, "fo-0")
+		return err
+	})
 }
