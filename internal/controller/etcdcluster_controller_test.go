@@ -424,7 +424,9 @@ func TestForeignObjectsReported(t *testing.T) {
 	if err := k8s.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTimeout, "the member created despite the foreign PodDisruptionBudget", func(context.Context) error {
+	// deleting a Service the cluster does not own brings no event: the blocked cluster looks again
+	// within requeueBlocked
+	testutil.Eventually(t, requeueBlocked+waitTimeout, "the member created despite the foreign PodDisruptionBudget", func(context.Context) error {
 		_, err := getPod(c, "fo-0")
 		return err
 	})
