@@ -124,19 +124,7 @@ func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *et
 			return nil
 		}
 	}
-	b := &etcdv1alpha1.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: c.Namespace,
-			Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
-			Annotations:     map[string]string{etcdv1alpha1.AnnotationScheduledTime: t.UTC().Format(time.RFC3339)},
-			OwnerReferences: []metav1.OwnerReference{resources.OwnerReference(c)},
-		},
-		Spec: etcdv1alpha1.EtcdBackupSpec{
-			ClusterRef:  corev1.LocalObjectReference{Name: c.Name},
-			Destination: c.Spec.Backup.Destination.DeepCopy(),
-		},
-	}
-	if err := r.Create(ctx, b); err != nil {
+	if err := r.Create(ctx, resources.BuildScheduledBackup(c, t)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -225,17 +213,7 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alph
 		if time.Since(c.DeletionTimestamp.Time) > finalSnapshotTimeout {
 			return ctrl.Result{}, true, nil
 		}
-		b = &etcdv1alpha1.EtcdBackup{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: c.Namespace,
-				Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelFinalSnapshot: "true"},
-			},
-			Spec: etcdv1alpha1.EtcdBackupSpec{
-				ClusterRef:  corev1.LocalObjectReference{Name: c.Name},
-				Destination: c.Spec.Backup.Destination.DeepCopy(),
-			},
-		}
-		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, resources.BuildFinalSnapshot(c)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, false, fmt.Errorf("create final snapshot %s: %w", name, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "FinalSnapshot", "Delete", "Taking a final snapshot, EtcdBackup %s, before the members go (waiting at most %s)", name, finalSnapshotTimeout)

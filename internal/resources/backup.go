@@ -276,3 +276,30 @@ func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
 	}
 	return c.Name + "-final-" + uid
 }
+
+// BuildScheduledBackup returns the EtcdBackup cluster c's schedule creates for schedule time t (named
+// by ScheduledBackupName, owned by c, so that retention and the cluster's deletion take it), to
+// c's spec.backup.destination.
+func BuildScheduledBackup(c *etcdv1alpha1.EtcdCluster, t time.Time) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ScheduledBackupName(c.Name, t), Namespace: c.Namespace,
+			Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
+			Annotations:     map[string]string{etcdv1alpha1.AnnotationScheduledTime: t.UTC().Format(time.RFC3339)},
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
+	}
+}
+
+// BuildFinalSnapshot returns the EtcdBackup taken when cluster c is deleted (named by
+// FinalSnapshotName): not owned by c, so that it outlives it.
+func BuildFinalSnapshot(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: FinalSnapshotName(c), Namespace: c.Namespace,
+			Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelFinalSnapshot: "true"},
+		},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
+	}
+}

@@ -231,3 +231,23 @@ func TestScheduledBackupName(t *testing.T) {
 		t.Errorf("final snapshot name %q", got)
 	}
 }
+
+// TestBuildClusterBackups: a scheduled backup is owned by its cluster and says its schedule time; the
+// final snapshot is not owned, so that it outlives the cluster; both go to the cluster's destination.
+func TestBuildClusterBackups(t *testing.T) {
+	c := testutil.EtcdCluster("demo", testutil.WithUID("0123456789abcdef"))
+	c.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}}}
+	at := time.Date(2026, 1, 10, 2, 0, 0, 0, time.UTC)
+	s := BuildScheduledBackup(c, at)
+	if s.Name != "demo-20260110-020000" || s.Labels[etcdv1alpha1.LabelScheduled] != "true" || len(s.OwnerReferences) != 1 ||
+		s.Annotations[etcdv1alpha1.AnnotationScheduledTime] != "2026-01-10T02:00:00Z" || s.Spec.Destination.PVC.ClaimName != "snaps" {
+		t.Errorf("scheduled backup %+v", s)
+	}
+	f := BuildFinalSnapshot(c)
+	if f.Name != "demo-final-01234567" || len(f.OwnerReferences) != 0 || f.Labels[etcdv1alpha1.LabelFinalSnapshot] != "true" || f.Spec.Destination.PVC.ClaimName != "snaps" {
+		t.Errorf("final snapshot %+v", f)
+	}
+	if s.Spec.Destination == &c.Spec.Backup.Destination {
+		t.Error("the destination is shared with the cluster's spec, not copied")
+	}
+}
