@@ -133,13 +133,14 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // NewServer returns the webhook server for o, to pass as ctrl.Options.WebhookServer. It reads its
-// certificate from o.CertDir when it starts, and again whenever the files change.
+// certificate from o.CertDir when it starts, and again whenever the files change; it speaks HTTP/1.1
+// and drains for DrainPeriod before it stops.
 func NewServer(o Options) (crwebhook.Server, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return crwebhook.NewServer(crwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}), nil
+	return newDrainingServer(crwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}, DrainPeriod), nil
 }
 
 // Setup arranges for mgr, built with NewServer(o), to serve the EtcdCluster webhooks: at once with

@@ -103,15 +103,36 @@ func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// clientServiceEndpoint returns the client Service's ClusterIP URL.
+// clientServiceEndpoint returns the client Service's ClusterIP URL once a read through it succeeds.
+// kube-proxy programs a new Service, and a new ready endpoint, some time after the API server has it
+// (seconds on a loaded machine); a client that dials too early gets refused and then backs off its
+// reconnects for longer than the test lasts. So each attempt uses a new client.
 func clientServiceEndpoint(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	svc := &corev1.Service{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-client"}, svc); err != nil {
 		t.Fatalf("client service: %v", err)
 	}
-	return "http://" + svc.Spec.ClusterIP + ":2379"
+	ep := "http://" + svc.Spec.ClusterIP + ":2379"
+	took := poll.Eventually(t, serviceTimeout, "a read through the client Service "+ep, func(ctx context.Context) error {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cli.Close() }()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err = cli.Get(rctx, "probe")
+		return err
+	})
+	if took > time.Second {
+		t.Logf("the client Service %s served its first read %s after it was asked", ep, took.Round(100*time.Millisecond))
+	}
+	return ep
 }
+
+// serviceTimeout bounds how long a new client Service may take to carry its first read.
+const serviceTimeout = 60 * time.Second
 
 // memberView is what one member says about the cluster.
 type memberView struct {

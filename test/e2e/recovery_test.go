@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -113,10 +114,10 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	assertMembers(t, c, 3, newID) // every member reports the new ID
 	rec := got.Status.Recovery
 	if rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.Backup != b.Name || rec.Revision != b.Status.Revision ||
-		rec.PreviousClusterID != fmt.Sprintf("%x", oldID) || rec.CompletionTime == nil || rec.StartTime.Time.Before(start.Add(-time.Second)) {
+		rec.PreviousClusterID != etcd.FormatID(oldID) || rec.CompletionTime == nil || rec.StartTime.Time.Before(start.Add(-time.Second)) {
 		t.Errorf("status.recovery %+v", rec)
 	}
-	if got.Status.ClusterID != fmt.Sprintf("%x", newID) {
+	if got.Status.ClusterID != etcd.FormatID(newID) {
 		t.Errorf("status.clusterID %s, etcd says %x", got.Status.ClusterID, newID)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)

@@ -8,11 +8,15 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -70,7 +74,50 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Printf("the operator admits EtcdClusters (waited %s)\n", took.Round(100*time.Millisecond))
+	if err := removeLeftovers(leftoverTimeout); err != nil {
+		fmt.Fprintln(os.Stderr, "namespaces left by an earlier run:", err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
+}
+
+// leftoverTimeout bounds the removal of the namespaces an earlier run left.
+const leftoverTimeout = 3 * time.Minute
+
+// removeLeftovers deletes the test namespaces ("e2e-…") that an earlier run left (a failed test keeps
+// its namespace to be looked at), and waits until they are gone, so that a test never meets the
+// cluster of an earlier run.
+func removeLeftovers(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		list := &corev1.NamespaceList{}
+		if err := k8s.List(ctx, list); err != nil {
+			return err
+		}
+		var left []string
+		for i := range list.Items {
+			ns := &list.Items[i]
+			if !strings.HasPrefix(ns.Name, "e2e-") {
+				continue
+			}
+			left = append(left, ns.Name)
+			if ns.DeletionTimestamp == nil {
+				if err := k8s.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		fmt.Printf("removing namespaces left by an earlier run: %s\n", strings.Join(left, ", "))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still there after %s: %w", strings.Join(left, ", "), timeout, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // poll polls the cluster under test: every 200 ms, each attempt with a context of 10 s.
