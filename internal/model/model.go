@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -118,6 +119,21 @@ func (m *Member) PodReady() bool {
 		}
 	}
 	return false
+}
+
+// DownSince returns since when the member's pod has not been Ready, from its Ready condition's last
+// transition: a member whose pod runs but never becomes healthy (a crash loop, a start that fails) is
+// down since then. It is the zero time when the pod is Ready, has no Ready condition yet, or is gone.
+func (m *Member) DownSince() time.Time {
+	if m.Pod == nil {
+		return time.Time{}
+	}
+	for _, cond := range m.Pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status != corev1.ConditionTrue {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // HasClaim reports whether the member has a claim that is not being deleted.

@@ -2,8 +2,10 @@ package model
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -38,5 +40,29 @@ func TestPlannerViews(t *testing.T) {
 	ro := m.Rollout("new")
 	if len(ro.Members) != 2 || !ro.Members[0].UpToDate || !ro.Members[0].Ready || ro.Members[1].UpToDate || ro.Members[1].Ready || !ro.Members[1].Healthy {
 		t.Errorf("rollout view %+v", ro.Members)
+	}
+}
+
+// TestDownSince: a member is down since its pod's Ready condition turned False; a Ready pod, a pod
+// without the condition yet, or no pod at all gives the zero time.
+func TestDownSince(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC))
+	down := pod("d-0", false)
+	down.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: at}}
+	up := pod("d-1", false)
+	up.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}
+	fresh := pod("d-2", false)
+	for _, tc := range []struct {
+		m    *Member
+		want time.Time
+	}{
+		{&Member{Name: "d-0", Pod: &down}, at.Time},
+		{&Member{Name: "d-1", Pod: &up}, time.Time{}},
+		{&Member{Name: "d-2", Pod: &fresh}, time.Time{}},
+		{&Member{Name: "d-3"}, time.Time{}},
+	} {
+		if got := tc.m.DownSince(); !got.Equal(tc.want) {
+			t.Errorf("%s: DownSince %v, want %v", tc.m.Name, got, tc.want)
+		}
 	}
 }
