@@ -154,8 +154,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, a
-// membership change, a rolling restart, the NOSPACE alarm; last, on a settled cluster, the
-// consistency check.
+// membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
+// last, on a settled cluster, the consistency check.
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{
 		r.reconcileServices,
@@ -172,6 +172,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileMembership,
 		r.reconcileRollout,
 		r.reconcileNoSpace,
+		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
 		r.checkConsistency,
 	} {
 		if st, err := p(ctx, s); err != nil || st != nil {

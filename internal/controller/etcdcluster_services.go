@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,8 +15,10 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// reconcileServices creates the peer and client Services when they are missing.
+// reconcileServices creates the peer and client Services when they are missing, and blocks while a
+// Service of their name is not the cluster's.
 func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope) (*verdict.Step, error) {
+	var created []string
 	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
 		got := &corev1.Service{}
 		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
@@ -32,7 +35,11 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create service %s: %w", want.Name, err)
 		}
-		r.event(s.cluster, corev1.EventTypeNormal, "CreatedService", "Create", "Created Service %s", want.Name)
+		created = append(created, want.Name)
+	}
+	if len(created) > 0 {
+		// one event: two of the same reason and action would be merged into one series, showing one name
+		r.event(s.cluster, corev1.EventTypeNormal, "CreatedServices", "Create", "Created Services %s", strings.Join(created, ", "))
 	}
 	return nil, nil
 }

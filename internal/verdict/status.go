@@ -359,3 +359,23 @@ func HasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.Co
 	}
 	return false
 }
+
+// AwaitHealthy is the step of a pass that found nothing to change while members etcd lists are not
+// healthy (their containers restarting, or catching up): the cluster waits for them, which the
+// Progressing condition says (False: the operator has nothing to do) instead of "matches its spec".
+// A member that serves but for a NOSPACE alarm counts as healthy here: the NOSPACE phase speaks of it.
+// It returns nil when every member is healthy.
+func AwaitHealthy(m *model.Cluster) *Step {
+	var down []string
+	for _, mem := range m.Listed() {
+		if !mem.Serving() {
+			down = append(down, mem.Name)
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	sort.Strings(down)
+	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
+		"Waiting for %s to become healthy; nothing is changed until then", strings.Join(down, ", ")))
+}

@@ -3,6 +3,7 @@ package verdict
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,5 +132,24 @@ func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 	Status(s.cluster, s.m, s.report, nil, resources.Options{}, false)
 	if s.cluster.Status.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration advanced to %d on a failed pass", s.cluster.Status.ObservedGeneration)
+	}
+}
+
+// TestAwaitHealthy: with nothing else to do, a member that is not healthy makes the pass wait for it
+// (Progressing False, naming it); a NOSPACE alarm alone does not; a healthy cluster has no step.
+func TestAwaitHealthy(t *testing.T) {
+	all := map[uint64]bool{1: true, 2: true, 3: true}
+	if st := AwaitHealthy(observed("abc", true, all, 1, 0).m); st != nil {
+		t.Errorf("healthy cluster: step %+v", st)
+	}
+	st := AwaitHealthy(observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0).m)
+	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1alpha1.ReasonMembersUnhealthy || !strings.Contains(st.Message, "Waiting for s-1 to become healthy") {
+		t.Errorf("one member down: step %+v", st)
+	}
+	noSpace := observed("abc", true, all, 1, 0, func(in *model.Input) {
+		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
+	})
+	if st := AwaitHealthy(noSpace.m); st != nil {
+		t.Errorf("NOSPACE alone: step %+v", st)
 	}
 }
