@@ -51,6 +51,10 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
 		return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
 	case rollout.Restart:
+		if verdict.RestartLosesData(c) {
+			return verdict.Blocked(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
+		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		pod := s.m.Member(a.Member).Pod
 		if refused, err := r.restartMember(ctx, c, pod); err != nil {

@@ -379,3 +379,10 @@ func AwaitHealthy(m *model.Cluster) *Step {
 	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
 		"Waiting for %s to become healthy; nothing is changed until then", strings.Join(down, ", ")))
 }
+
+// RestartLosesData reports whether restarting a member of c deletes the cluster's only copy of its
+// data: a 1-member cluster on emptyDir (an emptyDir lives and dies with its pod). Admission refuses
+// such a change; a pass that finds one anyway (the webhook bypassed) does not roll the member.
+func RestartLosesData(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.Spec.Storage.EmptyDir != nil && c.Spec.ReplicasOrDefault() == 1
+}

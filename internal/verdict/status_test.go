@@ -15,6 +15,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // observed builds a scope of a 3-member cluster "s" whose pods all exist; health says which member
@@ -151,5 +152,21 @@ func TestAwaitHealthy(t *testing.T) {
 	})
 	if st := AwaitHealthy(noSpace.m); st != nil {
 		t.Errorf("NOSPACE alone: step %+v", st)
+	}
+}
+
+// TestRestartLosesData: only a 1-member emptyDir cluster loses its data with a restart.
+func TestRestartLosesData(t *testing.T) {
+	for _, tc := range []struct {
+		c    *etcdv1alpha1.EtcdCluster
+		want bool
+	}{
+		{testutil.EtcdCluster("a", testutil.WithReplicas(1), testutil.WithEmptyDir()), true},
+		{testutil.EtcdCluster("a", testutil.WithReplicas(3), testutil.WithEmptyDir()), false},
+		{testutil.EtcdCluster("a", testutil.WithReplicas(1)), false},
+	} {
+		if got := RestartLosesData(tc.c); got != tc.want {
+			t.Errorf("%d members, emptyDir %v: %v, want %v", tc.c.Spec.ReplicasOrDefault(), tc.c.Spec.Storage.EmptyDir != nil, got, tc.want)
+		}
 	}
 }

@@ -124,6 +124,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	}
 	if len(rolled) > 0 {
 		warnings = append(warnings, fmt.Sprintf(warnRoll, strings.Join(rolled, ", ")))
+		errs = append(errs, validateOnlyCopy(o, s, rolled)...)
 	}
 	if w := quotaWarning(old, c); w != "" {
 		warnings = append(warnings, w)
@@ -137,6 +138,17 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 		warnings = nil
 	}
 	return errs, warnings
+}
+
+// validateOnlyCopy refuses a change that restarts the only member of a 1-member emptyDir cluster: an
+// emptyDir lives and dies with its pod, so the restart would delete the cluster's only copy of its data.
+func validateOnlyCopy(o, s *etcdv1alpha1.EtcdClusterSpec, rolled []string) field.ErrorList {
+	if s.Storage.EmptyDir == nil || s.ReplicasOrDefault() != 1 || o.ReplicasOrDefault() != 1 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(specPath, fmt.Sprintf(
+		"changing %s restarts the only member of this 1-member emptyDir cluster, which deletes the cluster's only copy of its data (an emptyDir lives and dies with its pod): scale to 3 members first (spec.replicas: 3; the new members copy the data), make the change, then scale back to 1; or restore a backup into a new EtcdCluster",
+		strings.Join(rolled, ", ")))}
 }
 
 // validateReplicas checks that r is an odd number of members from 1 to 9.

@@ -204,6 +204,17 @@ func TestValidateUpdate(t *testing.T) {
 		{"3 to 1 warns", cluster(), cluster(testutil.WithReplicas(1)), nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
 		{"1 to 3", cluster(testutil.WithReplicas(1)), cluster(testutil.WithReplicas(3)), nil, nil},
 
+		// The only copy of a 1-member emptyDir cluster.
+		{"1-member emptyDir: a version change would delete the only copy", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithVersion("3.6.15")),
+			cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithVersion("3.6.16")),
+			[]problem{{"spec", "changing spec.version restarts the only member of this 1-member emptyDir cluster, which deletes the cluster's only copy of its data"}}, nil},
+		{"1-member emptyDir: options too", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir()), cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithQuota("64Mi")),
+			[]problem{{"spec", "scale to 3 members first"}}, nil},
+		{"1-member emptyDir scaled to 3 with a version change: the data is copied first", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithVersion("3.6.15")),
+			cluster(testutil.WithReplicas(3), testutil.WithEmptyDir(), testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
+		{"1-member on a claim: the data survives the restart", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.15")),
+			cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
+
 		// Storage (C11).
 		{"grow storage", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("2Gi")), nil, nil},
 		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},
