@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,28 +148,23 @@ func checkResult(t *testing.T, s Store, res Result, key string, rev int64, live 
 	}
 }
 
-// storageVersion waits until every member reports the storage version it has recorded in its
-// database, and returns it. etcd 3.6 records it asynchronously, seconds after the cluster version is
-// decided, so a snapshot of a younger cluster has none.
-func (c *cluster) storageVersion(t testing.TB) string {
+// waitStorageVersion waits until every member reports want as its recorded storage version. etcd 3.6
+// records the storage version asynchronously, following the cluster version (a new cluster may record
+// 3.5.0 first, then 3.6.0), so a snapshot taken too early holds an older one.
+func (c *cluster) waitStorageVersion(t testing.TB, want string) {
 	t.Helper()
-	var version string
-	testutil.Eventually(t, 30*time.Second, "every member reports one recorded storage version", func(ctx context.Context) error {
-		var versions []string
+	testutil.Eventually(t, 60*time.Second, "every member reports storage version "+want, func(ctx context.Context) error {
 		for _, ep := range c.endpoints {
 			st, err := c.cli.Status(ctx, ep)
 			if err != nil {
 				return err
 			}
-			versions = append(versions, st.StorageVersion)
+			if st.StorageVersion != want {
+				return fmt.Errorf("member %s reports storage version %q", ep, st.StorageVersion)
+			}
 		}
-		if v := versions[0]; v != "" && !slices.ContainsFunc(versions, func(s string) bool { return s != v }) {
-			version = v
-			return nil
-		}
-		return fmt.Errorf("the members report storage versions %q", versions)
+		return nil
 	})
-	return version
 }
 
 // leaderEndpoint returns the client URL of the cluster's leader.
@@ -199,10 +193,8 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	leader := src.leaderEndpoint(t)
 	srcID := clusterID(t, src.cli)
-	storageVersion := src.storageVersion(t)
-	if storageVersion != "3.6.0" {
-		t.Errorf("storage version %q, want 3.6.0 (etcd 3.6.16)", storageVersion)
-	}
+	const storageVersion = "3.6.0" // what etcd 3.6.16 records
+	src.waitStorageVersion(t, storageVersion)
 	srv := testenv.StartS3(t)
 	s3store := newS3Store(t, srv, "etcd")
 	dirstore, err := NewDirStore(t.TempDir())
