@@ -368,19 +368,15 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 
 	// Configuration changes reach the API server's admission chain through a watch: wait until a spec
 	// change (a dry run, which changes nothing) calls the unreachable webhook.
-	deadline := time.Now().Add(webhookTimeout)
-	for {
+	testutil.Eventually(t, webhookTimeout, "the unreachable webhook called", func(ctx context.Context) error {
 		probe := c.DeepCopy()
 		probe.Spec.Replicas = ptr.To[int32](5)
 		err := k8s.Update(ctx, probe, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the unreachable webhook was not called within %s: %v", webhookTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("the dry run got %v", err)
+	})
 	if err := update(k8s, c, testutil.WithLabels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
 		c.Finalizers = append(c.Finalizers, "example.com/test")
 	}); err != nil {
