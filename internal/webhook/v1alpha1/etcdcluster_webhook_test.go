@@ -375,7 +375,7 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
 			return nil
 		}
-		return fmt.Errorf("the dry run got %v", err)
+		return fmt.Errorf("the dry run got %w", err)
 	})
 	if err := update(k8s, c, testutil.WithLabels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
 		c.Finalizers = append(c.Finalizers, "example.com/test")
