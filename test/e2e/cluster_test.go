@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -72,20 +73,6 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Errorf("status.clusterID %s, etcd says %s", got.Status.ClusterID, etcd.FormatID(clusterID))
 	}
 
-	// A write through the client Service, read back linearizably through each member.
-	svc := etcdClient(t, clientServiceEndpoint(t, c))
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := svc.Put(wctx, "k", "v"); err != nil {
-		t.Fatalf("put through the client Service: %v", err)
-	}
-	for name, p := range pods {
-		resp, err := etcdClient(t, podEndpoint(p)).Get(wctx, "k")
-		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
-			t.Errorf("get k through %s: %v %v", name, resp, err)
-		}
-	}
-
 	// C14: idle. Wait until the operator has nothing left to do, then watch for a window.
 	poll.Eventually(t, statusTimeout, "Progressing=False", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -97,10 +84,20 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		}
 		return nil
 	})
+	// The status carries each member's database size and version, refreshed by the periodic health
+	// check: the window starts once it agrees with what every member reports now, so that a change
+	// made before the window (etcd recording its own bootstrap entries) is not counted as idle work.
+	poll.Eventually(t, statusTimeout+time.Minute, "status agrees with every member", func(ctx context.Context) error {
+		return statusAgreesWithMembers(ctx, c, pods)
+	})
+	before, err := getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// What the operator writes is counted by its etcd_operator_api_writes_total; the cluster object's
 	// resourceVersion shows any status write. (Pods are also written by kubelet, so their versions say
 	// nothing about the operator.)
-	rvBefore := clusterVersion(t, c)
+	rvBefore := before.ResourceVersion
 	writesBefore, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
@@ -112,7 +109,11 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	// Count what kubelet and the other controllers change in the namespace meanwhile: each change of an
 	// owned object legitimately brings one pass (which must write nothing).
 	changes := countChanges(t, c.Namespace, idleWindow)
-	rvAfter := clusterVersion(t, c)
+	after, err := getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rvAfter := after.ResourceVersion
 	writesAfter, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
@@ -122,7 +123,8 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
 	if rvAfter != rvBefore {
-		t.Errorf("C14: the EtcdCluster was written while idle (resourceVersion %s -> %s)", rvBefore, rvAfter)
+		t.Errorf("C14: the EtcdCluster was written while idle (resourceVersion %s -> %s); status diff (-before +after):\n%s",
+			rvBefore, rvAfter, cmp.Diff(before.Status, after.Status))
 	}
 	if n := writesAfter - writesBefore; n != 0 {
 		t.Errorf("C14: the operator sent %v API writes while the cluster was idle, want 0", n)
@@ -133,6 +135,21 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Errorf("C14: %v reconciles in %s of idle with %d changes of owned objects, want at most %d", n, idleWindow, changes, 2+changes)
 	} else {
 		t.Logf("C14: %v reconciles (%d changes of owned objects by others) and %v operator API writes in %s of idle", n, changes, writesAfter-writesBefore, idleWindow)
+	}
+
+	// C07: a write through the client Service, read back linearizably through each member (after the
+	// idle window, which it would end).
+	svc := etcdClient(t, clientServiceEndpoint(t, c))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := svc.Put(wctx, "k", "v"); err != nil {
+		t.Fatalf("put through the client Service: %v", err)
+	}
+	for name, p := range pods {
+		resp, err := etcdClient(t, podEndpoint(p)).Get(wctx, "k")
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+			t.Errorf("get k through %s: %v %v", name, resp, err)
+		}
 	}
 
 	// C14: the status reflects a deleted member promptly; observedGeneration is current.
@@ -203,16 +220,6 @@ func countChanges(t testing.TB, ns string, d time.Duration) int {
 			return n
 		}
 	}
-}
-
-// clusterVersion returns the EtcdCluster's resourceVersion.
-func clusterVersion(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
-	t.Helper()
-	got, err := getCluster(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got.ResourceVersion
 }
 
 // TestC04_SingleMemberPodDeleted: the only member's pod is deleted; it comes back on its claim with
@@ -345,4 +352,33 @@ func waitOtherTestNamespacesGone(t testing.TB, own string) {
 		}
 		return nil
 	})
+}
+
+// statusAgreesWithMembers returns nil once the EtcdCluster's status shows, for every member pod, the
+// database size and server version that member reports itself.
+func statusAgreesWithMembers(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods map[string]*corev1.Pod) error {
+	got, err := getCluster(ctx, c)
+	if err != nil {
+		return err
+	}
+	shown := map[string]etcdv1alpha1.MemberStatus{}
+	for _, m := range got.Status.Members {
+		shown[m.Name] = m
+	}
+	for name, p := range pods {
+		cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		st, err := cli.Status(ctx, podEndpoint(p))
+		_ = cli.Close()
+		if err != nil {
+			return fmt.Errorf("status of %s: %w", name, err)
+		}
+		if m := shown[name]; m.DBSizeBytes != st.DBSizeBytes || m.Version != st.Version {
+			return fmt.Errorf("%s: status shows %d bytes, version %q; the member reports %d bytes, version %q",
+				name, m.DBSizeBytes, m.Version, st.DBSizeBytes, st.Version)
+		}
+	}
+	return nil
 }
