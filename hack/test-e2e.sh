@@ -12,6 +12,9 @@ if [ -z "${KUBECONFIG:-}" ]; then
 fi
 if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   bash hack/load-image.sh "$IMAGES/versitygw-$VERSITYGW_VERSION.tar"
+  # the repair tests damage a member's data from a pod with a shell: the local cluster's busybox
+  . hack/storage/env.sh
+  export E2E_SHELL_IMAGE=${E2E_SHELL_IMAGE:-docker.io/local/busybox:$BUSYBOX_TAG}
 fi
 bash hack/install-operator.sh
 log "running the end-to-end tests (about 20 minutes)"

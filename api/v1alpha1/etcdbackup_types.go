@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -256,6 +258,40 @@ type RecoverySpec struct {
 	// and changes nothing: quorum loss with data kept is always waited out, never restored over.
 	// +optional
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+	// ReplaceUnhealthyMemberAfter is how long a member may be down, while etcd still lists it, before the
+	// operator replaces it: its pod is present but etcd in it does not answer (a crash loop, a pod that
+	// cannot be scheduled or pull its image, a corrupt or lost data directory, a pod stuck terminating
+	// on a lost node, a member cut off from the network). After half of it the operator deletes the pod
+	// once, so that it is recreated with the current spec on its own data; after all of it, it removes
+	// the member from etcd, deletes its pod and claim, and adds a new member (a new member ID, an empty
+	// data directory) that copies the data from its peers. A member is only ever replaced while the
+	// healthy voters without it still make a quorum. Default 5m; "0s" never replaces a member on its own
+	// (the pod is still recreated once, after 2m30s).
+	//
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be 0s (never replace) or a positive duration such as 5m"
+	// +optional
+	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
+}
+
+// DefaultReplaceUnhealthyMemberAfter is spec.recovery.replaceUnhealthyMemberAfter when it is not set.
+const DefaultReplaceUnhealthyMemberAfter = 5 * time.Minute
+
+// ReplaceAfter returns how long a member may be down before it is replaced (spec.recovery
+// .replaceUnhealthyMemberAfter, DefaultReplaceUnhealthyMemberAfter when unset); 0 means never.
+func (s *EtcdClusterSpec) ReplaceAfter() time.Duration {
+	if s.Recovery == nil || s.Recovery.ReplaceUnhealthyMemberAfter == nil {
+		return DefaultReplaceUnhealthyMemberAfter
+	}
+	return s.Recovery.ReplaceUnhealthyMemberAfter.Duration
+}
+
+// RecreateAfter returns how long a member may be down before its pod is deleted once to be recreated:
+// half of ReplaceAfter, or of the default when replacing is off.
+func (s *EtcdClusterSpec) RecreateAfter() time.Duration {
+	if d := s.ReplaceAfter(); d > 0 {
+		return d / 2
+	}
+	return DefaultReplaceUnhealthyMemberAfter / 2
 }
 
 // RecoveryPhase is where an automatic restore after a quorum loss is.

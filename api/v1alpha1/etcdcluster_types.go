@@ -300,6 +300,16 @@ type MemberStatus struct {
 	// DBSizeBytes is the size of the member's backend database file in bytes.
 	// +optional
 	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+	// DownSince is when the operator first saw the member down (listed by etcd but not answering, or
+	// answering with an alarm); unset while it is healthy. It survives the member's pod being recreated:
+	// spec.recovery.replaceUnhealthyMemberAfter counts from it.
+	// +optional
+	DownSince *metav1.Time `json:"downSince,omitempty"`
+	// Problem is why the member is down, as far as Kubernetes and etcd tell (a container waiting
+	// reason such as CrashLoopBackOff with its last termination message, a pod that cannot be
+	// scheduled, etcd's error); empty while it is healthy.
+	// +optional
+	Problem string `json:"problem,omitempty"`
 }
 
 // EtcdClusterStatus is the observed state of an etcd cluster.

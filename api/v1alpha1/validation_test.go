@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -116,6 +117,9 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 			c.Spec.Storage.EmptyDir = &corev1EmptyDir
 		}, "storage.emptyDir cannot be combined"},
 		{"retain policy typo", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
+		{"negative replace delay", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: -time.Minute}}
+		}, "spec.recovery.replaceUnhealthyMemberAfter: Invalid value: \"-1m0s\": must be 0s (never replace) or a positive duration such as 5m"},
 		{"election timeout below 5 heartbeats", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: ptr.To[int32](100), ElectionTimeoutMillis: ptr.To[int32](400)}
 		}, "at least 5 times"},

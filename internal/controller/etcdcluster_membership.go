@@ -28,7 +28,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	if !s.m.Answered() {
 		return nil, nil // a membership change needs a quorum that answers
 	}
-	a := membership.Next(s.m.Membership())
+	a := membership.Next(s.m.Membership(verdict.Replacements(s.m)))
 	logMembership(ctx, c, a)
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()

@@ -39,11 +39,11 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*ve
 		s.report.ForeignPDB = &verdict.Progress{Reason: etcdv1alpha1.ReasonForeignObject, Message: fmt.Sprintf(
 			"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
 		return nil, nil
-	case equality.Semantic.DeepEqual(got.Spec.MinAvailable, want.Spec.MinAvailable) && equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector):
+	case equality.Semantic.DeepEqual(got.Spec, want.Spec):
 		return nil, nil
 	}
 	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec.MinAvailable, got.Spec.Selector = want.Spec.MinAvailable, want.Spec.Selector
+	got.Spec = want.Spec
 	if err := r.Patch(ctx, got, patch); err != nil {
 		return nil, fmt.Errorf("update poddisruptionbudget %s: %w", want.Name, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -14,8 +15,8 @@ import (
 
 // recreateMembers recreates, in a cluster that has formed, the pod of every registered member whose pod
 // is gone but whose claim is kept, with the flags the claim recorded: the member restarts on its own
-// data with its own ID. This needs no quorum. A failed pod (evicted, or its node gone) is deleted
-// first.
+// data with its own ID. This needs no quorum. A failed pod, and once the pod of a member that has been
+// down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if !s.m.Formed() {
@@ -24,13 +25,13 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	var recreated, waiting []string
 	for _, m := range s.m.Registered() {
 		name, pod := m.Name, m.Pod
-		if m.HasPod() && pod.Status.Phase == corev1.PodFailed {
-			// An evicted or failed pod never runs again (restartPolicy Always restarts containers in place,
-			// not failed pods): delete it so that it is recreated on its claim.
-			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("delete failed pod %s: %w", name, err)
+		if reason, why := verdict.PodToRecreate(s.m, m); reason != "" {
+			// only the pod this pass looked at goes: a newer one is left to show how it does
+			err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return nil, fmt.Errorf("delete pod %s (%s): %w", name, why, err)
 			}
-			r.event(c, corev1.EventTypeWarning, "DeletedFailedPod", "Delete", "Deleted failed pod %s (%s) to recreate it on its data", name, pod.Status.Reason)
+			r.event(c, corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", name, why)
 			waiting = append(waiting, name)
 			continue
 		}
@@ -52,7 +53,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 			fmt.Sprintf("Recreated member pods %s on their data; waiting for them to rejoin", strings.Join(recreated, ", "))), nil
 	case len(waiting) > 0:
 		return verdict.Acting(etcdv1alpha1.ReasonRecreatingMember,
-			fmt.Sprintf("Waiting for failed member pods %s to go before recreating them", strings.Join(waiting, ", "))), nil
+			fmt.Sprintf("Waiting for the failed or down member pods %s to go before recreating them", strings.Join(waiting, ", "))), nil
 	}
 	return nil, nil
 }

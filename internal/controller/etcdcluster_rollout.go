@@ -17,6 +17,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -56,8 +57,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
-		pod := s.m.Member(a.Member).Pod
-		if refused, err := r.restartMember(ctx, c, pod); err != nil {
+		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
 			return nil, err
 		} else if refused != "" {
 			return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
@@ -78,11 +78,14 @@ const evictionTimeout = 5 * time.Second
 // PodDisruptionBudget is honoured against disruptions that started after this pass observed (a node
 // drain evicting another member a moment earlier): it returns why the budget has no room instead of
 // evicting. The only member of a 1-member cluster is deleted: its budget never allows an eviction, and
-// its restart is the downtime a single member always has. The UID precondition makes sure only the
+// its restart is the downtime a single member always has; so is a pod that is not Ready (a member
+// already down, such as one whose image cannot be pulled). The UID precondition makes sure only the
 // pod this pass looked at goes.
-func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod) (refused string, err error) {
+func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, m *model.Member) (refused string, err error) {
+	pod := m.Pod
 	pre := &metav1.Preconditions{UID: &pod.UID}
-	if c.Spec.ReplicasOrDefault() == 1 {
+	if c.Spec.ReplicasOrDefault() == 1 || !m.PodReady() {
+		// a pod that is not Ready takes no member down that was up: the budget guards the healthy ones
 		err = r.Delete(ctx, pod, &client.DeleteOptions{Preconditions: pre})
 	} else {
 		pdb := &policyv1.PodDisruptionBudget{}

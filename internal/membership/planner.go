@@ -14,6 +14,9 @@
 //     a removed member's data.
 //  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
 //     back as a new learner.
+//  6. A member the caller marks for replacement (Member.Replace: down longer than the cluster's policy)
+//     is removed only while it is not healthy, and only with a quorum of healthy voters (as every
+//     change); it comes back, like a lost voter, as a new learner under a new member ID on fresh data.
 package membership
 
 import (
@@ -37,6 +40,9 @@ type Member struct {
 	// Healthy is true when the member answered in this pass: a linearizable read for a voter, its
 	// status for a learner.
 	Healthy bool
+	// Replace is true when the member has been down longer than the cluster allows and is to be
+	// replaced (removed, then added back as a new member); ignored while it is healthy.
+	Replace bool
 }
 
 // Resources is what Kubernetes holds for one member name.
@@ -111,7 +117,7 @@ func Next(s State) Action {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
 	for _, step := range []func(State, tally) (Action, bool){
-		removeLostVoter, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
+		removeLostVoter, replaceDown, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
 	} {
 		if a, ok := step(s, t); ok {
 			return a
@@ -159,7 +165,19 @@ func removeLostVoter(s State, _ tally) (Action, bool) {
 	return Action{}, false
 }
 
-// deleteStrays is step 2. Pods and claims of names that are not members (removed members, or a failed
+// replaceDown is step 2. A member marked for replacement that is still not healthy: remove it; its pod
+// and claim are then deleted as strays and a new member is added in its place. Removing a member that is
+// not healthy lowers no healthy count, and Next only gets here with a quorum of healthy voters.
+func replaceDown(s State, _ tally) (Action, bool) {
+	for _, m := range sorted(s.Members) {
+		if m.Replace && !m.Healthy {
+			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "it has been down longer than spec.recovery.replaceUnhealthyMemberAfter; a new member takes its place"}, true
+		}
+	}
+	return Action{}, false
+}
+
+// deleteStrays is step 3. Pods and claims of names that are not members (removed members, or a failed
 // add): delete them, so that no member ever starts on a removed member's data.
 func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
@@ -174,7 +192,7 @@ func deleteStrays(s State, t tally) (Action, bool) {
 	return Action{}, false
 }
 
-// scaleDown is step 3. Scale down: members that are down first, then learners, followers, and the
+// scaleDown is step 4. Scale down: members that are down first, then learners, followers, and the
 // leader last.
 func scaleDown(s State, t tally) (Action, bool) {
 	if len(s.Members) <= s.Replicas {
@@ -191,7 +209,7 @@ func scaleDown(s State, t tally) (Action, bool) {
 	return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: fmt.Sprintf("scaling down to %d members", s.Replicas)}, true
 }
 
-// finishLearner is step 4. A learner in flight: give it a pod, wait for it, promote it.
+// finishLearner is step 5. A learner in flight: give it a pod, wait for it, promote it.
 func finishLearner(s State, t tally) (Action, bool) {
 	l := t.learner
 	if l == nil {
@@ -212,7 +230,7 @@ func finishLearner(s State, t tally) (Action, bool) {
 	}
 }
 
-// waitForRemoved is step 5. Pods and claims of removed members still going away: wait before adding
+// waitForRemoved is step 6. Pods and claims of removed members still going away: wait before adding
 // a member.
 func waitForRemoved(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
@@ -223,7 +241,7 @@ func waitForRemoved(s State, t tally) (Action, bool) {
 	return Action{}, false
 }
 
-// scaleUp is step 6. Scale up (or replace): add a member under the lowest free name, once every
+// scaleUp is step 7. Scale up (or replace): add a member under the lowest free name, once every
 // voter is healthy.
 func scaleUp(s State, t tally) (Action, bool) {
 	if len(s.Members) >= s.Replicas {

@@ -87,7 +87,8 @@ func genState(t *rapid.T) State {
 		used[ord] = true
 		learner := rapid.Bool().Draw(t, "learner")
 		started := !learner || rapid.Bool().Draw(t, "started")
-		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started, Healthy: started && rapid.Bool().Draw(t, "healthy")})
+		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started,
+			Healthy: started && rapid.Bool().Draw(t, "healthy"), Replace: rapid.Bool().Draw(t, "replace")})
 	}
 	for ord := 0; ord < 10; ord++ {
 		if rapid.Bool().Draw(t, "hasResources") {
@@ -154,6 +155,9 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			}
 			if m.ID == s.Leader && m.Healthy {
 				t.Fatalf("%v removes the leader", a)
+			}
+			if m.Replace && m.Healthy && len(s.Members) <= s.Replicas {
+				t.Fatalf("%v replaces a member that is healthy", a)
 			}
 			if m.Healthy && !m.IsLearner && len(s.Members) <= s.Replicas {
 				t.Fatalf("%v removes a healthy voter the spec still wants", a)
@@ -261,5 +265,54 @@ func TestNextConverges(t *testing.T) {
 			}
 		}
 		t.Fatalf("no convergence from %d to %d in 60 steps; last state %+v", from, to, s)
+	})
+}
+
+// TestNextReplacesDownMembers: from a cluster of n voters of which up to a minority are present but down
+// and marked for replacement (their pods exist, they never answer), the planner removes each, deletes its
+// pod and claim, and adds a new member in its place, one change at a time: it ends with n healthy
+// voters, none of the down members' IDs, no member ID used twice, never more than one learner and
+// never fewer healthy voters than quorum.
+func TestNextReplacesDownMembers(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.SampledFrom([]int{3, 5, 7}).Draw(t, "n")
+		s := state(n, 0, strings.Repeat("v", n))
+		down := map[uint64]bool{}
+		for _, i := range rapid.SliceOfNDistinct(rapid.IntRange(1, n-1), 0, (n-1)/2, rapid.ID[int]).Draw(t, "down") {
+			s.Members[i].Healthy, s.Members[i].Replace = false, true
+			down[s.Members[i].ID] = true
+		}
+		nextID := uint64(100)
+		seen := map[uint64]bool{}
+		for step := 0; step < 80; step++ {
+			a := Next(s)
+			if a.Kind == None {
+				voters, healthy, learners := counts(s)
+				if voters != n || healthy != n || learners != 0 {
+					t.Fatalf("done with %d voters (%d healthy), %d learners; want %d", voters, healthy, learners, n)
+				}
+				for _, m := range s.Members {
+					if down[m.ID] {
+						t.Fatalf("down member %s (ID %d) is still a member", m.Name, m.ID)
+					}
+				}
+				return
+			}
+			if a.Kind == Wait && a.Member == "" {
+				t.Fatalf("step %d: waits for quorum: %v", step, a)
+			}
+			s = simulate(s, a, &nextID)
+			for _, m := range s.Members {
+				if a.Kind == AddLearner && m.Name == a.Member && seen[m.ID] {
+					t.Fatalf("step %d: member ID %d used twice", step, m.ID)
+				}
+				seen[m.ID] = true
+			}
+			voters, healthy, learners := counts(s)
+			if learners > 1 || healthy < voters/2+1 {
+				t.Fatalf("step %d (%v): %d learners, %d of %d voters healthy", step, a, learners, healthy, voters)
+			}
+		}
+		t.Fatalf("no convergence in 80 steps; last state %+v", s)
 	})
 }

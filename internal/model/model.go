@@ -9,6 +9,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -59,6 +60,10 @@ type Member struct {
 	Health error
 	// Recorded is the member as the EtcdCluster's status last listed it; nil when it was not listed.
 	Recorded *etcdv1alpha1.MemberStatus
+	// DownSince is when the member went down (see Down), the zero time while it is not down: the
+	// earliest of when the status first recorded it down, when its pod stopped being Ready, and this
+	// pass. It survives the pod being recreated.
+	DownSince time.Time
 }
 
 // Listed reports whether etcd lists the member in this pass.
@@ -121,10 +126,13 @@ func (m *Member) PodReady() bool {
 	return false
 }
 
-// DownSince returns since when the member's pod has not been Ready, from its Ready condition's last
-// transition: a member whose pod runs but never becomes healthy (a crash loop, a start that fails) is
-// down since then. It is the zero time when the pod is Ready, has no Ready condition yet, or is gone.
-func (m *Member) DownSince() time.Time {
+// Down reports whether etcd lists the member and it does not serve (see Serving): it is not answering,
+// or answers with an alarm other than NOSPACE. A learner that has not started yet is down too.
+func (m *Member) Down() bool { return m.Etcd != nil && !m.Serving() }
+
+// notReadySince returns since when the member's pod has not been Ready, from its Ready condition's
+// last transition; the zero time when the pod is Ready, has no Ready condition yet, or is gone.
+func (m *Member) notReadySince() time.Time {
 	if m.Pod == nil {
 		return time.Time{}
 	}
@@ -134,6 +142,55 @@ func (m *Member) DownSince() time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// Problem says in one line why a member that is down is down, from what Kubernetes and etcd report:
+// its pod missing, terminating, unschedulable or with its etcd container waiting (with the reason and
+// exit code of its last run), else etcd's error. Empty for a member that is not down. It holds no
+// timestamps or back-off delays, so that it changes only when the cause does.
+func (m *Member) Problem() string {
+	if !m.Down() {
+		return ""
+	}
+	p := m.Pod
+	switch {
+	case p == nil:
+		return "no pod"
+	case p.DeletionTimestamp != nil:
+		return "pod terminating"
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			return strings.TrimSpace("pod not scheduled: " + cond.Reason + " " + firstLine(cond.Message))
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != resources.EtcdContainer || cs.State.Waiting == nil || cs.State.Waiting.Reason == "ContainerCreating" {
+			continue
+		}
+		out := "etcd container " + cs.State.Waiting.Reason
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			out += fmt.Sprintf(" (last exit code %d, %s)", t.ExitCode, t.Reason)
+		} else if msg := firstLine(cs.State.Waiting.Message); msg != "" && cs.State.Waiting.Reason != "CrashLoopBackOff" {
+			out += ": " + msg
+		}
+		return out
+	}
+	if m.Health != nil {
+		return "etcd: " + firstLine(m.Health.Error())
+	}
+	return "not started"
+}
+
+// firstLine returns s up to its first line break, at most 200 bytes.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
 }
 
 // HasClaim reports whether the member has a claim that is not being deleted.
@@ -173,6 +230,8 @@ type Cluster struct {
 	Etcd *Etcd
 	// EtcdErr says why Etcd is nil.
 	EtcdErr error
+	// Now is the time of the pass.
+	Now time.Time
 }
 
 // Input is what a pass listed and asked, from which Build makes the model.
@@ -188,12 +247,17 @@ type Input struct {
 	// Etcd is what etcd reported, nil when no member answered; EtcdErr says why.
 	Etcd    *Etcd
 	EtcdErr error
+	// Now is the time of the pass (the zero time: time.Now()); DownSince is counted against it.
+	Now time.Time
 }
 
 // Build joins the input into one model; it makes no call.
 func Build(in Input) *Cluster {
 	c := in.Cluster
-	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr}
+	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr, Now: in.Now}
+	if out.Now.IsZero() {
+		out.Now = time.Now()
+	}
 	byName := map[string]*Member{}
 	get := func(name string) *Member {
 		if m, ok := byName[name]; ok {
@@ -233,20 +297,43 @@ func Build(in Input) *Cluster {
 			}
 		}
 	}
-	for i := range c.Status.Members {
-		rec := &c.Status.Members[i]
-		if in.Etcd == nil {
+	out.addRecorded(byName, get)
+	return out
+}
+
+// addRecorded joins what the status recorded of each member (when etcd did not answer, every member
+// it recorded is one of the model's), sets each member's DownSince, and sorts the model.
+func (out *Cluster) addRecorded(byName map[string]*Member, get func(string) *Member) {
+	for i := range out.Object.Status.Members {
+		rec := &out.Object.Status.Members[i]
+		if out.Etcd == nil {
 			get(rec.Name).Recorded = rec
 		} else if m, ok := byName[rec.Name]; ok {
 			m.Recorded = rec
 		}
 	}
 	for _, m := range byName {
+		m.DownSince = downSince(m, out.Now)
 		out.Members = append(out.Members, m)
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
 	sort.Strings(out.ForeignClaims)
-	return out
+}
+
+// downSince returns since when m is down, counted at now: the earliest of when the status recorded it
+// down, when its pod stopped being Ready, and now; the zero time when it is not down.
+func downSince(m *Member, now time.Time) time.Time {
+	if !m.Down() {
+		return time.Time{}
+	}
+	since := now
+	if r := m.Recorded; r != nil && r.DownSince != nil && r.DownSince.Time.Before(since) {
+		since = r.DownSince.Time
+	}
+	if t := m.notReadySince(); !t.IsZero() && t.Before(since) {
+		since = t
+	}
+	return since
 }
 
 // Member returns the member of that name, nil when the model has none.

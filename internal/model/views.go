@@ -10,8 +10,9 @@ import (
 
 // Membership is the membership planner's view of the cluster: etcd's members (a member that serves,
 // NOSPACE alarm included, counts as healthy: the alarm must not block membership changes) and the pods
-// and claims of every member name that has one. Only meaningful when etcd answered.
-func (c *Cluster) Membership() membership.State {
+// and claims of every member name that has one; the members named in replace are marked for
+// replacement. Only meaningful when etcd answered.
+func (c *Cluster) Membership(replace map[string]bool) membership.State {
 	st := membership.State{Cluster: c.Object.Name, Replicas: c.Desired, Resources: map[string]membership.Resources{}}
 	if c.Etcd != nil {
 		st.Leader = c.Etcd.Leader
@@ -19,6 +20,7 @@ func (c *Cluster) Membership() membership.State {
 	for _, m := range c.Listed() {
 		st.Members = append(st.Members, membership.Member{
 			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving(),
+			Replace: replace[m.Name],
 		})
 	}
 	for _, m := range c.Members {

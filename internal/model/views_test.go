@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -30,8 +31,8 @@ func TestPlannerViews(t *testing.T) {
 	m := Build(Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{ready, old, pod("w-5", true)},
 		Claims: []corev1.PersistentVolumeClaim{claim("w-5", nil)}})
 
-	ms := m.Membership()
-	if ms.Replicas != 3 || ms.Leader != 1 || len(ms.Members) != 2 || !ms.Members[1].Healthy {
+	ms := m.Membership(map[string]bool{"w-1": true})
+	if ms.Replicas != 3 || ms.Leader != 1 || len(ms.Members) != 2 || !ms.Members[1].Healthy || ms.Members[0].Replace || !ms.Members[1].Replace {
 		t.Errorf("membership view %+v", ms)
 	}
 	if got := ms.Resources["w-5"]; got != (membership.Resources{PodTerminating: true, Data: true}) {
@@ -43,26 +44,70 @@ func TestPlannerViews(t *testing.T) {
 	}
 }
 
-// TestDownSince: a member is down since its pod's Ready condition turned False; a Ready pod, a pod
-// without the condition yet, or no pod at all gives the zero time.
+// TestDownSince: a member etcd lists that does not answer is down since the earliest of what the status
+// recorded, its pod's Ready condition turning False, and the pass; a member that answers, or one etcd
+// does not list, is not down. The time survives the pod being recreated (a new pod's Ready transition
+// is later than the recorded time).
 func TestDownSince(t *testing.T) {
-	at := metav1.NewTime(time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC))
+	now := time.Date(2026, 12, 1, 3, 10, 0, 0, time.UTC)
+	notReadyAt := metav1.NewTime(now.Add(-5 * time.Minute))
+	recordedAt := metav1.NewTime(now.Add(-8 * time.Minute))
 	down := pod("d-0", false)
-	down.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: at}}
+	down.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: notReadyAt}}
 	up := pod("d-1", false)
-	up.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}
-	fresh := pod("d-2", false)
-	for _, tc := range []struct {
-		m    *Member
-		want time.Time
-	}{
-		{&Member{Name: "d-0", Pod: &down}, at.Time},
-		{&Member{Name: "d-1", Pod: &up}, time.Time{}},
-		{&Member{Name: "d-2", Pod: &fresh}, time.Time{}},
-		{&Member{Name: "d-3"}, time.Time{}},
+	up.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: notReadyAt}}
+	recreated := pod("d-2", false)
+	recreated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+	c := testutil.EtcdCluster("d", testutil.WithReplicas(5))
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt}}
+	e := &Etcd{ClusterID: 1, Leader: 2,
+		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}},
+		Health:  map[uint64]error{1: errors.New("context deadline exceeded"), 2: nil, 3: errors.New("connection refused"), 5: nil},
+	}
+	m := Build(Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{down, up, recreated}})
+	for name, want := range map[string]time.Time{
+		"d-0": notReadyAt.Time, // down: since its pod stopped being Ready
+		"d-1": {},              // answers
+		"d-2": recordedAt.Time, // recreated pod: the recorded time is earlier
+		"d-3": now,             // not asked, no pod: down from this pass
+		"d-4": {},              // answers again: no longer down, whatever was recorded
 	} {
-		if got := tc.m.DownSince(); !got.Equal(tc.want) {
-			t.Errorf("%s: DownSince %v, want %v", tc.m.Name, got, tc.want)
+		if got := m.Member(name).DownSince; !got.Equal(want) {
+			t.Errorf("%s: DownSince %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestProblem: a down member's problem names its pod's state, the etcd container's waiting reason and
+// last exit, or etcd's error; a member that is not down has none.
+func TestProblem(t *testing.T) {
+	crash := pod("p-0", false)
+	crash.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}
+	pull := pod("p-1", false)
+	pull.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "failed to pull image \"nope\": not found\nmore"}}}}
+	pending := pod("p-2", false)
+	pending.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}}
+	gone := pod("p-3", true)
+	healthy := pod("p-5", false)
+	c := testutil.EtcdCluster("p", testutil.WithReplicas(5))
+	e := &Etcd{ClusterID: 1, Leader: 6,
+		Members: []etcd.Member{{ID: 1, Name: "p-0"}, {ID: 2, Name: "p-1"}, {ID: 3, Name: "p-2"}, {ID: 4, Name: "p-3"}, {ID: 5, Name: "p-4"}, {ID: 6, Name: "p-5"}},
+		Health:  map[uint64]error{1: errors.New("x"), 2: errors.New("x"), 3: errors.New("x"), 4: errors.New("x"), 5: errors.New("dial tcp: connection refused\nsecond line"), 6: nil},
+	}
+	m := Build(Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{crash, pull, pending, gone, healthy}})
+	for name, want := range map[string]string{
+		"p-0": "etcd container CrashLoopBackOff (last exit code 2, Error)",
+		"p-1": `etcd container ErrImagePull: failed to pull image "nope": not found`,
+		"p-2": "pod not scheduled: Unschedulable 0/1 nodes are available",
+		"p-3": "pod terminating",
+		"p-4": "no pod",
+		"p-5": "",
+	} {
+		if got := m.Member(name).Problem(); got != want {
+			t.Errorf("%s: Problem %q, want %q", name, got, want)
 		}
 	}
 }

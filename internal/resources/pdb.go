@@ -4,6 +4,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
@@ -15,7 +16,9 @@ func Quorum(n int32) int32 { return int32(membership.Quorum(int(n))) }
 
 // BuildPDB returns the PodDisruptionBudget of the member pods: evictions (node drains) may take a
 // member only while a quorum stays available (of the desired members, or of the voters that exist,
-// whichever is more), and never one while another is already down.
+// whichever is more), and never one while another is already down. A pod that is not Ready may always
+// be evicted (unhealthyPodEvictionPolicy AlwaysAllow): it takes down no member that was up, and a
+// crash-looping member must not block a node drain.
 func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
 	// During a scale-down spec.replicas is already smaller than the cluster: the quorum of the voters
 	// that exist is what must stay up.
@@ -23,8 +26,9 @@ func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruption
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: ownedMeta(c, c.Name),
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &minAvailable,
-			Selector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+			MinAvailable:               &minAvailable,
+			Selector:                   &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
 }

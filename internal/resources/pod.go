@@ -18,6 +18,9 @@ import (
 // nonRootID is the user and group the etcd container runs as.
 const nonRootID = 65532
 
+// EtcdContainer is the name of the container that runs etcd in a member pod.
+const EtcdContainer = "etcd"
+
 // EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
 // extraArgs are dropped, admission refuses them).
@@ -159,7 +162,7 @@ func (o Options) etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member, tmpl *etcd
 		livez, readyz = "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
 	}
 	return corev1.Container{
-		Name:    "etcd",
+		Name:    EtcdContainer,
 		Image:   o.Image(c),
 		Command: o.EtcdArgs(c, m),
 		Ports: []corev1.ContainerPort{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -98,7 +99,7 @@ func setDegraded(s *scope, h Health) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
 	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(s.cluster.Status.Members, h.Desired)
+		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired)
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
@@ -198,11 +199,13 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 	}
 }
 
-// unhealthySummary names the members that keep the cluster from being whole.
-func unhealthySummary(members []etcdv1alpha1.MemberStatus, desired int32) string {
-	var bad []string
+// unhealthySummary names the members that keep the cluster from being whole; of a member that is down,
+// since when, why, and when it will be replaced.
+func unhealthySummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, desired int32) string {
+	bad := downSummary(spec, members)
 	for _, m := range members {
 		switch {
+		case !m.Healthy && m.DownSince != nil: // in downSummary
 		case !m.Healthy:
 			bad = append(bad, m.Name+" is unhealthy")
 		case m.Role == etcdv1alpha1.RoleLearner:
@@ -229,6 +232,7 @@ func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
 			ms := etcdv1alpha1.MemberStatus{Name: mem.Name, Role: etcdv1alpha1.RoleVoter}
 			if p := mem.Recorded; p != nil {
 				ms.ID, ms.PeerURL, ms.ClientURL, ms.Role = p.ID, p.PeerURL, p.ClientURL, p.Role
+				ms.DownSince, ms.Problem = p.DownSince, p.Problem
 			}
 			out = append(out, ms)
 		}
@@ -248,6 +252,11 @@ func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
 		}
 		if st := mem.Status; st != nil {
 			ms.Version, ms.DBSizeBytes = st.Version, st.DBSizeBytes
+		}
+		if !mem.DownSince.IsZero() {
+			// the API keeps whole seconds: a finer time would differ from its own copy on every pass
+			since := metav1.NewTime(mem.DownSince.Truncate(time.Second))
+			ms.DownSince, ms.Problem = &since, mem.Problem()
 		}
 		out = append(out, ms)
 	}
@@ -362,22 +371,35 @@ func HasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.Co
 
 // AwaitHealthy is the step of a pass that found nothing to change while members etcd lists are not
 // healthy (their containers restarting, or catching up): the cluster waits for them, which the
-// Progressing condition says (False: the operator has nothing to do) instead of "matches its spec".
-// A member that serves but for a NOSPACE alarm counts as healthy here: the NOSPACE phase speaks of it.
-// It returns nil when every member is healthy.
+// Progressing condition says (False: the operator has nothing to do now) instead of "matches its
+// spec", with what it does next about each: when the member's pod is recreated and when the member is
+// replaced (see RecreateDue and ReplaceDue). A member that serves but for a NOSPACE alarm counts as
+// healthy here: the NOSPACE phase speaks of it. It returns nil when every member is healthy.
 func AwaitHealthy(m *model.Cluster) *Step {
 	var down []string
+	spec := &m.Object.Spec
 	for _, mem := range m.Listed() {
-		if !mem.Serving() {
-			down = append(down, mem.Name)
+		if mem.Serving() {
+			continue
 		}
+		s := mem.Name
+		if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && m.Now.Before(at) {
+			s += " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
+			if after := spec.ReplaceAfter(); after > 0 {
+				s += "; replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339)
+			}
+			s += ")"
+		} else if after := spec.ReplaceAfter(); after > 0 && !mem.DownSince.IsZero() {
+			s += " (replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339) + " if it is still down)"
+		}
+		down = append(down, s)
 	}
 	if len(down) == 0 {
 		return nil
 	}
 	sort.Strings(down)
 	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
-		"Waiting for %s to become healthy; nothing is changed until then", strings.Join(down, ", ")))
+		"Waiting for %s to become healthy", strings.Join(down, ", ")))
 }
 
 // RestartLosesData reports whether restarting a member of c deletes the cluster's only copy of its

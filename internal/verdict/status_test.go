@@ -3,8 +3,8 @@ package verdict
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -137,15 +137,20 @@ func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 }
 
 // TestAwaitHealthy: with nothing else to do, a member that is not healthy makes the pass wait for it
-// (Progressing False, naming it); a NOSPACE alarm alone does not; a healthy cluster has no step.
+// (Progressing False, naming it and when its pod is recreated and it is replaced); a NOSPACE alarm
+// alone does not; a healthy cluster has no step.
 func TestAwaitHealthy(t *testing.T) {
 	all := map[uint64]bool{1: true, 2: true, 3: true}
 	if st := AwaitHealthy(observed("abc", true, all, 1, 0).m); st != nil {
 		t.Errorf("healthy cluster: step %+v", st)
 	}
-	st := AwaitHealthy(observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0).m)
-	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1alpha1.ReasonMembersUnhealthy || !strings.Contains(st.Message, "Waiting for s-1 to become healthy") {
-		t.Errorf("one member down: step %+v", st)
+	down := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0).m
+	since := down.Member("s-1").DownSince.UTC()
+	want := fmt.Sprintf("Waiting for s-1 (its pod is recreated at %s if it is still down; replaced at %s) to become healthy",
+		since.Add(2*time.Minute+30*time.Second).Format(time.RFC3339), since.Add(5*time.Minute).Format(time.RFC3339))
+	st := AwaitHealthy(down)
+	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1alpha1.ReasonMembersUnhealthy || st.Message != want {
+		t.Errorf("one member down: step %+v, want the message %q", st, want)
 	}
 	noSpace := observed("abc", true, all, 1, 0, func(in *model.Input) {
 		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)

@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// TestDownMemberRecreatedThenReplaced: a member whose pod stays but whose etcd stops answering (a crash
+// loop, as far as the operator can tell) is named in Degraded with since when, why and when it will be
+// replaced; after half of spec.recovery.replaceUnhealthyMemberAfter its pod is deleted once and
+// recreated on its claim; after all of it the member is removed from etcd, its pod and claim are
+// deleted, and a new learner is added under its name with a new member ID, on a new claim.
+func TestDownMemberRecreatedThenReplaced(t *testing.T) {
+	c := createCluster(t, "heal", 3)
+	names := []string{"heal-0", "heal-1", "heal-2"}
+	hosts := []string{"127.0.0.51", "127.0.0.52", "127.0.0.53"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	const policy = 16 * time.Second
+	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+	})
+	var oldID uint64
+	for _, m := range memberList(t, members[0].ClientURL()) {
+		if m.Name == "heal-2" {
+			oldID = m.ID
+		}
+	}
+	oldPod, err := getPod(c, "heal-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("heal-2")}, oldClaim); err != nil {
+		t.Fatal(err)
+	}
+
+	// The fault: etcd in heal-2 stops, and kubelet reports the pod not Ready.
+	members[2].Stop()
+	stopped := time.Now()
+	markNotReady(t, c, "heal-2")
+
+	testutil.Eventually(t, waitTimeout, "Degraded names heal-2, since when, and when it is replaced", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "heal-2 is down since ") || !strings.Contains(d.Message, "replaced at ") {
+			return fmt.Errorf("degraded %+v", d)
+		}
+		return nil
+	})
+	var recreatedAt time.Duration
+	testutil.Eventually(t, waitTimeout, "heal-2's pod recreated", func(context.Context) error {
+		p, err := getPod(c, "heal-2")
+		if err != nil {
+			return err
+		}
+		if p.UID == oldPod.UID {
+			return errors.New("still the pod that went down")
+		}
+		recreatedAt = time.Since(stopped)
+		return nil
+	})
+	if recreatedAt < policy/2-time.Second {
+		t.Errorf("pod recreated %s after the fault, before half of the policy (%s)", recreatedAt, policy/2)
+	}
+	// The recreated pod does not start either (there is no kubelet): it stays, once.
+	recreated, err := getPod(c, "heal-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Replaced: removed from etcd, its pod and claim deleted, a new learner under its name.
+	testutil.Eventually(t, 2*waitTimeout, "heal-2 removed from etcd", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == oldID {
+				return fmt.Errorf("member %s (ID %s) still listed", m.Name, etcd.FormatID(m.ID))
+			}
+		}
+		return nil
+	})
+	if took := time.Since(stopped); took < policy-time.Second {
+		t.Errorf("replaced %s after the fault, before the policy (%s)", took, policy)
+	}
+	if p, err := getPod(c, "heal-2"); err == nil && p.UID == recreated.UID && p.DeletionTimestamp == nil {
+		// the pod is deleted when the member is removed; give the pass that does it time
+		testutil.Eventually(t, waitTimeout, "the replaced member's pod deleted", func(context.Context) error {
+			p, err := getPod(c, "heal-2")
+			if err == nil && p.UID == recreated.UID && p.DeletionTimestamp == nil {
+				return errors.New("still there")
+			}
+			return nil
+		})
+	}
+	finishClaimDeletion(t, c, oldClaim.UID)
+	testutil.Eventually(t, waitTimeout, "a new learner heal-2 on a new claim", func(context.Context) error {
+		var learner *etcd.Member
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.IsLearner {
+				learner = &m
+			}
+		}
+		if learner == nil {
+			return errors.New("no learner")
+		}
+		if learner.ID == oldID || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, "heal-2") {
+			return fmt.Errorf("learner %+v: want a new ID with heal-2's peer URL", learner)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("heal-2")}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == oldClaim.UID {
+			return errors.New("the learner's claim is the replaced member's")
+		}
+		return nil
+	})
+}
+
+// markNotReady sets the pod's Ready condition False, as kubelet does when its readiness probe fails.
+func markNotReady(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, "pod "+name+" not ready", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		return k8s.Status().Update(context.Background(), p)
+	})
+}
+
+// finishClaimDeletion waits for the claim of that UID to be deleted and finishes its deletion as
+// kube-controller-manager would (dropping kubernetes.io/pvc-protection once no pod uses it).
+func finishClaimDeletion(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UID) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, "claim "+string(uid)+" deleted", func(context.Context) error {
+		list := &corev1.PersistentVolumeClaimList{}
+		if err := k8s.List(context.Background(), list, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			pvc := &list.Items[i]
+			if pvc.UID != uid {
+				continue
+			}
+			if pvc.DeletionTimestamp == nil {
+				return fmt.Errorf("claim %s not being deleted", pvc.Name)
+			}
+			if len(pvc.Finalizers) > 0 {
+				pvc.Finalizers = nil
+				if err := k8s.Update(context.Background(), pvc); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+			return fmt.Errorf("claim %s finishing its deletion", pvc.Name)
+		}
+		return nil
+	})
+}

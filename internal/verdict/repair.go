@@ -1,0 +1,92 @@
+package verdict
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/model"
+)
+
+// The repair of a member that is present but down (model.Member.Down: etcd lists it, it does not
+// serve), counted from when it went down (model.Member.DownSince), per spec.recovery
+// .replaceUnhealthyMemberAfter: after half of it the member's pod is deleted once and recreated with the
+// current spec on its own data (a crash-loop back-off, an image or a flag the spec no longer has, a
+// transient fault); after all of it the member is replaced, which the membership planner carries out
+// (remove it, delete its pod and claim, add a new member that copies the data from its peers). Neither
+// ever takes a healthy member down, and neither happens without a quorum of healthy voters without the
+// member.
+
+// RecreateDue reports whether mem's pod is due to be deleted so that it is recreated: mem has been down
+// for c's RecreateAfter, its pod exists, is not being deleted, and was created before that point (each
+// spell down recreates the pod at most once), and the healthy voters make a quorum without it.
+func RecreateDue(c *model.Cluster, mem *model.Member) bool {
+	if !mem.Down() || !mem.HasPod() || c.HealthyVoters() < c.Quorum() {
+		return false
+	}
+	due := mem.DownSince.Add(c.Object.Spec.RecreateAfter())
+	return !c.Now.Before(due) && mem.Pod.CreationTimestamp.Time.Before(due)
+}
+
+// PodToRecreate returns the event reason and why mem's pod is to be deleted so that it is recreated on
+// its claim, or "" when it is not: a failed pod (evicted, or its node gone: restartPolicy Always
+// restarts containers in place, never a failed pod), or a member RecreateDue holds for.
+func PodToRecreate(c *model.Cluster, mem *model.Member) (reason, why string) {
+	switch {
+	case mem.HasPod() && mem.Pod.Status.Phase == corev1.PodFailed:
+		return "DeletedFailedPod", "failed: " + mem.Pod.Status.Reason
+	case RecreateDue(c, mem):
+		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())
+	}
+	return "", ""
+}
+
+// ReplaceDue reports whether mem is due to be replaced: replacing is on (ReplaceAfter > 0), mem has been
+// down that long, and its pod exists (a member without a pod is recreated on its claim, or replaced at
+// once when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
+// replacement). The quorum is the planner's to check: it removes nothing without one.
+func ReplaceDue(c *model.Cluster, mem *model.Member) bool {
+	after := c.Object.Spec.ReplaceAfter()
+	if after <= 0 || !mem.Down() || mem.Pod == nil {
+		return false
+	}
+	return !c.Now.Before(mem.DownSince.Add(after))
+}
+
+// Replacements returns the names of the members ReplaceDue holds for.
+func Replacements(c *model.Cluster) map[string]bool {
+	out := map[string]bool{}
+	for _, mem := range c.Listed() {
+		if ReplaceDue(c, mem) {
+			out[mem.Name] = true
+		}
+	}
+	return out
+}
+
+// downSummary says, for the Degraded condition, which members are down, since when, why, and what the
+// operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
+// CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers".
+func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus) []string {
+	var out []string
+	for _, m := range members {
+		if m.Healthy || m.DownSince == nil {
+			continue
+		}
+		s := m.Name + " is down since " + m.DownSince.UTC().Format(time.RFC3339)
+		if m.Problem != "" {
+			s += " (" + m.Problem + ")"
+		}
+		if after := spec.ReplaceAfter(); after > 0 {
+			s += fmt.Sprintf("; replaced at %s unless it recovers", m.DownSince.Add(after).UTC().Format(time.RFC3339))
+		} else {
+			s += "; not replaced automatically (spec.recovery.replaceUnhealthyMemberAfter is 0s)"
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,137 @@
+package verdict
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// TestRepairDue: with a 4-minute policy, a member down 1 minute is left alone; down 2 minutes its pod
+// (created before that point) is recreated, but only once; down 4 minutes it is due for replacement;
+// a pod that is being deleted is not recreated again; nothing is recreated when the healthy voters
+// without the member are no quorum; replacing off ("0s") still recreates after half the default.
+func TestRepairDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	downFor := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+	build := func(policy *time.Duration, downFor []*metav1.Time, podAge time.Duration, healthy int, terminating bool) *model.Cluster {
+		c := testutil.EtcdCluster("r", testutil.WithReplicas(int32(len(downFor))))
+		if policy != nil {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: *policy}}
+		}
+		e := &model.Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{}}
+		var pods []corev1.Pod
+		for i, since := range downFor {
+			name := fmt.Sprintf("r-%d", i)
+			e.Members = append(e.Members, etcd.Member{ID: uint64(i + 1), Name: name})
+			e.Health[uint64(i+1)] = nil
+			if i >= healthy {
+				e.Health[uint64(i+1)] = errors.New("connection refused")
+			}
+			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, DownSince: since})
+			p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-podAge))}}
+			if terminating {
+				p.DeletionTimestamp = &p.CreationTimestamp
+			}
+			pods = append(pods, p)
+		}
+		return model.Build(model.Input{Cluster: c, Etcd: e, Pods: pods, Now: now})
+	}
+	four, off := 4*time.Minute, time.Duration(0)
+	for _, tc := range []struct {
+		name               string
+		policy             *time.Duration
+		down               time.Duration
+		podAge             time.Duration
+		healthy            int
+		terminating        bool
+		recreate, replaces bool
+	}{
+		{name: "down 1m", policy: &four, down: time.Minute, podAge: time.Hour, healthy: 2},
+		{name: "down 2m: recreate", policy: &four, down: 2 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
+		{name: "down 3m, recreated 30s ago", policy: &four, down: 3 * time.Minute, podAge: 30 * time.Second, healthy: 2},
+		{name: "down 4m: replace", policy: &four, down: 4 * time.Minute, podAge: 30 * time.Second, healthy: 2, replaces: true},
+		{name: "down 4m, pod terminating", policy: &four, down: 4 * time.Minute, podAge: time.Hour, healthy: 2, terminating: true, replaces: true},
+		{name: "no quorum without it", policy: &four, down: 2 * time.Minute, podAge: time.Hour, healthy: 1},
+		{name: "default policy, down 3m: recreate", down: 3 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
+		{name: "default policy, down 5m: replace", down: 5 * time.Minute, podAge: time.Minute, healthy: 2, replaces: true},
+		{name: "replacing off, down 3m: recreate", policy: &off, down: 3 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
+		{name: "replacing off, down 1h", policy: &off, down: time.Hour, podAge: time.Minute, healthy: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			downs := []*metav1.Time{nil, nil, downFor(tc.down)}
+			if tc.healthy == 1 {
+				downs[1] = downFor(tc.down)
+			}
+			m := build(tc.policy, downs, tc.podAge, tc.healthy, tc.terminating)
+			mem := m.Member("r-2")
+			if got := RecreateDue(m, mem); got != tc.recreate {
+				t.Errorf("RecreateDue = %v, want %v", got, tc.recreate)
+			}
+			if got := ReplaceDue(m, mem); got != tc.replaces {
+				t.Errorf("ReplaceDue = %v, want %v", got, tc.replaces)
+			}
+			if got := Replacements(m)["r-2"]; got != tc.replaces {
+				t.Errorf("Replacements()[r-2] = %v, want %v", got, tc.replaces)
+			}
+			if RecreateDue(m, m.Member("r-0")) || ReplaceDue(m, m.Member("r-0")) {
+				t.Error("a healthy member is due for repair")
+			}
+		})
+	}
+}
+
+// TestDownSummary: Degraded says of each down member since when, why, and when it will be replaced,
+// or that it is not replaced automatically.
+func TestDownSummary(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	members := []etcdv1alpha1.MemberStatus{
+		{Name: "s-0", Healthy: true},
+		{Name: "s-1", DownSince: &since, Problem: "etcd container CrashLoopBackOff (last exit code 2, Error)"},
+	}
+	spec := &testutil.EtcdCluster("s").Spec
+	got := strings.Join(downSummary(spec, members), "; ")
+	want := "s-1 is down since 2026-12-01T12:00:00Z (etcd container CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T12:05:00Z unless it recovers"
+	if got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+	if got := strings.Join(downSummary(spec, members), "; "); !strings.Contains(got, "not replaced automatically") {
+		t.Errorf("summary %q, want it to say the member is not replaced automatically", got)
+	}
+}
+
+// TestPodToRecreate: a failed pod is deleted to be recreated whatever etcd says; a member that is down
+// long enough, once; a running member that answers, never.
+func TestPodToRecreate(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	long := metav1.NewTime(now.Add(-time.Hour))
+	c := testutil.EtcdCluster("f", testutil.WithReplicas(3))
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "f-2", DownSince: &long}}
+	e := &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: "f-0"}, {ID: 2, Name: "f-1"}, {ID: 3, Name: "f-2"}},
+		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
+	pod := func(name string, phase corev1.PodPhase, reason string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: long}, Status: corev1.PodStatus{Phase: phase, Reason: reason}}
+	}
+	m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{
+		pod("f-0", corev1.PodRunning, ""), pod("f-1", corev1.PodFailed, "Evicted"), pod("f-2", corev1.PodRunning, "")}})
+	for name, want := range map[string][2]string{
+		"f-0": {"", ""},
+		"f-1": {"DeletedFailedPod", "failed: Evicted"},
+		"f-2": {"RecreatingMember", "down since 2026-12-01T11:00:00Z: etcd: connection refused"},
+	} {
+		reason, why := PodToRecreate(m, m.Member(name))
+		if reason != want[0] || why != want[1] {
+			t.Errorf("%s: PodToRecreate = %q, %q; want %q, %q", name, reason, why, want[0], want[1])
+		}
+	}
+}

@@ -1,0 +1,265 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// replaceAfter is spec.recovery.replaceUnhealthyMemberAfter in the repair tests: the pod of a member
+// that is down is recreated after half of it, the member replaced after all of it.
+const replaceAfter = 20 * time.Second
+
+// repairTimeout bounds the time from a fault to 3 healthy voters again: the policy, then a learner that
+// copies the data and is promoted.
+const repairTimeout = replaceAfter + 2*time.Minute
+
+// withReplaceAfter sets spec.recovery.replaceUnhealthyMemberAfter.
+func withReplaceAfter(d time.Duration) func(*etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: d}}
+	}
+}
+
+// TestBrokenDataDirReplaced: a member whose data directory is emptied, or whose database is
+// overwritten, under its kept claim crash-loops when it restarts (etcd panics: its raft log is behind
+// what the leader committed, or the database does not open). With a continuous writer through the
+// client Service, the member is named down in Degraded, its pod is recreated once, and it is replaced
+// (removed, its claim deleted, a new member added under a new ID that copies the data from its
+// peers); every acknowledged write is readable afterwards.
+func TestBrokenDataDirReplaced(t *testing.T) {
+	for _, tc := range []struct{ name, ns, damage string }{
+		{"empty data directory", "e2e-wiped", "rm -rf " + resources.DataDir + "/member"},
+		{"corrupt database", "e2e-corrupt", "db=" + resources.DataDir + "/member/snap/db; " +
+			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, tc.ns, "demo", 3, withReplaceAfter(replaceAfter))
+			assertAvailable(t, c, availableTimeout)
+			id := clusterIDOf(t, c)
+			oldID := memberID(t, c, "demo-1")
+			svc := clientServiceEndpoint(t, c)
+			w := startWriter(t, svc)
+
+			start := time.Now()
+			runOnClaim(t, c, resources.PVCName("demo-1"), tc.damage)
+			pods, err := memberPods(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// restart etcd on the damaged directory at once, before it writes anything back
+			if err := k8s.Delete(context.Background(), pods["demo-1"], client.GracePeriodSeconds(0)); err != nil {
+				t.Fatal(err)
+			}
+			shown := poll.Eventually(t, repairTimeout, "Degraded names demo-1 down", func(ctx context.Context) error {
+				got, err := getCluster(ctx, c)
+				if err != nil {
+					return err
+				}
+				d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+				if d == nil || !strings.Contains(d.Message, "demo-1 is down since") {
+					return fmt.Errorf("degraded %+v", d)
+				}
+				return nil
+			})
+			t.Logf("%s: the status named demo-1 down %s after the fault", tc.name, shown.Round(100*time.Millisecond))
+			poll.Eventually(t, repairTimeout, "demo-1 replaced by a healthy voter", func(ctx context.Context) error {
+				got, err := getCluster(ctx, c)
+				if err != nil {
+					return err
+				}
+				for _, m := range got.Status.Members {
+					if m.Name == "demo-1" && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
+						return nil
+					}
+				}
+				return fmt.Errorf("members %+v", got.Status.Members)
+			})
+			t.Logf("%s: fault -> 3 healthy voters in %s (replaceUnhealthyMemberAfter %s)", tc.name, time.Since(start).Round(100*time.Millisecond), replaceAfter)
+			for _, m := range assertMembers(t, c, 3, id) {
+				if m.ID == oldID {
+					t.Errorf("the damaged member's ID %s is still a member", etcd.FormatID(oldID))
+				}
+			}
+			pods, err = memberPods(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.stopAndVerify(t, podEndpoint(pods["demo-1"]))
+		})
+	}
+}
+
+// TestRolloutOntoBrokenImageReverted: a rolling change onto an image that cannot be pulled stops after
+// the first member, which the status names with its problem; reverting the spec heals the cluster
+// without any manual step (the member that is down is recreated with the current spec; the
+// PodDisruptionBudget guards the healthy members, not the one already down). A continuous writer loses
+// no acknowledged write.
+func TestRolloutOntoBrokenImageReverted(t *testing.T) {
+	c := newCluster(t, "e2e-badimage", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	const broken = "docker.io/local/etcd:no-such-tag"
+	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = broken })
+
+	poll.Eventually(t, rolloutTimeout, "a member down on the broken image, named in the status", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if !m.Healthy && (strings.Contains(m.Problem, "ErrImagePull") || strings.Contains(m.Problem, "ImagePullBackOff")) {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+	// The rollout stops there: no second member goes onto the broken image.
+	poll.Consistently(t, 15*time.Second, "one member on the broken image", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, p := range pods {
+			if p.Spec.Containers[0].Image == broken {
+				n++
+			}
+		}
+		if n > 1 {
+			return fmt.Errorf("%d members on the broken image", n)
+		}
+		return nil
+	})
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "paused") {
+		t.Errorf("Progressing %+v: want it to say the rollout is paused and why", p)
+	}
+
+	start := time.Now()
+	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "" })
+	poll.Eventually(t, rolloutTimeout, "every member back on the spec's image, healthy", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if p.Spec.Containers[0].Image == broken {
+				return fmt.Errorf("%s still on the broken image", n)
+			}
+		}
+		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("spec reverted -> 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// updateCluster changes the cluster with mutate on its newest version, again on a conflict.
+func updateCluster(t testing.TB, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv1alpha1.EtcdCluster)) {
+	t.Helper()
+	poll.Eventually(t, statusTimeout, "update EtcdCluster "+c.Name, func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		mutate(got)
+		return k8s.Update(ctx, got)
+	})
+}
+
+// memberID returns the etcd member ID of the named member, from the cluster's status.
+func memberID(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string) uint64 {
+	t.Helper()
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.Status.Members {
+		if m.Name == name {
+			id, err := etcd.ParseID(m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+	}
+	t.Fatalf("no member %s in the status: %+v", name, got.Status.Members)
+	return 0
+}
+
+// shellImage is an image with a POSIX shell and coreutils that the cluster can run without a pull:
+// $E2E_SHELL_IMAGE (hack/test-e2e.sh sets the local cluster's busybox).
+func shellImage(t testing.TB) string {
+	t.Helper()
+	img := os.Getenv("E2E_SHELL_IMAGE")
+	if img == "" {
+		t.Fatal("E2E_SHELL_IMAGE is not set: name an image with /bin/sh that the cluster can run (make test-e2e sets it for the local cluster)")
+	}
+	return img
+}
+
+// runOnClaim runs script with /bin/sh in a pod that mounts claim at the member pods' data mount path,
+// as root, and waits for it to succeed: how a test damages a member's data under its kept claim.
+func runOnClaim(t testing.TB, c *etcdv1alpha1.EtcdCluster, claim, script string) {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: "damage-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "sh", Image: shellImage(t), ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"/bin/sh", "-c", "set -e; " + script},
+				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		},
+	}
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatalf("create the pod that runs %q on claim %s: %v", script, claim, err)
+	}
+	poll.Eventually(t, time.Minute, "the pod running "+script+" succeeded", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		switch p.Status.Phase {
+		case corev1.PodSucceeded:
+			return nil
+		case corev1.PodFailed:
+			t.Fatalf("%q on claim %s failed: %+v", script, claim, p.Status.ContainerStatuses)
+		}
+		return fmt.Errorf("phase %s", p.Status.Phase)
+	})
+	_ = k8s.Delete(ctx, p)
+}
