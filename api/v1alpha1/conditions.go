@@ -80,6 +80,9 @@ const (
 	// ReasonNoSpace: etcd raised its NOSPACE alarm (a database reached --quota-backend-bytes): the
 	// cluster serves reads and refuses writes until the alarm is disarmed.
 	ReasonNoSpace = "NoSpace"
+	// ReasonCorrupt: etcd raised its CORRUPT alarm for a member whose data diverged from its peers':
+	// the cluster refuses writes until the member is replaced and the alarm disarmed.
+	ReasonCorrupt = "Corrupt"
 	// ReasonDataKept: a quorum of the voting members keeps its data (or answers).
 	ReasonDataKept = "DataKept"
 	// ReasonRestoreCancelled: an automatic restore was cancelled before it deleted the lost cluster.

@@ -22,7 +22,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 	if s.m.Formed() {
 		return nil, nil
 	}
-	names := desiredMembers(c)
+	names := resources.InitialMemberNames(c)
 	initial := r.Options.InitialCluster(c, names)
 	if len(s.m.ForeignClaims) > 0 {
 		st := verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
@@ -75,12 +75,4 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 		}
 	}
 	return verdict.Acting(reason, msg), nil
-}
-
-// neverStarted reports whether etcd lists member name as never started (it has no name yet): an
-// initial member of a restored cluster whose restore did not finish still needs the snapshot, and the
-// cluster token the others were restored with.
-func neverStarted(s *scope, name string) bool {
-	m := s.m.Member(name)
-	return m != nil && m.Listed() && !m.Started()
 }

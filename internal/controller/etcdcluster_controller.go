@@ -153,8 +153,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // reconcilePhases runs the phases of a live cluster in order, until one takes a step. Services, the
 // observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
-// applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, a
-// membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
+// applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
+// alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
 // last, on a settled cluster, the consistency check.
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{
@@ -169,6 +169,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.bootstrap,
 		r.recreateMembers,
 		r.reconcileQuorumLoss,
+		r.disarmCorrupt,
 		r.reconcileMembership,
 		r.reconcileRollout,
 		r.reconcileNoSpace,

@@ -13,22 +13,12 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// desiredMembers returns the names of members 0..replicas-1.
-func desiredMembers(c *etcdv1alpha1.EtcdCluster) []string {
-	n := int(c.Spec.ReplicasOrDefault())
-	names := make([]string, n)
-	for i := range names {
-		names[i] = resources.MemberName(c, i)
-	}
-	return names
-}
-
 // createPod creates member m's pod; one that already exists is left as it is. A member of the initial
 // bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
 // while that snapshot cannot be resolved, no pod is created and the returned step says why. A pod of
 // that name that is not a member's blocks.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) (*verdict.Step, error) {
-	if m.InitialClusterState == resources.StateNew && (!s.m.Formed() || neverStarted(s, m.Name)) {
+	if m.InitialClusterState == resources.StateNew && (!s.m.Formed() || s.m.NeverStarted(m.Name)) {
 		// only before the cluster first forms, or for an initial member that never started: afterwards
 		// a recreated member starts on its own data and must not depend on the backup storage (its
 		// credentials, its availability) to restart

@@ -32,16 +32,42 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 		return nil, nil
 	}
 	var names []string
+	var ids []uint64
 	for _, m := range v.Disarm {
-		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
-		err := s.etcdClient.DisarmNoSpace(callCtx, m.ID())
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, m.Name)
+		names, ids = append(names, m.Name), append(ids, m.ID())
+	}
+	if err := r.disarm(ctx, ids, s.etcdClient.DisarmNoSpace); err != nil {
+		return nil, err
 	}
 	sort.Strings(names)
 	r.event(c, corev1.EventTypeNormal, "DisarmedNoSpace", "Disarm", "Disarmed the NOSPACE alarm of %s: the databases fit the %d-byte quota again; writes are accepted", strings.Join(names, ", "), quota)
 	return verdict.Acting(etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))), nil
+}
+
+// disarmCorrupt disarms the CORRUPT alarms etcd keeps for members it no longer lists (replaced by the
+// membership planner): they would only keep the cluster refusing writes.
+func (r *EtcdClusterReconciler) disarmCorrupt(ctx context.Context, s *scope) (*verdict.Step, error) {
+	ids := verdict.CorruptToDisarm(s.m)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if err := r.disarm(ctx, ids, s.etcdClient.DisarmCorrupt); err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("Disarmed the CORRUPT alarm of removed members %016x: writes are accepted again", ids)
+	r.event(s.cluster, corev1.EventTypeNormal, "DisarmedCorrupt", "Disarm", "%s", msg)
+	return verdict.Acting(etcdv1alpha1.ReasonCorrupt, msg), nil
+}
+
+// disarm calls disarm for each member ID, each call bounded by the etcd timeout; it stops at an error.
+func (r *EtcdClusterReconciler) disarm(ctx context.Context, ids []uint64, disarm func(context.Context, uint64) error) error {
+	for _, id := range ids {
+		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+		err := disarm(callCtx, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

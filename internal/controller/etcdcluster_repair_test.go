@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,5 +177,75 @@ func finishClaimDeletion(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UI
 			return fmt.Errorf("claim %s finishing its deletion", pvc.Name)
 		}
 		return nil
+	})
+}
+
+// TestCorruptMemberReplacedAndAlarmDisarmed: etcd raises the CORRUPT alarm for one member (its data
+// diverged; the cluster refuses writes). The operator removes that member at once, whatever the
+// replacement policy, disarms the alarm once etcd no longer lists the member (writes are accepted
+// again: Available turns True), and adds a new learner under the member's name with a new ID.
+func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
+	c := createCluster(t, "rot", 3)
+	names := []string{"rot-0", "rot-1", "rot-2"}
+	hosts := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		// replacing "down" members is off: a CORRUPT alarm is replaced anyway
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+	})
+	oldID := uint64(members[1].Etcd.Server.MemberID())
+	ctx := context.Background()
+	if _, err := members[0].Etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: oldID, Alarm: pb.AlarmType_CORRUPT}); err != nil {
+		t.Fatalf("raise the CORRUPT alarm of rot-1: %v", err)
+	}
+	testutil.Eventually(t, waitTimeout, "rot-1 removed, its alarm disarmed", func(ctx context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == oldID {
+				return errors.New("rot-1 still listed")
+			}
+		}
+		resp, err := members[0].Etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
+		if err != nil {
+			return err
+		}
+		if len(resp.Alarms) > 0 {
+			return fmt.Errorf("alarms %v", resp.Alarms)
+		}
+		return nil
+	})
+	for reason, text := range map[string]string{"MemberRemoved": "CORRUPT alarm", "DisarmedCorrupt": etcd.FormatID(oldID)} {
+		testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, reason, text) })
+	}
+	testutil.Eventually(t, waitTimeout, "Available again", func(context.Context) error {
+		if a := condition(getCluster(t, c), etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+			return fmt.Errorf("available %+v", a)
+		}
+		return nil
+	})
+	oldPod, _ := getPod(c, "rot-1")
+	testutil.Eventually(t, waitTimeout, "the replaced member's pod deleted", func(context.Context) error {
+		if p, err := getPod(c, "rot-1"); err == nil && oldPod != nil && p.UID == oldPod.UID && p.DeletionTimestamp == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("rot-1")}, claim); err == nil {
+		finishClaimDeletion(t, c, claim.UID)
+	}
+	testutil.Eventually(t, waitTimeout, "a new learner rot-1", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "rot-1") {
+				return nil
+			}
+		}
+		return errors.New("no new learner rot-1")
 	})
 }

@@ -154,6 +154,14 @@ type Client interface {
 	// etcd raises it again on the next write that does not fit the quota.
 	DisarmNoSpace(ctx context.Context, id uint64) error
 
+	// Alarms returns the alarms etcd has raised, cluster-wide: those of
+	// members that were removed since included (they stay until disarmed).
+	Alarms(ctx context.Context) ([]Alarm, error)
+
+	// DisarmCorrupt clears the CORRUPT alarm of member id (a raft request:
+	// it needs quorum). Disarming an alarm that is not raised does nothing.
+	DisarmCorrupt(ctx context.Context, id uint64) error
+
 	// MoveLeader transfers raft leadership to voter toID and returns once
 	// the old leader sees toID as leader. etcd only accepts the request on
 	// the current leader, so MoveLeader first finds the leader by asking
@@ -406,6 +414,9 @@ func (c *client) Health(ctx context.Context, endpoint string) error {
 			alarms = append(alarms, a.Alarm.String())
 		}
 	}
+	if slices.Contains(alarms, pb.AlarmType_CORRUPT.String()) {
+		return fmt.Errorf("health of %s: member %s: %w: %w", endpoint, FormatID(st.MemberID), ErrAlarm, ErrCorrupt)
+	}
 	if len(alarms) > 0 && !slices.ContainsFunc(alarms, func(a string) bool { return a != pb.AlarmType_NOSPACE.String() }) {
 		return fmt.Errorf("health of %s: member %s: %w: %w", endpoint, FormatID(st.MemberID), ErrAlarm, ErrNoSpace)
 	}
@@ -420,6 +431,43 @@ func (c *client) DisarmNoSpace(ctx context.Context, id uint64) error {
 	_, err := c.cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: id, Alarm: pb.AlarmType_NOSPACE})
 	if err != nil {
 		return fmt.Errorf("disarm NOSPACE of member %s: %w", FormatID(id), err)
+	}
+	return nil
+}
+
+// Alarm is one alarm etcd raised.
+type Alarm struct {
+	// MemberID is the member the alarm is for.
+	MemberID uint64
+	// Type is the alarm: AlarmNoSpace or AlarmCorrupt.
+	Type string
+}
+
+// The alarms etcd raises, as Alarm.Type names them.
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
+)
+
+// Alarms implements Client.
+func (c *client) Alarms(ctx context.Context) ([]Alarm, error) {
+	resp, err := c.cli.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list alarms: %w", err)
+	}
+	out := make([]Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		if a.Alarm != pb.AlarmType_NONE {
+			out = append(out, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+		}
+	}
+	return out, nil
+}
+
+// DisarmCorrupt implements Client.
+func (c *client) DisarmCorrupt(ctx context.Context, id uint64) error {
+	if _, err := c.cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: id, Alarm: pb.AlarmType_CORRUPT}); err != nil {
+		return fmt.Errorf("disarm CORRUPT of member %s: %w", FormatID(id), err)
 	}
 	return nil
 }

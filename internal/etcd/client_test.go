@@ -391,8 +391,8 @@ func (c *testCluster) memberIDs() []uint64 {
 }
 
 // TestHealthNoSpace: a member whose only alarm is NOSPACE is unhealthy with both ErrAlarm and
-// ErrNoSpace; a CORRUPT alarm is ErrAlarm without ErrNoSpace; DisarmNoSpace clears NOSPACE (twice
-// is fine) and the member is healthy again.
+// ErrNoSpace; a CORRUPT alarm is ErrAlarm and ErrCorrupt without ErrNoSpace, and Alarms lists it;
+// DisarmNoSpace and DisarmCorrupt clear them (twice is fine) and the member is healthy again.
 func TestHealthNoSpace(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 1)
@@ -422,7 +422,22 @@ func TestHealthNoSpace(t *testing.T) {
 	}
 	activate(pb.AlarmType_CORRUPT)
 	err = cli.Health(callCtx(t), m.clientURL)
-	if !errors.Is(err, ErrAlarm) || errors.Is(err, ErrNoSpace) {
-		t.Fatalf("Health with CORRUPT = %v, want ErrAlarm without ErrNoSpace", err)
+	if !errors.Is(err, ErrAlarm) || !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Health with CORRUPT = %v, want ErrAlarm and ErrCorrupt without ErrNoSpace", err)
+	}
+	alarms, err := cli.Alarms(callCtx(t))
+	if err != nil || len(alarms) != 1 || alarms[0] != (Alarm{MemberID: m.memberID(), Type: "CORRUPT"}) {
+		t.Fatalf("Alarms = %+v, %v; want the CORRUPT alarm of member %s", alarms, err, FormatID(m.memberID()))
+	}
+	for range 2 {
+		if err := cli.DisarmCorrupt(callCtx(t), m.memberID()); err != nil {
+			t.Fatalf("DisarmCorrupt: %v", err)
+		}
+	}
+	if err := cli.Health(callCtx(t), m.clientURL); err != nil {
+		t.Fatalf("Health after DisarmCorrupt: %v", err)
+	}
+	if alarms, err := cli.Alarms(callCtx(t)); err != nil || len(alarms) != 0 {
+		t.Fatalf("Alarms after DisarmCorrupt = %+v, %v; want none", alarms, err)
 	}
 }

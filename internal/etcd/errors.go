@@ -55,6 +55,13 @@ var (
 	// is disarmed, but the member has a leader and served a linearizable
 	// read (per etcd's maintenance docs, "Space quota").
 	ErrNoSpace = errors.New("NOSPACE alarm: the database reached its space quota")
+
+	// ErrCorrupt is returned by Health, together with ErrAlarm, when etcd
+	// raised the CORRUPT alarm for the member: its data diverged from its
+	// peers' (a hash check failed). The whole cluster refuses writes until
+	// the alarm is disarmed; etcd's guidance is to replace the member first
+	// (per etcd's maintenance docs, "Data corruption").
+	ErrCorrupt = errors.New("CORRUPT alarm: the member's data diverged from its peers'")
 )
 
 // isRPCError reports whether err, as returned by clientv3 (which converts

@@ -40,9 +40,9 @@ type Member struct {
 	// Healthy is true when the member answered in this pass: a linearizable read for a voter, its
 	// status for a learner.
 	Healthy bool
-	// Replace is true when the member has been down longer than the cluster allows and is to be
-	// replaced (removed, then added back as a new member); ignored while it is healthy.
-	Replace bool
+	// Replace, when not empty, says why the member is to be replaced (removed, then added back as a new
+	// member): down longer than the cluster allows, or its data diverged; ignored while it is healthy.
+	Replace string
 }
 
 // Resources is what Kubernetes holds for one member name.
@@ -170,8 +170,8 @@ func removeLostVoter(s State, _ tally) (Action, bool) {
 // not healthy lowers no healthy count, and Next only gets here with a quorum of healthy voters.
 func replaceDown(s State, _ tally) (Action, bool) {
 	for _, m := range sorted(s.Members) {
-		if m.Replace && !m.Healthy {
-			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "it has been down longer than spec.recovery.replaceUnhealthyMemberAfter; a new member takes its place"}, true
+		if m.Replace != "" && !m.Healthy {
+			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: m.Replace + "; a new member takes its place"}, true
 		}
 	}
 	return Action{}, false

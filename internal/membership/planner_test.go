@@ -88,7 +88,7 @@ func genState(t *rapid.T) State {
 		learner := rapid.Bool().Draw(t, "learner")
 		started := !learner || rapid.Bool().Draw(t, "started")
 		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started,
-			Healthy: started && rapid.Bool().Draw(t, "healthy"), Replace: rapid.Bool().Draw(t, "replace")})
+			Healthy: started && rapid.Bool().Draw(t, "healthy"), Replace: rapid.SampledFrom([]string{"", "down too long"}).Draw(t, "replace")})
 	}
 	for ord := 0; ord < 10; ord++ {
 		if rapid.Bool().Draw(t, "hasResources") {
@@ -156,7 +156,7 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			if m.ID == s.Leader && m.Healthy {
 				t.Fatalf("%v removes the leader", a)
 			}
-			if m.Replace && m.Healthy && len(s.Members) <= s.Replicas {
+			if m.Replace != "" && m.Healthy && len(s.Members) <= s.Replicas {
 				t.Fatalf("%v replaces a member that is healthy", a)
 			}
 			if m.Healthy && !m.IsLearner && len(s.Members) <= s.Replicas {
@@ -279,7 +279,7 @@ func TestNextReplacesDownMembers(t *testing.T) {
 		s := state(n, 0, strings.Repeat("v", n))
 		down := map[uint64]bool{}
 		for _, i := range rapid.SliceOfNDistinct(rapid.IntRange(1, n-1), 0, (n-1)/2, rapid.ID[int]).Draw(t, "down") {
-			s.Members[i].Healthy, s.Members[i].Replace = false, true
+			s.Members[i].Healthy, s.Members[i].Replace = false, "down too long"
 			down[s.Members[i].ID] = true
 		}
 		nextID := uint64(100)

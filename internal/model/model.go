@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,10 @@ type Etcd struct {
 	Health map[uint64]error
 	// Leader is the member ID most members report as leader, 0 when none reports one.
 	Leader uint64
+	// Alarms are the alarms etcd has raised, cluster-wide (those of removed members included);
+	// AlarmsErr says why they could not be listed (then Alarms is empty).
+	Alarms    []etcd.Alarm
+	AlarmsErr error
 }
 
 // ErrNotAsked is a member's Health when etcd lists it but the pass did not ask it.
@@ -345,6 +350,14 @@ func (c *Cluster) Member(name string) *Member {
 	return nil
 }
 
+// NeverStarted reports whether etcd lists member name as never started (it has no name yet): an initial
+// member of a restored cluster whose restore did not finish still needs the snapshot, and the cluster
+// token the others were restored with.
+func (c *Cluster) NeverStarted(name string) bool {
+	m := c.Member(name)
+	return m != nil && m.Listed() && !m.Started()
+}
+
 // Answered reports whether etcd answered in this pass.
 func (c *Cluster) Answered() bool { return c.Etcd != nil }
 
@@ -396,6 +409,21 @@ func (c *Cluster) Learners() int { return c.count((*Member).Learner) }
 
 // Quorum is the number of healthy voters the cluster's voters need to commit.
 func (c *Cluster) Quorum() int { return membership.Quorum(c.Voters()) }
+
+// Corrupt returns the IDs of the members etcd raised the CORRUPT alarm for (see etcd.ErrCorrupt),
+// whether it still lists them or not, in the order etcd gave them.
+func (c *Cluster) Corrupt() []uint64 {
+	if c.Etcd == nil {
+		return nil
+	}
+	var out []uint64
+	for _, a := range c.Etcd.Alarms {
+		if a.Type == etcd.AlarmCorrupt && !slices.Contains(out, a.MemberID) {
+			out = append(out, a.MemberID)
+		}
+	}
+	return out
+}
 
 // AnyNoSpace reports whether a member reported a NOSPACE alarm: one is enough for every member to refuse
 // writes.

@@ -11,8 +11,8 @@ import (
 // Membership is the membership planner's view of the cluster: etcd's members (a member that serves,
 // NOSPACE alarm included, counts as healthy: the alarm must not block membership changes) and the pods
 // and claims of every member name that has one; the members named in replace are marked for
-// replacement. Only meaningful when etcd answered.
-func (c *Cluster) Membership(replace map[string]bool) membership.State {
+// replacement, for the reason it gives. Only meaningful when etcd answered.
+func (c *Cluster) Membership(replace map[string]string) membership.State {
 	st := membership.State{Cluster: c.Object.Name, Replicas: c.Desired, Resources: map[string]membership.Resources{}}
 	if c.Etcd != nil {
 		st.Leader = c.Etcd.Leader

@@ -31,8 +31,8 @@ func TestPlannerViews(t *testing.T) {
 	m := Build(Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{ready, old, pod("w-5", true)},
 		Claims: []corev1.PersistentVolumeClaim{claim("w-5", nil)}})
 
-	ms := m.Membership(map[string]bool{"w-1": true})
-	if ms.Replicas != 3 || ms.Leader != 1 || len(ms.Members) != 2 || !ms.Members[1].Healthy || ms.Members[0].Replace || !ms.Members[1].Replace {
+	ms := m.Membership(map[string]string{"w-1": "down too long"})
+	if ms.Replicas != 3 || ms.Leader != 1 || len(ms.Members) != 2 || !ms.Members[1].Healthy || ms.Members[0].Replace != "" || ms.Members[1].Replace != "down too long" {
 		t.Errorf("membership view %+v", ms)
 	}
 	if got := ms.Resources["w-5"]; got != (membership.Resources{PodTerminating: true, Data: true}) {

@@ -31,8 +31,8 @@ func Endpoint(p *corev1.Pod) string {
 	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
 }
 
-// Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list through any
-// running member, then each listed member's status and, for a voter, a linearizable read through its
+// Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list and the
+// alarms through any running member, then each listed member's status and, for a voter, a linearizable read through its
 // own pod, each call bounded by timeout. It returns the answers and the client it used (the caller
 // closes it), or why no member answered ("no member pod is running", or the connect or list error).
 func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration) (*model.Etcd, etcd.Client, error) {
@@ -59,6 +59,9 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 	}
 	obs := &model.Etcd{ClusterID: clusterID, Members: members,
 		Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
+	alarmCtx, cancel := context.WithTimeout(ctx, timeout)
+	obs.Alarms, obs.AlarmsErr = cli.Alarms(alarmCtx)
+	cancel()
 	askMembers(ctx, cli, m, opts, timeout, obs)
 	obs.Leader = AgreedLeader(obs.Status)
 	return obs, cli, nil

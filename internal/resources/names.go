@@ -81,6 +81,16 @@ func MemberName(c *etcdv1alpha1.EtcdCluster, ordinal int) string {
 	return c.Name + "-" + strconv.Itoa(ordinal)
 }
 
+// InitialMemberNames returns the names of the members a new cluster c bootstraps with: ordinals 0 to
+// spec.replicas-1.
+func InitialMemberNames(c *etcdv1alpha1.EtcdCluster) []string {
+	names := make([]string, c.Spec.ReplicasOrDefault())
+	for i := range names {
+		names[i] = MemberName(c, i)
+	}
+	return names
+}
+
 // MemberOrdinal returns the ordinal of a member name of cluster c, or false when name is not one.
 func MemberOrdinal(c *etcdv1alpha1.EtcdCluster, name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, c.Name+"-")

@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,24 +45,45 @@ func PodToRecreate(c *model.Cluster, mem *model.Member) (reason, why string) {
 	return "", ""
 }
 
-// ReplaceDue reports whether mem is due to be replaced: replacing is on (ReplaceAfter > 0), mem has been
-// down that long, and its pod exists (a member without a pod is recreated on its claim, or replaced at
-// once when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
-// replacement). The quorum is the planner's to check: it removes nothing without one.
-func ReplaceDue(c *model.Cluster, mem *model.Member) bool {
-	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || !mem.Down() || mem.Pod == nil {
-		return false
+// ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
+// CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers);
+// another member when replacing is on (ReplaceAfter > 0), it has been down that long, and its pod
+// exists (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
+// one whose pod cannot be created, held back by a quota, is not helped by a replacement). The quorum is
+// the planner's to check: it removes nothing without one.
+func ReplaceDue(c *model.Cluster, mem *model.Member) string {
+	if !mem.Down() {
+		return ""
 	}
-	return !c.Now.Before(mem.DownSince.Add(after))
+	if slices.Contains(c.Corrupt(), mem.ID()) {
+		return "etcd raised the CORRUPT alarm for it: its data diverged from its peers'"
+	}
+	after := c.Object.Spec.ReplaceAfter()
+	if after <= 0 || mem.Pod == nil || c.Now.Before(mem.DownSince.Add(after)) {
+		return ""
+	}
+	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
+		mem.DownSince.UTC().Format(time.RFC3339), after)
 }
 
-// Replacements returns the names of the members ReplaceDue holds for.
-func Replacements(c *model.Cluster) map[string]bool {
-	out := map[string]bool{}
+// Replacements returns, by member name, why ReplaceDue holds for each member it holds for.
+func Replacements(c *model.Cluster) map[string]string {
+	out := map[string]string{}
 	for _, mem := range c.Listed() {
-		if ReplaceDue(c, mem) {
-			out[mem.Name] = true
+		if why := ReplaceDue(c, mem); why != "" {
+			out[mem.Name] = why
+		}
+	}
+	return out
+}
+
+// CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer
+// lists: once the member is replaced the alarm only keeps the cluster refusing writes.
+func CorruptToDisarm(c *model.Cluster) []uint64 {
+	var out []uint64
+	for _, id := range c.Corrupt() {
+		if !slices.ContainsFunc(c.Listed(), func(m *model.Member) bool { return m.ID() == id }) {
+			out = append(out, id)
 		}
 	}
 	return out

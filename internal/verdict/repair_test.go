@@ -3,16 +3,19 @@ package verdict
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -77,13 +80,13 @@ func TestRepairDue(t *testing.T) {
 			if got := RecreateDue(m, mem); got != tc.recreate {
 				t.Errorf("RecreateDue = %v, want %v", got, tc.recreate)
 			}
-			if got := ReplaceDue(m, mem); got != tc.replaces {
+			if got := ReplaceDue(m, mem) != ""; got != tc.replaces {
 				t.Errorf("ReplaceDue = %v, want %v", got, tc.replaces)
 			}
-			if got := Replacements(m)["r-2"]; got != tc.replaces {
+			if got := Replacements(m)["r-2"] != ""; got != tc.replaces {
 				t.Errorf("Replacements()[r-2] = %v, want %v", got, tc.replaces)
 			}
-			if RecreateDue(m, m.Member("r-0")) || ReplaceDue(m, m.Member("r-0")) {
+			if RecreateDue(m, m.Member("r-0")) || ReplaceDue(m, m.Member("r-0")) != "" {
 				t.Error("a healthy member is due for repair")
 			}
 		})
@@ -133,5 +136,38 @@ func TestPodToRecreate(t *testing.T) {
 		if reason != want[0] || why != want[1] {
 			t.Errorf("%s: PodToRecreate = %q, %q; want %q, %q", name, reason, why, want[0], want[1])
 		}
+	}
+}
+
+// TestCorruptAlarm: one CORRUPT alarm makes the cluster unavailable with reason Corrupt, naming the
+// member, while the other members keep quorum (the phase is not QuorumLost); the alarmed member is due
+// for replacement at once, whatever the policy; once etcd no longer lists it, its alarm is to be
+// disarmed, and an alarm of a listed member never is.
+func TestCorruptAlarm(t *testing.T) {
+	corrupt := func(in *model.Input) {
+		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrCorrupt)
+		in.Etcd.Alarms = []etcd.Alarm{{MemberID: 2, Type: etcd.AlarmCorrupt}}
+		in.Cluster.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+	}
+	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0, corrupt)
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+	if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonCorrupt || !strings.Contains(a.Message, "CORRUPT alarm for s-1") {
+		t.Errorf("Available %+v: want False, reason Corrupt, naming s-1", a)
+	}
+	if s.cluster.Status.Phase == etcdv1alpha1.PhaseQuorumLost {
+		t.Errorf("phase %s: a quorum still answers", s.cluster.Status.Phase)
+	}
+	if !strings.Contains(ReplaceDue(s.m, s.m.Member("s-1")), "CORRUPT") || ReplaceDue(s.m, s.m.Member("s-0")) != "" {
+		t.Error("want s-1, and only s-1, due for replacement at once")
+	}
+	if got := CorruptToDisarm(s.m); len(got) != 0 {
+		t.Errorf("CorruptToDisarm = %v while s-1 is still listed", got)
+	}
+	removed := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, corrupt, func(in *model.Input) {
+		in.Etcd.Members = slices.DeleteFunc(in.Etcd.Members, func(m etcd.Member) bool { return m.ID == 2 })
+	})
+	if got := CorruptToDisarm(removed.m); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("CorruptToDisarm = %v after s-1 was removed, want [2]", got)
 	}
 }

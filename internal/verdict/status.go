@@ -79,6 +79,9 @@ type Health struct {
 	Available bool
 	// NoSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
 	NoSpace bool
+	// Corrupt names the members etcd raised the CORRUPT alarm for (a member it no longer lists by its
+	// hex ID): the cluster refuses writes until the alarm is disarmed (not available, not lost).
+	Corrupt []string
 }
 
 // JudgeHealth returns the verdict on the quorum of m.
@@ -89,7 +92,11 @@ func JudgeHealth(m *model.Cluster) Health {
 	// One NOSPACE alarm, whichever member raised it, makes every member refuse writes: a quorum that
 	// serves reads but refuses writes is not available, and not lost either.
 	h.NoSpace = led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.Quorum
-	h.Available = !h.NoSpace && led && h.HealthyVoters >= h.Quorum
+	// So does one CORRUPT alarm.
+	for _, id := range m.Corrupt() {
+		h.Corrupt = append(h.Corrupt, memberName(m, id))
+	}
+	h.Available = !h.NoSpace && len(h.Corrupt) == 0 && led && h.HealthyVoters >= h.Quorum
 	return h
 }
 
@@ -161,7 +168,7 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1alpha1.PhaseRestoring
 	case c.Status.ClusterID == "":
 		return etcdv1alpha1.PhaseCreating
-	case !h.Available && !h.NoSpace:
+	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0:
 		return etcdv1alpha1.PhaseQuorumLost
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
 		return etcdv1alpha1.PhaseScaling
@@ -177,6 +184,9 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 // availableReason returns the reason and message of the Available condition.
 func availableReason(s *scope, st *Step, h Health) [2]string {
 	switch {
+	case len(h.Corrupt) > 0:
+		return [2]string{etcdv1alpha1.ReasonCorrupt, fmt.Sprintf(
+			"etcd raised the CORRUPT alarm for %s (its data diverged from its peers'): the cluster refuses writes; the operator replaces the member from its healthy peers, then disarms the alarm", strings.Join(h.Corrupt, ", "))}
 	case h.NoSpace:
 		return [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
 	case h.Available:
@@ -400,6 +410,16 @@ func AwaitHealthy(m *model.Cluster) *Step {
 	sort.Strings(down)
 	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
 		"Waiting for %s to become healthy", strings.Join(down, ", ")))
+}
+
+// memberName returns the name of the member etcd lists with that ID, or the ID in hex.
+func memberName(m *model.Cluster, id uint64) string {
+	for _, mem := range m.Listed() {
+		if mem.ID() == id {
+			return mem.Name
+		}
+	}
+	return etcd.FormatID(id)
 }
 
 // RestartLosesData reports whether restarting a member of c deletes the cluster's only copy of its
