@@ -245,7 +245,7 @@ type PodTemplate struct {
 
 // ClusterPhase is a one-word summary of the cluster's state; conditions carry the detail.
 //
-// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Restoring;Deleting
+// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Unreachable;Restoring;Deleting
 type ClusterPhase string
 
 // The phases of an EtcdCluster.
@@ -256,6 +256,10 @@ const (
 	PhaseUpgrading  ClusterPhase = "Upgrading"
 	PhaseDegraded   ClusterPhase = "Degraded"
 	PhaseQuorumLost ClusterPhase = "QuorumLost"
+	// PhaseUnreachable: no member answers the operator, while a quorum of the member pods are Ready
+	// (kubelet's readiness probes reach etcd): the operator is cut off from the members, which may be
+	// serving their clients.
+	PhaseUnreachable ClusterPhase = "Unreachable"
 	// PhaseRestoring: after a quorum loss without data, the cluster is being recreated from a backup
 	// (spec.recovery.restoreOnQuorumLoss; status.recovery says from which).
 	PhaseRestoring ClusterPhase = "Restoring"
@@ -317,7 +321,7 @@ type EtcdClusterStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase is a one-word summary: Creating, Running, Scaling, Upgrading, Degraded, QuorumLost,
+	// Phase is a one-word summary: Creating, Running, Scaling, Upgrading, Degraded, QuorumLost, Unreachable,
 	// Restoring or Deleting.
 	// +optional
 	Phase ClusterPhase `json:"phase,omitempty"`

@@ -90,9 +90,6 @@ type scope struct {
 	report verdict.Report
 }
 
-// errNotObserved is why etcd's answers are missing from a pass that stopped before asking.
-var errNotObserved = errors.New("the pass stopped before asking etcd")
-
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
 // or the step it took or waits for, which ends the pass.
 type phase func(context.Context, *scope) (*verdict.Step, error)
@@ -121,7 +118,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	// until observe runs, the model holds only what the status recorded: a pass stopped before it
 	// reports what it knew
-	s := &scope{cluster: c, m: model.Build(model.Input{Cluster: c, EtcdErr: errNotObserved})}
+	s := &scope{cluster: c, m: model.Build(model.Input{Cluster: c, EtcdErr: model.ErrNotObserved})}
 	defer func() {
 		if s.etcdClient != nil {
 			_ = s.etcdClient.Close()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,25 +130,20 @@ func retryLater(operation string, err error, what string) (*verdict.Step, error)
 	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
-// createJoiningMember creates the claim and pod of a member added to the running cluster, with
-// --initial-cluster-state=existing and every current member in --initial-cluster.
+// createJoiningMember creates the pod of a member added to the running cluster, and its claim unless
+// it has one, with --initial-cluster-state=existing and every member etcd lists now in
+// --initial-cluster (members, etcd's member list with the joining member): a learner that never started
+// is given the current list, never a stale one (a member that has started ignores the flag: it restarts
+// from its data).
 func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scope, name string, members []etcd.Member) (*verdict.Step, error) {
-	c := s.cluster
-	if have := s.m.Member(name); have != nil && have.Claim != nil {
-		return r.createPod(ctx, s, have.StartedAs())
-	}
-	var parts []string
-	for _, m := range members {
-		if len(m.PeerURLs) > 0 {
-			parts = append(parts, model.MemberName(r.Options, c, m)+"="+m.PeerURLs[0])
-		}
-	}
-	sort.Strings(parts) // deterministic: the same members give the same pod spec
-	m := resources.Member{Name: name, InitialClusterState: resources.StateExisting, InitialCluster: strings.Join(parts, ",")}
-	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
-		if err := r.Create(ctx, pvc); err != nil {
+	m := resources.Member{Name: name, InitialClusterState: resources.StateExisting,
+		InitialCluster: model.JoinInitialCluster(r.Options, s.cluster, members)}
+	if have := s.m.Member(name); have == nil || have.Claim == nil {
+		if pvc := r.Options.BuildPVC(s.cluster, m); pvc != nil {
 			// AlreadyExists included: a claim this pass did not see as ours is never used
-			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
+			if err := r.Create(ctx, pvc); err != nil {
+				return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
+			}
 		}
 	}
 	return r.createPod(ctx, s, m)

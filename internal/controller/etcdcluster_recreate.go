@@ -25,7 +25,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	var recreated, waiting []string
 	for _, m := range s.m.Registered() {
 		name, pod := m.Name, m.Pod
-		if reason, why := verdict.PodToRecreate(s.m, m); reason != "" {
+		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
 			// only the pod this pass looked at goes: a newer one is left to show how it does
 			err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -41,7 +41,11 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		if !m.HasClaim() {
 			continue // the data is gone: the planner replaces the member
 		}
-		if st, err := r.createPod(ctx, s, m.StartedAs()); err != nil || st != nil {
+		create := func() (*verdict.Step, error) { return r.createPod(ctx, s, m.StartedAs()) }
+		if m.Learner() {
+			create = func() (*verdict.Step, error) { return r.createJoiningMember(ctx, s, name, s.m.Etcd.Members) }
+		}
+		if st, err := create(); err != nil || st != nil {
 			return st, err
 		}
 		r.event(c, corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, m.Claim.Name)

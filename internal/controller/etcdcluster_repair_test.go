@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +249,62 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 		}
 		return errors.New("no new learner rot-1")
 	})
+}
+
+// TestLearnerRestartedWithCurrentMemberList: while learner lst-3 has not started (a scale-up from 3 to
+// 5), voter lst-2 loses its pod and claim and is removed. The learner's pod named lst-2 in its
+// --initial-cluster, which etcd would refuse ("error validating peerURLs"): it is recreated with the
+// member list etcd has now, on its own claim.
+func TestLearnerRestartedWithCurrentMemberList(t *testing.T) {
+	c := createCluster(t, "lst", 3)
+	names := []string{"lst-0", "lst-1", "lst-2"}
+	hosts := []string{"127.0.0.181", "127.0.0.182", "127.0.0.183"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	setReplicas(t, c, 5)
+	var learnerPod *corev1.Pod
+	testutil.Eventually(t, waitTimeout, "pod lst-3 created", func(context.Context) error {
+		var err error
+		learnerPod, err = getPod(c, "lst-3")
+		return err
+	})
+	if !slices.ContainsFunc(learnerPod.Spec.Containers[0].Command, func(a string) bool {
+		return strings.HasPrefix(a, "--initial-cluster=") && strings.Contains(a, "lst-2=")
+	}) {
+		t.Fatalf("learner pod command %q: want lst-2 in --initial-cluster", learnerPod.Spec.Containers[0].Command)
+	}
+
+	members[2].Stop()
+	lostID := uint64(members[2].Etcd.Server.MemberID())
+	deleteMemberAndClaim(t, c, "lst-2")
+	testutil.Eventually(t, waitTimeout, "lst-2 removed from etcd", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == lostID {
+				return errors.New("lst-2 still listed")
+			}
+		}
+		return nil
+	})
+	opts := resources.Options{}
+	want := "--initial-cluster=" + strings.Join([]string{
+		"lst-0=http://" + hosts[0] + ":2380", "lst-1=http://" + hosts[1] + ":2380", "lst-3=" + opts.PeerURL(c, "lst-3")}, ",")
+	testutil.Eventually(t, waitTimeout, "lst-3 recreated with the current member list", func(context.Context) error {
+		p, err := getPod(c, "lst-3")
+		if err != nil {
+			return err
+		}
+		if p.UID == learnerPod.UID || !slices.Contains(p.Spec.Containers[0].Command, want) {
+			return fmt.Errorf("pod %s command %q, want %q", p.UID, p.Spec.Containers[0].Command, want)
+		}
+		return nil
+	})
+	if err := findEvent(context.Background(), c, "RestartingLearner", "lst-3"); err != nil {
+		t.Error(err)
+	}
 }

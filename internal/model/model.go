@@ -44,6 +44,10 @@ type Etcd struct {
 	AlarmsErr error
 }
 
+// ErrNotObserved is the EtcdErr of a model built before the pass observed anything (it stopped before
+// listing pods and asking etcd): it holds only what the status recorded.
+var ErrNotObserved = errors.New("the pass stopped before observing the cluster")
+
 // ErrNotAsked is a member's Health when etcd lists it but the pass did not ask it.
 var ErrNotAsked = errors.New("the member was not asked for its health")
 
@@ -219,6 +223,25 @@ func (m *Member) StartedAs() resources.Member {
 	return out
 }
 
+// PodFlag returns the value of etcd flag name (without "--") that the member's pod runs etcd with, ""
+// when it has no pod or does not set the flag.
+func (m *Member) PodFlag(name string) string {
+	if m.Pod == nil {
+		return ""
+	}
+	for _, ctr := range m.Pod.Spec.Containers {
+		if ctr.Name != resources.EtcdContainer {
+			continue
+		}
+		for _, arg := range ctr.Command {
+			if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
 // Cluster is what one pass observed of an EtcdCluster.
 type Cluster struct {
 	// Object is the EtcdCluster as the pass read it.
@@ -356,6 +379,20 @@ func (c *Cluster) Member(name string) *Member {
 func (c *Cluster) NeverStarted(name string) bool {
 	m := c.Member(name)
 	return m != nil && m.Listed() && !m.Started()
+}
+
+// JoinInitialCluster returns the --initial-cluster a member joining cluster c starts with: every member
+// of members (etcd's member list, the joining member included) as "<name>=<peer URL>", sorted, so that
+// the same members give the same pod spec.
+func JoinInitialCluster(opts resources.Options, c *etcdv1alpha1.EtcdCluster, members []etcd.Member) string {
+	var parts []string
+	for _, em := range members {
+		if len(em.PeerURLs) > 0 {
+			parts = append(parts, MemberName(opts, c, em)+"="+em.PeerURLs[0])
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // Answered reports whether etcd answered in this pass.

@@ -68,7 +68,8 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 }
 
 // askMembers asks each member etcd lists, in parallel and through its own pod's client URL, for its
-// status and, for a voter, a linearizable read, and records the answers in obs.
+// status and, for a voter, a linearizable read, and records the answers in obs. An endpoint that
+// answers as another member ID is not the member's: it is recorded as not answering, with why.
 func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts resources.Options, timeout time.Duration, obs *model.Etcd) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -88,6 +89,12 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 		go func(id uint64) {
 			defer wg.Done()
 			st, stErr, hErr := ask(ctx, cli, ep, timeout)
+			if stErr == nil && st.MemberID != id {
+				// the pod's address answers as another member (an address reused by another cluster, a pod
+				// that started on another member's data): nothing it says is about this member
+				stErr = fmt.Errorf("the endpoint %s of member %s answers as member %s", ep, name, etcd.FormatID(st.MemberID))
+				hErr = stErr
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if stErr == nil {

@@ -10,6 +10,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // The repair of a member that is present but down (model.Member.Down: etcd lists it, it does not
@@ -34,11 +35,17 @@ func RecreateDue(c *model.Cluster, mem *model.Member) bool {
 
 // PodToRecreate returns the event reason and why mem's pod is to be deleted so that it is recreated on
 // its claim, or "" when it is not: a failed pod (evicted, or its node gone: restartPolicy Always
-// restarts containers in place, never a failed pod), or a member RecreateDue holds for.
-func PodToRecreate(c *model.Cluster, mem *model.Member) (reason, why string) {
+// restarts containers in place, never a failed pod); a learner that has not started and whose pod
+// names other members in --initial-cluster than etcd lists now (members were replaced since it was
+// added: etcd refuses to start it, "error validating peerURLs"), recreated with the current list; or a
+// member RecreateDue holds for.
+func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) (reason, why string) {
 	switch {
 	case mem.HasPod() && mem.Pod.Status.Phase == corev1.PodFailed:
 		return "DeletedFailedPod", "failed: " + mem.Pod.Status.Reason
+	case mem.Learner() && !mem.Started() && mem.HasPod() &&
+		mem.PodFlag("initial-cluster") != model.JoinInitialCluster(opts, c.Object, c.Etcd.Members):
+		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
 	case RecreateDue(c, mem):
 		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())
 	}

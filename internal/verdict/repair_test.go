@@ -132,7 +132,7 @@ func TestPodToRecreate(t *testing.T) {
 		"f-1": {"DeletedFailedPod", "failed: Evicted"},
 		"f-2": {"RecreatingMember", "down since 2026-12-01T11:00:00Z: etcd: connection refused"},
 	} {
-		reason, why := PodToRecreate(m, m.Member(name))
+		reason, why := PodToRecreate(m, m.Member(name), resources.Options{})
 		if reason != want[0] || why != want[1] {
 			t.Errorf("%s: PodToRecreate = %q, %q; want %q, %q", name, reason, why, want[0], want[1])
 		}
@@ -169,5 +169,47 @@ func TestCorruptAlarm(t *testing.T) {
 	})
 	if got := CorruptToDisarm(removed.m); !slices.Equal(got, []uint64{2}) {
 		t.Errorf("CorruptToDisarm = %v after s-1 was removed, want [2]", got)
+	}
+}
+
+// TestPodToRecreateStaleLearner: a learner that has not started is recreated when its pod names other
+// members in --initial-cluster than etcd lists now, and left alone when the list is current (or once
+// it has started: it then restarts from its data, whatever the flag says).
+func TestPodToRecreateStaleLearner(t *testing.T) {
+	opts := resources.Options{}
+	c := testutil.EtcdCluster("l", testutil.WithReplicas(3))
+	members := []etcd.Member{
+		{ID: 1, Name: "l-0", PeerURLs: []string{opts.PeerURL(c, "l-0")}},
+		{ID: 2, Name: "l-1", PeerURLs: []string{opts.PeerURL(c, "l-1")}},
+		{ID: 4, IsLearner: true, PeerURLs: []string{opts.PeerURL(c, "l-2")}}, // added, never started
+	}
+	current := model.JoinInitialCluster(opts, c, members)
+	learnerPod := func(initial string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "etcd", Command: []string{"/usr/local/bin/etcd", "--name=l-2", "--initial-cluster=" + initial}}}}}
+	}
+	for _, tc := range []struct {
+		name, initial string
+		started       bool
+		want          string
+	}{
+		{"stale list", "l-0=" + opts.PeerURL(c, "l-0") + ",l-2=" + opts.PeerURL(c, "l-2") + ",l-9=http://gone:2380", false, "RestartingLearner"},
+		{"current list", current, false, ""},
+		{"started", "stale", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := append([]etcd.Member(nil), members...)
+			if tc.started {
+				ms[2].Name = "l-2"
+			}
+			e := &model.Etcd{ClusterID: 1, Leader: 1, Members: ms, Health: map[uint64]error{1: nil, 2: nil, 4: errors.New("not started")}}
+			m := model.Build(model.Input{Cluster: c, Etcd: e, Options: opts, Pods: []corev1.Pod{learnerPod(tc.initial)}})
+			if reason, why := PodToRecreate(m, m.Member("l-2"), opts); reason != tc.want {
+				t.Errorf("PodToRecreate = %q (%s), want %q", reason, why, tc.want)
+			}
+		})
+	}
+	if !strings.Contains(current, "l-2="+opts.PeerURL(c, "l-2")) || strings.Count(current, ",") != 2 {
+		t.Errorf("JoinInitialCluster = %q: want the 3 members, the learner included", current)
 	}
 }

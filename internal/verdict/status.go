@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,12 +27,20 @@ type scope struct {
 }
 
 // Status sets cluster c's status from the pass's model m, its report and the step it took (nil: none),
-// without I/O. observedGeneration advances only when the pass succeeded (passOK).
+// without I/O. observedGeneration advances only when the pass succeeded (passOK). A pass that stopped
+// before observing the cluster (model.ErrNotObserved) sets only Progressing, from its step: it knows
+// nothing new of the members.
 func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *Step, opts resources.Options, passOK bool) {
 	s := &scope{cluster: c, m: m, report: report}
 	status := &c.Status
 	if passOK {
 		status.ObservedGeneration = c.Generation
+	}
+	if errors.Is(m.EtcdErr, model.ErrNotObserved) {
+		if st != nil {
+			setCondition(status, c.Generation, etcdv1alpha1.ConditionProgressing, st.Kind == KindActing, [2]string{st.Reason, st.Message})
+		}
+		return
 	}
 	setObserved(status, c, s.m)
 	h := JudgeHealth(s.m)
@@ -168,6 +177,8 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1alpha1.PhaseRestoring
 	case c.Status.ClusterID == "":
 		return etcdv1alpha1.PhaseCreating
+	case Unreachable(s.m):
+		return etcdv1alpha1.PhaseUnreachable
 	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0:
 		return etcdv1alpha1.PhaseQuorumLost
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
@@ -201,6 +212,9 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, st.Message}
 	case s.cluster.Status.ClusterID == "" && !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
+	case Unreachable(s.m):
+		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf(
+			"No member answered the operator (%v), but %d member pods are Ready (their readiness probes reach etcd): the operator is cut off from the members; check the network between them (a NetworkPolicy, a firewall). Nothing is changed until it reaches them", s.m.EtcdErr, readyPods(s.m))}
 	case !s.m.Answered():
 		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("No member answered: %v", s.m.EtcdErr)}
 	default:
@@ -410,6 +424,24 @@ func AwaitHealthy(m *model.Cluster) *Step {
 	sort.Strings(down)
 	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
 		"Waiting for %s to become healthy", strings.Join(down, ", ")))
+}
+
+// Unreachable reports whether no member answered the operator while a quorum of the member pods are
+// Ready: kubelet's readiness probes reach etcd, so the operator is cut off from the members rather
+// than the members from each other.
+func Unreachable(m *model.Cluster) bool {
+	return !m.Answered() && m.Voters() > 0 && readyPods(m) >= m.Quorum()
+}
+
+// readyPods counts the member pods that are Ready.
+func readyPods(m *model.Cluster) int {
+	n := 0
+	for _, mem := range m.Pods() {
+		if mem.PodReady() {
+			n++
+		}
+	}
+	return n
 }
 
 // memberName returns the name of the member etcd lists with that ID, or the ID in hex.

@@ -3,6 +3,7 @@ package verdict
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,61 @@ func TestRestartLosesData(t *testing.T) {
 		if got := RestartLosesData(tc.c); got != tc.want {
 			t.Errorf("%d members, emptyDir %v: %v, want %v", tc.c.Spec.ReplicasOrDefault(), tc.c.Spec.Storage.EmptyDir != nil, got, tc.want)
 		}
+	}
+}
+
+// TestUnreachableIsNotQuorumLost: when no member answers the operator but a quorum of the member pods
+// are Ready, the operator is cut off from the members: the phase is Unreachable and Available says to
+// check the network, not that quorum is lost; with the pods not Ready it is QuorumLost. A pass that
+// stopped before observing changes only Progressing.
+func TestUnreachableIsNotQuorumLost(t *testing.T) {
+	recorded := func(ready int) func(*model.Input) {
+		return func(in *model.Input) {
+			for i, name := range []string{"s-0", "s-1", "s-2"} {
+				in.Cluster.Status.Members = append(in.Cluster.Status.Members,
+					etcdv1alpha1.MemberStatus{Name: name, ID: fmt.Sprint(i + 1), Role: etcdv1alpha1.RoleVoter})
+				if i < ready {
+					in.Pods[i].Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+						Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		ready  int
+		phase  etcdv1alpha1.ClusterPhase
+		reason string
+		says   string
+	}{
+		{2, etcdv1alpha1.PhaseUnreachable, etcdv1alpha1.ReasonEtcdUnreachable, "the operator is cut off from the members"},
+		{1, etcdv1alpha1.PhaseQuorumLost, etcdv1alpha1.ReasonEtcdUnreachable, "No member answered"},
+	} {
+		s := observed("abc", false, nil, 0, 0, recorded(tc.ready))
+		Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+		a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		if s.cluster.Status.Phase != tc.phase || a == nil || a.Reason != tc.reason || !strings.Contains(a.Message, tc.says) {
+			t.Errorf("%d pods Ready: phase %s, Available %+v; want phase %s, reason %s saying %q", tc.ready, s.cluster.Status.Phase, a, tc.phase, tc.reason, tc.says)
+		}
+	}
+
+	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0)
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+	before := s.cluster.Status.DeepCopy()
+	notObserved := model.Build(model.Input{Cluster: s.cluster, EtcdErr: model.ErrNotObserved})
+	Status(s.cluster, notObserved, &Report{}, Acting(etcdv1alpha1.ReasonReconcileError, "create service: boom"), resources.Options{}, false)
+	p := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+	if p == nil || p.Reason != etcdv1alpha1.ReasonReconcileError {
+		t.Errorf("Progressing %+v after a pass that did not observe, want its step", p)
+	}
+	for _, cond := range before.Conditions {
+		if cond.Type == etcdv1alpha1.ConditionProgressing {
+			continue
+		}
+		if got := meta.FindStatusCondition(s.cluster.Status.Conditions, cond.Type); got == nil || got.Status != cond.Status || got.Message != cond.Message {
+			t.Errorf("condition %s changed by a pass that did not observe: %+v -> %+v", cond.Type, cond, got)
+		}
+	}
+	if s.cluster.Status.Phase != before.Phase || len(s.cluster.Status.Members) != len(before.Members) || s.cluster.Status.Replicas != before.Replicas {
+		t.Errorf("status changed by a pass that did not observe: %+v -> %+v", before, s.cluster.Status)
 	}
 }

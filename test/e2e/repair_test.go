@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -315,4 +316,91 @@ func TestCorruptAlarmMemberReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-1"]))
+}
+
+// TestLearnerBlockedByQuotaWhileVoterLost: scaling 3 -> 5 while a ResourceQuota keeps the new member's
+// pod from being created, then a voter loses its pod and claim, then the quota is lifted. The learner
+// added first starts with the member list etcd has when its pod is finally created (not the stale one
+// of the moment it was added), the lost voter is replaced, and the cluster reaches 5 healthy voters;
+// a continuous writer loses no acknowledged write.
+func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
+	c := newCluster(t, "e2e-quota", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	oldID := memberID(t, c, "demo-1")
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "three-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}}}
+	if err := k8s.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, statusTimeout, "the quota counts the 3 member pods", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota); err != nil {
+			return err
+		}
+		if used := quota.Status.Used[corev1.ResourcePods]; used.Value() != 3 {
+			return fmt.Errorf("used %v", quota.Status.Used)
+		}
+		return nil
+	})
+	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+	poll.Eventually(t, scaleTimeout, "learner demo-3 added, its pod held back by the quota", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == "demo-3" && m.Role == etcdv1alpha1.RoleLearner {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+
+	deleteMemberWithData(t, c, "demo-1")
+	start := time.Now()
+	// demo-1's pod going frees a pod of the quota: demo-3 can start now, with the members etcd has.
+	poll.Eventually(t, scaleTimeout, "demo-3 a healthy voter", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == "demo-3" && m.Role == etcdv1alpha1.RoleVoter && m.Healthy {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+	t.Logf("voter demo-1 lost while learner demo-3 waited for the quota -> demo-3 a healthy voter in %s", time.Since(start).Round(100*time.Millisecond))
+	if err := k8s.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	lifted := time.Now()
+	poll.Eventually(t, 2*scaleTimeout, "5 healthy voters", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if got.Status.ReadyReplicas != 5 || len(got.Status.Members) != 5 {
+			return fmt.Errorf("%d ready; members %+v", got.Status.ReadyReplicas, got.Status.Members)
+		}
+		for _, m := range got.Status.Members {
+			if m.Role != etcdv1alpha1.RoleVoter || (m.Name == "demo-1" && m.ID == etcd.FormatID(oldID)) {
+				return fmt.Errorf("members %+v", got.Status.Members)
+			}
+		}
+		return nil
+	})
+	t.Logf("quota lifted -> 5 healthy voters in %s", time.Since(lifted).Round(100*time.Millisecond))
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range restarts(pods) {
+		if name == "demo-3" && n > 0 {
+			t.Errorf("demo-3 restarted %d times: it was started with a member list etcd refused", n)
+		}
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-3"]))
 }
