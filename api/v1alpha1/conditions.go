@@ -100,6 +100,11 @@ const (
 	AnnotationInitialClusterState = "etcd.etcdkit.dev/initial-cluster-state"
 	// AnnotationInitialCluster records the --initial-cluster a member was first started with.
 	AnnotationInitialCluster = "etcd.etcdkit.dev/initial-cluster"
+	// AnnotationMemberID and AnnotationClusterID, on a member's claim, record (in hex) the member ID and
+	// cluster ID the member had when it first started on the claim: its pod checks its data directory
+	// against them before etcd starts.
+	AnnotationMemberID  = "etcd.etcdkit.dev/member-id"
+	AnnotationClusterID = "etcd.etcdkit.dev/cluster-id"
 	// AnnotationClusterUID records the UID of the EtcdCluster a member's claim was created for, so that
 	// a cluster never starts a member on a claim left by another cluster of the same name.
 	AnnotationClusterUID = "etcd.etcdkit.dev/cluster-uid"

@@ -1,6 +1,7 @@
 // Command etcd-operator runs etcd clusters on Kubernetes. `etcd-operator manager` (the default) runs
 // the controllers; `etcd-operator backup` and `etcd-operator restore` take and restore snapshots
-// (in Jobs and init containers); `etcd-operator version` prints the version.
+// (in Jobs and init containers); `etcd-operator verify-data` checks a member's data directory before
+// etcd starts (an init container); `etcd-operator version` prints the version.
 package main
 
 import (
@@ -30,7 +31,7 @@ func main() {
 	backupCmd := newBackupCommand()
 	backupCmd.AddCommand(newBackupDeleteCommand())
 	root.AddCommand(backupCmd)
-	root.AddCommand(newRestoreCommand())
+	root.AddCommand(newRestoreCommand(), newVerifyDataCommand())
 	// `etcd-operator` without a subcommand runs the manager.
 	root.Flags().AddFlagSet(mgr.Flags())
 	root.RunE = mgr.RunE

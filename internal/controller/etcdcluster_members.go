@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,25 +43,31 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 }
 
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
-// them under Retain, so that a change of the policy applies to the claims that exist, not only to new
-// ones.
+// them under Retain (for existing claims too), and records on a started member's claim its member and
+// cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain
 	for _, m := range s.m.Claims() {
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)
-		if owned != retain || pvc.DeletionTimestamp != nil {
+		identity := verdict.ClaimIdentity(s.m, m)
+		if (owned != retain && identity == nil) || pvc.DeletionTimestamp != nil {
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())
-		if retain {
+		switch {
+		case owned == retain && retain:
 			pvc.OwnerReferences = nil
-		} else {
+		case owned == retain:
 			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
 		}
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		maps.Copy(pvc.Annotations, identity)
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("set the owner of persistentvolumeclaim %s for retainPolicy %s: %w", pvc.Name, c.Spec.Storage.RetainPolicy, err)
+			return nil, fmt.Errorf("update the owner and identity of persistentvolumeclaim %s: %w", pvc.Name, err)
 		}
 	}
 	return nil, nil

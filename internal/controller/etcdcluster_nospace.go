@@ -44,8 +44,7 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 	return verdict.Acting(etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))), nil
 }
 
-// disarmCorrupt disarms the CORRUPT alarms etcd keeps for members it no longer lists (replaced by the
-// membership planner): they would only keep the cluster refusing writes.
+// disarmCorrupt disarms the CORRUPT alarms of members etcd no longer lists (replaced): they only block writes.
 func (r *EtcdClusterReconciler) disarmCorrupt(ctx context.Context, s *scope) (*verdict.Step, error) {
 	ids := verdict.CorruptToDisarm(s.m)
 	if len(ids) == 0 {

@@ -55,9 +55,16 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldClaim := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("heal-2")}, oldClaim); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Eventually(t, waitTimeout, "heal-2's claim records its member and cluster ID", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("heal-2")}, oldClaim); err != nil {
+			return err
+		}
+		a := oldClaim.Annotations
+		if a[etcdv1alpha1.AnnotationMemberID] != etcd.FormatID(oldID) || a[etcdv1alpha1.AnnotationClusterID] != etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID())) {
+			return fmt.Errorf("annotations %v", a)
+		}
+		return nil
+	})
 
 	// The fault: etcd in heal-2 stops, and kubelet reports the pod not Ready.
 	members[2].Stop()
@@ -86,10 +93,15 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	if recreatedAt < policy/2-time.Second {
 		t.Errorf("pod recreated %s after the fault, before half of the policy (%s)", recreatedAt, policy/2)
 	}
-	// The recreated pod does not start either (there is no kubelet): it stays, once.
+	// The recreated pod does not start either (there is no kubelet): it stays, once. It checks its data
+	// directory against the identity its claim records before etcd starts.
 	recreated, err := getPod(c, "heal-2")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ics := recreated.Spec.InitContainers; len(ics) != 1 || ics[0].Name != resources.VerifyDataContainerName ||
+		!slices.Contains(ics[0].Args, "--member-id="+etcd.FormatID(oldID)) {
+		t.Errorf("recreated pod's init containers %+v: want verify-data with --member-id=%s", ics, etcd.FormatID(oldID))
 	}
 
 	// Replaced: removed from etcd, its pod and claim deleted, a new learner under its name.
@@ -305,6 +317,52 @@ func TestLearnerRestartedWithCurrentMemberList(t *testing.T) {
 		return nil
 	})
 	if err := findEvent(context.Background(), c, "RestartingLearner", "lst-3"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDataNotOwnReplacedAtOnce: a member's pod reports that its verify-data init container found the
+// data directory empty (exit code 3): that is data loss, so the member is removed at once, whatever
+// spec.recovery.replaceUnhealthyMemberAfter says (here its default, 5 minutes), and the status names
+// the problem.
+func TestDataNotOwnReplacedAtOnce(t *testing.T) {
+	c := createCluster(t, "own", 3)
+	names := []string{"own-0", "own-1", "own-2"}
+	hosts := []string{"127.0.0.184", "127.0.0.185", "127.0.0.186"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	oldID := uint64(members[1].Etcd.Server.MemberID())
+	members[1].Stop()
+	const why = "member 1 of cluster 2 had started on this volume, and /var/lib/etcd/data is now empty: its data is gone"
+	testutil.Eventually(t, waitTimeout, "own-1's data check fails", func(ctx context.Context) error {
+		p, err := getPod(c, "own-1")
+		if err != nil {
+			return err
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.VerifyDataContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.ExitNotOwn, Reason: "Error", Message: why}}}}
+		return k8s.Status().Update(ctx, p)
+	})
+	start := time.Now()
+	testutil.Eventually(t, waitTimeout, "own-1 removed", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == oldID {
+				return errors.New("own-1 still listed")
+			}
+		}
+		return nil
+	})
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("removed %s after the data check failed, want within 30 s", took)
+	}
+	if err := findEvent(context.Background(), c, "MemberRemoved", "its data directory is not its own ("+why); err != nil {
 		t.Error(err)
 	}
 }

@@ -173,6 +173,9 @@ func (m *Member) Problem() string {
 			return strings.TrimSpace("pod not scheduled: " + cond.Reason + " " + firstLine(cond.Message))
 		}
 	}
+	if msg := m.DataNotOwn(); msg != "" {
+		return "data directory check: " + msg
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != resources.EtcdContainer || cs.State.Waiting == nil || cs.State.Waiting.Reason == "ContainerCreating" {
 			continue
@@ -189,6 +192,29 @@ func (m *Member) Problem() string {
 		return "etcd: " + firstLine(m.Health.Error())
 	}
 	return "not started"
+}
+
+// DataNotOwn returns why the member's data directory is not its own, as the pod's verify-data init
+// container found before etcd started (exit code 3, its termination message), or "" when it did not
+// find that (it passed, did not run, or could not tell).
+func (m *Member) DataNotOwn() string {
+	if m.Pod == nil {
+		return ""
+	}
+	for _, cs := range m.Pod.Status.InitContainerStatuses {
+		if cs.Name != resources.VerifyDataContainerName {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode == resources.ExitNotOwn {
+				if msg := firstLine(t.Message); msg != "" {
+					return msg
+				}
+				return "the data directory is not the member's own"
+			}
+		}
+	}
+	return ""
 }
 
 // firstLine returns s up to its first line break, at most 200 bytes.
@@ -209,8 +235,8 @@ func (m *Member) HasClaim() bool { return m.Claim != nil && m.Claim.DeletionTime
 func (m *Member) ClaimTerminating() bool { return m.Claim != nil && m.Claim.DeletionTimestamp != nil }
 
 // StartedAs returns how the member was first started, as its claim records it (its
-// --initial-cluster-state and --initial-cluster); "new" with no initial cluster when the claim
-// records nothing.
+// --initial-cluster-state and --initial-cluster, and the member and cluster ID it then had); "new" with
+// no initial cluster when the claim records nothing.
 func (m *Member) StartedAs() resources.Member {
 	out := resources.Member{Name: m.Name, InitialClusterState: resources.StateNew}
 	if m.Claim == nil {
@@ -220,6 +246,8 @@ func (m *Member) StartedAs() resources.Member {
 		out.InitialClusterState = state
 	}
 	out.InitialCluster = m.Claim.Annotations[etcdv1alpha1.AnnotationInitialCluster]
+	out.ExpectMemberID = m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID]
+	out.ExpectClusterID = m.Claim.Annotations[etcdv1alpha1.AnnotationClusterID]
 	return out
 }
 

@@ -29,6 +29,10 @@ type Member struct {
 	// Restore, for a member of the initial bootstrap of a cluster created from a backup, is the
 	// snapshot its data directory is restored from by an init container before etcd first starts.
 	Restore *RestorePlan
+	// ExpectMemberID and ExpectClusterID, in hex, are the identity recorded on the member's claim when
+	// it first started on it: when both are set (and the operator's image is known), an init container
+	// checks that the data directory still belongs to them before etcd starts.
+	ExpectMemberID, ExpectClusterID string
 }
 
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which

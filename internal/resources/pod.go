@@ -140,7 +140,36 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 		pod.Spec.InitContainers = []corev1.Container{init}
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
+	if m.ExpectMemberID != "" && m.ExpectClusterID != "" && o.OperatorImage != "" {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.verifyDataContainer(m))
+	}
 	return pod
+}
+
+// VerifyDataContainerName is the name of the init container that checks, before etcd starts, that the
+// member's data directory is its own (`etcd-operator verify-data`).
+const VerifyDataContainerName = "verify-data"
+
+// ExitNotOwn is the exit code of `etcd-operator verify-data` when the data directory is not the member's
+// (empty, another member's or another cluster's).
+const ExitNotOwn = 3
+
+// verifyDataContainer returns the init container that refuses to let etcd start on a data directory that
+// is not member m's (empty, another member's or another cluster's): exit code 3 with the reason as its
+// termination message, which the operator reads to replace the member.
+func (o Options) verifyDataContainer(m Member) corev1.Container {
+	return corev1.Container{
+		Name:            VerifyDataContainerName,
+		Image:           o.OperatorImage,
+		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
+		Args:            []string{"verify-data", "--data-dir=" + DataDir, "--member-id=" + m.ExpectMemberID, "--cluster-id=" + m.ExpectClusterID},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath, ReadOnly: true}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
+		}},
+		SecurityContext:          restrictedContainer(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
 }
 
 // etcdContainer returns the etcd container of member m: its command, ports, resources (the

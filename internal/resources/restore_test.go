@@ -51,3 +51,30 @@ func TestBuildPodRestore(t *testing.T) {
 		t.Errorf("restore args %q, etcd command %q: want both to carry %q", r.Spec.InitContainers[0].Args, r.Spec.Containers[0].Command, want)
 	}
 }
+
+// TestBuildPodVerifyData: a member whose claim records the identity it started with gets the verify-data
+// init container, which reads the data volume (read-only) before etcd starts; without a recorded
+// identity, or without the operator's image, there is none.
+func TestBuildPodVerifyData(t *testing.T) {
+	o := Options{OperatorImage: "local/etcd-operator:dev"}
+	c := cluster()
+	m := Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380", ExpectMemberID: "00000000000000aa", ExpectClusterID: "00000000000000bb"}
+	p := o.BuildPod(c, m)
+	if len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].Name != VerifyDataContainerName {
+		t.Fatalf("init containers %+v, want verify-data", p.Spec.InitContainers)
+	}
+	ic := p.Spec.InitContainers[0]
+	if want := []string{"verify-data", "--data-dir=" + DataDir, "--member-id=00000000000000aa", "--cluster-id=00000000000000bb"}; !slices.Equal(ic.Args, want) {
+		t.Errorf("args %q, want %q", ic.Args, want)
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "data" || !ic.VolumeMounts[0].ReadOnly || ic.Image != o.OperatorImage {
+		t.Errorf("mounts %+v image %q: want the data volume read-only and the operator's image", ic.VolumeMounts, ic.Image)
+	}
+	if n := len(Options{}.BuildPod(c, m).Spec.InitContainers); n != 0 {
+		t.Errorf("%d init containers without the operator's image, want 0", n)
+	}
+	m.ExpectMemberID = ""
+	if n := len(o.BuildPod(c, m).Spec.InitContainers); n != 0 {
+		t.Errorf("%d init containers without a recorded identity, want 0", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -53,7 +54,8 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 }
 
 // ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
-// CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers);
+// CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
+// and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss);
 // another member when replacing is on (ReplaceAfter > 0), it has been down that long, and its pod
 // exists (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
 // one whose pod cannot be created, held back by a quota, is not helped by a replacement). The quorum is
@@ -64,6 +66,9 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 	}
 	if slices.Contains(c.Corrupt(), mem.ID()) {
 		return "etcd raised the CORRUPT alarm for it: its data diverged from its peers'"
+	}
+	if msg := mem.DataNotOwn(); msg != "" {
+		return "its data directory is not its own (" + msg + ")"
 	}
 	after := c.Object.Spec.ReplaceAfter()
 	if after <= 0 || mem.Pod == nil || c.Now.Before(mem.DownSince.Add(after)) {
@@ -94,6 +99,20 @@ func CorruptToDisarm(c *model.Cluster) []uint64 {
 		}
 	}
 	return out
+}
+
+// ClaimIdentity returns the annotations to add to mem's claim to record the member and cluster ID the
+// member has (etcdv1alpha1.AnnotationMemberID and AnnotationClusterID), nil when there is nothing to
+// add: etcd did not answer, the member has not started, or the claim already records an identity (the
+// first one stays: a claim is never reassigned).
+func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
+	if !c.Answered() || !mem.Started() || mem.Claim == nil || mem.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] != "" {
+		return nil
+	}
+	return map[string]string{
+		etcdv1alpha1.AnnotationMemberID:  etcd.FormatID(mem.ID()),
+		etcdv1alpha1.AnnotationClusterID: etcd.FormatID(c.Etcd.ClusterID),
+	}
 }
 
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the

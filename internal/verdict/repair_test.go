@@ -3,6 +3,7 @@ package verdict
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +212,34 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 	}
 	if !strings.Contains(current, "l-2="+opts.PeerURL(c, "l-2")) || strings.Count(current, ",") != 2 {
 		t.Errorf("JoinInitialCluster = %q: want the 3 members, the learner included", current)
+	}
+}
+
+// TestDataNotOwnAndClaimIdentity: a member whose verify-data init container exited 3 is due for
+// replacement at once with its message, and the status names the problem; a started member's claim
+// without a recorded identity gets its member and cluster ID, a claim that has one keeps it.
+func TestDataNotOwnAndClaimIdentity(t *testing.T) {
+	c := testutil.EtcdCluster("d", testutil.WithReplicas(3))
+	e := &model.Etcd{ClusterID: 0xc1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}},
+		Health: map[uint64]error{1: nil, 2: errors.New("connection refused"), 3: nil}}
+	failed := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-1"}, Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: resources.VerifyDataContainerName, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: resources.ExitNotOwn, Message: "the data is gone\nmore"}}}}}}
+	recorded := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"),
+		Annotations: map[string]string{etcdv1alpha1.AnnotationMemberID: "00000000000000ff"}}}
+	fresh := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-0")}}
+	m := model.Build(model.Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{failed}, Claims: []corev1.PersistentVolumeClaim{fresh, recorded}})
+	if got := ReplaceDue(m, m.Member("d-1")); got != "its data directory is not its own (the data is gone)" {
+		t.Errorf("ReplaceDue(d-1) = %q", got)
+	}
+	if got := m.Member("d-1").Problem(); got != "data directory check: the data is gone" {
+		t.Errorf("Problem(d-1) = %q", got)
+	}
+	want := map[string]string{etcdv1alpha1.AnnotationMemberID: "0000000000000001", etcdv1alpha1.AnnotationClusterID: "00000000000000c1"}
+	if got := ClaimIdentity(m, m.Member("d-0")); !maps.Equal(got, want) {
+		t.Errorf("ClaimIdentity(d-0) = %v, want %v", got, want)
+	}
+	if got := ClaimIdentity(m, m.Member("d-2")); got != nil {
+		t.Errorf("ClaimIdentity(d-2) = %v, want nil: the claim records an identity already", got)
 	}
 }

@@ -45,10 +45,12 @@ func withReplaceAfter(d time.Duration) func(*etcdv1alpha1.EtcdCluster) {
 // (removed, its claim deleted, a new member added under a new ID that copies the data from its
 // peers); every acknowledged write is readable afterwards.
 func TestBrokenDataDirReplaced(t *testing.T) {
-	for _, tc := range []struct{ name, ns, damage string }{
-		{"empty data directory", "e2e-wiped", "rm -rf " + resources.DataDir + "/member"},
+	for _, tc := range []struct{ name, ns, damage, removedBecause string }{
+		// found by the pod's verify-data init container before etcd starts: replaced at once
+		{"empty data directory", "e2e-wiped", "rm -rf " + resources.DataDir + "/member", "its data directory is not its own"},
+		// etcd crash-loops on it: replaced after replaceUnhealthyMemberAfter
 		{"corrupt database", "e2e-corrupt", "db=" + resources.DataDir + "/member/snap/db; " +
-			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc"},
+			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc", "longer than spec.recovery.replaceUnhealthyMemberAfter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.ns, "demo", 3, withReplaceAfter(replaceAfter))
@@ -93,6 +95,9 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 				return fmt.Errorf("members %+v", got.Status.Members)
 			})
 			t.Logf("%s: fault -> 3 healthy voters in %s (replaceUnhealthyMemberAfter %s)", tc.name, time.Since(start).Round(100*time.Millisecond), replaceAfter)
+			if err := eventSaying(context.Background(), c, "MemberRemoved", corev1.EventTypeNormal, tc.removedBecause); err != nil {
+				t.Error(err)
+			}
 			for _, m := range assertMembers(t, c, 3, id) {
 				if m.ID == oldID {
 					t.Errorf("the damaged member's ID %s is still a member", etcd.FormatID(oldID))
