@@ -35,6 +35,10 @@ test: envtest s3-server ## Run the unit and integration tests (real kube-apiserv
 test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (brought up if needed).
 	bash hack/test-e2e.sh
 
+.PHONY: chaos
+chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluster under a linearizability-checked workload (about 2 hours).
+	CHAOS_FAULTS=$${CHAOS_FAULTS:-200} E2E_TIMEOUT=$${E2E_TIMEOUT:-5h} E2E_ARGS="-run TestChaos" bash hack/test-e2e.sh
+
 ##@ Development
 .PHONY: manifests
 manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.

@@ -19,6 +19,10 @@ const (
 	RequestTimeout = 2 * time.Second
 	// OpInterval is the pause of each of RunClients' clients between two requests.
 	OpInterval = 20 * time.Millisecond
+	// FailureBackoff is the pause after a request that failed: while the cluster refuses requests, a
+	// client does not fill the history with writes of unknown outcome, each of which the checker must
+	// place anywhere after its call.
+	FailureBackoff = 500 * time.Millisecond
 	// KeepAliveTime is how long a client of RunClients' connection may be idle before it pings the
 	// server; not below etcd's default --grpc-keepalive-min-time of 5 s, which refuses faster pings.
 	KeepAliveTime = 5 * time.Second
@@ -148,7 +152,7 @@ func (r *Recorder) now() int64 {
 func Key(i int) string { return fmt.Sprintf("/linearizability/k%d", i) }
 
 // RunClients runs clients goroutines, each with its own etcd client of endpoints, until ctx ends:
-// every OpInterval each makes one request, chosen at random (from math/rand/v2 seeded with seed and
+// every OpInterval (FailureBackoff after a request that failed) each makes one request, chosen at random (from math/rand/v2 seeded with seed and
 // its index) among a Get (40 %), a Put (30 %) and a CAS from the last value it saw (30 %) of one of
 // the keys Key(0) to Key(keys-1), and records it in rec. Each value written is unique, "c<client>-<n>".
 // A request is given RequestTimeout whatever ctx does, so RunClients returns at most that long after
@@ -195,37 +199,46 @@ type worker struct {
 	seen map[string]string
 }
 
-// run makes one request every OpInterval until ctx ends.
+// run makes one request every OpInterval until ctx ends, FailureBackoff after one that failed.
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		w.step(ctx)
+		pause := OpInterval
+		if err := w.step(ctx); err != nil {
+			pause = FailureBackoff
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(OpInterval):
+		case <-time.After(pause):
 		}
 	}
 }
 
-// step makes one request, given RequestTimeout even if ctx ends meanwhile.
-func (w *worker) step(ctx context.Context) {
+// step makes one request, given RequestTimeout even if ctx ends meanwhile, and returns its error.
+func (w *worker) step(ctx context.Context) error {
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RequestTimeout)
 	defer cancel()
 	key := Key(w.rng.IntN(w.keys))
 	switch n := w.rng.IntN(10); {
 	case n < 4:
-		if v, err := w.rec.Get(reqCtx, w.cli, key); err == nil {
+		v, err := w.rec.Get(reqCtx, w.cli, key)
+		if err == nil {
 			w.seen[key] = v
 		}
+		return err
 	case n < 7:
 		v := w.nextValue()
-		if err := w.rec.Put(reqCtx, w.cli, key, v); err == nil {
+		err := w.rec.Put(reqCtx, w.cli, key, v)
+		if err == nil {
 			w.seen[key] = v
 		}
+		return err
 	default:
 		v := w.nextValue()
-		if ok, err := w.rec.CAS(reqCtx, w.cli, key, w.seen[key], v); err == nil && ok {
+		ok, err := w.rec.CAS(reqCtx, w.cli, key, w.seen[key], v)
+		if err == nil && ok {
 			w.seen[key] = v
 		}
+		return err
 	}
 }
 
