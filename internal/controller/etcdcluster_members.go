@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,10 +61,7 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		case owned == retain:
 			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
 		}
-		if pvc.Annotations == nil {
-			pvc.Annotations = map[string]string{}
-		}
-		maps.Copy(pvc.Annotations, identity)
+		pvc.Annotations = resources.Merged(pvc.Annotations, identity)
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("update the owner and identity of persistentvolumeclaim %s: %w", pvc.Name, err)
 		}

@@ -149,16 +149,19 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 	return r.createPod(ctx, s, m)
 }
 
-// deleteMemberResources deletes the pod of a member that is no longer in etcd, and its claim; with
-// storage.retainPolicy Retain the claim is kept but released from the cluster (labels and owner
-// removed), so that no member of the cluster ever starts on it.
+// deleteMemberResources deletes the pod (one stuck terminating at once) and claim of a member no longer
+// in etcd; under retainPolicy Retain the claim is released instead (labels and owner removed).
 func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *scope, name string) error {
 	m := s.m.Member(name)
 	if m == nil {
 		return nil
 	}
-	if m.HasPod() {
-		if err := r.Delete(ctx, m.Pod); err != nil && !apierrors.IsNotFound(err) {
+	if m.HasPod() || m.PodStuck(s.m.Now) {
+		var opts []client.DeleteOption
+		if m.PodTerminating() { // stuck: its kubelet will not finish the deletion
+			opts = append(opts, client.GracePeriodSeconds(0), client.Preconditions{UID: &m.Pod.UID})
+		}
+		if err := r.Delete(ctx, m.Pod, opts...); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s: %w", name, err)
 		}
 	}

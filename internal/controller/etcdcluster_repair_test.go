@@ -18,6 +18,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -365,4 +366,71 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 	if err := findEvent(context.Background(), c, "MemberRemoved", "its data directory is not its own ("+why); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestStuckTerminatingMemberReplaced: a member's node is gone: its etcd stops answering and its pod,
+// deleted, stays terminating for good (no kubelet finishes the deletion). After
+// spec.recovery.replaceUnhealthyMemberAfter the member is removed from etcd; its pod, now stuck well
+// past its grace period, is deleted without waiting for the kubelet; a new learner takes its name.
+func TestStuckTerminatingMemberReplaced(t *testing.T) {
+	c := createCluster(t, "stuck", 3)
+	names := []string{"stuck-0", "stuck-1", "stuck-2"}
+	hosts := []string{"127.0.0.187", "127.0.0.188", "127.0.0.189"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 4 * time.Second}}
+	})
+	ctx := context.Background()
+	oldID := uint64(members[2].Etcd.Server.MemberID())
+	pod, err := getPod(c, "stuck-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bound to a node, the pod's deletion waits for that node's kubelet, which is gone
+	if err := k8s.SubResource("binding").Create(ctx, pod, &corev1.Binding{Target: corev1.ObjectReference{Kind: "Node", Name: "gone"}}); err != nil {
+		t.Fatalf("bind pod stuck-2: %v", err)
+	}
+	members[2].Stop()
+	if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(1)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := getPod(c, "stuck-2"); err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("pod stuck-2 after a graceful delete on a gone node: %v, %v; want it terminating", p, err)
+	}
+	testutil.Eventually(t, waitTimeout, "stuck-2 removed from etcd", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == oldID {
+				return errors.New("stuck-2 still listed")
+			}
+		}
+		return nil
+	})
+	testutil.Eventually(t, model.StuckTerminating+waitTimeout, "the stuck pod deleted", func(context.Context) error {
+		if p, err := getPod(c, "stuck-2"); err == nil && p.UID == pod.UID {
+			return fmt.Errorf("pod %s still there, terminating since %s", p.Name, p.DeletionTimestamp)
+		}
+		return nil
+	})
+	if err := findEvent(ctx, c, "DeletedMemberResources", "stuck terminating"); err != nil {
+		t.Error(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("stuck-2")}, claim); err == nil {
+		finishClaimDeletion(t, c, claim.UID)
+	}
+	testutil.Eventually(t, waitTimeout, "a new learner stuck-2", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "stuck-2") {
+				return nil
+			}
+		}
+		return errors.New("no new learner stuck-2")
+	})
 }

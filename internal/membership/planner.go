@@ -55,6 +55,9 @@ type Resources struct {
 	Data bool
 	// DataTerminating is true while the claim is being deleted.
 	DataTerminating bool
+	// PodStuck is true when the pod has been terminating well past its grace period: its node is gone
+	// or does not answer, and nothing will finish the deletion.
+	PodStuck bool
 }
 
 // State is what one pass observed.
@@ -89,7 +92,9 @@ const (
 	Promote Kind = "Promote"
 	// Remove: remove member ID (Member) from etcd.
 	Remove Kind = "Remove"
-	// DeleteResources: delete the pod and claim of Member, which is no longer an etcd member.
+	// DeleteResources: delete the pod and claim of Member, which is no longer an etcd member; a pod
+	// stuck terminating (Resources.PodStuck) without waiting for its kubelet (grace period 0), which is
+	// safe because the member was removed from etcd: its peers refuse its ID, whatever still runs.
 	DeleteResources Kind = "DeleteResources"
 )
 
@@ -178,13 +183,17 @@ func replaceDown(s State, _ tally) (Action, bool) {
 }
 
 // deleteStrays is step 3. Pods and claims of names that are not members (removed members, or a failed
-// add): delete them, so that no member ever starts on a removed member's data.
+// add): delete them, so that no member ever starts on a removed member's data; a pod of theirs stuck
+// terminating is deleted without waiting for its kubelet.
 func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
 		if _, ok := t.byName[name]; ok {
 			continue
 		}
 		r := s.Resources[name]
+		if r.PodStuck {
+			return Action{Kind: DeleteResources, Member: name, Reason: "not a member of the cluster, and its pod is stuck terminating (its node is gone or does not answer)"}, true
+		}
 		if r.Pod || r.Data {
 			return Action{Kind: DeleteResources, Member: name, Reason: "not a member of the cluster"}, true
 		}

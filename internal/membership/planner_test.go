@@ -316,3 +316,18 @@ func TestNextReplacesDownMembers(t *testing.T) {
 		t.Fatalf("no convergence in 80 steps; last state %+v", s)
 	})
 }
+
+// TestNextDeletesStuckPodOfRemovedMember: the pod of a removed member that is stuck terminating (its
+// node is gone) is deleted again, at once, instead of waited for; one that is only terminating is
+// waited for.
+func TestNextDeletesStuckPodOfRemovedMember(t *testing.T) {
+	s := state(3, 0, "vv")
+	s.Resources["demo-2"] = Resources{PodTerminating: true, PodStuck: true, DataTerminating: true}
+	if a := Next(s); a.Kind != DeleteResources || a.Member != "demo-2" || !strings.Contains(a.Reason, "stuck terminating") {
+		t.Errorf("stuck pod of a removed member: %v, want DeleteResources of demo-2", a)
+	}
+	s.Resources["demo-2"] = Resources{PodTerminating: true, DataTerminating: true}
+	if a := Next(s); a.Kind != Wait || a.Member != "demo-2" {
+		t.Errorf("terminating pod of a removed member: %v, want Wait for demo-2", a)
+	}
+}

@@ -121,6 +121,16 @@ func (m *Member) HasPod() bool { return m.Pod != nil && m.Pod.DeletionTimestamp 
 // PodTerminating reports whether the member's pod is being deleted.
 func (m *Member) PodTerminating() bool { return m.Pod != nil && m.Pod.DeletionTimestamp != nil }
 
+// StuckTerminating is how long past the end of its grace period a pod that is still terminating is
+// taken as stuck (its node gone or not answering): kubelet finishes a deletion within seconds of it.
+const StuckTerminating = 30 * time.Second
+
+// PodStuck reports whether the member's pod is still terminating StuckTerminating after its grace
+// period ended, at now.
+func (m *Member) PodStuck(now time.Time) bool {
+	return m.PodTerminating() && now.After(m.Pod.DeletionTimestamp.Add(StuckTerminating))
+}
+
 // PodReady reports whether the member's pod exists, is not being deleted, runs and is Ready.
 func (m *Member) PodReady() bool {
 	p := m.Pod

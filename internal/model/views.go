@@ -26,7 +26,8 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 	for _, m := range c.Members {
 		if m.Pod != nil || m.Claim != nil {
 			st.Resources[m.Name] = membership.Resources{Pod: m.HasPod(), PodTerminating: m.PodTerminating(),
-				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating()}
+				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating(),
+				PodStuck: m.PodStuck(c.Now)}
 		}
 	}
 	return st

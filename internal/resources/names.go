@@ -11,6 +11,7 @@ package resources
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -79,6 +80,15 @@ func ClientServiceName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-c
 // MemberName is the name of member number ordinal: its pod and its etcd member name, "<cluster>-<ordinal>".
 func MemberName(c *etcdv1alpha1.EtcdCluster, ordinal int) string {
 	return c.Name + "-" + strconv.Itoa(ordinal)
+}
+
+// Merged returns dst with every entry of src added (a new map when dst is nil and src is not empty).
+func Merged(dst, src map[string]string) map[string]string {
+	if dst == nil && len(src) > 0 {
+		dst = make(map[string]string, len(src))
+	}
+	maps.Copy(dst, src)
+	return dst
 }
 
 // InitialMemberNames returns the names of the members a new cluster c bootstraps with: ordinals 0 to
