@@ -20,7 +20,6 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
-	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -30,17 +29,7 @@ import (
 // recreated on its claim; after all of it the member is removed from etcd, its pod and claim are
 // deleted, and a new learner is added under its name with a new member ID, on a new claim.
 func TestDownMemberRecreatedThenReplaced(t *testing.T) {
-	c := createCluster(t, "heal", 3)
-	names := []string{"heal-0", "heal-1", "heal-2"}
-	hosts := []string{"127.0.0.51", "127.0.0.52", "127.0.0.53"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return nil
-	})
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("heal", testutil.InNamespace("ns-heal"), testutil.WithReplicas(3)), "127.0.0.51", "127.0.0.52", "127.0.0.53")
 	const policy = 16 * time.Second
 	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
@@ -199,17 +188,7 @@ func finishClaimDeletion(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UI
 // replacement policy, disarms the alarm once etcd no longer lists the member (writes are accepted
 // again: Available turns True), and adds a new learner under the member's name with a new ID.
 func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
-	c := createCluster(t, "rot", 3)
-	names := []string{"rot-0", "rot-1", "rot-2"}
-	hosts := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return nil
-	})
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("rot", testutil.InNamespace("ns-rot"), testutil.WithReplicas(3)), "127.0.0.61", "127.0.0.62", "127.0.0.63")
 	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
 		// replacing "down" members is off: a CORRUPT alarm is replaced anyway
 		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
@@ -269,17 +248,7 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 // --initial-cluster, which etcd would refuse ("error validating peerURLs"): it is recreated with the
 // member list etcd has now, on its own claim.
 func TestLearnerRestartedWithCurrentMemberList(t *testing.T) {
-	c := createCluster(t, "lst", 3)
-	names := []string{"lst-0", "lst-1", "lst-2"}
-	hosts := []string{"127.0.0.181", "127.0.0.182", "127.0.0.183"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return nil
-	})
+	c, members, _, hosts := runningCluster(t, testutil.EtcdCluster("lst", testutil.InNamespace("ns-lst"), testutil.WithReplicas(3)), "127.0.0.181", "127.0.0.182", "127.0.0.183")
 	setReplicas(t, c, 5)
 	var learnerPod *corev1.Pod
 	testutil.Eventually(t, waitTimeout, "pod lst-3 created", func(context.Context) error {
@@ -327,17 +296,7 @@ func TestLearnerRestartedWithCurrentMemberList(t *testing.T) {
 // spec.recovery.replaceUnhealthyMemberAfter says (here its default, 5 minutes), and the status names
 // the problem.
 func TestDataNotOwnReplacedAtOnce(t *testing.T) {
-	c := createCluster(t, "own", 3)
-	names := []string{"own-0", "own-1", "own-2"}
-	hosts := []string{"127.0.0.184", "127.0.0.185", "127.0.0.186"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return nil
-	})
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("own", testutil.InNamespace("ns-own"), testutil.WithReplicas(3)), "127.0.0.184", "127.0.0.185", "127.0.0.186")
 	oldID := uint64(members[1].Etcd.Server.MemberID())
 	members[1].Stop()
 	const why = "member 1 of cluster 2 had started on this volume, and /var/lib/etcd/data is now empty: its data is gone"
@@ -373,17 +332,7 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 // spec.recovery.replaceUnhealthyMemberAfter the member is removed from etcd; its pod, now stuck well
 // past its grace period, is deleted without waiting for the kubelet; a new learner takes its name.
 func TestStuckTerminatingMemberReplaced(t *testing.T) {
-	c := createCluster(t, "stuck", 3)
-	names := []string{"stuck-0", "stuck-1", "stuck-2"}
-	hosts := []string{"127.0.0.187", "127.0.0.188", "127.0.0.189"}
-	members := testenv.StartEtcd(t, names, hosts)
-	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
-	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
-			return fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return nil
-	})
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("stuck", testutil.InNamespace("ns-stuck"), testutil.WithReplicas(3)), "127.0.0.187", "127.0.0.188", "127.0.0.189")
 	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 4 * time.Second}}
 	})

@@ -218,18 +218,7 @@ func TestC02_MemberPodAndClaimDeleted(t *testing.T) {
 	w := startWriter(t, svc)
 	start := time.Now()
 	deleteMemberWithData(t, c, "demo-1")
-	poll.Eventually(t, scaleTimeout, "demo-1 replaced by a new member", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == "demo-1" && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
-				return nil
-			}
-		}
-		return fmt.Errorf("members %+v", got.Status.Members)
-	})
+	waitReplaced(t, c, "demo-1", oldID, scaleTimeout)
 	t.Logf("C02: member pod and claim deleted -> 3 healthy voters in %s", time.Since(start).Round(100*time.Millisecond))
 	after := assertMembers(t, c, 3, id)
 	for _, m := range after {

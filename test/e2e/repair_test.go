@@ -82,18 +82,7 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 				return nil
 			})
 			t.Logf("%s: the status named demo-1 down %s after the fault", tc.name, shown.Round(100*time.Millisecond))
-			poll.Eventually(t, repairTimeout, "demo-1 replaced by a healthy voter", func(ctx context.Context) error {
-				got, err := getCluster(ctx, c)
-				if err != nil {
-					return err
-				}
-				for _, m := range got.Status.Members {
-					if m.Name == "demo-1" && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
-						return nil
-					}
-				}
-				return fmt.Errorf("members %+v", got.Status.Members)
-			})
+			waitReplaced(t, c, "demo-1", oldID, repairTimeout)
 			t.Logf("%s: fault -> 3 healthy voters in %s (replaceUnhealthyMemberAfter %s)", tc.name, time.Since(start).Round(100*time.Millisecond), replaceAfter)
 			if err := eventSaying(context.Background(), c, "MemberRemoved", corev1.EventTypeNormal, tc.removedBecause); err != nil {
 				t.Error(err)
@@ -302,18 +291,7 @@ func TestCorruptAlarmMemberReplaced(t *testing.T) {
 		return nil
 	})
 	t.Logf("CORRUPT alarm raised -> demo-1 removed and the alarm disarmed (writes accepted) in %s", disarmed.Round(100*time.Millisecond))
-	poll.Eventually(t, repairTimeout, "demo-1 replaced by a healthy voter", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == "demo-1" && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
-				return nil
-			}
-		}
-		return fmt.Errorf("members %+v", got.Status.Members)
-	})
+	waitReplaced(t, c, "demo-1", oldID, repairTimeout)
 	t.Logf("CORRUPT alarm raised -> 3 healthy voters in %s", time.Since(start).Round(100*time.Millisecond))
 	assertMembers(t, c, 3, id)
 	pods, err := memberPods(context.Background(), c)
@@ -408,4 +386,22 @@ func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
 		}
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-3"]))
+}
+
+// waitReplaced waits until member name of c is a healthy voter under another member ID than oldID, with
+// 3 healthy voters in all.
+func waitReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string, oldID uint64, timeout time.Duration) {
+	t.Helper()
+	poll.Eventually(t, timeout, name+" replaced by a healthy voter", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == name && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
 }
