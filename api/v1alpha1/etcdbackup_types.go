@@ -247,7 +247,8 @@ type RestoreSource struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// RecoverySpec says what the operator may do on its own when a cluster cannot recover.
+// RecoverySpec says what the operator may do on its own to repair a cluster: replace members that stay
+// down, and recreate a cluster whose quorum is lost for good.
 type RecoverySpec struct {
 	// RestoreOnQuorumLoss lets the operator recreate the cluster from its newest successful backup
 	// when quorum is lost and cannot come back: the members whose data is kept (their claims, or for
@@ -266,9 +267,11 @@ type RecoverySpec struct {
 	// the member from etcd, deletes its pod and claim, and adds a new member (a new member ID, an empty
 	// data directory) that copies the data from its peers. A member is only ever replaced while the
 	// healthy voters without it still make a quorum. Default 5m; "0s" never replaces a member on its own
-	// (the pod is still recreated once, after 2m30s).
+	// (the pod is still recreated once, after 2m30s); otherwise at least 20s, since a new member that is
+	// still starting (its claim provisioned, its image pulled) is down too. A member that is down because
+	// its image cannot be pulled is never replaced: its replacement would run the same spec.
 	//
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be 0s (never replace) or a positive duration such as 5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
 }

@@ -73,7 +73,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
-	// Recovery says what the operator may do on its own when the cluster cannot recover.
+	// Recovery says what the operator may do on its own to repair the cluster: replace members that stay
+	// down, and recreate a cluster whose quorum is lost for good.
 	//
 	// +optional
 	Recovery *RecoverySpec `json:"recovery,omitempty"`

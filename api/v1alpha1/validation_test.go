@@ -119,7 +119,10 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"retain policy typo", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
 		{"negative replace delay", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: -time.Minute}}
-		}, "spec.recovery.replaceUnhealthyMemberAfter: Invalid value: \"-1m0s\": must be 0s (never replace) or a positive duration such as 5m"},
+		}, "spec.recovery.replaceUnhealthyMemberAfter: Invalid value: \"-1m0s\": must be 0s (never replace) or at least 20s"},
+		{"replace delay below 20s", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: time.Second}}
+		}, "replaces members that are only restarting or still starting"},
 		{"election timeout below 5 heartbeats", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: ptr.To[int32](100), ElectionTimeoutMillis: ptr.To[int32](400)}
 		}, "at least 5 times"},

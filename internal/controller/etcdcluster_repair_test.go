@@ -30,7 +30,7 @@ import (
 // deleted, and a new learner is added under its name with a new member ID, on a new claim.
 func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("heal", testutil.InNamespace("ns-heal"), testutil.WithReplicas(3)), "127.0.0.51", "127.0.0.52", "127.0.0.53")
-	const policy = 16 * time.Second
+	const policy = 20 * time.Second
 	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
 	})
@@ -334,7 +334,7 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 func TestStuckTerminatingMemberReplaced(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("stuck", testutil.InNamespace("ns-stuck"), testutil.WithReplicas(3)), "127.0.0.187", "127.0.0.188", "127.0.0.189")
 	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 4 * time.Second}}
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 20 * time.Second}}
 	})
 	ctx := context.Background()
 	oldID := uint64(members[2].Etcd.Server.MemberID())
@@ -353,7 +353,7 @@ func TestStuckTerminatingMemberReplaced(t *testing.T) {
 	if p, err := getPod(c, "stuck-2"); err != nil || p.DeletionTimestamp == nil {
 		t.Fatalf("pod stuck-2 after a graceful delete on a gone node: %v, %v; want it terminating", p, err)
 	}
-	testutil.Eventually(t, waitTimeout, "stuck-2 removed from etcd", func(context.Context) error {
+	testutil.Eventually(t, 2*waitTimeout, "stuck-2 removed from etcd", func(context.Context) error {
 		for _, m := range memberList(t, members[0].ClientURL()) {
 			if m.ID == oldID {
 				return errors.New("stuck-2 still listed")

@@ -204,6 +204,24 @@ func (m *Member) Problem() string {
 	return "not started"
 }
 
+// ImageUnavailable reports whether the member's etcd container waits for an image it cannot get
+// (ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull): a member created from the same
+// spec would wait the same way.
+func (m *Member) ImageUnavailable() bool {
+	if m.Pod == nil {
+		return false
+	}
+	for _, cs := range m.Pod.Status.ContainerStatuses {
+		if cs.Name == resources.EtcdContainer && cs.State.Waiting != nil {
+			switch cs.State.Waiting.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // DataNotOwn returns why the member's data directory is not its own, as the pod's verify-data init
 // container found before etcd started (exit code 3, its termination message), or "" when it did not
 // find that (it passed, did not run, or could not tell).

@@ -38,7 +38,8 @@ func RecreateDue(c *model.Cluster, mem *model.Member) bool {
 // its claim, or "" when it is not: a failed pod (evicted, or its node gone: restartPolicy Always
 // restarts containers in place, never a failed pod); a learner that has not started and whose pod
 // names other members in --initial-cluster than etcd lists now (members were replaced since it was
-// added: etcd refuses to start it, "error validating peerURLs"), recreated with the current list; or a
+// added: etcd refuses to start it, "error validating peerURLs"), recreated with the current list, or
+// whose pod was built from an older spec (a fix of a spec that could not run reaches it at once); or a
 // member RecreateDue holds for.
 func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) (reason, why string) {
 	switch {
@@ -47,6 +48,8 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	case mem.Learner() && !mem.Started() && mem.HasPod() &&
 		mem.PodFlag("initial-cluster") != model.JoinInitialCluster(opts, c.Object, c.Etcd.Members):
 		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
+	case mem.Learner() && !mem.Started() && mem.HasPod() && mem.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] != opts.SpecHash(c.Object):
+		return "RestartingLearner", "a learner that has not started, built from an older spec"
 	case RecreateDue(c, mem):
 		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())
 	}
@@ -56,8 +59,9 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 // ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
 // CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
 // and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss);
-// another member when replacing is on (ReplaceAfter > 0), it has been down that long, and its pod
-// exists (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
+// another member when replacing is on (ReplaceAfter > 0), it has been down that long, its pod exists
+// and does not wait for an image it cannot get (a replacement would run the same spec; fixing the spec
+// heals it) (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
 // one whose pod cannot be created, held back by a quota, is not helped by a replacement). The quorum is
 // the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
@@ -71,7 +75,7 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return "its data directory is not its own (" + msg + ")"
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || c.Now.Before(mem.DownSince.Add(after)) {
+	if after <= 0 || mem.Pod == nil || mem.ImageUnavailable() || c.Now.Before(mem.DownSince.Add(after)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",

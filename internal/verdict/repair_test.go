@@ -174,8 +174,9 @@ func TestCorruptAlarm(t *testing.T) {
 }
 
 // TestPodToRecreateStaleLearner: a learner that has not started is recreated when its pod names other
-// members in --initial-cluster than etcd lists now, and left alone when the list is current (or once
-// it has started: it then restarts from its data, whatever the flag says).
+// members in --initial-cluster than etcd lists now, or was built from an older spec, and left alone
+// when both are current (or once it has started: it then restarts from its data, and a rollout, not
+// this, updates it).
 func TestPodToRecreateStaleLearner(t *testing.T) {
 	opts := resources.Options{}
 	c := testutil.EtcdCluster("l", testutil.WithReplicas(3))
@@ -185,18 +186,20 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 		{ID: 4, IsLearner: true, PeerURLs: []string{opts.PeerURL(c, "l-2")}}, // added, never started
 	}
 	current := model.JoinInitialCluster(opts, c, members)
-	learnerPod := func(initial string) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+	learnerPod := func(initial, hash string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2", Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: hash}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "etcd", Command: []string{"/usr/local/bin/etcd", "--name=l-2", "--initial-cluster=" + initial}}}}}
 	}
+	hash := opts.SpecHash(c)
 	for _, tc := range []struct {
-		name, initial string
-		started       bool
-		want          string
+		name, initial, hash string
+		started             bool
+		want                string
 	}{
-		{"stale list", "l-0=" + opts.PeerURL(c, "l-0") + ",l-2=" + opts.PeerURL(c, "l-2") + ",l-9=http://gone:2380", false, "RestartingLearner"},
-		{"current list", current, false, ""},
-		{"started", "stale", true, ""},
+		{"stale list", "l-0=" + opts.PeerURL(c, "l-0") + ",l-2=" + opts.PeerURL(c, "l-2") + ",l-9=http://gone:2380", hash, false, "RestartingLearner"},
+		{"current list", current, hash, false, ""},
+		{"older spec", current, "older", false, "RestartingLearner"},
+		{"started", "stale", "older", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := append([]etcd.Member(nil), members...)
@@ -204,7 +207,7 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 				ms[2].Name = "l-2"
 			}
 			e := &model.Etcd{ClusterID: 1, Leader: 1, Members: ms, Health: map[uint64]error{1: nil, 2: nil, 4: errors.New("not started")}}
-			m := model.Build(model.Input{Cluster: c, Etcd: e, Options: opts, Pods: []corev1.Pod{learnerPod(tc.initial)}})
+			m := model.Build(model.Input{Cluster: c, Etcd: e, Options: opts, Pods: []corev1.Pod{learnerPod(tc.initial, tc.hash)}})
 			if reason, why := PodToRecreate(m, m.Member("l-2"), opts); reason != tc.want {
 				t.Errorf("PodToRecreate = %q (%s), want %q", reason, why, tc.want)
 			}
@@ -241,5 +244,25 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 	}
 	if got := ClaimIdentity(m, m.Member("d-2")); got != nil {
 		t.Errorf("ClaimIdentity(d-2) = %v, want nil: the claim records an identity already", got)
+	}
+}
+
+// TestNoReplacementForImageProblem: a member down because its image cannot be pulled is not replaced,
+// however long it has been down (its replacement would run the same spec); its pod is still recreated.
+func TestNoReplacementForImageProblem(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	long := metav1.NewTime(now.Add(-time.Hour))
+	c := testutil.EtcdCluster("i", testutil.WithReplicas(3))
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "i-2", DownSince: &long}}
+	e := &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: "i-0"}, {ID: 2, Name: "i-1"}, {ID: 3, Name: "i-2"}},
+		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "i-2", CreationTimestamp: long}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}}}
+	m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}})
+	if why := ReplaceDue(m, m.Member("i-2")); why != "" {
+		t.Errorf("ReplaceDue = %q, want none for a member that cannot pull its image", why)
+	}
+	if !RecreateDue(m, m.Member("i-2")) {
+		t.Error("RecreateDue = false, want its pod recreated (a fixed spec reaches it that way)")
 	}
 }
