@@ -177,8 +177,9 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	}
 }
 
-// countChanges watches the pods, claims and Services of namespace ns for d (the window this test
-// observes) and returns how many changes it saw.
+// countChanges watches the objects of namespace ns whose changes bring the cluster a pass (pods, claims,
+// Services, the PodDisruptionBudget, whose status the disruption controller updates as pods change)
+// for d (the window this test observes) and returns how many changes it saw.
 func countChanges(t testing.TB, ns string, d time.Duration) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -189,6 +190,7 @@ func countChanges(t testing.TB, ns string, d time.Duration) int {
 		func() (watch.Interface, error) { return kube.CoreV1().Pods(ns).Watch(ctx, opts) },
 		func() (watch.Interface, error) { return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts) },
 		func() (watch.Interface, error) { return kube.CoreV1().Services(ns).Watch(ctx, opts) },
+		func() (watch.Interface, error) { return kube.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, opts) },
 	} {
 		w, err := start()
 		if err != nil {
