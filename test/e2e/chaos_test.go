@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -133,13 +134,7 @@ func TestChaos(t *testing.T) {
 		f := chaosClasses[rng.IntN(len(chaosClasses))]
 		start := time.Now()
 		f.inject(t, c, rng)
-		if _, err := waitHealthy(c, chaosRecoverTimeout); err != nil {
-			stop()
-			if err := <-clientsDone; err != nil {
-				t.Log(err)
-			}
-			t.Fatalf("fault %d/%d (%s): not recovered within %s: %v", i+1, faults, f.name, chaosRecoverTimeout, err)
-		}
+		waitHealthy(t, c, fmt.Sprintf("fault %d/%d (%s) recovered", i+1, faults, f.name))
 		took := time.Since(start) // from the injection on
 		times[f.name] = append(times[f.name], took)
 		t.Logf("fault %d/%d: %s -> healthy in %s (%d operations so far)", i+1, faults, f.name, took.Round(100*time.Millisecond), rec.Len())
@@ -168,32 +163,27 @@ func deletePod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, grace int
 	}
 }
 
-// waitHealthy waits until the cluster's status shows it Available with 3 healthy voters, no learner and
-// no member down, and returns how long that took, or the last status after timeout. A status written
-// before the fault was seen does not count: the cluster must first be seen not whole, or stay whole for
-// 10 s (a fault the operator never noticed, healed by kubelet alone).
-func waitHealthy(c *etcdv1alpha1.EtcdCluster, timeout time.Duration) (time.Duration, error) {
+// waitHealthy waits, polling with chaosRecoverTimeout as deadline, until the cluster's status shows it
+// Available with 3 healthy voters and no learner, and fails the test (saying what) otherwise. A status
+// written before the fault was seen does not count: the cluster must first be seen not whole, or stay
+// whole for 10 s (a fault the operator never noticed, healed by kubelet alone).
+func waitHealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
+	t.Helper()
 	start := time.Now()
-	var last string
 	sawBroken := false
-	for time.Since(start) < timeout {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	poll.Eventually(t, chaosRecoverTimeout, what, func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
-		cancel()
 		switch {
 		case err != nil:
-			last = err.Error()
-		case whole(got):
-			if sawBroken || time.Since(start) > 10*time.Second {
-				return time.Since(start), nil
-			}
-		default:
+			return err
+		case !whole(got):
 			sawBroken = true
-			last = fmt.Sprintf("phase %s, %d ready, members %+v", got.Status.Phase, got.Status.ReadyReplicas, got.Status.Members)
+			return fmt.Errorf("phase %s, %d ready, members %+v", got.Status.Phase, got.Status.ReadyReplicas, got.Status.Members)
+		case !sawBroken && time.Since(start) < 10*time.Second:
+			return errors.New("whole, but the fault was not seen yet")
 		}
-		time.Sleep(500 * time.Millisecond) // poll interval of a deadline-bounded wait
-	}
-	return 0, fmt.Errorf("%s", last)
+		return nil
+	})
 }
 
 // whole reports whether the status shows 3 healthy voters, Available, nothing in progress.
