@@ -119,6 +119,9 @@ const (
 	// LabelScheduled is "true" on the EtcdBackups a cluster's spec.backup.schedule created; only
 	// those are pruned by spec.backup.retention.
 	LabelScheduled = "etcd.etcdkit.dev/scheduled"
+	// LabelSurvivorSnapshot is "true" on the EtcdBackups that copy the survivors of a quorum loss
+	// before the operator recreates the cluster (spec.recovery.restoreOnQuorumLoss).
+	LabelSurvivorSnapshot = "etcd.etcdkit.dev/survivor-snapshot"
 	// LabelFinalSnapshot is "true" on the EtcdBackup taken when its cluster was deleted.
 	LabelFinalSnapshot = "etcd.etcdkit.dev/final-snapshot"
 	// AnnotationDeleteSnapshot set to "true" on an EtcdBackup makes deleting it delete its stored

@@ -77,6 +77,16 @@ type EtcdBackupSpec struct {
 	// Destination is where the snapshot goes; default: the cluster's spec.backup.destination.
 	// +optional
 	Destination *BackupDestination `json:"destination,omitempty"`
+	// Member names the one member to snapshot (its pod name, such as "demo-0"), even when it has no
+	// leader: the snapshot holds what that member has applied. The operator sets it on the EtcdBackups
+	// that copy the survivors of a quorum loss before it recreates the cluster; such a backup does not
+	// wait for the cluster to be Available. Default: the cluster's most up-to-date healthy follower
+	// (the leader when no follower is healthy).
+	//
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Member string `json:"member,omitempty"`
 }
 
 // BackupPhase is where a backup is.
@@ -250,13 +260,18 @@ type RestoreSource struct {
 // RecoverySpec says what the operator may do on its own to repair a cluster: replace members that stay
 // down, and recreate a cluster whose quorum is lost for good.
 type RecoverySpec struct {
-	// RestoreOnQuorumLoss lets the operator recreate the cluster from its newest successful backup
-	// when quorum is lost and cannot come back: the members whose data is kept (their claims, or for
-	// storage.emptyDir their pods) are fewer than a quorum of the voting members etcd last listed.
-	// The members are deleted, with their claims, and recreated from the snapshot under a new cluster
-	// ID; writes after that backup are lost, and status.recovery records which backup was used.
-	// Without it (the default) the operator reports the loss in the Available condition and an event,
-	// and changes nothing: quorum loss with data kept is always waited out, never restored over.
+	// RestoreOnQuorumLoss lets the operator recreate the cluster from the most up-to-date copy of its
+	// data when quorum is lost and cannot come back: the members whose data is kept (their claims, or
+	// for storage.emptyDir their pods) are fewer than a quorum of the voting members etcd last listed.
+	// First each of those survivors is copied by an EtcdBackup of its own (spec.member, to
+	// spec.backup.destination, which must be set when a survivor exists); a survivor that cannot be
+	// copied is never deleted, and the recovery waits, saying why. Then the copy with the highest
+	// revision, among the survivors' snapshots and the cluster's successful backups, is chosen; the
+	// members are deleted, with their claims, and recreated from it under a new cluster ID.
+	// status.recovery records the copy used and the revisions known to be lost (0 when a survivor was
+	// as current as anything the operator saw). Without it (the default) the operator reports the loss
+	// in the Available condition and an event, and changes nothing: quorum loss with data kept is always
+	// waited out, never restored over.
 	// +optional
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
 	// ReplaceUnhealthyMemberAfter is how long a member may be down, while etcd still lists it, before the
@@ -333,6 +348,16 @@ type RecoveryStatus struct {
 	// BackupCompletionTime is when the restored backup was taken.
 	// +optional
 	BackupCompletionTime *metav1.Time `json:"backupCompletionTime,omitempty"`
+	// SurvivorSnapshots are the EtcdBackups that copied the members that kept their data, before any of
+	// them was deleted.
+	// +optional
+	SurvivorSnapshots []string `json:"survivorSnapshots,omitempty"`
+	// LostRevisions is how many revisions are known to be lost: the highest revision the operator saw
+	// (status.revision before the loss, the survivors' snapshots, the backups) minus Revision; 0 when the
+	// copy restored was as current as any of them. Writes acknowledged only by the members whose data
+	// is gone, after the operator last looked, cannot be known.
+	// +optional
+	LostRevisions int64 `json:"lostRevisions,omitempty"`
 	// PreviousClusterID is the cluster ID (hex) of the cluster that was lost; the restored cluster has
 	// another one.
 	// +optional

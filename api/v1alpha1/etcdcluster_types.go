@@ -348,6 +348,10 @@ type EtcdClusterStatus struct {
 	// Leader is the name of the member that leads.
 	// +optional
 	Leader string `json:"leader,omitempty"`
+	// Revision is the highest revision of the key-value store a member reported when the operator
+	// last looked (every pass, at least once a minute); it is kept while no member answers.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
 	// CurrentVersion is the lowest etcd server version the members run.
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`

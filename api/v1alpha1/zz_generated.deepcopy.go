@@ -567,6 +567,11 @@ func (in *RecoveryStatus) DeepCopyInto(out *RecoveryStatus) {
 		in, out := &in.BackupCompletionTime, &out.BackupCompletionTime
 		*out = (*in).DeepCopy()
 	}
+	if in.SurvivorSnapshots != nil {
+		in, out := &in.SurvivorSnapshots, &out.SurvivorSnapshots
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LostMembers != nil {
 		in, out := &in.LostMembers, &out.LostMembers
 		*out = make([]string, len(*in))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,6 +117,7 @@ func (j *jobOptions) addFlags(f *pflag.FlagSet, what string) {
 type backupOptions struct {
 	jobOptions
 	endpoints                []string
+	member                   string
 	namespace, cluster, name string
 	tempDir                  string
 	dialTimeout              time.Duration
@@ -137,6 +139,7 @@ do there and exits with status 1. Running it again for a backup that is complete
 	f := cmd.Flags()
 	o.addFlags(f, "backup")
 	f.StringSliceVar(&o.endpoints, "endpoints", nil, "client URLs of the cluster's members, comma separated")
+	f.StringVar(&o.member, "member", "", "client URL of the one member to snapshot, even if it has no leader (a survivor of a quorum loss); default: the most up-to-date healthy follower of --endpoints")
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the cluster (first element of the key)")
 	f.StringVar(&o.cluster, "cluster", "", "name of the cluster (second element of the key)")
 	f.StringVar(&o.name, "name", "", "name of the backup; the key is <namespace>/<cluster>/<name>.db")
@@ -152,8 +155,11 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 	defer func() { _ = log.Sync() }()
 
 	res, err := func() (backup.Result, error) {
+		if o.member != "" && !slices.Contains(o.endpoints, o.member) {
+			o.endpoints = append(o.endpoints, o.member)
+		}
 		if len(o.endpoints) == 0 {
-			return backup.Result{}, errors.New("--endpoints is required")
+			return backup.Result{}, errors.New("--endpoints or --member is required")
 		}
 		key, err := policy.Key(o.namespace, o.cluster, o.name)
 		if err != nil {
@@ -168,6 +174,7 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 			Store:   store,
 			Key:     key,
 			TempDir: o.tempDir,
+			Member:  o.member,
 			Logger:  log,
 		})
 	}()

@@ -56,6 +56,9 @@ type TakeOptions struct {
 	// snapshot is chosen; a member that does not answer in time is passed over. Zero means
 	// DefaultStatusTimeout.
 	StatusTimeout time.Duration
+	// Member, when set, is the one endpoint (of Etcd.Endpoints) to snapshot, taken although it may
+	// have no leader (SelectOne): a survivor of a quorum loss.
+	Member string
 	// Logger receives progress messages; nil for none.
 	Logger *zap.Logger
 }
@@ -181,6 +184,9 @@ func selectMember(ctx context.Context, c etcd.Client, o TakeOptions) (etcd.Endpo
 	}
 	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
+	if o.Member != "" {
+		return SelectOne(sctx, c, o.Member)
+	}
 	return SelectMember(sctx, c, o.Etcd.Endpoints)
 }
 

@@ -89,6 +89,20 @@ func SelectMember(ctx context.Context, c etcd.Client, endpoints []string) (etcd.
 	return etcd.EndpointStatus{}, fmt.Errorf("%w: %s", ErrNoHealthyMember, strings.Join(reasons, "; "))
 }
 
+// SelectOne asks the one member at endpoint for its status and returns it when it may be snapshotted
+// although it may have no leader (a survivor of a quorum loss, whose data is wanted as it is): it
+// answered and is a voter. The error wraps ErrNoHealthyMember and says why not.
+func SelectOne(ctx context.Context, c etcd.Client, endpoint string) (etcd.EndpointStatus, error) {
+	st, err := c.Status(ctx, endpoint)
+	switch {
+	case err != nil:
+		return st, fmt.Errorf("%w: %s does not answer: %v", ErrNoHealthyMember, endpoint, err)
+	case st.IsLearner:
+		return st, fmt.Errorf("%w: %s is a learner, whose data may lag any voter's", ErrNoHealthyMember, endpoint)
+	}
+	return st, nil
+}
+
 // statusAnswer is what one endpoint answered to Status.
 type statusAnswer struct {
 	st  etcd.EndpointStatus

@@ -864,11 +864,17 @@ func TestBackupStatusPatchConflict(t *testing.T) {
 // snapshotClaim creates the claim "snapshots" in namespace ns and returns a destination on it.
 func snapshotClaim(t *testing.T, ns string) *etcdv1alpha1.BackupDestination {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: ns},
+	return destinationClaim(t, ns, "snapshots")
+}
+
+// destinationClaim creates claim name in ns, as a backup destination, and returns that destination.
+func destinationClaim(t *testing.T, ns, name string) *etcdv1alpha1.BackupDestination {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
 	if err := k8s.Create(context.Background(), pvc); err != nil {
 		t.Fatal(err)
 	}
-	return &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
+	return &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: name}}
 }

@@ -112,8 +112,10 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 	if r.Options.OperatorImage == "" {
 		return nil, nil, "the operator does not know its own image, which backup Jobs run: start it with --operator-image", nil
 	}
-	// a cluster that refuses writes (NOSPACE) still serves snapshots, and one is most wanted then
-	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); a == nil || (a.Status != metav1.ConditionTrue && a.Reason != etcdv1alpha1.ReasonNoSpace) {
+	// a cluster that refuses writes (NOSPACE) still serves snapshots, and one is most wanted then; a
+	// copy of one member (a survivor of a quorum loss) needs no quorum
+	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); b.Spec.Member == "" &&
+		(a == nil || (a.Status != metav1.ConditionTrue && a.Reason != etcdv1alpha1.ReasonNoSpace)) {
 		why := "it has not reported its status yet"
 		if a != nil {
 			why = a.Message
@@ -142,7 +144,8 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 		if o.Status.Phase == etcdv1alpha1.BackupRunning {
 			return fmt.Sprintf("waiting for backup %s of the same cluster, which is running: backups of one cluster run one at a time", o.Name), nil
 		}
-		if verdict.CreatedBefore(o, b) && verdict.BackupDestination(o, c) != nil {
+		// a copy of one member does not wait for earlier backups that wait for the cluster
+		if verdict.CreatedBefore(o, b) && verdict.BackupDestination(o, c) != nil && b.Spec.Member == "" {
 			earlier = append(earlier, o)
 		}
 	}

@@ -29,14 +29,6 @@ const (
 	requeueFinalSnapshot = 2 * time.Second
 )
 
-// backupRequeue is when the next scheduled backup is due, for the pass's requeue.
-func (s *scope) backupRequeue() ctrl.Result {
-	if s.report.Backup == nil || s.report.Backup.Requeue <= 0 {
-		return ctrl.Result{}
-	}
-	return ctrl.Result{RequeueAfter: s.report.Backup.Requeue}
-}
-
 // reconcileBackups creates the scheduled backup that is due (one for the newest missed schedule
 // time), prunes scheduled backups by spec.backup.retention, and observes the newest successful backup
 // and whether backups keep failing. It never blocks the phases after it.
@@ -112,17 +104,13 @@ func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1
 // does, so that backups of an unreachable cluster do not pile up).
 func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, t time.Time, missed int) error {
 	name := resources.ScheduledBackupName(c.Name, t)
-	for _, b := range scheduled {
-		if b.Name == name {
-			return nil // created before a restart, or by an earlier pass
-		}
+	exists, running := verdict.ScheduledBackupBlocked(scheduled, name)
+	if running != nil {
+		r.event(c, corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
+			t.UTC().Format(time.RFC3339), running.Name, running.Status.Message)
 	}
-	for _, b := range scheduled {
-		if !verdict.BackupFinished(b) {
-			r.event(c, corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
-				t.UTC().Format(time.RFC3339), b.Name, b.Status.Message)
-			return nil
-		}
+	if exists || running != nil {
+		return nil // created before a restart or by an earlier pass, or skipped
 	}
 	if err := r.Create(ctx, resources.BuildScheduledBackup(c, t)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -141,32 +129,8 @@ func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *et
 // applyRetention deletes the scheduled backups spec.backup.retention no longer keeps, with their
 // stored snapshots (the delete-snapshot annotation makes the EtcdBackup's finalizer delete them).
 func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, now time.Time) error {
-	ret := c.Spec.Backup.Retention
-	if ret == nil {
-		return nil
-	}
-	p := policy.Retention{}
-	if ret.MaxCount != nil {
-		p.MaxCount = int(*ret.MaxCount)
-	}
-	if ret.MaxAge != nil {
-		p.MaxAge = ret.MaxAge.Duration
-	}
-	byName := map[string]*etcdv1alpha1.EtcdBackup{}
-	var infos []policy.BackupInfo
-	for _, b := range scheduled {
-		if !b.DeletionTimestamp.IsZero() {
-			continue
-		}
-		byName[b.Name] = b
-		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
-		if verdict.BackupFinished(b) && b.Status.CompletionTime != nil {
-			info.CompletionTime = b.Status.CompletionTime.Time
-		}
-		infos = append(infos, info)
-	}
-	for _, name := range policy.Prune(infos, p, now) {
-		b := byName[name]
+	for _, b := range verdict.Pruned(c.Spec.Backup.Retention, scheduled, now) {
+		name := b.Name
 		if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] != "true" {
 			patch := client.MergeFrom(b.DeepCopy())
 			if b.Annotations == nil {
@@ -221,15 +185,8 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alph
 	case err != nil:
 		return ctrl.Result{}, false, fmt.Errorf("get final snapshot: %w", err)
 	}
-	switch {
-	case b.Status.Phase == etcdv1alpha1.BackupSucceeded:
-		r.event(c, corev1.EventTypeNormal, "FinalSnapshotTaken", "Delete", "Final snapshot %s stored at %s", name, b.Status.Location)
-		return ctrl.Result{}, true, nil
-	case b.Status.Phase == etcdv1alpha1.BackupFailed:
-		r.event(c, corev1.EventTypeWarning, "FinalSnapshotFailed", "Delete", "Final snapshot %s failed: %s", name, b.Status.Message)
-		return ctrl.Result{}, true, nil
-	case time.Since(c.DeletionTimestamp.Time) > finalSnapshotTimeout:
-		r.event(c, corev1.EventTypeWarning, "FinalSnapshotTimedOut", "Delete", "Final snapshot %s did not finish within %s (%s): deleting the cluster anyway", name, finalSnapshotTimeout, b.Status.Message)
+	if ev := verdict.FinalSnapshotOutcome(b, time.Since(c.DeletionTimestamp.Time) > finalSnapshotTimeout, finalSnapshotTimeout); ev != nil {
+		r.event(c, ev[0], ev[1], "Delete", "%s", ev[2])
 		return ctrl.Result{}, true, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueFinalSnapshot}, false, nil

@@ -201,22 +201,14 @@ func (r *EtcdClusterReconciler) requeueFor(s *scope, st *verdict.Step) ctrl.Resu
 			after = DefaultHealthCheckInterval
 		}
 	}
-	res := []ctrl.Result{{RequeueAfter: after}, s.backupRequeue()}
+	var backup, step time.Duration
+	if s.report.Backup != nil {
+		backup = s.report.Backup.Requeue // when the next scheduled backup is due
+	}
 	if st != nil {
-		res = append(res, ctrl.Result{RequeueAfter: st.After})
+		step = st.After
 	}
-	return lowestRequeue(res...)
-}
-
-// lowestRequeue merges results: the soonest non-zero RequeueAfter wins.
-func lowestRequeue(results ...ctrl.Result) ctrl.Result {
-	var out ctrl.Result
-	for _, r := range results {
-		if r.RequeueAfter > 0 && (out.RequeueAfter == 0 || r.RequeueAfter < out.RequeueAfter) {
-			out.RequeueAfter = r.RequeueAfter
-		}
-	}
-	return out
+	return ctrl.Result{RequeueAfter: verdict.Soonest(after, backup, step)}
 }
 
 // reconcileDelete lets the owner garbage collector remove the pods, claims and Services, and removes the

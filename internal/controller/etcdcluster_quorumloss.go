@@ -7,11 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -49,11 +51,15 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		return st
 	}
 	if !verdict.OptedIn(c) {
-		return report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator recreate this one from it (writes after that backup are lost)"), nil
+		return report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator copy the members that kept their data and recreate this cluster from the most up-to-date copy (writes after it are lost)"), nil
 	}
 	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, fmt.Errorf("list etcdbackups: %w", err)
+	}
+	copies := verdict.JudgeSurvivorCopies(d.Survivors(), since, time.Now(), list.Items)
+	if st, err := r.copySurvivors(ctx, s, since, copies, report); st != nil || err != nil {
+		return st, err
 	}
 	b, dest, why := verdict.PickRestoreBackup(c, list.Items)
 	if b == nil {
@@ -71,12 +77,44 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		st.After = wait
 		return st, nil
 	}
-	return r.startRecovery(ctx, s, d, b, dest, msg)
+	return r.startRecovery(ctx, s, d, b, dest, msg, copies.Taken, verdict.LostRevisions(c, b, list.Items))
+}
+
+// copySurvivors has each survivor of the quorum loss that began at since (a voter that kept its data)
+// copied by an EtcdBackup of its own, and retakes failed copies, before anything is deleted; it
+// returns the step to wait on while a copy is missing, running or failed.
+func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, since time.Time, sc verdict.SurvivorCopies, report func(string) *verdict.Step) (*verdict.Step, error) {
+	c := s.cluster
+	switch {
+	case sc.Done():
+		return nil, nil
+	case since.IsZero(): // the copies are named after the loss's start, recorded by this pass
+		st := report("the members that kept their data are copied first")
+		st.After = requeueProgressing
+		return st, nil
+	case c.Spec.Backup == nil:
+		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but members %s kept their data and there is no spec.backup.destination to copy them to before the cluster is recreated: set one", strings.Join(append(sc.Missing, sc.Taken...), ", "))), nil
+	}
+	for _, name := range sc.Missing {
+		if err := r.Create(ctx, resources.BuildSurvivorSnapshot(c, name, since)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create the copy of survivor %s: %w", name, err)
+		}
+		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonQuorumDataLost, "Copy", "Copying member %s, which kept its data, before the cluster is recreated", name)
+	}
+	for _, b := range sc.Retry {
+		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete the failed copy %s: %w", b.Name, err)
+		}
+	}
+	st := report(sc.Message())
+	st.After = 5 * time.Second
+	return st, nil
 }
 
 // startRecovery decides, on the newest copy of the cluster only, to recreate it from backup b: the
 // decision is written to status.recovery before anything is deleted, so that it is taken once.
-func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d verdict.DataLoss, b *etcdv1alpha1.EtcdBackup, dest *etcdv1alpha1.BackupDestination, msg string) (*verdict.Step, error) {
+func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d verdict.DataLoss, b *etcdv1alpha1.EtcdBackup, dest *etcdv1alpha1.BackupDestination, msg string,
+	survivors []string, lost int64) (*verdict.Step, error) {
 	c := s.cluster
 	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
@@ -92,6 +130,8 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d v
 		BackupCompletionTime: b.Status.CompletionTime,
 		PreviousClusterID:    c.Status.ClusterID,
 		LostMembers:          d.Lost,
+		SurvivorSnapshots:    survivors,
+		LostRevisions:        lost,
 		// whole seconds: the cluster token derives from it, and must read the same after a round trip
 		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
@@ -102,7 +142,7 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d v
 	}
 	metrics.QuorumRestores.WithLabelValues("started").Inc()
 	r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
-		"%s; recreating the cluster from EtcdBackup %s (revision %d, taken %s): writes after it are lost", msg, b.Name, b.Status.Revision, taken)
+		"%s; recreating the cluster from EtcdBackup %s (revision %d, taken %s; %d revisions known lost)", msg, b.Name, b.Status.Revision, taken, lost)
 	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup,
 		fmt.Sprintf("Recreating the cluster from EtcdBackup %s after a quorum loss without data: deleting the lost cluster's members", b.Name)), nil
 }

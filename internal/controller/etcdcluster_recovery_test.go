@@ -10,6 +10,7 @@ import (
 	"time"
 
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -186,10 +187,11 @@ func stopThenDeleteData(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []*te
 }
 
 // TestQuorumLostWithClaimsGone: 2 of 3 members lose their pods and claims while the third keeps its
-// data but cannot form a quorum alone; restoreOnQuorumLoss was set in advance. Under retainPolicy
-// Retain the restore waits and names the claim it will not delete; once the policy is Delete, the
-// survivor's pod and claim are deleted, and every member is recreated on a new claim restoring the
-// backup.
+// data but cannot form a quorum alone; restoreOnQuorumLoss was set in advance. The survivor is copied
+// first (an EtcdBackup of that member), and its copy, ahead of the older backup, is chosen. Under
+// retainPolicy Retain the restore waits and names the claim it will not delete; once the policy is
+// Delete, the survivor's pod and claim are deleted, and every member is recreated on a new claim
+// restoring the survivor's copy.
 func TestQuorumLostWithClaimsGone(t *testing.T) {
 	ctx := context.Background()
 	c, members, names, _ := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: "ns-lostclaims"},
@@ -204,7 +206,30 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	// lc-1 and lc-2 lose their pods and claims; lc-0 keeps running on its data, without a quorum. Both
 	// stop before a claim goes: otherwise, while lc-0 and lc-2 still have a quorum, the operator rightly
 	// removes lc-1 from etcd (its data is gone), and the quorum lost later is one of 2 voters.
+	destinationClaim(t, c.Namespace, "backups")
+	revBefore := getCluster(t, c).Status.Revision
+	if revBefore == 0 {
+		t.Fatalf("status.revision not reported before the loss")
+	}
 	stopThenDeleteData(t, c, members, names, 1, 2)
+
+	// lc-0 kept its data: it is copied first, by an EtcdBackup of that member only, and nothing is
+	// deleted while the copy runs
+	survivor := waitSurvivorCopy(t, c, names[0])
+	// its Job runs although the cluster is not Available, against lc-0 only
+	testutil.Eventually(t, waitTimeout, "the survivor's copy runs", func(context.Context) error {
+		job := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.BackupJobName(survivor)}, job); err != nil {
+			return err
+		}
+		if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--member="+resources.Options{}.ClientURL(c, "lc-0")) {
+			return fmt.Errorf("job args %q", args)
+		}
+		return nil
+	})
+	// the survivor is ahead of the hourly backup (revision 7): its copy is the one restored
+	markSucceeded(t, c, survivor, "ns-lostclaims/lc/"+survivor.Name+".db", strings.Repeat("ab", 32), revBefore+10)
+	b = survivor
 	testutil.Eventually(t, waitTimeout, "the restore waits for the retained claim", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
@@ -224,7 +249,8 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = etcdv1alpha1.RetainPolicyDelete })
 	testutil.Eventually(t, waitTimeout, "restore started", func(context.Context) error {
 		c = getCluster(t, c)
-		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) {
+		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) ||
+			!slices.Equal(rec.SurvivorSnapshots, []string{survivor.Name}) || rec.LostRevisions != 0 || rec.Revision != revBefore+10 {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
 		return nil
@@ -263,7 +289,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(p.Spec.InitContainers) != 1 || !slices.Contains(p.Spec.InitContainers[0].Args, "--key=ns-lostclaims/lc/hourly.db") ||
+			if len(p.Spec.InitContainers) != 1 || !slices.Contains(p.Spec.InitContainers[0].Args, "--key=ns-lostclaims/lc/"+survivor.Name+".db") ||
 				!slices.Contains(p.Spec.InitContainers[0].Args, "--dir="+resources.BackupPVCDir) {
 				return fmt.Errorf("pod %s has no restore of the backup from the cluster's destination: %+v", n, p.Spec.InitContainers)
 			}
@@ -315,9 +341,9 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	ctx := context.Background()
 	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	c, members, names, _ := runningCluster(t,
-		testutil.EtcdCluster("cx", testutil.InNamespace("ns-cancel"), testutil.WithReplicas(3), testutil.WithRestoreOnQuorumLoss(true)),
-		"127.0.0.74", "127.0.0.75", "127.0.0.76")
+	cx := testutil.EtcdCluster("cx", testutil.InNamespace("ns-cancel"), testutil.WithReplicas(3), testutil.WithRestoreOnQuorumLoss(true))
+	cx.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: *dest}
+	c, members, names, _ := runningCluster(t, cx, "127.0.0.74", "127.0.0.75", "127.0.0.76")
 	succeededBackup(t, c, "cx-b", dest, "ns-cancel/cx/b.db", strings.Repeat("01", 32), 3)
 	// the survivor's pod cannot go until the test lets it
 	const hold = "test.etcdkit.dev/hold"
@@ -343,9 +369,11 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	}
 	t.Cleanup(release)
 	stopThenDeleteData(t, c, members, names, 1, 2)
+	// the survivor lags the backup (revision 3): the backup is the one restored
+	markSucceeded(t, c, waitSurvivorCopy(t, c, names[0]), "ns-cancel/cx/survivor.db", strings.Repeat("02", 32), 1)
 	testutil.Eventually(t, waitTimeout, "restore decided, deleting", func(context.Context) error {
 		c = getCluster(t, c)
-		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting {
+		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting || rec.Backup != "cx-b" {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
 		p, err := getPod(c, names[0])
@@ -422,11 +450,45 @@ func succeededBackup(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, des
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	stored := dest
+	return markSucceeded(t, c, b, key, sha, revision)
+}
+
+// waitSurvivorCopy waits for the one EtcdBackup that copies member, the survivor of a quorum loss of
+// cluster c, and checks that nothing was deleted while the copy runs.
+func waitSurvivorCopy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	survivor := &etcdv1alpha1.EtcdBackup{}
+	testutil.Eventually(t, waitTimeout, "the survivor is copied first", func(ctx context.Context) error {
+		list := &etcdv1alpha1.EtcdBackupList{}
+		if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelSurvivorSnapshot: "true"}); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 || list.Items[0].Spec.Member != member || !strings.HasPrefix(list.Items[0].Name, member+"-survivor-") {
+			return fmt.Errorf("survivor copies %+v", list.Items)
+		}
+		*survivor = list.Items[0]
+		c = getCluster(t, c)
+		if p := condition(c, etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "copying the members that kept their data before anything is deleted: "+member) {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if p, err := getPod(c, member); err != nil || p.DeletionTimestamp != nil || c.Status.Recovery != nil {
+		t.Fatalf("the survivor's pod was touched (%v) or a restore started (%+v) before it was copied", err, c.Status.Recovery)
+	}
+	return survivor
+}
+
+// markSucceeded sets backup b's status as its Job would on success, once the backup controller has
+// looked at it (see succeededBackup).
+func markSucceeded(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, key, sha string, revision int64) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	ctx := context.Background()
+	stored := b.Spec.Destination
 	if stored == nil {
 		stored = &c.Spec.Backup.Destination
 	}
-	testutil.Eventually(t, waitTimeout, "backup "+name+" marked Succeeded", func(context.Context) error {
+	testutil.Eventually(t, waitTimeout, "backup "+b.Name+" marked Succeeded", func(context.Context) error {
 		if err := k8s.Get(ctx, clientKey(b), b); err != nil {
 			return err
 		}

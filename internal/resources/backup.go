@@ -168,9 +168,13 @@ func DestinationLocation(d *etcdv1alpha1.BackupDestination, key string) string {
 // message saying why (wrong credentials would fail again); only pods lost to a disruption are
 // replaced. The Job is owned by b.
 func (o Options) BuildBackupJob(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, d *etcdv1alpha1.BackupDestination) *batchv1.Job {
+	endpoints := "--endpoints=" + strings.Join(o.BackupEndpoints(c), ",")
+	if b.Spec.Member != "" {
+		endpoints = "--member=" + o.ClientURL(c, b.Spec.Member)
+	}
 	args := []string{
 		"backup",
-		"--endpoints=" + strings.Join(o.BackupEndpoints(c), ","),
+		endpoints,
 		"--namespace=" + c.Namespace,
 		"--cluster=" + c.Name,
 		"--name=" + b.Name,
@@ -289,6 +293,27 @@ func BuildScheduledBackup(c *etcdv1alpha1.EtcdCluster, t time.Time) *etcdv1alpha
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
 		},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
+	}
+}
+
+// SurvivorSnapshotName is the name of the EtcdBackup that copies member, a survivor of the quorum
+// loss of cluster that began at since: "<member>-survivor-<since, UTC, YYYYMMDD-HHMMSS>", so that
+// every pass of one loss names the same backup and a later loss gets new ones.
+func SurvivorSnapshotName(member string, since time.Time) string {
+	return member + "-survivor-" + since.UTC().Format("20060102-150405")
+}
+
+// BuildSurvivorSnapshot returns the EtcdBackup that copies member, a survivor of the quorum loss of
+// cluster c that began at since, to c's spec.backup.destination (set by the caller) before the
+// cluster is recreated: not owned by c, so that the copy outlives the cluster.
+func BuildSurvivorSnapshot(c *etcdv1alpha1.EtcdCluster, member string, since time.Time) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: SurvivorSnapshotName(member, since), Namespace: c.Namespace,
+			Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelSurvivorSnapshot: "true"},
+		},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name},
+			Destination: c.Spec.Backup.Destination.DeepCopy(), Member: member},
 	}
 }
 

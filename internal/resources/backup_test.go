@@ -250,4 +250,15 @@ func TestBuildClusterBackups(t *testing.T) {
 	if s.Spec.Destination == &c.Spec.Backup.Destination {
 		t.Error("the destination is shared with the cluster's spec, not copied")
 	}
+	v := BuildSurvivorSnapshot(c, "demo-2", at)
+	if v.Name != "demo-2-survivor-20260110-020000" || v.Spec.Member != "demo-2" || len(v.OwnerReferences) != 0 ||
+		v.Labels[etcdv1alpha1.LabelSurvivorSnapshot] != "true" || v.Labels[etcdv1alpha1.LabelScheduled] != "" || v.Spec.Destination.PVC.ClaimName != "snaps" {
+		t.Errorf("survivor snapshot %+v", v)
+	}
+	// its Job dials that member only, and takes it without a leader
+	ctr := Options{OperatorImage: "op"}.BuildBackupJob(c, v, v.Spec.Destination).Spec.Template.Spec.Containers[0]
+	if !slices.Contains(ctr.Args, "--member=http://demo-2.demo-peer..svc.cluster.local:2379") ||
+		slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--endpoints") }) {
+		t.Errorf("args of a survivor's copy %q", ctr.Args)
+	}
 }

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
 // FailingAfter is how many scheduled backups in a row must fail, or how many schedule periods the
@@ -108,4 +110,71 @@ func BackupFailing(scheduled []*etcdv1alpha1.EtcdBackup, last *etcdv1alpha1.Last
 // BackupFinished reports whether b reached Succeeded or Failed.
 func BackupFinished(b *etcdv1alpha1.EtcdBackup) bool {
 	return b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
+}
+
+// ScheduledBackupBlocked judges whether the scheduled backup name may be created: exists when one of
+// scheduled has that name (created before a restart, or by an earlier pass), otherwise running is
+// the scheduled backup that has not finished yet (the schedule time is then skipped, as a CronJob
+// with concurrencyPolicy Forbid does, so that backups of an unreachable cluster do not pile up).
+func ScheduledBackupBlocked(scheduled []*etcdv1alpha1.EtcdBackup, name string) (exists bool, running *etcdv1alpha1.EtcdBackup) {
+	for _, b := range scheduled {
+		if b.Name == name {
+			return true, nil
+		}
+	}
+	for _, b := range scheduled {
+		if !BackupFinished(b) {
+			return false, b
+		}
+	}
+	return false, nil
+}
+
+// Pruned returns the scheduled backups (not being deleted) that retention no longer keeps as of now
+// (policy.Prune); none when retention is nil.
+func Pruned(ret *etcdv1alpha1.BackupRetention, scheduled []*etcdv1alpha1.EtcdBackup, now time.Time) []*etcdv1alpha1.EtcdBackup {
+	if ret == nil {
+		return nil
+	}
+	p := policy.Retention{}
+	if ret.MaxCount != nil {
+		p.MaxCount = int(*ret.MaxCount)
+	}
+	if ret.MaxAge != nil {
+		p.MaxAge = ret.MaxAge.Duration
+	}
+	byName := map[string]*etcdv1alpha1.EtcdBackup{}
+	var infos []policy.BackupInfo
+	for _, b := range scheduled {
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		byName[b.Name] = b
+		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
+		if BackupFinished(b) && b.Status.CompletionTime != nil {
+			info.CompletionTime = b.Status.CompletionTime.Time
+		}
+		infos = append(infos, info)
+	}
+	var out []*etcdv1alpha1.EtcdBackup
+	for _, name := range policy.Prune(infos, p, now) {
+		out = append(out, byName[name])
+	}
+	return out
+}
+
+// FinalSnapshotOutcome returns the event (type, reason, message) that ends the wait for final snapshot
+// b of a deleted cluster, nil while it should go on: b finished, or timedOut (the cluster has waited
+// longer than timeout since its deletion).
+func FinalSnapshotOutcome(b *etcdv1alpha1.EtcdBackup, timedOut bool, timeout time.Duration) *[3]string {
+	switch {
+	case b.Status.Phase == etcdv1alpha1.BackupSucceeded:
+		return &[3]string{corev1.EventTypeNormal, "FinalSnapshotTaken", fmt.Sprintf("Final snapshot %s stored at %s", b.Name, b.Status.Location)}
+	case b.Status.Phase == etcdv1alpha1.BackupFailed:
+		return &[3]string{corev1.EventTypeWarning, "FinalSnapshotFailed", fmt.Sprintf("Final snapshot %s failed: %s", b.Name, b.Status.Message)}
+	case timedOut:
+		return &[3]string{corev1.EventTypeWarning, "FinalSnapshotTimedOut", fmt.Sprintf(
+			"Final snapshot %s did not finish within %s (%s): deleting the cluster anyway", b.Name, timeout, b.Status.Message)}
+	}
+	return nil
 }

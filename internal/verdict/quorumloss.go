@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -107,7 +108,92 @@ func RetainedClaims(m *model.Cluster) []string {
 	return kept
 }
 
-// PickRestoreBackup returns, of backups, the newest (by completion time) Succeeded backup of cluster c
+// Survivors names the voters whose data is kept, in the order of Voters.
+func (d DataLoss) Survivors() []string {
+	var out []string
+	for _, v := range d.Voters {
+		if !slices.Contains(d.Lost, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// SurvivorRetryAfter is how long after a copy of a survivor failed the operator deletes it to take it
+// again (the survivor's pod may have been restarting).
+const SurvivorRetryAfter = 30 * time.Second
+
+// SurvivorCopies is the verdict on the copies of the survivors of a quorum loss (EtcdBackups named by
+// resources.SurvivorSnapshotName) that must exist before the cluster is recreated.
+type SurvivorCopies struct {
+	// Missing are the survivors that have no copy yet: the operator creates one for each.
+	Missing []string
+	// Waiting and Failed describe the copies not finished, and those that failed with why.
+	Waiting, Failed []string
+	// Retry are the failed copies old enough to be deleted and taken again.
+	Retry []*etcdv1alpha1.EtcdBackup
+	// Taken are the EtcdBackups that copied a survivor.
+	Taken []string
+}
+
+// JudgeSurvivorCopies judges the copies, among backups, of the survivors of the quorum loss that began
+// at since, as of now.
+func JudgeSurvivorCopies(survivors []string, since, now time.Time, backups []etcdv1alpha1.EtcdBackup) SurvivorCopies {
+	var sc SurvivorCopies
+	for _, name := range survivors {
+		want := resources.SurvivorSnapshotName(name, since)
+		i := slices.IndexFunc(backups, func(b etcdv1alpha1.EtcdBackup) bool { return b.Name == want })
+		if i < 0 || backups[i].DeletionTimestamp != nil {
+			sc.Missing = append(sc.Missing, name)
+			continue
+		}
+		b := &backups[i]
+		switch b.Status.Phase {
+		case etcdv1alpha1.BackupSucceeded:
+			sc.Taken = append(sc.Taken, b.Name)
+		case etcdv1alpha1.BackupFailed:
+			sc.Failed = append(sc.Failed, fmt.Sprintf("%s (EtcdBackup %s: %s)", name, b.Name, b.Status.Message))
+			if t := b.Status.CompletionTime; t != nil && now.Sub(t.Time) >= SurvivorRetryAfter {
+				sc.Retry = append(sc.Retry, b)
+			}
+		default:
+			sc.Waiting = append(sc.Waiting, fmt.Sprintf("%s (EtcdBackup %s)", name, b.Name))
+		}
+	}
+	return sc
+}
+
+// Done reports whether every survivor is copied.
+func (sc SurvivorCopies) Done() bool { return len(sc.Missing)+len(sc.Waiting)+len(sc.Failed) == 0 }
+
+// Message says what the recovery waits for while not every survivor is copied.
+func (sc SurvivorCopies) Message() string {
+	var parts []string
+	if len(sc.Missing)+len(sc.Waiting) > 0 {
+		parts = append(parts, "copying the members that kept their data before anything is deleted: "+strings.Join(append(slices.Clone(sc.Missing), sc.Waiting...), ", "))
+	}
+	if len(sc.Failed) > 0 {
+		parts = append(parts, fmt.Sprintf("the copy of %s failed, and a survivor that was not copied is never deleted; the copy is taken again %s after it failed (a survivor's pod must run etcd on its data), or delete the survivor's claim to give its data up",
+			strings.Join(sc.Failed, "; "), SurvivorRetryAfter))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// LostRevisions is how many revisions are known to be lost when chosen is restored: the highest
+// revision known (status.revision from before the loss, the survivors' copies and every backup)
+// minus chosen's, 0 when none is higher.
+func LostRevisions(c *etcdv1alpha1.EtcdCluster, chosen *etcdv1alpha1.EtcdBackup, backups []etcdv1alpha1.EtcdBackup) int64 {
+	highest := c.Status.Revision
+	for _, b := range backups {
+		if b.Spec.ClusterRef.Name == c.Name && b.Status.Phase == etcdv1alpha1.BackupSucceeded && !b.CreationTimestamp.Before(&c.CreationTimestamp) {
+			highest = max(highest, b.Status.Revision)
+		}
+	}
+	return max(0, highest-chosen.Status.Revision)
+}
+
+// PickRestoreBackup returns, of backups, the most up-to-date (highest revision, then newest by
+// completion time) Succeeded backup of cluster c
 // created after c whose snapshot c's version can restore and whose destination is known (its own, or,
 // for one that names none, c's spec.backup.destination, if that is where status.location says it
 // went), with that destination; otherwise nil and why.
@@ -139,8 +225,8 @@ func PickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdB
 			refused = append(refused, fmt.Sprintf("%s (stored at %s, which spec.backup.destination no longer names)", b.Name, b.Status.Location))
 			continue
 		}
-		if best == nil || b.Status.CompletionTime.After(best.Status.CompletionTime.Time) ||
-			(b.Status.CompletionTime.Equal(best.Status.CompletionTime) && b.Status.Revision > best.Status.Revision) {
+		if best == nil || b.Status.Revision > best.Status.Revision ||
+			(b.Status.Revision == best.Status.Revision && b.Status.CompletionTime.After(best.Status.CompletionTime.Time)) {
 			best, bestDest = b, dest
 		}
 	}

@@ -162,6 +162,14 @@ func TestPickRestoreBackup(t *testing.T) {
 			toCluster("moved", "bk-a", 5), toCluster("here", "bk-b", 2),
 		}, "here", ""},
 		{"only moved ones", []etcdv1alpha1.EtcdBackup{toCluster("moved", "bk-a", 5)}, "", "moved (stored at pvc://bk-a/moved.db, which spec.backup.destination no longer names)"},
+		{"a survivor's copy newer than the backups wins", []etcdv1alpha1.EtcdBackup{
+			atRev(b("sched", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"), 160),
+			atRev(b("demo-0-survivor", "d", etcdv1alpha1.BackupSucceeded, 3, 3, "3.5.35"), 170),
+		}, "demo-0-survivor", ""},
+		{"a backup beyond a lagging survivor's copy wins, though older", []etcdv1alpha1.EtcdBackup{
+			atRev(b("sched", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"), 160),
+			atRev(b("demo-0-survivor", "d", etcdv1alpha1.BackupSucceeded, 3, 3, "3.5.35"), 150),
+		}, "sched", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, dest, why := PickRestoreBackup(c, tc.backups)
@@ -174,6 +182,98 @@ func TestPickRestoreBackup(t *testing.T) {
 			}
 			if name != tc.want || !strings.Contains(why, tc.why) {
 				t.Errorf("got %q (%q), want %q (%q)", name, why, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+func atRev(b etcdv1alpha1.EtcdBackup, rev int64) etcdv1alpha1.EtcdBackup {
+	b.Status.Revision = rev
+	return b
+}
+
+// TestSurvivorCopies: each survivor needs its own Succeeded copy, named after the loss's start, before
+// the cluster is recreated; a failed copy blocks and is retaken SurvivorRetryAfter after it failed.
+func TestSurvivorCopies(t *testing.T) {
+	since := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	now := since.Add(time.Minute)
+	copyOf := func(member string, phase etcdv1alpha1.BackupPhase, failedAgo time.Duration) etcdv1alpha1.EtcdBackup {
+		b := etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName(member, since)},
+			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Message: "boom"}}
+		if phase == etcdv1alpha1.BackupFailed {
+			b.Status.CompletionTime = &metav1.Time{Time: now.Add(-failedAgo)}
+		}
+		return b
+	}
+	if got := resources.SurvivorSnapshotName("demo-0", since); got != "demo-0-survivor-20260101-100000" {
+		t.Errorf("SurvivorSnapshotName = %q", got)
+	}
+	d := DataLoss{Voters: []string{"demo-0", "demo-1", "demo-2", "demo-3", "demo-4"}, Lost: []string{"demo-1", "demo-3", "demo-4"}}
+	if got := d.Survivors(); !slices.Equal(got, []string{"demo-0", "demo-2"}) {
+		t.Fatalf("Survivors = %v", got)
+	}
+	for _, tc := range []struct {
+		name    string
+		backups []etcdv1alpha1.EtcdBackup
+		done    bool
+		missing []string
+		retry   int
+		msg     string
+	}{
+		{"none taken", nil, false, []string{"demo-0", "demo-2"}, 0, "copying the members that kept their data before anything is deleted: demo-0, demo-2"},
+		{"a copy of another loss does not count", []etcdv1alpha1.EtcdBackup{
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName("demo-0", since.Add(-time.Hour))}, Status: etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded}},
+		}, false, []string{"demo-0", "demo-2"}, 0, "demo-0, demo-2"},
+		{"one running", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupRunning, 0)},
+			false, nil, 0, "demo-2 (EtcdBackup demo-2-survivor-20260101-100000)"},
+		{"one failed just now", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupFailed, time.Second)},
+			false, nil, 0, "the copy of demo-2 (EtcdBackup demo-2-survivor-20260101-100000: boom) failed, and a survivor that was not copied is never deleted"},
+		{"one failed a while ago is retaken", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupFailed, SurvivorRetryAfter)},
+			false, nil, 1, "failed"},
+		{"all taken", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupSucceeded, 0)},
+			true, nil, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := JudgeSurvivorCopies(d.Survivors(), since, now, tc.backups)
+			if sc.Done() != tc.done || !slices.Equal(sc.Missing, tc.missing) || len(sc.Retry) != tc.retry || !strings.Contains(sc.Message(), tc.msg) {
+				t.Errorf("got %+v (%q), want done %v, missing %v, %d to retry, message with %q", sc, sc.Message(), tc.done, tc.missing, tc.retry, tc.msg)
+			}
+			if tc.done && len(sc.Taken) != 2 {
+				t.Errorf("taken %v, want both copies", sc.Taken)
+			}
+		})
+	}
+}
+
+// TestLostRevisions: the highest revision known (the status before the loss, any backup of this
+// cluster) minus the restored copy's, never below 0.
+func TestLostRevisions(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created}}
+	bk := func(cluster string, rev int64, phase etcdv1alpha1.BackupPhase, createdAt metav1.Time) etcdv1alpha1.EtcdBackup {
+		return etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: createdAt},
+			Spec:   etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}},
+			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Revision: rev}}
+	}
+	later := metav1.NewTime(created.Add(time.Hour))
+	chosen := bk("d", 100, etcdv1alpha1.BackupSucceeded, later)
+	for _, tc := range []struct {
+		name    string
+		status  int64
+		backups []etcdv1alpha1.EtcdBackup
+		want    int64
+	}{
+		{"the survivor was current", 90, []etcdv1alpha1.EtcdBackup{chosen, bk("d", 80, etcdv1alpha1.BackupSucceeded, later)}, 0},
+		{"the status saw more", 130, []etcdv1alpha1.EtcdBackup{chosen}, 30},
+		{"a higher backup counts", 0, []etcdv1alpha1.EtcdBackup{chosen, bk("d", 120, etcdv1alpha1.BackupSucceeded, later)}, 20},
+		{"failed, other clusters' and earlier clusters' backups do not count", 0, []etcdv1alpha1.EtcdBackup{chosen,
+			bk("d", 500, etcdv1alpha1.BackupFailed, later), bk("e", 500, etcdv1alpha1.BackupSucceeded, later),
+			bk("d", 500, etcdv1alpha1.BackupSucceeded, metav1.NewTime(created.Add(-time.Hour)))}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Status.Revision = tc.status
+			if got := LostRevisions(c, &chosen, tc.backups); got != tc.want {
+				t.Errorf("LostRevisions = %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -76,6 +76,13 @@ func setObserved(st *etcdv1alpha1.EtcdClusterStatus, c *etcdv1alpha1.EtcdCluster
 	}
 	if m.Answered() {
 		st.ClusterID = etcd.FormatID(m.Etcd.ClusterID)
+		var rev int64 // afresh: a cluster recreated from a backup may be at a lower revision
+		for _, mem := range m.Listed() {
+			if mem.Status != nil {
+				rev = max(rev, mem.Status.Revision)
+			}
+		}
+		st.Revision = rev
 	}
 }
 

@@ -72,3 +72,15 @@ type Report struct {
 func (r *Report) Expanding() bool {
 	return r.Volumes != nil && r.Volumes.Reason == etcdv1alpha1.ReasonExpandingVolumes
 }
+
+// Soonest returns the shortest of the positive durations ds, 0 when none is positive: when to look
+// again at a cluster that several reasons ask to revisit.
+func Soonest(ds ...time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range ds {
+		if d > 0 && (out == 0 || d < out) {
+			out = d
+		}
+	}
+	return out
+}

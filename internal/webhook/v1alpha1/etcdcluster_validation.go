@@ -27,7 +27,7 @@ const (
 	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
 	warnRetainGone = "spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data (existing claims too)"
-	warnRestore    = "spec.recovery.restoreOnQuorumLoss is set: if quorum is lost and cannot come back (fewer than a quorum of members keep their data), the operator deletes the remaining members and recreates the cluster from its newest successful EtcdBackup; writes after that backup are lost"
+	warnRestore    = "spec.recovery.restoreOnQuorumLoss is set: if quorum is lost and cannot come back (fewer than a quorum of members keep their data), the operator copies the members that kept their data (to spec.backup.destination), deletes the remaining members and recreates the cluster from the most up-to-date copy, a survivor's or a backup's; writes after that copy are lost"
 	warnNoSchedule = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.schedule is not: only EtcdBackups created by hand can be restored, and the newest may be old"
 )
 

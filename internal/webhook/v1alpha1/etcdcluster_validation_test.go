@@ -116,9 +116,9 @@ func TestValidateCreate(t *testing.T) {
 		}, nil},
 		{"errors drop warnings", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.4.0")), []problem{{"spec.version", "not supported"}}, nil},
 		{"restore on quorum loss with a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
-			"writes after that backup are lost"}},
+			"writes after that copy are lost"}},
 		{"restore on quorum loss without a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
-			"writes after that backup are lost", "only EtcdBackups created by hand can be restored"}},
+			"writes after that copy are lost", "only EtcdBackups created by hand can be restored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs, warnings := ValidateCreate(tc.c)
@@ -258,7 +258,7 @@ func TestValidateUpdate(t *testing.T) {
 		{"delete stays delete", cluster(testutil.WithRetainPolicy("")), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, nil},
 		{"delete to retain", cluster(), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), nil, nil},
 		{"restore on quorum loss turned on", cluster(backupSpec("@hourly", "", nil)), cluster(backupSpec("@hourly", "", nil), testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
-			"the operator deletes the remaining members and recreates the cluster from its newest successful EtcdBackup"}},
+			"recreates the cluster from the most up-to-date copy, a survivor's or a backup's"}},
 		{"restore on quorum loss stays on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@daily", "", nil)), nil, nil},
 		{"schedule removed while restore is on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), testutil.WithReplicas(5)), nil, []string{
 			"only EtcdBackups created by hand"}},
