@@ -29,6 +29,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/probe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
 )
@@ -43,6 +44,7 @@ type managerOptions struct {
 	clusterDomain       string
 	imageRepository     string
 	healthCheckInterval time.Duration
+	probeInterval       time.Duration
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
 	recoveryDelay       time.Duration
@@ -71,6 +73,7 @@ func newManagerCommand() *cobra.Command {
 	f.StringVar(&o.imageRepository, "etcd-image-repository", resources.DefaultImageRepository, "Repository of etcd images; a cluster's image is <repository>:v<spec.version> unless spec.image is set")
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
 	f.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every object is reconciled even without a change")
+	f.DurationVar(&o.probeInterval, "member-probe-interval", probe.DefaultInterval, "How often each member is asked for its status between passes, so that a member that stops answering or loses its leader is seen at once; 0 turns it off")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
 	f.DurationVar(&o.recoveryDelay, "quorum-loss-restore-delay", controller.DefaultRecoveryDelay, "How long a quorum loss without data must last before a cluster with spec.recovery.restoreOnQuorumLoss is recreated from its newest backup")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many EtcdClusters are reconciled at once (passes of one cluster never overlap)")
@@ -168,6 +171,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 		EtcdTimeout:         o.etcdTimeout,
 		RecoveryDelay:       o.recoveryDelay,
 		APIReader:           mgr.GetAPIReader(),
+	}
+	if o.probeInterval > 0 {
+		p := probe.New(probe.MemberPods(mgr.GetClient()))
+		p.Interval = o.probeInterval
+		if err := mgr.Add(p); err != nil {
+			return fmt.Errorf("add the member prober: %w", err)
+		}
+		r.MemberEvents = p.Events()
 	}
 	r.MaxConcurrentReconciles = o.maxConcurrent
 	r.ConsistencyCheckInterval = o.consistencyInterval

@@ -19,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -55,6 +57,9 @@ type EtcdClusterReconciler struct {
 	Options resources.Options
 	// HealthCheckInterval is how often a healthy cluster is looked at again (default 60 s).
 	HealthCheckInterval time.Duration
+	// MemberEvents, when set, wakes a cluster when one of its member pods is sent: a member whose
+	// answer changed between passes (probe.Prober's Events).
+	MemberEvents <-chan event.GenericEvent
 	// EtcdTimeout bounds each etcd call of a pass (default 3 s).
 	EtcdTimeout time.Duration
 	// ConsistencyCheckInterval is how often the members' key-value hashes are compared (default 10
@@ -266,7 +271,11 @@ func clusterOfLabels(_ context.Context, o client.Object) []reconcile.Request {
 // SetupWithManager registers the reconciler: it watches EtcdClusters and the pods, claims and Services
 // they own.
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.MemberEvents != nil { // a member whose answer changed between passes (package probe)
+		b = b.WatchesRawSource(source.Channel(r.MemberEvents, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)))
+	}
+	return b.
 		For(&etcdv1alpha1.EtcdCluster{}).
 		Owns(&corev1.Pod{}).
 		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
