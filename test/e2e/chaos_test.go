@@ -91,6 +91,18 @@ var chaosClasses = []fault{
 			t.Fatalf("raise the CORRUPT alarm: %v", err)
 		}
 	}},
+	{"member cut off from its peers", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+		m := randomMember(rng)
+		heal := cutOff(t, c, m)
+		waitUnhealthy(t, c, m)
+		heal()
+	}},
+	{"etcd frozen", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+		m := randomMember(rng)
+		thaw := freezeMember(t, c, m)
+		waitUnhealthy(t, c, m)
+		thaw()
+	}},
 	{"whole cluster killed", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, _ *rand.Rand) {
 		for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
 			deletePod(t, c, m, 0)
@@ -183,6 +195,23 @@ func waitHealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
 			return errors.New("whole, but the fault was not seen yet")
 		}
 		return nil
+	})
+}
+
+// waitUnhealthy waits until the status names member unhealthy: the fault was seen, and may be healed.
+func waitUnhealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) {
+	t.Helper()
+	poll.Eventually(t, time.Minute, member+" seen unhealthy", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == member && !m.Healthy {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
 	})
 }
 
