@@ -96,7 +96,7 @@ func SelectOne(ctx context.Context, c etcd.Client, endpoint string) (etcd.Endpoi
 	st, err := c.Status(ctx, endpoint)
 	switch {
 	case err != nil:
-		return st, fmt.Errorf("%w: %s does not answer: %v", ErrNoHealthyMember, endpoint, err)
+		return st, fmt.Errorf("%w: %s does not answer: %w", ErrNoHealthyMember, endpoint, err)
 	case st.IsLearner:
 		return st, fmt.Errorf("%w: %s is a learner, whose data may lag any voter's", ErrNoHealthyMember, endpoint)
 	}

@@ -201,8 +201,11 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	}
 	poll.Eventually(t, 10*time.Second, "demo-0 applied b=2", func(ctx context.Context) error {
 		resp, err := etcdClient(t, podEndpoint(pod0)).Get(ctx, "b", clientv3.WithSerializable())
-		if err != nil || resp.Header.Revision < put.Header.Revision {
-			return fmt.Errorf("demo-0 at revision %v (%v), b=2 at %d", resp, err, put.Header.Revision)
+		switch {
+		case err != nil:
+			return err
+		case resp.Header.Revision < put.Header.Revision:
+			return fmt.Errorf("demo-0 at revision %d, b=2 at %d", resp.Header.Revision, put.Header.Revision)
 		}
 		return nil
 	})

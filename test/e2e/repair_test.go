@@ -426,7 +426,7 @@ func cutOff(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (heal func
 	iptables := func(op string, rule []string) error {
 		args := append([]string{"-t", strconv.Itoa(pids[0]), "-n", "iptables", op}, rule...)
 		if out, err := exec.Command("nsenter", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("nsenter %s: %v: %s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("nsenter %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
