@@ -20,6 +20,18 @@ import (
 // The process is let go by calling thaw, or when the test ends.
 func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (thaw func()) {
 	t.Helper()
+	pid := memberPID(t, c, member)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze %s: %v", member, err)
+	}
+	thaw = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// memberPID returns the process ID of the etcd of member of cluster c, as the node sees it.
+func memberPID(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) int {
+	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -28,12 +40,7 @@ func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (tha
 	if err != nil || len(pids) != 1 {
 		t.Fatalf("etcd process of %s: %v %v (run the tests on the node)", member, pids, err)
 	}
-	if err := syscall.Kill(pids[0], syscall.SIGSTOP); err != nil {
-		t.Fatalf("freeze %s: %v", member, err)
-	}
-	thaw = func() { _ = syscall.Kill(pids[0], syscall.SIGCONT) }
-	t.Cleanup(thaw)
-	return thaw
+	return pids[0]
 }
 
 // TestC01_ScaleDownWithFailedMember: 5 members, demo-1 stops answering, replicas 5 -> 3: the failed

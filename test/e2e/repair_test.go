@@ -413,18 +413,11 @@ func waitReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string, oldID 
 // removes the rules again (also when the test ends).
 func cutOff(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (heal func()) {
 	t.Helper()
-	got, err := getCluster(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, err := etcdPIDs(string(got.UID), "--name="+member)
-	if err != nil || len(pids) != 1 {
-		t.Fatalf("etcd process of %s: %v %v (run the tests on the node)", member, pids, err)
-	}
+	pid := memberPID(t, c, member)
 	peer := strconv.Itoa(resources.PeerPort)
 	rules := [][]string{{"INPUT", "-p", "tcp", "--dport", peer, "-j", "DROP"}, {"OUTPUT", "-p", "tcp", "--dport", peer, "-j", "DROP"}}
 	iptables := func(op string, rule []string) error {
-		args := append([]string{"-t", strconv.Itoa(pids[0]), "-n", "iptables", op}, rule...)
+		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", op}, rule...)
 		if out, err := exec.Command("nsenter", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("nsenter %s: %w: %s", strings.Join(args, " "), err, out)
 		}
