@@ -317,6 +317,65 @@ func TestNextReplacesDownMembers(t *testing.T) {
 	})
 }
 
+// TestNextWithLearnersThatNeverStart: in a world where the learners of some names never start (their
+// pods crash-loop or cannot be scheduled) and some voters go down for good, the planner, step after
+// step, never has more than one learner in flight, never leaves fewer healthy voters than a quorum,
+// never reuses a member ID, and never adds a member whose name still has a pod or claim (data that
+// is not the new member's).
+func TestNextWithLearnersThatNeverStart(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		from := rapid.SampledFrom([]int{3, 5}).Draw(t, "from")
+		to := rapid.SampledFrom([]int{3, 5, 7}).Draw(t, "to")
+		s := state(to, 0, strings.Repeat("v", from))
+		stuck := map[string]bool{}
+		for i := range 9 {
+			if rapid.Bool().Draw(t, fmt.Sprintf("stuck-%d", i)) {
+				stuck[fmt.Sprintf("demo-%d", i)] = true
+			}
+		}
+		nextID := uint64(100)
+		seen := map[uint64]bool{}
+		for _, m := range s.Members {
+			seen[m.ID] = true
+		}
+		for step := 0; step < 40; step++ {
+			if rapid.IntRange(0, 9).Draw(t, fmt.Sprintf("fault-%d", step)) == 0 {
+				// a voter other than the leader goes down for good and is marked for replacement
+				i := rapid.IntRange(0, len(s.Members)-1).Draw(t, fmt.Sprintf("down-%d", step))
+				if m := &s.Members[i]; m.ID != s.Leader && !m.IsLearner {
+					m.Healthy, m.Replace = false, "down too long"
+				}
+			}
+			a := Next(s)
+			if a.Kind == AddLearner {
+				if res, ok := s.Resources[a.Member]; ok && (res.Pod || res.Data) {
+					t.Fatalf("step %d: %v while the name still has a pod or claim %+v", step, a, res)
+				}
+			}
+			s = simulate(s, a, &nextID)
+			for i := range s.Members { // this world's learners of stuck names never start
+				if m := &s.Members[i]; m.IsLearner && stuck[m.Name] {
+					m.Started, m.Healthy = false, false
+				}
+			}
+			voters, healthy, learners := counts(s)
+			if learners > 1 {
+				t.Fatalf("step %d (%v): %d learners", step, a, learners)
+			}
+			if healthy < voters/2+1 && a.Kind != Wait && a.Kind != None {
+				t.Fatalf("step %d (%v): acted without a quorum, %d/%d", step, a, healthy, voters)
+			}
+			if a.Kind == AddLearner {
+				id := s.Members[len(s.Members)-1].ID
+				if seen[id] {
+					t.Fatalf("step %d: member ID %d used twice", step, id)
+				}
+				seen[id] = true
+			}
+		}
+	})
+}
+
 // TestNextDeletesStuckPodOfRemovedMember: the pod of a removed member that is stuck terminating (its
 // node is gone) is deleted again, at once, instead of waited for; one that is only terminating is
 // waited for.
