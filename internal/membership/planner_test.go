@@ -73,8 +73,8 @@ func TestNext(t *testing.T) {
 	}
 }
 
-// genState draws an arbitrary observed state: up to 9 members with any health, roles and leader,
-// and any pods and claims for up to 10 names.
+// genState draws an arbitrary observed state: up to 9 members with any health and roles, a voter as
+// leader or none, and any pods and claims for up to 10 names.
 func genState(t *rapid.T) State {
 	s := State{Cluster: "demo", Replicas: rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "replicas"), Resources: map[string]Resources{}}
 	n := rapid.IntRange(0, 9).Draw(t, "members")
@@ -98,8 +98,14 @@ func genState(t *rapid.T) State {
 			}
 		}
 	}
-	if len(s.Members) > 0 && rapid.Bool().Draw(t, "hasLeader") {
-		s.Leader = s.Members[rapid.IntRange(0, len(s.Members)-1).Draw(t, "leader")].ID
+	var voters []uint64 // only a voter leads
+	for _, m := range s.Members {
+		if !m.IsLearner {
+			voters = append(voters, m.ID)
+		}
+	}
+	if len(voters) > 0 && rapid.Bool().Draw(t, "hasLeader") {
+		s.Leader = rapid.SampledFrom(voters).Draw(t, "leader")
 	}
 	return s
 }

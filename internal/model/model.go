@@ -405,7 +405,10 @@ func (out *Cluster) addRecorded(byName map[string]*Member, get func(string) *Mem
 }
 
 // downSince returns since when m is down, counted at now: the earliest of when the status recorded it
-// down, when its pod stopped being Ready, and now; the zero time when it is not down.
+// down, when its pod stopped being Ready, and now; the zero time when it is not down. A learner's
+// clock starts no earlier than its pod got a node, and does not run while its pod waits for one
+// without being refused (its claim is being provisioned): a learner cannot start before that, and a
+// slow provisioner must not get each new member replaced before it could start.
 func downSince(m *Member, now time.Time) time.Time {
 	if !m.Down() {
 		return time.Time{}
@@ -417,7 +420,29 @@ func downSince(m *Member, now time.Time) time.Time {
 	if t := m.notReadySince(); !t.IsZero() && t.Before(since) {
 		since = t
 	}
+	if m.Learner() && m.Pod != nil {
+		switch scheduled, refused := podScheduled(m.Pod); {
+		case !scheduled.IsZero() && scheduled.After(since):
+			since = scheduled
+		case scheduled.IsZero() && !refused:
+			since = now
+		}
+	}
 	return since
+}
+
+// podScheduled returns when p got a node (its PodScheduled condition turned True), the zero time when
+// it has none yet, and whether the scheduler refused it (Unschedulable).
+func podScheduled(p *corev1.Pod) (time.Time, bool) {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			if cond.Status == corev1.ConditionTrue {
+				return cond.LastTransitionTime.Time, false
+			}
+			return time.Time{}, cond.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return time.Time{}, false
 }
 
 // Member returns the member of that name, nil when the model has none.

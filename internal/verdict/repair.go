@@ -25,9 +25,12 @@ import (
 
 // RecreateDue reports whether mem's pod is due to be deleted so that it is recreated: mem has been down
 // for c's RecreateAfter, its pod exists, is not being deleted, and was created before that point (each
-// spell down recreates the pod at most once), and the healthy voters make a quorum without it.
+// spell down recreates the pod at most once), and the healthy voters make a quorum without it. A
+// learner's pod is not recreated this way (PodToRecreate restarts one built from an older member list
+// or spec): it has no data of its own to keep, and its down clock starts anew with each pod (see
+// model.Member.DownSince), so it is replaced once down for the whole policy.
 func RecreateDue(c *model.Cluster, mem *model.Member) bool {
-	if !mem.Down() || !mem.HasPod() || c.HealthyVoters() < c.Quorum() {
+	if !mem.Down() || !mem.HasPod() || mem.Learner() || c.HealthyVoters() < c.Quorum() {
 		return false
 	}
 	due := mem.DownSince.Add(c.Object.Spec.RecreateAfter())

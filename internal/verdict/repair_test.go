@@ -94,6 +94,67 @@ func TestRepairDue(t *testing.T) {
 	}
 }
 
+// TestLearnerDownClock: a learner's down clock does not run while its pod waits for a node without
+// being refused (its claim is being provisioned), starts when the pod got a node (not when the member
+// was added), and runs from the record for a pod the scheduler refused; a learner's pod is never
+// recreated by the policy, and a learner is replaced once down for the whole policy after its pod got
+// a node.
+func TestLearnerDownClock(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	policy := 20 * time.Second
+	added := metav1.NewTime(now.Add(-time.Minute)) // recorded down since the member was added
+	build := func(scheduled *corev1.PodCondition) *model.Cluster {
+		c := testutil.EtcdCluster("l", testutil.WithReplicas(3))
+		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+		e := &model.Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{}}
+		var pods []corev1.Pod
+		for i := range 3 {
+			name := fmt.Sprintf("l-%d", i)
+			m := etcd.Member{ID: uint64(i + 1), Name: name}
+			pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}}
+			if i == 2 {
+				m.Name, m.IsLearner = "", true // added, never started
+				e.Health[m.ID] = errors.New("member l-2 has no running pod")
+				c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, Role: etcdv1alpha1.RoleLearner, DownSince: &added})
+				pod.CreationTimestamp = added
+				if scheduled != nil {
+					pod.Status.Conditions = []corev1.PodCondition{*scheduled}
+				}
+			}
+			e.Members = append(e.Members, m)
+			pods = append(pods, pod)
+		}
+		e.Members[2].PeerURLs = []string{resources.Options{}.PeerURL(c, "l-2")}
+		return model.Build(model.Input{Cluster: c, Etcd: e, Pods: pods, Now: now})
+	}
+	for _, tc := range []struct {
+		name      string
+		scheduled *corev1.PodCondition
+		since     time.Time
+		replaces  bool
+	}{
+		{"waiting for its claim", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse}, now, false},
+		{"no condition yet", nil, now, false},
+		{"got a node 5s ago", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Second))}, now.Add(-5 * time.Second), false},
+		{"got a node 25s ago", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-25 * time.Second))}, now.Add(-25 * time.Second), true},
+		{"refused by the scheduler", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}, added.Time, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := build(tc.scheduled)
+			mem := m.Member("l-2")
+			if !mem.Learner() || !mem.Down() || !mem.DownSince.Equal(tc.since) {
+				t.Fatalf("learner %v, down %v since %s, want since %s", mem.Learner(), mem.Down(), mem.DownSince, tc.since)
+			}
+			if RecreateDue(m, mem) {
+				t.Error("a learner's pod is due to be recreated by the policy")
+			}
+			if got := ReplaceDue(m, mem) != ""; got != tc.replaces {
+				t.Errorf("ReplaceDue = %v (%q), want %v", got, ReplaceDue(m, mem), tc.replaces)
+			}
+		})
+	}
+}
+
 // TestDownSummary: Degraded says of each down member since when, why, and when it will be replaced,
 // or that it is not replaced automatically.
 func TestDownSummary(t *testing.T) {

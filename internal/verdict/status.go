@@ -414,7 +414,7 @@ func AwaitHealthy(m *model.Cluster) *Step {
 			continue
 		}
 		s := mem.Name
-		if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && m.Now.Before(at) {
+		if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
 			s += " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
 			if after := spec.ReplaceAfter(); after > 0 {
 				s += "; replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339)
