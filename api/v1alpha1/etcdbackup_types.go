@@ -355,9 +355,9 @@ type RecoveryStatus struct {
 	// LostRevisions is how many revisions are known to be lost: the highest revision the operator saw
 	// (status.revision before the loss, the survivors' snapshots, the backups) minus Revision; 0 when the
 	// copy restored was as current as any of them. Writes acknowledged only by the members whose data
-	// is gone, after the operator last looked, cannot be known.
+	// is gone, after the operator last looked, cannot be known. Set when the restore is decided.
 	// +optional
-	LostRevisions int64 `json:"lostRevisions,omitempty"`
+	LostRevisions *int64 `json:"lostRevisions,omitempty"`
 	// PreviousClusterID is the cluster ID (hex) of the cluster that was lost; the restored cluster has
 	// another one.
 	// +optional

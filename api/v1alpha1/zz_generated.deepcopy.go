@@ -572,6 +572,11 @@ func (in *RecoveryStatus) DeepCopyInto(out *RecoveryStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.LostRevisions != nil {
+		in, out := &in.LostRevisions, &out.LostRevisions
+		*out = new(int64)
+		**out = **in
+	}
 	if in.LostMembers != nil {
 		in, out := &in.LostMembers, &out.LostMembers
 		*out = make([]string, len(*in))

@@ -60,6 +60,10 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 		verdict.SetPending(b, wait)
 		return ctrl.Result{RequeueAfter: requeueBackupPending}, nil
 	}
+	if why := verdict.UnknownMember(b, c); why != "" {
+		r.fail(b, why)
+		return ctrl.Result{}, nil
+	}
 	job := r.Options.BuildBackupJob(c, b, dest)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -73,9 +73,7 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 		if since.IsZero() {
 			wait = r.recoveryDelay()
 		}
-		st := report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) if this lasts %s more", b.Name, b.Status.Revision, taken, wait.Round(time.Second)))
-		st.After = wait
-		return st, nil
+		return report(fmt.Sprintf("restoring EtcdBackup %s (revision %d, taken %s) if this lasts %s more", b.Name, b.Status.Revision, taken, wait.Round(time.Second))).Within(wait), nil
 	}
 	return r.startRecovery(ctx, s, d, b, dest, msg, copies.Taken, verdict.LostRevisions(c, b, list.Items))
 }
@@ -89,11 +87,9 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 	case sc.Done():
 		return nil, nil
 	case since.IsZero(): // the copies are named after the loss's start, recorded by this pass
-		st := report("the members that kept their data are copied first")
-		st.After = requeueProgressing
-		return st, nil
+		return report("the members that kept their data are copied first").Within(requeueProgressing), nil
 	case c.Spec.Backup == nil:
-		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but members %s kept their data and there is no spec.backup.destination to copy them to before the cluster is recreated: set one", strings.Join(append(sc.Missing, sc.Taken...), ", "))), nil
+		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but what the members that kept their data (%s) hold cannot be copied before the cluster is recreated: there is no spec.backup.destination; set one", strings.Join(append(sc.Missing, sc.Taken...), ", "))), nil
 	}
 	for _, name := range sc.Missing {
 		if err := r.Create(ctx, resources.BuildSurvivorSnapshot(c, name, since)); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -106,9 +102,7 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 			return nil, fmt.Errorf("delete the failed copy %s: %w", b.Name, err)
 		}
 	}
-	st := report(sc.Message())
-	st.After = 5 * time.Second
-	return st, nil
+	return report(sc.Message()).Within(5 * time.Second), nil
 }
 
 // startRecovery decides, on the newest copy of the cluster only, to recreate it from backup b: the
@@ -131,7 +125,7 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d v
 		PreviousClusterID:    c.Status.ClusterID,
 		LostMembers:          d.Lost,
 		SurvivorSnapshots:    survivors,
-		LostRevisions:        lost,
+		LostRevisions:        &lost,
 		// whole seconds: the cluster token derives from it, and must read the same after a round trip
 		StartTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}

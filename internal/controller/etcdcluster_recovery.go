@@ -142,9 +142,7 @@ func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha
 // staleCopy is the step of a pass that found its copy of the cluster stale before a recovery step:
 // it looks again at the newest copy soon (its status patch is refused as stale anyway).
 func staleCopy() *verdict.Step {
-	st := verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step")
-	st.After = requeueProgressing
-	return st
+	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(requeueProgressing)
 }
 
 // cancelRecovery forgets an automatic restore that is still deleting the lost cluster.

@@ -250,7 +250,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "restore started", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) ||
-			!slices.Equal(rec.SurvivorSnapshots, []string{survivor.Name}) || rec.LostRevisions != 0 || rec.Revision != revBefore+10 {
+			!slices.Equal(rec.SurvivorSnapshots, []string{survivor.Name}) || rec.LostRevisions == nil || *rec.LostRevisions != 0 || rec.Revision != revBefore+10 {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
 		return nil

@@ -77,3 +77,21 @@ func TestApplyBackupStatus(t *testing.T) {
 		t.Errorf("after the schedule was removed: %+v", c.Status)
 	}
 }
+
+// TestUnknownMember: a backup naming no member, or one the cluster's status lists, may run; one naming
+// another member fails, with the members the status lists.
+func TestUnknownMember(t *testing.T) {
+	c := &etcdv1alpha1.EtcdCluster{}
+	c.Name = "ql"
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "ql-0"}, {Name: "ql-1"}, {Name: "ql-2"}}
+	for member, want := range map[string]string{
+		"":     "",
+		"ql-1": "",
+		"ql-7": "spec.member ql-7 is not a member of EtcdCluster ql (its members: ql-0, ql-1, ql-2); nothing was stored",
+	} {
+		b := &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{Member: member}}
+		if got := UnknownMember(b, c); (want == "") != (got == "") || !strings.HasPrefix(got, want) {
+			t.Errorf("member %q: %q, want %q", member, got, want)
+		}
+	}
+}

@@ -2,7 +2,9 @@ package verdict
 
 import (
 	"cmp"
+	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -115,4 +117,21 @@ func Truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// UnknownMember says why backup b cannot be taken when its spec.member is not a member cluster c's
+// status lists (by name), with the names it lists; "" when b names no member or a listed one.
+func UnknownMember(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) string {
+	if b.Spec.Member == "" {
+		return ""
+	}
+	var names []string
+	for _, m := range c.Status.Members {
+		if m.Name == b.Spec.Member {
+			return ""
+		}
+		names = append(names, m.Name)
+	}
+	return fmt.Sprintf("spec.member %s is not a member of EtcdCluster %s (its members: %s); nothing was stored: create another EtcdBackup naming one of them, or none",
+		b.Spec.Member, c.Name, strings.Join(names, ", "))
 }

@@ -124,8 +124,9 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the
 // operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
-// CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers".
-func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus) []string {
+// CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers";
+// without a quorum (quorate false), that nothing is replaced.
+func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, quorate bool) []string {
 	var out []string
 	for _, m := range members {
 		if m.Healthy || m.DownSince == nil {
@@ -135,7 +136,9 @@ func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.Memb
 		if m.Problem != "" {
 			s += " (" + m.Problem + ")"
 		}
-		if after := spec.ReplaceAfter(); after > 0 {
+		if after := spec.ReplaceAfter(); !quorate {
+			s += "; nothing is replaced without a quorum of healthy voters"
+		} else if after > 0 {
 			s += fmt.Sprintf("; replaced at %s unless it recovers", m.DownSince.Add(after).UTC().Format(time.RFC3339))
 		} else {
 			s += "; not replaced automatically (spec.recovery.replaceUnhealthyMemberAfter is 0s)"

@@ -164,13 +164,16 @@ func TestDownSummary(t *testing.T) {
 		{Name: "s-1", DownSince: &since, Problem: "etcd container CrashLoopBackOff (last exit code 2, Error)"},
 	}
 	spec := &testutil.EtcdCluster("s").Spec
-	got := strings.Join(downSummary(spec, members), "; ")
+	got := strings.Join(downSummary(spec, members, true), "; ")
 	want := "s-1 is down since 2026-12-01T12:00:00Z (etcd container CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T12:05:00Z unless it recovers"
 	if got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 	spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
-	if got := strings.Join(downSummary(spec, members), "; "); !strings.Contains(got, "not replaced automatically") {
+	if got := strings.Join(downSummary(spec, members, false), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
+		t.Errorf("without a quorum: %q", got)
+	}
+	if got := strings.Join(downSummary(spec, members, true), "; "); !strings.Contains(got, "not replaced automatically") {
 		t.Errorf("summary %q, want it to say the member is not replaced automatically", got)
 	}
 }

@@ -122,7 +122,7 @@ func setDegraded(s *scope, h Health) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
 	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired)
+		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0)
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
@@ -223,7 +223,8 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf(
 			"No member answered the operator (%v), but %d member pods are Ready (their readiness probes reach etcd): the operator is cut off from the members; check the network between them (a NetworkPolicy, a firewall). Nothing is changed until it reaches them", s.m.EtcdErr, readyPods(s.m))}
 	case !s.m.Answered():
-		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("No member answered: %v", s.m.EtcdErr)}
+		return [2]string{etcdv1alpha1.ReasonQuorumLost, fmt.Sprintf("No member answered (%v); Ready member pods: %d, fewer than the quorum of %d: quorum is lost",
+			s.m.EtcdErr, readyPods(s.m), s.m.Quorum())}
 	default:
 		return [2]string{etcdv1alpha1.ReasonQuorumLost,
 			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.HealthyVoters, h.Voters, h.Quorum)}
@@ -231,9 +232,10 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 }
 
 // unhealthySummary names the members that keep the cluster from being whole; of a member that is down,
-// since when, why, and when it will be replaced.
-func unhealthySummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, desired int32) string {
-	bad := downSummary(spec, members)
+// since when, why, and when it will be replaced (quorate: the healthy voters make a quorum; without
+// one nothing is replaced).
+func unhealthySummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, desired int32, quorate bool) string {
+	bad := downSummary(spec, members, quorate)
 	for _, m := range members {
 		switch {
 		case !m.Healthy && m.DownSince != nil: // in downSummary

@@ -75,7 +75,7 @@ func TestComputeStatus(t *testing.T) {
 		{"two down lose quorum", observed("abc", true, map[uint64]bool{1: true}, 0, 0),
 			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumLost, 1, ""},
 		{"formed, nothing answers", observed("abc", false, nil, 0, 0),
-			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonEtcdUnreachable, 0, ""},
+			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumLost, 0, ""},
 		{"a learner is not a ready voter", observed("abc", true, all, 1, 3),
 			etcdv1alpha1.PhaseScaling, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
 		{"a pod of an older spec is being rolled", observed("abc", true, all, 1, 0, func(in *model.Input) {
@@ -201,7 +201,7 @@ func TestUnreachableIsNotQuorumLost(t *testing.T) {
 		says   string
 	}{
 		{2, etcdv1alpha1.PhaseUnreachable, etcdv1alpha1.ReasonEtcdUnreachable, "the operator is cut off from the members"},
-		{1, etcdv1alpha1.PhaseQuorumLost, etcdv1alpha1.ReasonEtcdUnreachable, "No member answered"},
+		{1, etcdv1alpha1.PhaseQuorumLost, etcdv1alpha1.ReasonQuorumLost, "Ready member pods: 1, fewer than the quorum of 2: quorum is lost"},
 	} {
 		s := observed("abc", false, nil, 0, 0, recorded(tc.ready))
 		Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)

@@ -84,3 +84,9 @@ func Soonest(ds ...time.Duration) time.Duration {
 	}
 	return out
 }
+
+// Within sets when to look again at the cluster after st (After) and returns st.
+func (st *Step) Within(d time.Duration) *Step {
+	st.After = d
+	return st
+}

@@ -236,7 +236,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	assertMembers(t, c, 3, newID)
 	rec := got.Status.Recovery
 	if len(rec.SurvivorSnapshots) != 1 || rec.Backup != rec.SurvivorSnapshots[0] || rec.Revision < put.Header.Revision || rec.Revision <= b.Status.Revision ||
-		rec.LostRevisions != 0 || len(rec.LostMembers) == 0 || slices.Contains(rec.LostMembers, "demo-0") {
+		rec.LostRevisions == nil || *rec.LostRevisions != 0 || len(rec.LostMembers) == 0 || slices.Contains(rec.LostMembers, "demo-0") {
 		t.Errorf("status.recovery %+v: want demo-0's copy restored, at revision %d or later (the backup %s has %d), 0 revisions lost, lost members among demo-1, demo-2",
 			rec, put.Header.Revision, b.Name, b.Status.Revision)
 	}

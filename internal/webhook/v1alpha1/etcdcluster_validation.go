@@ -28,11 +28,12 @@ const (
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
 	warnRetainGone = "spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data (existing claims too)"
 	warnRestore    = "spec.recovery.restoreOnQuorumLoss is set: if quorum is lost and cannot come back (fewer than a quorum of members keep their data), the operator copies the members that kept their data (to spec.backup.destination), deletes the remaining members and recreates the cluster from the most up-to-date copy, a survivor's or a backup's; writes after that copy are lost"
-	warnNoSchedule = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.schedule is not: only EtcdBackups created by hand can be restored, and the newest may be old"
+	warnNoSchedule = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.schedule is not: besides the copies of the members that kept their data, only EtcdBackups created by hand can be restored, and the newest may be old"
+	warnNoDest     = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.destination is not: after a quorum loss the members that kept their data cannot be copied, and the cluster is not recreated while one of them holds data; set spec.backup.destination"
 )
 
 // restoreWarnings returns the warnings of turning spec.recovery.restoreOnQuorumLoss on (old nil: on
-// create), or of a schedule going away while it is on.
+// create), or of a schedule or the backup destination going away while it is on.
 func restoreWarnings(old, s *etcdv1alpha1.EtcdClusterSpec) admission.Warnings {
 	on := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Recovery != nil && s.Recovery.RestoreOnQuorumLoss }
 	scheduled := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Backup != nil && s.Backup.Schedule != "" }
@@ -45,6 +46,9 @@ func restoreWarnings(old, s *etcdv1alpha1.EtcdClusterSpec) admission.Warnings {
 	}
 	if !scheduled(s) && (old == nil || !on(old) || scheduled(old)) {
 		w = append(w, warnNoSchedule)
+	}
+	if s.Backup == nil && (old == nil || !on(old) || old.Backup != nil) {
+		w = append(w, warnNoDest)
 	}
 	return w
 }

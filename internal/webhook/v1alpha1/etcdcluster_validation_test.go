@@ -118,7 +118,7 @@ func TestValidateCreate(t *testing.T) {
 		{"restore on quorum loss with a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
 			"writes after that copy are lost"}},
 		{"restore on quorum loss without a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
-			"writes after that copy are lost", "only EtcdBackups created by hand can be restored"}},
+			"writes after that copy are lost", "only EtcdBackups created by hand can be restored", "the members that kept their data cannot be copied"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs, warnings := ValidateCreate(tc.c)
@@ -261,7 +261,7 @@ func TestValidateUpdate(t *testing.T) {
 			"recreates the cluster from the most up-to-date copy, a survivor's or a backup's"}},
 		{"restore on quorum loss stays on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@daily", "", nil)), nil, nil},
 		{"schedule removed while restore is on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), testutil.WithReplicas(5)), nil, []string{
-			"only EtcdBackups created by hand"}},
+			"only EtcdBackups created by hand", "spec.backup.destination is not"}},
 		{"restore on quorum loss turned off", cluster(testutil.WithRestoreOnQuorumLoss(true)), cluster(testutil.WithRestoreOnQuorumLoss(false)), nil, nil},
 		{"errors drop warnings", cluster(), cluster(testutil.WithReplicas(1), testutil.WithStorageSize("512Mi")), []problem{{"spec.storage.size", "may only grow"}}, nil},
 		{"every problem at once", cluster(testutil.WithVersion("3.5.20"), testutil.WithStorageClass("fast")), cluster(testutil.WithVersion("3.6.16"), testutil.WithReplicas(2), testutil.WithStorageClass("slow"), testutil.WithStorageSize("512Mi"), extraArgs("name", "x")), []problem{
