@@ -51,9 +51,7 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
 	}
-	listCtx, cancel := context.WithTimeout(ctx, timeout)
-	clusterID, members, err := cli.MemberList(listCtx)
-	cancel()
+	clusterID, members, err := memberList(ctx, cli, len(endpoints), timeout)
 	if err != nil {
 		return nil, cli, err // already says "list members: ..."
 	}
@@ -65,6 +63,26 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 	askMembers(ctx, cli, m, opts, timeout, obs)
 	obs.Leader = AgreedLeader(obs.Status)
 	return obs, cli, nil
+}
+
+// memberList lists the members through cli, whose n endpoints it takes in turn (the client balances
+// calls round robin): a member cut off from its peers still accepts the call but cannot answer a
+// linearizable list, and must not make the pass see no cluster at all. Each attempt but the last is
+// bounded by statusTimeout (a list served by a member with a leader takes milliseconds), the last by
+// timeout.
+func memberList(ctx context.Context, cli etcd.Client, n int, timeout time.Duration) (uint64, []etcd.Member, error) {
+	for i := 1; ; i++ {
+		t := min(timeout, statusTimeout)
+		if i >= n {
+			t = timeout
+		}
+		listCtx, cancel := context.WithTimeout(ctx, t)
+		clusterID, members, err := cli.MemberList(listCtx)
+		cancel()
+		if err == nil || i >= n || ctx.Err() != nil {
+			return clusterID, members, err
+		}
+	}
 }
 
 // askMembers asks each member etcd lists, in parallel and through its own pod's client URL, for its

@@ -52,3 +52,29 @@ func TestEndpointAnsweringAsAnotherMember(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberListSkipsMemberWithoutQuorum: one of the three endpoints is a member that answers but
+// cannot serve a linearizable member list (its cluster lost its quorum, as a member cut off from its
+// peers cannot). The client balances calls over the endpoints, so a single attempt would hit it one
+// pass in three and see no cluster at all; every pass still gets the member list from the others.
+func TestMemberListSkipsMemberWithoutQuorum(t *testing.T) {
+	members := testenv.StartEtcd(t, []string{"mq-0", "mq-1"}, []string{"127.0.0.175", "127.0.0.176"})
+	lone := testenv.StartEtcdWithToken(t, "no-quorum", []string{"x-0", "x-1", "x-2"}, []string{"127.0.0.177", "127.0.0.178", "127.0.0.179"})
+	lone[1].Stop()
+	lone[2].Stop()
+	c := testutil.EtcdCluster("mq", testutil.WithReplicas(3))
+	pod := func(name, ip string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip}}
+	}
+	m := model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{pod("mq-0", "127.0.0.175"), pod("mq-1", "127.0.0.176"), pod("mq-2", "127.0.0.177")}})
+	want := uint64(members[0].Etcd.Server.Cluster().ID())
+	for pass := range 6 {
+		obs, cli, err := Etcd(context.Background(), etcd.New, m, resources.Options{}, 3*time.Second)
+		if cli != nil {
+			_ = cli.Close()
+		}
+		if err != nil || obs.ClusterID != want || len(obs.Members) != 2 {
+			t.Fatalf("pass %d: %v, %+v; want the 2 members of cluster %s", pass, err, obs, etcd.FormatID(want))
+		}
+	}
+}
