@@ -36,7 +36,7 @@ test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (
 	bash hack/test-e2e.sh
 
 .PHONY: chaos
-chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluster under a linearizability-checked workload (about 2 hours).
+chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluster under a linearizability-checked workload (about 70 minutes).
 	CHAOS_FAULTS=$${CHAOS_FAULTS:-200} E2E_TIMEOUT=$${E2E_TIMEOUT:-5h} E2E_ARGS="-run TestChaos" bash hack/test-e2e.sh
 
 ##@ Development
