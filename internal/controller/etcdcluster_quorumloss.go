@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +90,7 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 	case since.IsZero(): // the copies are named after the loss's start, recorded by this pass
 		return report("the members that kept their data are copied first").Within(requeueProgressing), nil
 	case c.Spec.Backup == nil:
-		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but what the members that kept their data (%s) hold cannot be copied before the cluster is recreated: there is no spec.backup.destination; set one", strings.Join(append(sc.Missing, sc.Taken...), ", "))), nil
+		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but what the members that kept their data (%s) hold cannot be copied before the cluster is recreated: there is no spec.backup.destination; set one", strings.Join(slices.Concat(sc.Missing, sc.Taken), ", "))), nil
 	}
 	for _, name := range sc.Missing {
 		if err := r.Create(ctx, resources.BuildSurvivorSnapshot(c, name, since)); err != nil && !apierrors.IsAlreadyExists(err) {

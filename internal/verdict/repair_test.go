@@ -181,12 +181,7 @@ func TestDownSummary(t *testing.T) {
 // TestPodToRecreate: a failed pod is deleted to be recreated whatever etcd says; a member that is down
 // long enough, once; a running member that answers, never.
 func TestPodToRecreate(t *testing.T) {
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	long := metav1.NewTime(now.Add(-time.Hour))
-	c := testutil.EtcdCluster("f", testutil.WithReplicas(3))
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "f-2", DownSince: &long}}
-	e := &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: "f-0"}, {ID: 2, Name: "f-1"}, {ID: 3, Name: "f-2"}},
-		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
+	now, long, c, e := thirdDownForAnHour("f")
 	pod := func(name string, phase corev1.PodPhase, reason string) corev1.Pod {
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: long}, Status: corev1.PodStatus{Phase: phase, Reason: reason}}
 	}
@@ -314,12 +309,7 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 // TestNoReplacementForImageProblem: a member down because its image cannot be pulled is not replaced,
 // however long it has been down (its replacement would run the same spec); its pod is still recreated.
 func TestNoReplacementForImageProblem(t *testing.T) {
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	long := metav1.NewTime(now.Add(-time.Hour))
-	c := testutil.EtcdCluster("i", testutil.WithReplicas(3))
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "i-2", DownSince: &long}}
-	e := &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: "i-0"}, {ID: 2, Name: "i-1"}, {ID: 3, Name: "i-2"}},
-		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
+	now, long, c, e := thirdDownForAnHour("i")
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "i-2", CreationTimestamp: long}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 		Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}}}
 	m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}})
@@ -329,4 +319,16 @@ func TestNoReplacementForImageProblem(t *testing.T) {
 	if !RecreateDue(m, m.Member("i-2")) {
 		t.Error("RecreateDue = false, want its pod recreated (a fixed spec reaches it that way)")
 	}
+}
+
+// thirdDownForAnHour returns a 3-member cluster <name>-0..2 as of now, whose third member etcd lists
+// but which does not answer, recorded down since long (an hour before now).
+func thirdDownForAnHour(name string) (now time.Time, long metav1.Time, c *etcdv1alpha1.EtcdCluster, e *model.Etcd) {
+	now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	long = metav1.NewTime(now.Add(-time.Hour))
+	c = testutil.EtcdCluster(name, testutil.WithReplicas(3))
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: name + "-2", DownSince: &long}}
+	e = &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: name + "-0"}, {ID: 2, Name: name + "-1"}, {ID: 3, Name: name + "-2"}},
+		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
+	return now, long, c, e
 }
