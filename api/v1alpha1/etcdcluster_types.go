@@ -78,7 +78,51 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	Recovery *RecoverySpec `json:"recovery,omitempty"`
+
+	// TLS secures the client port (2379) and the peer port (2380) with certificates issued by a
+	// certificate authority the operator creates for this cluster (Secret "<cluster>-ca"). When a cluster
+	// is created without it, admission turns TLS on for both ports; set `enabled: false` on a port to
+	// serve it in plain text. A cluster created before this field existed stays in plain text. Clients
+	// use the certificate in Secret "<cluster>-client-tls" (keys ca.crt, tls.crt, tls.key). It cannot
+	// be changed once the cluster exists.
+	//
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
 }
+
+// TLSSpec says which of a cluster's ports serve TLS.
+type TLSSpec struct {
+	// Client is TLS on the client port (2379): members serve a certificate for their DNS names and the
+	// client Service's, and accept only clients with a certificate of the cluster's CA.
+	//
+	// +optional
+	Client *TLSListenerSpec `json:"client,omitempty"`
+
+	// Peer is TLS between members (port 2380): each member proves with a certificate of the cluster's
+	// CA that it is one, in both directions.
+	//
+	// +optional
+	Peer *TLSListenerSpec `json:"peer,omitempty"`
+}
+
+// TLSListenerSpec is TLS on one port.
+type TLSListenerSpec struct {
+	// Enabled turns TLS on (true) or serves the port in plain text (false).
+	Enabled bool `json:"enabled"`
+}
+
+// ClientTLS reports whether the client port serves TLS.
+func (s *EtcdClusterSpec) ClientTLS() bool {
+	return s.TLS != nil && s.TLS.Client != nil && s.TLS.Client.Enabled
+}
+
+// PeerTLS reports whether the peer port serves TLS.
+func (s *EtcdClusterSpec) PeerTLS() bool {
+	return s.TLS != nil && s.TLS.Peer != nil && s.TLS.Peer.Enabled
+}
+
+// AnyTLS reports whether either port serves TLS, so that the cluster has a CA.
+func (s *EtcdClusterSpec) AnyTLS() bool { return s.ClientTLS() || s.PeerTLS() }
 
 // AutoCompactionMode is how etcd's --auto-compaction-retention is read.
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -121,6 +122,7 @@ type backupOptions struct {
 	namespace, cluster, name string
 	tempDir                  string
 	dialTimeout              time.Duration
+	tls                      transport.TLSInfo
 }
 
 func newBackupCommand() *cobra.Command {
@@ -145,6 +147,9 @@ do there and exits with status 1. Running it again for a backup that is complete
 	f.StringVar(&o.name, "name", "", "name of the backup; the key is <namespace>/<cluster>/<name>.db")
 	f.StringVar(&o.tempDir, "temp-dir", os.TempDir(), "directory to stage the snapshot in before uploading; needs room for the whole database")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", etcd.DefaultDialTimeout, "timeout of connecting to an etcd member")
+	f.StringVar(&o.tls.TrustedCAFile, "cacert", "", "CA bundle (PEM) to verify https:// members with, as etcdctl's --cacert")
+	f.StringVar(&o.tls.CertFile, "cert", "", "client certificate (PEM) to present to the members, as etcdctl's --cert")
+	f.StringVar(&o.tls.KeyFile, "key", "", "private key (PEM) of --cert, as etcdctl's --key")
 	return cmd
 }
 
@@ -169,8 +174,14 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 		if err != nil {
 			return backup.Result{}, err
 		}
+		cfg := etcd.Config{Endpoints: o.endpoints, DialTimeout: o.dialTimeout}
+		if !o.tls.Empty() || o.tls.TrustedCAFile != "" {
+			if cfg.TLS, err = o.tls.ClientConfig(); err != nil {
+				return backup.Result{}, fmt.Errorf("--cacert, --cert and --key: %w", err)
+			}
+		}
 		return backup.Take(ctx, backup.TakeOptions{
-			Etcd:    etcd.Config{Endpoints: o.endpoints, DialTimeout: o.dialTimeout},
+			Etcd:    cfg,
 			Store:   store,
 			Key:     key,
 			TempDir: o.tempDir,

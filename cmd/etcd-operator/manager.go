@@ -26,6 +26,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
@@ -137,11 +138,12 @@ func runManager(ctx context.Context, o *managerOptions) error {
 }
 
 // cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and only
-// the operator's own Jobs.
+// the operator's own Jobs and Secrets.
 func cacheOptions(o *managerOptions) cache.Options {
 	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
-		// Only the operator's own Jobs (backups), not every Job of the cluster.
-		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
+		// Only the operator's own Jobs (backups) and Secrets (certificates), not every one of the cluster.
+		&batchv1.Job{}:    {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
 	}}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -162,8 +164,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 			log.Info("Backup Jobs and restores are unavailable until --operator-image is set", "reason", err.Error())
 		}
 	}
+	cli := metrics.CountingClient(mgr.GetClient())
+	keeper := &certs.Keeper{Client: cli, APIReader: mgr.GetAPIReader(), Options: opts}
 	r := &controller.EtcdClusterReconciler{
-		Client:              metrics.CountingClient(mgr.GetClient()),
+		Client:              cli,
+		Certs:               keeper,
 		Recorder:            mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient:          etcd.New,
 		Options:             opts,
@@ -173,7 +178,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 		APIReader:           mgr.GetAPIReader(),
 	}
 	if o.probeInterval > 0 {
-		p := probe.New(probe.MemberPods(mgr.GetClient()))
+		p := probe.New(probe.MemberPods(mgr.GetClient(), keeper.ClientTLS))
 		p.Interval = o.probeInterval
 		if err := mgr.Add(p); err != nil {
 			return fmt.Errorf("add the member prober: %w", err)

@@ -9,10 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
@@ -190,13 +188,4 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alph
 		return ctrl.Result{}, true, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueFinalSnapshot}, false, nil
-}
-
-// clusterOfBackup maps an EtcdBackup to the EtcdCluster it backs up.
-func clusterOfBackup(_ context.Context, o client.Object) []reconcile.Request {
-	b, ok := o.(*etcdv1alpha1.EtcdBackup)
-	if !ok || b.Spec.ClusterRef.Name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}}}
 }

@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -53,6 +53,8 @@ type EtcdClusterReconciler struct {
 	Recorder events.EventRecorder
 	// EtcdClient creates clients for the members' etcd endpoints.
 	EtcdClient etcd.Factory
+	// Certs keeps the clusters' TLS Secrets and the operator's client certificates (default: one over Client).
+	Certs *certs.Keeper
 	// Options are the settings of the objects the operator builds.
 	Options resources.Options
 	// HealthCheckInterval is how often a healthy cluster is looked at again (default 60 s).
@@ -161,6 +163,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{
 		r.reconcileServices,
+		r.reconcileTLS,
 		r.observe,
 		r.validateSpec,
 		r.reconcileBackups,
@@ -232,6 +235,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1al
 	if err := r.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
+	r.Certs.Forget(c.Namespace, c.Name)
 	return ctrl.Result{}, nil
 }
 
@@ -259,43 +263,31 @@ func (r *EtcdClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, re
 	}
 }
 
-// clusterOfLabels maps an object to the EtcdCluster its cluster label names.
-func clusterOfLabels(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[etcdv1alpha1.LabelCluster]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-}
-
 // SetupWithManager registers the reconciler: it watches EtcdClusters and the pods, claims and Services
 // they own.
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Certs == nil {
+		r.Certs = &certs.Keeper{Client: r.Client, APIReader: mgr.GetAPIReader(), Options: r.Options}
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.MemberEvents != nil { // a member whose answer changed between passes (package probe)
-		b = b.WatchesRawSource(source.Channel(r.MemberEvents, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)))
+		b = b.WatchesRawSource(source.Channel(r.MemberEvents, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)))
 	}
 	return b.
 		For(&etcdv1alpha1.EtcdCluster{}).
 		Owns(&corev1.Pod{}).
 		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
-		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(clusterOfLabels)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
 		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(clusterOfBackup)).
+		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfBackup)).
 		Named("etcdcluster").
 		// Passes of different clusters run in parallel: one cluster whose members do not answer (each
 		// etcd call waits out its timeout) must not delay the others.
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.maxConcurrent()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		Complete(r)
 }
 
 // DefaultMaxConcurrentReconciles is how many clusters are reconciled at once by default.
 const DefaultMaxConcurrentReconciles = 4
-
-func (r *EtcdClusterReconciler) maxConcurrent() int {
-	if r.MaxConcurrentReconciles > 0 {
-		return r.MaxConcurrentReconciles
-	}
-	return DefaultMaxConcurrentReconciles
-}

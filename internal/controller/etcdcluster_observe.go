@@ -41,7 +41,7 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	}
 	in := model.Input{Cluster: c, Options: r.Options, Pods: pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
-	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout())
+	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), r.Certs.ClientTLS(c.Namespace, c.Name))
 	s.m = model.Build(in)
 	return nil, nil
 }

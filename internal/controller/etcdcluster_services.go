@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -42,4 +44,20 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 		r.event(s.cluster, corev1.EventTypeNormal, "CreatedServices", "Create", "Created Services %s", strings.Join(created, ", "))
 	}
 	return nil, nil
+}
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+
+// reconcileTLS keeps the cluster's CA and certificates current (package certs) before any member pod
+// mounts them, with an event for each Secret created or issued again; it blocks while a Secret of their
+// name is not the cluster's.
+func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
+	changed, err := r.Certs.Ensure(ctx, s.cluster)
+	for _, ch := range changed {
+		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
+	}
+	if errors.Is(err, certs.ErrForeignSecret) {
+		return verdict.Blocked(etcdv1alpha1.ReasonForeignObject, err.Error()), nil
+	}
+	return nil, err
 }

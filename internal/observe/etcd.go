@@ -6,6 +6,7 @@ package observe
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -23,19 +24,24 @@ import (
 const statusTimeout = time.Second
 
 // Endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does
-// not depend on cluster DNS; "" for a pod without an IP or being deleted.
+// not depend on cluster DNS, https:// when the pod serves TLS on its client port; "" for a pod without an
+// IP or being deleted.
 func Endpoint(p *corev1.Pod) string {
 	if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 		return ""
 	}
-	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
+	scheme := "http://"
+	if resources.ServesClientTLS(p) {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
 }
 
 // Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list and the
 // alarms through any running member, then each listed member's status and, for a voter, a linearizable read through its
-// own pod, each call bounded by timeout. It returns the answers and the client it used (the caller
+// own pod, each call bounded by timeout, over TLS with clientTLS when that is not nil. It returns the answers and the client it used (the caller
 // closes it), or why no member answered ("no member pod is running", or the connect or list error).
-func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration) (*model.Etcd, etcd.Client, error) {
+func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration, clientTLS *tls.Config) (*model.Etcd, etcd.Client, error) {
 	var endpoints []string
 	for _, mem := range m.Pods() {
 		if mem.Pod.Status.Phase == corev1.PodRunning {
@@ -47,7 +53,7 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 	if len(endpoints) == 0 {
 		return nil, nil, fmt.Errorf("no member pod is running")
 	}
-	cli, err := connect(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout})
+	cli, err := connect(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout, TLS: clientTLS})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
 	}

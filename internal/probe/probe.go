@@ -10,6 +10,7 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,10 +39,12 @@ const (
 	maxInFlight = 32
 )
 
-// Target is one member to watch: the host:port of its client URL, and the object an event about it
-// carries (a member pod, whose labels name its cluster).
+// Target is one member to watch: the host:port of its client URL, the TLS configuration to dial it with
+// (nil: plain text), and the object an event about it carries (a member pod, whose labels name its
+// cluster).
 type Target struct {
 	Endpoint string
+	TLS      *tls.Config
 	Object   client.Object
 }
 
@@ -54,8 +58,14 @@ type Prober struct {
 	Interval, Timeout time.Duration
 
 	events chan event.GenericEvent
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]conn
 	last   map[string]answer
+}
+
+// conn is a connection to one endpoint and the TLS configuration it was dialled with.
+type conn struct {
+	cc  *grpc.ClientConn
+	tls *tls.Config
 }
 
 // answer is what changes of a member's status matter to the operator.
@@ -69,7 +79,7 @@ type answer struct {
 // New returns a Prober of the members targets lists.
 func New(targets func(ctx context.Context) ([]Target, error)) *Prober {
 	return &Prober{Targets: targets, events: make(chan event.GenericEvent, 1024),
-		conns: map[string]*grpc.ClientConn{}, last: map[string]answer{}}
+		conns: map[string]conn{}, last: map[string]answer{}}
 }
 
 // Events is the channel of events about members whose answer changed.
@@ -105,7 +115,7 @@ func (p *Prober) Round(ctx context.Context) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxInFlight)
 	for i, tg := range targets {
-		conn := p.conn(tg.Endpoint) // the map is the round's own: not touched by the calls
+		conn := p.conn(tg.Endpoint, tg.TLS) // the map is the round's own: not touched by the calls
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -127,24 +137,32 @@ func (p *Prober) Round(ctx context.Context) {
 	}
 	for ep, conn := range p.conns {
 		if _, ok := seen[ep]; !ok {
-			_ = conn.Close()
+			_ = conn.cc.Close()
 			delete(p.conns, ep)
 		}
 	}
 	p.last = seen
 }
 
-// conn returns the connection to endpoint, created on first use (gRPC connects lazily and reconnects
-// by itself).
-func (p *Prober) conn(endpoint string) *grpc.ClientConn {
+// conn returns the connection to endpoint, created on first use or when its TLS configuration changed
+// (gRPC connects lazily and reconnects by itself).
+func (p *Prober) conn(endpoint string, cfg *tls.Config) *grpc.ClientConn {
 	if c, ok := p.conns[endpoint]; ok {
-		return c
+		if c.tls == cfg {
+			return c.cc
+		}
+		_ = c.cc.Close()
+		delete(p.conns, endpoint)
 	}
-	c, err := grpc.NewClient("passthrough:///"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if cfg != nil {
+		creds = credentials.NewTLS(cfg)
+	}
+	c, err := grpc.NewClient("passthrough:///"+endpoint, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil // only a malformed target fails here: it counts as not answering
 	}
-	p.conns[endpoint] = c
+	p.conns[endpoint] = conn{cc: c, tls: cfg}
 	return c
 }
 
@@ -172,14 +190,16 @@ func (p *Prober) ask(ctx context.Context, conn *grpc.ClientConn) answer {
 
 func (p *Prober) closeAll() {
 	for ep, c := range p.conns {
-		_ = c.Close()
+		_ = c.cc.Close()
 		delete(p.conns, ep)
 	}
 }
 
 // MemberPods returns the Targets function that lists the member pods reader holds (those with a
-// cluster and a member label) that run and have an IP, at their client port.
-func MemberPods(reader client.Reader) func(ctx context.Context) ([]Target, error) {
+// cluster and a member label) that run and have an IP, at their client port. A pod that serves TLS
+// there is dialled with clientTLS of its cluster, and left out while that is nil (its cluster has not
+// been reconciled yet).
+func MemberPods(reader client.Reader, clientTLS func(namespace, cluster string) *tls.Config) func(ctx context.Context) ([]Target, error) {
 	return func(ctx context.Context) ([]Target, error) {
 		pods := &corev1.PodList{}
 		if err := reader.List(ctx, pods, client.HasLabels{etcdv1alpha1.LabelCluster, etcdv1alpha1.LabelMember}); err != nil {
@@ -191,7 +211,13 @@ func MemberPods(reader client.Reader) func(ctx context.Context) ([]Target, error
 			if pod.Status.PodIP == "" || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
 				continue
 			}
-			out = append(out, Target{Endpoint: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)), Object: pod})
+			tg := Target{Endpoint: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)), Object: pod}
+			if resources.ServesClientTLS(pod) {
+				if tg.TLS = clientTLS(pod.Namespace, pod.Labels[etcdv1alpha1.LabelCluster]); tg.TLS == nil {
+					continue
+				}
+			}
+			out = append(out, tg)
 		}
 		return out, nil
 	}

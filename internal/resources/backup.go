@@ -182,8 +182,23 @@ func (o Options) BuildBackupJob(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.Etc
 		"--timeout=" + BackupTimeout.String(),
 	}
 	args = append(args, DestinationArgs(d)...)
-	return o.backupJob(BackupJobName(b), c.Name, b, d, args, BackupTimeout+BackupJobSlack)
+	job := o.backupJob(BackupJobName(b), c.Name, b, d, args, BackupTimeout+BackupJobSlack)
+	if c.Spec.ClientTLS() {
+		// the client certificate issued for users ("<cluster>-client-tls"), read-only
+		pod := &job.Spec.Template.Spec
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "etcd-client-tls", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: ClientTLSSecretName(c), DefaultMode: ptr.To[int32](0o440)}}})
+		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: "etcd-client-tls", MountPath: BackupClientTLSDir, ReadOnly: true})
+		pod.Containers[0].Args = append(pod.Containers[0].Args, "--cacert="+BackupClientTLSDir+"/"+CAKey,
+			"--cert="+BackupClientTLSDir+"/"+TLSCertKey, "--key="+BackupClientTLSDir+"/"+TLSKeyKey)
+	}
+	return job
 }
+
+// BackupClientTLSDir is where a backup Job of a cluster with client TLS mounts the client certificate
+// Secret "<cluster>-client-tls".
+const BackupClientTLSDir = "/etc/etcd-operator/etcd-client-tls"
 
 // BuildDeleteSnapshotJob returns the Job that deletes backup b's stored snapshot and manifest from
 // destination d (`etcd-operator backup delete`), for destinations the operator cannot reach itself

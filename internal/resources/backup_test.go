@@ -262,3 +262,31 @@ func TestBuildClusterBackups(t *testing.T) {
 		t.Errorf("args of a survivor's copy %q", ctr.Args)
 	}
 }
+
+func TestBuildBackupJobWithClientTLS(t *testing.T) {
+	c, b := backupFixtures()
+	if j := (Options{}).BuildBackupJob(c, b, s3Dest); slices.ContainsFunc(j.Spec.Template.Spec.Containers[0].Args, func(a string) bool {
+		return strings.HasPrefix(a, "--cacert") || strings.Contains(a, "https://")
+	}) {
+		t.Fatalf("a plain-text cluster's backup dials TLS: %q", j.Spec.Template.Spec.Containers[0].Args)
+	}
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
+	j := Options{}.BuildBackupJob(c, b, s3Dest)
+	ctr := j.Spec.Template.Spec.Containers[0]
+	for _, w := range []string{"--cacert=/etc/etcd-operator/etcd-client-tls/ca.crt", "--cert=/etc/etcd-operator/etcd-client-tls/tls.crt",
+		"--key=/etc/etcd-operator/etcd-client-tls/tls.key"} {
+		if !slices.Contains(ctr.Args, w) {
+			t.Errorf("args lack %q: %q", w, ctr.Args)
+		}
+	}
+	if !slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--endpoints=https://demo-0.") }) {
+		t.Errorf("endpoints are not https: %q", ctr.Args)
+	}
+	if !slices.ContainsFunc(j.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == "demo-client-tls"
+	}) || !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.MountPath == BackupClientTLSDir && m.ReadOnly
+	}) {
+		t.Errorf("the client certificate Secret is not mounted read-only: %v %v", j.Spec.Template.Spec.Volumes, ctr.VolumeMounts)
+	}
+}

@@ -118,15 +118,15 @@ func MemberOrdinal(c *etcdv1alpha1.EtcdCluster, name string) (int, bool) {
 func PVCName(member string) string { return "data-" + member }
 
 // PeerURL is the URL a member advertises to its peers:
-// http://<member>.<cluster>-peer.<namespace>.svc.<domain>:2380. Fully qualified, so that it resolves the
-// same way from every pod whatever its search path.
+// https://<member>.<cluster>-peer.<namespace>.svc.<domain>:2380 (http:// without peer TLS). Fully
+// qualified, so that it resolves the same way from every pod whatever its search path.
 func (o Options) PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", o.memberHost(c, member), PeerPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.PeerTLS()), o.memberHost(c, member), PeerPort)
 }
 
-// ClientURL is the URL a member advertises to clients (port 2379).
+// ClientURL is the URL a member advertises to clients (port 2379; https:// with client TLS).
 func (o Options) ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", o.memberHost(c, member), ClientPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.ClientTLS()), o.memberHost(c, member), ClientPort)
 }
 
 func (o Options) memberHost(c *etcdv1alpha1.EtcdCluster, member string) string {
@@ -135,7 +135,7 @@ func (o Options) memberHost(c *etcdv1alpha1.EtcdCluster, member string) string {
 
 // ClientServiceURL is the in-cluster URL of the client Service.
 func (o Options) ClientServiceURL(c *etcdv1alpha1.EtcdCluster) string {
-	return fmt.Sprintf("http://%s.%s.svc.%s:%d", ClientServiceName(c), c.Namespace, o.clusterDomain(), ClientPort)
+	return fmt.Sprintf("%s://%s.%s.svc.%s:%d", scheme(c.Spec.ClientTLS()), ClientServiceName(c), c.Namespace, o.clusterDomain(), ClientPort)
 }
 
 // Labels are the labels of every object of cluster c; SelectorLabels select its member pods.

@@ -66,19 +66,19 @@ func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
 
 // ownedArgs returns the flags the operator decides for member m.
 func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
-	return []string{
+	return append([]string{
 		"/usr/local/bin/etcd",
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
-		"--listen-peer-urls=http://0.0.0.0:2380",
-		"--listen-client-urls=http://0.0.0.0:2379",
-		"--listen-metrics-urls=http://0.0.0.0:2381",
+		"--listen-peer-urls=" + scheme(c.Spec.PeerTLS()) + "://0.0.0.0:2380",
+		"--listen-client-urls=" + scheme(c.Spec.ClientTLS()) + "://0.0.0.0:2379",
+		"--listen-metrics-urls=http://0.0.0.0:2381", // the probes' port, plain HTTP on every cluster
 		"--advertise-client-urls=" + o.ClientURL(c, m.Name),
 		"--initial-advertise-peer-urls=" + o.PeerURL(c, m.Name),
 		"--initial-cluster=" + m.InitialCluster,
 		"--initial-cluster-state=" + m.InitialClusterState,
 		"--initial-cluster-token=" + clusterToken(c, m),
-	}
+	}, tlsArgs(c)...)
 }
 
 // BuildPod returns the pod of member m. The pod's hostname and subdomain give it the DNS name its peer
@@ -135,6 +135,9 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			Volumes:                      []corev1.Volume{o.dataVolume(c, m.Name)},
 		},
 	}
+	tlsVols, tlsMounts := tlsVolumes(c)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, tlsVols...)
+	pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, tlsMounts...)
 	if m.Restore != nil {
 		init, vols := o.restoreInitContainer(c, m, m.Restore)
 		pod.Spec.InitContainers = []corev1.Container{init}

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,5 +118,83 @@ func TestOptionArgs(t *testing.T) {
 		if a == "--data-dir=/elsewhere" {
 			t.Errorf("reserved flag passed through: %q", args)
 		}
+	}
+}
+
+func TestEtcdArgsAndMountsWithTLS(t *testing.T) {
+	plain := cluster()
+	pod := Options{}.BuildPod(plain, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: "x"})
+	if ServesClientTLS(pod) || len(pod.Spec.Volumes) != 1 || slices.ContainsFunc(pod.Spec.Containers[0].Command, func(a string) bool {
+		return strings.Contains(a, "https") || strings.Contains(a, "cert")
+	}) {
+		t.Fatalf("a cluster without spec.tls gets TLS: %q, volumes %v", pod.Spec.Containers[0].Command, pod.Spec.Volumes)
+	}
+
+	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
+	})
+	o := Options{}
+	pod = o.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: o.InitialCluster(c, []string{"demo-0"})})
+	args := pod.Spec.Containers[0].Command
+	for _, w := range []string{
+		"--listen-client-urls=https://0.0.0.0:2379",
+		"--listen-peer-urls=https://0.0.0.0:2380",
+		"--listen-metrics-urls=http://0.0.0.0:2381",
+		"--advertise-client-urls=https://demo-0.demo-peer.ns1.svc.cluster.local:2379",
+		"--initial-advertise-peer-urls=https://demo-0.demo-peer.ns1.svc.cluster.local:2380",
+		"--initial-cluster=demo-0=https://demo-0.demo-peer.ns1.svc.cluster.local:2380",
+		"--cert-file=/etc/etcd/tls/server/tls.crt",
+		"--key-file=/etc/etcd/tls/server/tls.key",
+		"--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+		"--client-cert-auth=true",
+		"--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+		"--peer-key-file=/etc/etcd/tls/peer/tls.key",
+		"--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+		"--peer-client-cert-auth=true",
+	} {
+		if !slices.Contains(args, w) {
+			t.Errorf("args lack %q; got %q", w, args)
+		}
+	}
+	if !ServesClientTLS(pod) {
+		t.Error("ServesClientTLS is false for a TLS member")
+	}
+	mounts := map[string]string{}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m.MountPath
+		if m.Name != "data" && (!m.ReadOnly || m.SubPath != "") {
+			t.Errorf("mount %s: read-only %v, subPath %q; want a read-only whole Secret, so renewals reach the files", m.Name, m.ReadOnly, m.SubPath)
+		}
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	if mounts["server-tls"] != "/etc/etcd/tls/server" || mounts["peer-tls"] != "/etc/etcd/tls/peer" ||
+		secrets["server-tls"] != "demo-server-tls" || secrets["peer-tls"] != "demo-peer-tls" || len(secrets) != 2 {
+		t.Errorf("mounts %v, secrets %v; the CA's Secret must never be mounted", mounts, secrets)
+	}
+	if got := o.ClientServiceURL(c); got != "https://demo-client.ns1.svc.cluster.local:2379" {
+		t.Errorf("client Service URL %s", got)
+	}
+}
+
+func TestCertificateNamesCoverMembersAndService(t *testing.T) {
+	c := cluster()
+	o := Options{ClusterDomain: "example.org"}
+	got := o.ServerCertRequest(c).DNSNames
+	for _, w := range []string{"*.demo-peer.ns1.svc.example.org", "*.demo-peer.ns1.svc", "demo-client",
+		"demo-client.ns1", "demo-client.ns1.svc", "demo-client.ns1.svc.example.org", "localhost"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("serving certificate lacks %q: %v", w, got)
+		}
+	}
+	if p := o.PeerCertRequest(c); !p.Server || !p.Client || !slices.Contains(p.DNSNames, "*.demo-peer.ns1.svc.example.org") {
+		t.Errorf("peer certificate request %+v", p)
+	}
+	if r := ClientCertRequest(); r.Server || !r.Client || r.CommonName != ClientCommonName {
+		t.Errorf("client certificate request %+v", r)
 	}
 }

@@ -112,6 +112,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 		errs = append(errs, validateExtraArgs(oldArgs, s.Options.ExtraArgs)...)
 	}
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
+	errs = append(errs, validateTLSChange(o, s)...)
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {
@@ -337,4 +338,29 @@ func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
 		return etcdv1alpha1.RetainPolicyDelete
 	}
 	return s.RetainPolicy
+}
+
+// validateTLSChange refuses switching TLS on or off on a port of a cluster that exists: its members
+// would have to change their URLs one at a time, which the operator does not do yet.
+func validateTLSChange(o, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+	var errs field.ErrorList
+	for _, p := range []struct {
+		name     string
+		old, new bool
+	}{{"client", o.ClientTLS(), s.ClientTLS()}, {"peer", o.PeerTLS(), s.PeerTLS()}} {
+		if p.old != p.new {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "tls", p.name, "enabled"), p.new,
+				fmt.Sprintf("TLS on the %s port cannot be switched %s for a cluster that exists (it is %s): "+
+					"create a new cluster with the spec.tls you want from a backup of this one (spec.bootstrap.restore)",
+					p.name, onOff(p.new), onOff(p.old))))
+		}
+	}
+	return errs
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

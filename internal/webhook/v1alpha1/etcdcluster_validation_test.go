@@ -296,3 +296,17 @@ func TestDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultOnCreateKeepsWhatIsSet(t *testing.T) {
+	c := &etcdv1alpha1.EtcdCluster{}
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: false}}
+	DefaultOnCreate(c)
+	if !c.Spec.ClientTLS() || c.Spec.PeerTLS() {
+		t.Errorf("client %v peer %v; want the unset client port on and the peer port left off", c.Spec.ClientTLS(), c.Spec.PeerTLS())
+	}
+	// no spec.tls at all: as stored by a cluster created before it existed, which the operator serves in
+	// plain text
+	if legacy := (&etcdv1alpha1.EtcdCluster{}); legacy.Spec.AnyTLS() {
+		t.Error("a cluster without spec.tls is read as TLS")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,10 +49,29 @@ type EtcdClusterDefaulter struct{}
 
 var _ admission.Defaulter[*etcdv1alpha1.EtcdCluster] = &EtcdClusterDefaulter{}
 
-// Default implements admission.Defaulter by calling Default. It never fails.
-func (*EtcdClusterDefaulter) Default(_ context.Context, c *etcdv1alpha1.EtcdCluster) error {
+// Default implements admission.Defaulter by calling Default, and DefaultOnCreate when the cluster is
+// being created. It never fails.
+func (*EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
 	Default(c)
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create {
+		DefaultOnCreate(c)
+	}
 	return nil
+}
+
+// DefaultOnCreate sets what only a new cluster gets by default: TLS on the client and on the peer port,
+// each unless spec.tls says otherwise. A cluster that exists keeps what it was created with (a cluster
+// created before spec.tls existed has none, and serves plain text).
+func DefaultOnCreate(c *etcdv1alpha1.EtcdCluster) {
+	if c.Spec.TLS == nil {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{}
+	}
+	if c.Spec.TLS.Client == nil {
+		c.Spec.TLS.Client = &etcdv1alpha1.TLSListenerSpec{Enabled: true}
+	}
+	if c.Spec.TLS.Peer == nil {
+		c.Spec.TLS.Peer = &etcdv1alpha1.TLSListenerSpec{Enabled: true}
+	}
 }
 
 // Default strips a leading "v" from spec.version ("v3.6.16" becomes "3.6.16"), as image tags and

@@ -391,3 +391,41 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 		t.Errorf("spec change while the webhook is down: %v, want a failed webhook call", err)
 	}
 }
+
+// TestTLSDefaultedOnCreateOnly: a new cluster gets TLS on both ports unless it says otherwise; a port's
+// TLS cannot be switched afterwards; a plain-text cluster stays plain text when it is updated.
+func TestTLSDefaultedOnCreateOnly(t *testing.T) {
+	k8s, _ := newClient(t)
+	c := create(t, k8s)
+	if !c.Spec.ClientTLS() || !c.Spec.PeerTLS() {
+		t.Fatalf("created with spec.tls %+v; want TLS on both ports", c.Spec.TLS)
+	}
+	plain := create(t, k8s, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: false}}
+	})
+	if plain.Spec.ClientTLS() || !plain.Spec.PeerTLS() {
+		t.Fatalf("created with client TLS off: client %v, peer %v; want off and on", plain.Spec.ClientTLS(), plain.Spec.PeerTLS())
+	}
+	err := update(k8s, plain, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Client.Enabled = true })
+	if err == nil || !strings.Contains(err.Error(), "spec.tls.client.enabled") || !strings.Contains(err.Error(), "cannot be switched on") {
+		t.Fatalf("switching client TLS on: %v; want it refused, naming the field", err)
+	}
+	if err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = nil }); err == nil ||
+		!strings.Contains(err.Error(), "cannot be switched off") {
+		t.Fatalf("removing spec.tls: %v; want it refused", err)
+	}
+
+	// a cluster that opted out of TLS on both ports stays so when it is updated: the defaults apply on
+	// create only
+	legacy := newObject()
+	legacy.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{}, Peer: &etcdv1alpha1.TLSListenerSpec{}}
+	if err := k8s.Create(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(k8s, legacy, testutil.WithStorageSize("2Gi")); err != nil {
+		t.Fatalf("update of a plain-text cluster: %v", err)
+	}
+	if legacy.Spec.AnyTLS() {
+		t.Errorf("an update turned TLS on: %+v", legacy.Spec.TLS)
+	}
+}

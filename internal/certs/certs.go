@@ -1,0 +1,285 @@
+// Package certs keeps the TLS material of each etcd cluster current in Kubernetes Secrets: the cluster's
+// certificate authority ("<cluster>-ca"), the members' serving and peer certificates and the client
+// certificate issued for users, each issued by package pki and renewed before it expires. It also holds,
+// in memory only, the client certificate the operator presents to the members of each cluster.
+//
+// Keys are written to Secrets and nowhere else: no error, log line, event or status field here ever
+// holds one.
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// ErrForeignSecret is wrapped by Ensure's error when a Secret of a name the cluster needs exists and is
+// not the cluster's.
+var ErrForeignSecret = errors.New("not this cluster's")
+
+// Keeper keeps the TLS Secrets of clusters current (Ensure) and the operator's own client certificate
+// of each cluster (ClientTLS). It is safe for concurrent use.
+type Keeper struct {
+	// Client reads and writes the Secrets.
+	Client client.Client
+	// APIReader, when set, reads a Secret that Client's cache does not hold (yet, or because it lacks the
+	// operator's labels) before the keeper creates one of its name.
+	APIReader client.Reader
+	// Options name the members and the client Service the certificates are for.
+	Options resources.Options
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu sync.Mutex
+	// operator is the operator's client configuration of each cluster, by namespace/name.
+	operator map[types.NamespacedName]operatorIdentity
+}
+
+// operatorIdentity is the operator's client certificate for one cluster and what it was issued from.
+type operatorIdentity struct {
+	uid     types.UID
+	caPEM   []byte
+	renewAt time.Time
+	config  *tls.Config
+}
+
+// Changed is one Secret Ensure created or issued again, and why, for the cluster's events.
+type Changed struct {
+	Secret string
+	Reason string
+}
+
+func (k *Keeper) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+// Ensure makes cluster c's TLS Secrets what its spec needs: the CA, then, with client TLS, the serving
+// certificate of the client port and the client certificate for users, and with peer TLS, the peer
+// certificate. A missing Secret is created; a certificate that is not the current CA's, no longer has
+// the names or usages the cluster needs, does not match its key or has less than a third of its life
+// left is issued again. It returns what it changed. It fails without writing anything when a Secret of
+// that name exists but is not c's, or when the CA Secret cannot be read as a CA: then the error says
+// which Secret to fix. A cluster without TLS gets nothing.
+func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) ([]Changed, error) {
+	if !c.Spec.AnyTLS() {
+		k.forget(c)
+		return nil, nil
+	}
+	ca, changed, err := k.ensureCA(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	type leaf struct {
+		name string
+		req  pki.Request
+	}
+	var leaves []leaf
+	if c.Spec.ClientTLS() {
+		leaves = append(leaves,
+			leaf{resources.ServerTLSSecretName(c), k.Options.ServerCertRequest(c)},
+			leaf{resources.ClientTLSSecretName(c), resources.ClientCertRequest()})
+	}
+	if c.Spec.PeerTLS() {
+		leaves = append(leaves, leaf{resources.PeerTLSSecretName(c), k.Options.PeerCertRequest(c)})
+	}
+	for _, l := range leaves {
+		ch, err := k.ensureLeaf(ctx, c, ca, l.name, l.req)
+		if err != nil {
+			return changed, err
+		}
+		if ch != nil {
+			changed = append(changed, *ch)
+		}
+	}
+	if c.Spec.ClientTLS() {
+		if err := k.refreshOperator(c, ca); err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+// ensureCA reads cluster c's CA from its Secret, or creates both.
+func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*pki.CA, []Changed, error) {
+	name := resources.CASecretName(c)
+	s, err := k.get(ctx, c, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s != nil {
+		ca, err := pki.ParseCA(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey])
+		if err != nil {
+			return nil, nil, fmt.Errorf("secret %s does not hold this cluster's CA (%w): restore it from a backup of the Secret; "+
+				"deleting it makes the operator issue a new CA, which members only trust once restarted", name, err)
+		}
+		return ca, nil, nil
+	}
+	ca, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, k.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.create(ctx, resources.TLSSecret(c, name, ca.CertPEM, keyPEM, nil)); err != nil {
+		return nil, nil, err
+	}
+	return ca, []Changed{{Secret: name, Reason: "created the cluster's certificate authority"}}, nil
+}
+
+// ensureLeaf keeps Secret name a certificate of ca for req, with ca's certificate as its ca.crt.
+func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, name string, req pki.Request) (*Changed, error) {
+	s, err := k.get(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	why := "created"
+	if s != nil {
+		switch {
+		case !bytes.Equal(s.Data[resources.CAKey], ca.CertPEM):
+			why = "issued again: its CA bundle is not the cluster's CA"
+		default:
+			problem := ca.Check(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req, k.now())
+			if problem == nil {
+				return nil, nil
+			}
+			why = "issued again: " + problem.Error()
+		}
+	}
+	certPEM, keyPEM, err := ca.Issue(req, k.now())
+	if err != nil {
+		return nil, err
+	}
+	want := resources.TLSSecret(c, name, certPEM, keyPEM, ca.CertPEM)
+	if s == nil {
+		err = k.create(ctx, want)
+	} else {
+		s.Data = want.Data
+		if err = k.Client.Update(ctx, s); err != nil {
+			err = fmt.Errorf("update secret %s: %w", name, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Changed{Secret: name, Reason: why}, nil
+}
+
+// create creates Secret s; one of that name that get did not find (no APIReader) is not the cluster's.
+func (k *Keeper) create(ctx context.Context, s *corev1.Secret) error {
+	err := k.Client.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("secret %s exists and is %w: "+
+			"rename or delete it, or give the cluster another name; the operator creates its own", s.Name, ErrForeignSecret)
+	}
+	if err != nil {
+		return fmt.Errorf("create secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// get reads Secret name of cluster c: nil when there is none, an error when it exists but is not c's.
+func (k *Keeper) get(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
+	err := k.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && k.APIReader != nil {
+		err = k.APIReader.Get(ctx, key, s)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != c.UID {
+		return nil, fmt.Errorf("secret %s exists and is %w (no owner reference to it): "+
+			"rename or delete it, or give the cluster another name; the operator creates its own", name, ErrForeignSecret)
+	}
+	return s, nil
+}
+
+// refreshOperator issues the operator's client certificate for cluster c when it has none from ca or it
+// is due for renewal, and keeps the configuration it dials c's members with.
+func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, ca *pki.CA) error {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if id, ok := k.operator[key]; ok && id.uid == c.UID && bytes.Equal(id.caPEM, ca.CertPEM) && k.now().Before(id.renewAt) {
+		return nil
+	}
+	certPEM, keyPEM, err := ca.Issue(resources.OperatorCertRequest(), k.now())
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("the operator's client certificate: %w", err)
+	}
+	roots, err := pki.Pool(ca.CertPEM)
+	if err != nil {
+		return err
+	}
+	names := k.Options.ClientServiceNames(c)
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{pair},
+		// The operator dials members by pod IP, and gRPC checks the name dialled, which no certificate
+		// carries. VerifyConnection checks instead that the member's certificate is the cluster CA's and
+		// names the client Service, as every member's does.
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
+		VerifyConnection:   pki.VerifyServer(roots, names[len(names)-1]),
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return err
+	}
+	if k.operator == nil {
+		k.operator = map[types.NamespacedName]operatorIdentity{}
+	}
+	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: ca.CertPEM, renewAt: pki.RenewAt(cert), config: cfg}
+	return nil
+}
+
+// ClientTLS returns the configuration the operator dials the client port of cluster namespace/name with,
+// once Ensure has run for it: nil when it has not (or the cluster has no client TLS).
+func (k *Keeper) ClientTLS(namespace, name string) *tls.Config {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if id, ok := k.operator[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+		return id.config
+	}
+	return nil
+}
+
+// forget drops the operator's client certificate of cluster c.
+func (k *Keeper) forget(c *etcdv1alpha1.EtcdCluster) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.operator, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+}
+
+// Forget drops what the keeper holds for cluster namespace/name, once it is deleted.
+func (k *Keeper) Forget(namespace, name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.operator, types.NamespacedName{Namespace: namespace, Name: name})
+}

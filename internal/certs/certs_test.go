@@ -1,0 +1,305 @@
+package certs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// newCluster creates an EtcdCluster with TLS on both ports in a namespace of its own.
+func newCluster(t *testing.T) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "certs-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{TLS: &etcdv1alpha1.TLSSpec{
+			Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func secret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: name}, s); err != nil {
+		t.Fatalf("secret %s: %v", name, err)
+	}
+	return s
+}
+
+func secretNames(changed []certs.Changed) []string {
+	var names []string
+	for _, ch := range changed {
+		names = append(names, ch.Secret)
+	}
+	return names
+}
+
+func TestEnsureCreatesThenKeeps(t *testing.T) {
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	changed, err := k.Ensure(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"demo-ca", "demo-server-tls", "demo-client-tls", "demo-peer-tls"}
+	if got := secretNames(changed); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("created %v, want %v", got, want)
+	}
+	ca := secret(t, c, "demo-ca")
+	parsed, err := pki.ParseCA(ca.Data["tls.crt"], ca.Data["tls.key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range want {
+		s := secret(t, c, name)
+		if s.Type != corev1.SecretTypeTLS || !metav1.IsControlledBy(s, c) {
+			t.Errorf("secret %s: type %s, controlled by the cluster %v", name, s.Type, metav1.IsControlledBy(s, c))
+		}
+		if name != "demo-ca" && !bytes.Equal(s.Data["ca.crt"], parsed.CertPEM) {
+			t.Errorf("secret %s: ca.crt is not the cluster's CA", name)
+		}
+	}
+	if k.ClientTLS(c.Namespace, c.Name) == nil {
+		t.Error("no operator client configuration after Ensure")
+	}
+	again, err := k.Ensure(context.Background(), c)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second Ensure changed %v, err %v; want nothing", secretNames(again), err)
+	}
+}
+
+func TestEnsureRenewsLeavesBeforeExpiry(t *testing.T) {
+	c := newCluster(t)
+	now := time.Now()
+	k := &certs.Keeper{Client: k8s, Now: func() time.Time { return now }}
+	if _, err := k.Ensure(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	before := secret(t, c, "demo-server-tls").Data["tls.crt"]
+	caBefore := secret(t, c, "demo-ca").Data["tls.crt"]
+
+	now = now.Add(7 * 30 * 24 * time.Hour) // 7 months of 12: more than a third of the life left
+	if changed, err := k.Ensure(context.Background(), c); err != nil || len(changed) != 0 {
+		t.Fatalf("after 7 months: changed %v, err %v; want nothing", secretNames(changed), err)
+	}
+	now = now.Add(2 * 30 * 24 * time.Hour) // 9 months: due
+	changed, err := k.Ensure(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(secretNames(changed), ","); got != "demo-server-tls,demo-client-tls,demo-peer-tls" {
+		t.Fatalf("after 9 months renewed %s; want the three leaves", got)
+	}
+	if !strings.Contains(changed[0].Reason, "due for renewal") {
+		t.Errorf("reason %q does not say the certificate was due", changed[0].Reason)
+	}
+	if bytes.Equal(before, secret(t, c, "demo-server-tls").Data["tls.crt"]) {
+		t.Error("the serving certificate was not issued again")
+	}
+	if !bytes.Equal(caBefore, secret(t, c, "demo-ca").Data["tls.crt"]) {
+		t.Error("the CA changed; only leaves are renewed")
+	}
+}
+
+func TestEnsureRepairsMismatchedKey(t *testing.T) {
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	if _, err := k.Ensure(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	server, client := secret(t, c, "demo-server-tls"), secret(t, c, "demo-client-tls")
+	server.Data["tls.key"] = client.Data["tls.key"] // another certificate's key
+	if err := k8s.Update(context.Background(), server); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := k.Ensure(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 1 || changed[0].Secret != "demo-server-tls" || !strings.Contains(changed[0].Reason, "does not match") {
+		t.Fatalf("changed %+v; want demo-server-tls issued again because its key does not match", changed)
+	}
+	s := secret(t, c, "demo-server-tls")
+	if _, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"]); err != nil {
+		t.Fatalf("the repaired Secret is not a pair: %v", err)
+	}
+}
+
+func TestEnsureRefusesForeignAndBrokenSecrets(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "demo-ca", Namespace: c.Namespace},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("x"), "tls.key": []byte("y")}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	k := &certs.Keeper{Client: k8s}
+	if _, err := k.Ensure(ctx, c); !errors.Is(err, certs.ErrForeignSecret) || !strings.Contains(err.Error(), "demo-ca") {
+		t.Fatalf("Ensure with a foreign demo-ca: %v; want ErrForeignSecret naming it", err)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-server-tls"}, &corev1.Secret{}); err == nil {
+		t.Error("a leaf was issued although the CA Secret is not the cluster's")
+	}
+
+	// the cluster's own CA Secret, unreadable: never overwritten, the error names it
+	foreign.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
+	if err := k8s.Update(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	_, err := k.Ensure(ctx, c)
+	if err == nil || !strings.Contains(err.Error(), "secret demo-ca does not hold this cluster's CA") {
+		t.Fatalf("Ensure with a broken CA: %v", err)
+	}
+	if got := secret(t, c, "demo-ca"); string(got.Data["tls.crt"]) != "x" {
+		t.Error("the broken CA Secret was overwritten")
+	}
+}
+
+// writeSecret writes the keys of s into a new directory and returns it.
+func writeSecret(t *testing.T, s *corev1.Secret) string {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range s.Data {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestMembersCertificatesServeMutualTLS starts a real etcd member with the serving certificate the keeper
+// issued, as the member pods' flags configure it, and checks who gets in: the operator (dialling the
+// member's IP, checking the client Service's name) and a client with the users' certificate do; a
+// plain-text client, a TLS client without a certificate and one with another CA's do not.
+func TestMembersCertificatesServeMutualTLS(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	if _, err := k.Ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	serverDir := writeSecret(t, secret(t, c, "demo-server-tls"))
+	const host = "127.0.0.91"
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = "demo-0", t.TempDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.UnsafeNoFsync = true
+	peer, _ := url.Parse("http://" + host + ":2380")
+	cli, _ := url.Parse("https://" + host + ":2379")
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
+	cfg.InitialCluster = "demo-0=" + peer.String()
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: serverDir + "/tls.crt", KeyFile: serverDir + "/tls.key",
+		TrustedCAFile: serverDir + "/ca.crt", ClientCertAuth: true}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready within 30 s")
+	}
+
+	list := func(endpoint string, tc *tls.Config) error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		cl, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, TLS: tc, DialTimeout: 2 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cl.Close() }()
+		_, _, err = cl.MemberList(ctx)
+		return err
+	}
+	if err := list("https://"+host+":2379", k.ClientTLS(c.Namespace, c.Name)); err != nil {
+		t.Fatalf("the operator's client configuration is refused: %v", err)
+	}
+
+	users := writeSecret(t, secret(t, c, "demo-client-tls"))
+	userTLS, err := transport.TLSInfo{CertFile: users + "/tls.crt", KeyFile: users + "/tls.key", TrustedCAFile: users + "/ca.crt",
+	}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// this test cannot resolve the client Service's name: it dials the member's IP and checks that name
+	userTLS.InsecureSkipVerify = true
+	userTLS.VerifyConnection = pki.VerifyServer(userTLS.RootCAs, "demo-client."+c.Namespace+".svc")
+	if err := list("https://"+host+":2379", userTLS); err != nil {
+		t.Fatalf("the users' client certificate is refused: %v", err)
+	}
+
+	if err := list("http://"+host+":2379", nil); err == nil {
+		t.Error("a plain-text client was served")
+	}
+	noCert := userTLS.Clone()
+	noCert.Certificates, noCert.GetClientCertificate = nil, nil // TLSInfo presents its files through the callback
+	if err := list("https://"+host+":2379", noCert); err == nil {
+		t.Error("a TLS client without a certificate was served")
+	}
+	other, err := pki.NewCA("another CA", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := other.Issue(resources.ClientCertRequest(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := userTLS.Clone()
+	foreign.Certificates, foreign.GetClientCertificate = []tls.Certificate{pair}, nil
+	if err := list("https://"+host+":2379", foreign); err == nil {
+		t.Error("a client with another CA's certificate was served")
+	}
+}

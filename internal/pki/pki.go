@@ -1,0 +1,315 @@
+// Package pki issues the X.509 material of an etcd cluster's TLS: a certificate authority per cluster and
+// the leaf certificates it signs (members' serving and peer certificates, client certificates), with
+// crypto/x509 and ECDSA P-256 keys. Everything is a pure function of its inputs and the time given;
+// nothing here reads or writes Kubernetes objects, and no key is ever logged or put in an error.
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"time"
+)
+
+// Lifetimes of what the operator issues. A leaf is renewed once less than a third of its lifetime is
+// left (RenewBefore), as cert-manager does by default; the CA outlives every leaf it signs by years.
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	LeafValidity = 365 * 24 * time.Hour
+)
+
+// clockSkew backdates NotBefore so that a certificate is valid at once on a peer whose clock is a little
+// behind.
+const clockSkew = 5 * time.Minute
+
+// CA is a certificate authority: its certificate (also in PEM) and its private key.
+type CA struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	key     crypto.Signer
+}
+
+// NewCA creates a self-signed CA named commonName, valid from now (minus 5 minutes of clock skew) for
+// validity.
+func NewCA(commonName string, validity time.Duration, now time.Time) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+	return &CA{Cert: cert, CertPEM: encodeCert(der), key: key}, nil
+}
+
+// ParseCA reads a CA from its PEM certificate and PEM private key (PKCS #8, SEC 1 or PKCS #1). It fails
+// when the key does not match the certificate or the certificate is not a CA.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return nil, errors.New("CA certificate: not a CA (basic constraints)")
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return nil, errors.New("CA key does not match the CA certificate")
+	}
+	return &CA{Cert: cert, CertPEM: encodeCert(cert.Raw), key: key}, nil
+}
+
+// KeyPEM returns the CA's private key in PEM (PKCS #8).
+func (ca *CA) KeyPEM() ([]byte, error) { return encodeKey(ca.key) }
+
+// Fingerprint is the hex SHA-256 of the CA certificate, which names a CA in labels and caches.
+func (ca *CA) Fingerprint() string {
+	sum := sha256.Sum256(ca.Cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// Request is what a leaf certificate says and may be used for.
+type Request struct {
+	// CommonName is the subject's common name; with etcd authentication on, etcd takes it as the user
+	// name of a client certificate.
+	CommonName string
+	// DNSNames and IPs are the subject alternative names ("*.peer.ns.svc" wildcards allowed).
+	DNSNames []string
+	IPs      []net.IP
+	// Server and Client allow TLS server and client authentication (extended key usages).
+	Server, Client bool
+	// Validity is how long the certificate is valid from its issue (LeafValidity when zero).
+	Validity time.Duration
+}
+
+// Issue signs a new leaf certificate for req with a new key, valid from now (minus 5 minutes of clock
+// skew), and returns both in PEM.
+func (ca *CA) Issue(req Request, now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key for %q: %w", req.CommonName, err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	validity := req.Validity
+	if validity <= 0 {
+		validity = LeafValidity
+	}
+	notAfter := now.Add(validity)
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter // a leaf never outlives its CA
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: req.CommonName},
+		DNSNames:              req.DNSNames,
+		IPAddresses:           req.IPs,
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           req.extKeyUsage(),
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign certificate for %q: %w", req.CommonName, err)
+	}
+	keyPEM, err = encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return encodeCert(der), keyPEM, nil
+}
+
+func (req Request) extKeyUsage() []x509.ExtKeyUsage {
+	var u []x509.ExtKeyUsage
+	if req.Server {
+		u = append(u, x509.ExtKeyUsageServerAuth)
+	}
+	if req.Client {
+		u = append(u, x509.ExtKeyUsageClientAuth)
+	}
+	return u
+}
+
+// Check returns nil when certPEM and keyPEM are a pair that ca issued for exactly req's names and
+// usages, valid at now and for more than a third of its lifetime still; otherwise why it must be issued
+// again ("expires at …", "not issued by the current CA", "names differ", …).
+func (ca *CA) Check(certPEM, keyPEM []byte, req Request, now time.Time) error {
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		return err
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return err
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return errors.New("the key does not match the certificate")
+	}
+	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
+		return errors.New("not issued by the current CA")
+	}
+	if cert.Subject.CommonName != req.CommonName || !slices.Equal(cert.DNSNames, req.DNSNames) ||
+		!slices.EqualFunc(cert.IPAddresses, req.IPs, net.IP.Equal) || !slices.Equal(cert.ExtKeyUsage, req.extKeyUsage()) {
+		return errors.New("its names or usages differ from what the cluster needs")
+	}
+	if renew := RenewAt(cert); !now.Before(renew) {
+		return fmt.Errorf("due for renewal since %s (expires %s)", renew.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// RenewAt is when a certificate is renewed: once two thirds of its lifetime have passed.
+func RenewAt(cert *x509.Certificate) time.Time {
+	life := cert.NotAfter.Sub(cert.NotBefore)
+	return cert.NotAfter.Add(-life / 3)
+}
+
+// ParseCert reads the first certificate of a PEM block list.
+func ParseCert(certPEM []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse certificate: %w", err)
+	}
+	return cert, nil
+}
+
+// parseKey reads a PEM private key. Its errors never quote the key.
+func parseKey(keyPEM []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return nil, errors.New("no PEM private key")
+	}
+	var (
+		k   any
+		err error
+	)
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		k, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("unsupported PEM private key type %q", block.Type)
+	}
+	if err != nil {
+		return nil, errors.New("the private key cannot be parsed")
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("the private key cannot sign")
+	}
+	return signer, nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	ae, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ae.Equal(b)
+}
+
+func encodeCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func encodeKey(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, errors.New("marshal private key")
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+func newSerial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("certificate serial: %w", err)
+	}
+	return n.Add(n, big.NewInt(1)), nil
+}
+
+// Pool returns a certificate pool of every certificate in the PEM bundle; it fails when there is none.
+func Pool(bundlePEM []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundlePEM) {
+		return nil, errors.New("no PEM certificate in the CA bundle")
+	}
+	return pool, nil
+}
+
+// ContainsCert reports whether bundlePEM holds cert.
+func ContainsCert(bundlePEM []byte, cert *x509.Certificate) bool {
+	rest := bundlePEM
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" && bytes.Equal(block.Bytes, cert.Raw) {
+			return true
+		}
+	}
+}
+
+// VerifyServer returns a tls.Config.VerifyConnection function that accepts a server only when its
+// certificate chains to roots and is valid for name, whatever address was dialled: with it, a client
+// that dials members by IP (which no certificate names) still checks that it reached a member of the
+// right cluster.
+func VerifyServer(roots *x509.CertPool, name string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server presented no certificate")
+		}
+		inter := x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		return err
+	}
+}

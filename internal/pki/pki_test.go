@@ -1,0 +1,154 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIssueAndCheck(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ca, err := NewCA("test CA", CAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{CommonName: "server", DNSNames: []string{"*.demo-peer.ns.svc", "demo-client"}, Server: true, Client: true}
+	certPEM, keyPEM, err := ca.Issue(req, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Check(certPEM, keyPEM, req, now); err != nil {
+		t.Fatalf("a fresh certificate fails its check: %v", err)
+	}
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cert.VerifyHostname("demo-3.demo-peer.ns.svc"); err != nil {
+		t.Errorf("the wildcard does not cover a member: %v", err)
+	}
+	if got := cert.NotAfter.Sub(now); got != LeafValidity {
+		t.Errorf("valid for %v, want %v", got, LeafValidity)
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"other names", ca.Check(certPEM, keyPEM, Request{CommonName: "server", DNSNames: []string{"x"}, Server: true, Client: true}, now)},
+		{"other usages", ca.Check(certPEM, keyPEM, Request{CommonName: "server", DNSNames: req.DNSNames, Server: true}, now)},
+		{"due", ca.Check(certPEM, keyPEM, req, now.Add(LeafValidity*2/3+time.Hour))},
+		{"garbage", ca.Check([]byte("x"), keyPEM, req, now)},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: Check passed", tc.name)
+		}
+		if tc.err != nil && strings.Contains(tc.err.Error(), "PRIVATE KEY") {
+			t.Errorf("%s: the error quotes key material: %v", tc.name, tc.err)
+		}
+	}
+	other, err := NewCA("other CA", CAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Check(certPEM, keyPEM, req, now); err == nil || !strings.Contains(err.Error(), "not issued by the current CA") {
+		t.Errorf("another CA's check: %v", err)
+	}
+	_, otherKey, err := other.Issue(req, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Check(certPEM, otherKey, req, now); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("a foreign key's check: %v", err)
+	}
+}
+
+func TestLeafNeverOutlivesCA(t *testing.T) {
+	now := time.Now()
+	ca, err := NewCA("short CA", 24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, _, err := ca.Issue(Request{CommonName: "c", Client: true}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.NotAfter.After(ca.Cert.NotAfter) {
+		t.Errorf("leaf valid until %v, after its CA (%v)", cert.NotAfter, ca.Cert.NotAfter)
+	}
+}
+
+func TestParseCARoundTrip(t *testing.T) {
+	ca, err := NewCA("ca", CAValidity, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseCA(ca.CertPEM, keyPEM)
+	if err != nil || back.Fingerprint() != ca.Fingerprint() {
+		t.Fatalf("ParseCA: %v", err)
+	}
+	other, err := NewCA("other", CAValidity, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := other.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseCA(ca.CertPEM, otherKey); err == nil {
+		t.Error("a CA with another CA's key was accepted")
+	}
+	leafPEM, leafKey, err := ca.Issue(Request{CommonName: "leaf", Server: true}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseCA(leafPEM, leafKey); err == nil {
+		t.Error("a leaf was accepted as a CA")
+	}
+}
+
+func TestVerifyServer(t *testing.T) {
+	now := time.Now()
+	ca, err := NewCA("ca", CAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := Pool(ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(req Request) tls.ConnectionState {
+		certPEM, _, err := ca.Issue(req, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := ParseCert(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	}
+	verify := VerifyServer(roots, "demo-client.ns.svc.cluster.local")
+	if err := verify(state(Request{CommonName: "s", DNSNames: []string{"demo-client.ns.svc.cluster.local"}, Server: true})); err != nil {
+		t.Errorf("the cluster's serving certificate is refused: %v", err)
+	}
+	if err := verify(state(Request{CommonName: "s", DNSNames: []string{"other-client.ns.svc.cluster.local"}, Server: true})); err == nil {
+		t.Error("a certificate for another name is accepted")
+	}
+	if err := verify(state(Request{CommonName: "c", DNSNames: []string{"demo-client.ns.svc.cluster.local"}, Client: true})); err == nil {
+		t.Error("a client-only certificate is accepted as a server's")
+	}
+	if err := verify(tls.ConnectionState{}); err == nil {
+		t.Error("no certificate is accepted")
+	}
+}

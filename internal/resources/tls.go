@@ -1,0 +1,178 @@
+package resources
+
+import (
+	"net"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+)
+
+// The Secrets of a cluster's TLS, all of type kubernetes.io/tls with keys tls.crt, tls.key and (but the
+// CA's) ca.crt, the CA bundle to trust. The CA's key never leaves its Secret, which no pod mounts.
+const (
+	// CASecretSuffix names the CA: "<cluster>-ca".
+	CASecretSuffix = "-ca"
+	// ServerTLSSecretSuffix names the members' serving certificate of the client port.
+	ServerTLSSecretSuffix = "-server-tls"
+	// PeerTLSSecretSuffix names the members' peer certificate (server and client of port 2380).
+	PeerTLSSecretSuffix = "-peer-tls"
+	// ClientTLSSecretSuffix names the client certificate issued for users and backup Jobs.
+	ClientTLSSecretSuffix = "-client-tls"
+)
+
+// Keys of a TLS Secret.
+const (
+	TLSCertKey = corev1.TLSCertKey       // tls.crt
+	TLSKeyKey  = corev1.TLSPrivateKeyKey // tls.key
+	CAKey      = "ca.crt"
+)
+
+// Where a member pod mounts its certificates.
+const (
+	serverTLSDir = "/etc/etcd/tls/server"
+	peerTLSDir   = "/etc/etcd/tls/peer"
+)
+
+// ClientCommonName is the common name of the client certificate in "<cluster>-client-tls"; with etcd
+// authentication on, etcd takes it as the user name.
+const ClientCommonName = "etcd-client"
+
+// OperatorCommonName is the common name of the client certificate the operator uses itself.
+const OperatorCommonName = "etcd-operator"
+
+// CASecretName and the other three name the TLS Secrets of cluster c.
+func CASecretName(c *etcdv1alpha1.EtcdCluster) string        { return c.Name + CASecretSuffix }
+func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + ServerTLSSecretSuffix }
+func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string   { return c.Name + PeerTLSSecretSuffix }
+func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + ClientTLSSecretSuffix }
+
+// scheme is "https" when tls is on, "http" otherwise.
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// CACommonName is the common name of cluster c's CA: "<namespace>/<cluster> etcd CA".
+func CACommonName(c *etcdv1alpha1.EtcdCluster) string {
+	return c.Namespace + "/" + c.Name + " etcd CA"
+}
+
+// memberWildcards are the names that match every member's DNS name, fully qualified and short.
+func (o Options) memberWildcards(c *etcdv1alpha1.EtcdCluster) []string {
+	peer := PeerServiceName(c) + "." + c.Namespace + ".svc"
+	return []string{"*." + peer + "." + o.clusterDomain(), "*." + peer}
+}
+
+// ClientServiceNames are the names of the client Service a client may dial: short, with the namespace,
+// ".svc" and fully qualified. The operator dials members by pod IP and checks their certificate against
+// the last.
+func (o Options) ClientServiceNames(c *etcdv1alpha1.EtcdCluster) []string {
+	svc := ClientServiceName(c)
+	return []string{svc, svc + "." + c.Namespace, svc + "." + c.Namespace + ".svc",
+		svc + "." + c.Namespace + ".svc." + o.clusterDomain()}
+}
+
+// ServerCertRequest is the members' serving certificate of the client port: every member's DNS name
+// (by wildcard), the client Service's names, and localhost for a client in the pod. It is also a client
+// certificate, which etcd's gRPC gateway presents to its own member.
+func (o Options) ServerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
+	return pki.Request{
+		CommonName: c.Name + " etcd server",
+		DNSNames:   append(append(o.memberWildcards(c), o.ClientServiceNames(c)...), "localhost"),
+		IPs:        []net.IP{net.IPv4(127, 0, 0, 1).To4(), net.IPv6loopback},
+		Server:     true, Client: true,
+	}
+}
+
+// PeerCertRequest is the members' peer certificate: every member's DNS name, server and client.
+func (o Options) PeerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
+	return pki.Request{CommonName: c.Name + " etcd peer", DNSNames: o.memberWildcards(c), Server: true, Client: true}
+}
+
+// ClientCertRequest is the client certificate of Secret "<cluster>-client-tls".
+func ClientCertRequest() pki.Request {
+	return pki.Request{CommonName: ClientCommonName, Client: true}
+}
+
+// OperatorCertRequest is the operator's own client certificate, kept in memory.
+func OperatorCertRequest() pki.Request {
+	return pki.Request{CommonName: OperatorCommonName, Client: true}
+}
+
+// TLSSecret returns the kubernetes.io/tls Secret name of cluster c with the given material (caPEM may be
+// nil, for the CA's own Secret).
+func TLSSecret(c *etcdv1alpha1.EtcdCluster, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: ownedMeta(c, name),
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{TLSCertKey: certPEM, TLSKeyKey: keyPEM},
+	}
+	if caPEM != nil {
+		s.Data[CAKey] = caPEM
+	}
+	return s
+}
+
+// tlsArgs are the etcd flags of the ports' TLS: the certificate files the member's Secrets are mounted
+// as, and client certificates required on each TLS port.
+func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
+	var args []string
+	if c.Spec.ClientTLS() {
+		args = append(args,
+			"--cert-file="+serverTLSDir+"/"+TLSCertKey,
+			"--key-file="+serverTLSDir+"/"+TLSKeyKey,
+			"--trusted-ca-file="+serverTLSDir+"/"+CAKey,
+			"--client-cert-auth=true")
+	}
+	if c.Spec.PeerTLS() {
+		args = append(args,
+			"--peer-cert-file="+peerTLSDir+"/"+TLSCertKey,
+			"--peer-key-file="+peerTLSDir+"/"+TLSKeyKey,
+			"--peer-trusted-ca-file="+peerTLSDir+"/"+CAKey,
+			"--peer-client-cert-auth=true")
+	}
+	return args
+}
+
+// tlsVolumes are the volumes and the etcd container's mounts of the ports' TLS Secrets. Whole Secrets are
+// mounted (not subPaths), so that the kubelet updates the files when a certificate is renewed; etcd
+// reads its certificate and key again for every new connection.
+func tlsVolumes(c *etcdv1alpha1.EtcdCluster) ([]corev1.Volume, []corev1.VolumeMount) {
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	add := func(name, secret, dir string) {
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret, DefaultMode: ptr.To[int32](0o440),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	}
+	if c.Spec.ClientTLS() {
+		add("server-tls", ServerTLSSecretName(c), serverTLSDir)
+	}
+	if c.Spec.PeerTLS() {
+		add("peer-tls", PeerTLSSecretName(c), peerTLSDir)
+	}
+	return vols, mounts
+}
+
+// ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port, as
+// its command line says: the member's truth, whatever the spec says now.
+func ServesClientTLS(p *corev1.Pod) bool {
+	for _, ctr := range p.Spec.Containers {
+		if ctr.Name != EtcdContainer {
+			continue
+		}
+		for _, a := range ctr.Command {
+			if strings.HasPrefix(a, "--listen-client-urls=https://") {
+				return true
+			}
+		}
+	}
+	return false
+}
