@@ -26,6 +26,11 @@ bash hack/install-operator.sh
 
 log "creating EtcdCluster demo (3 members) in namespace $NS (step 3/3)"
 $KUBECTL create namespace "$NS" --dry-run=client -o yaml | $KUBECTL apply -f - >/dev/null
+if [ "$($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.metadata.name}/{.spec.tls.client.enabled}' --ignore-not-found)" = "demo/" ]; then
+  # TLS is decided when a cluster is created: one left by an older version of this demo stays plain text
+  log "the demo cluster of an earlier run serves plain text: deleting it, so that it is created with TLS"
+  $KUBECTL -n "$NS" delete etcdcluster demo --wait --timeout=120s
+fi
 t0=$(date +%s.%N)
 $KUBECTL -n "$NS" apply -f config/samples/etcdcluster.yaml
 log "waiting up to ${TIMEOUT}s for the cluster to be Available"
@@ -43,10 +48,44 @@ done
 avail=$(echo "$(date +%s.%N) - $t0" | bc)
 log "Available $(printf '%.1f' "$avail")s after apply"
 
-EP="http://demo-client.$NS.svc.cluster.local:2379"
-log "writing and reading a key through the client Service $EP"
-$KUBECTL -n "$NS" exec demo-0 -c etcd -- etcdctl --endpoints="$EP" put greeting "hello from etcd-operator" >/dev/null
-got=$($KUBECTL -n "$NS" exec demo-1 -c etcd -- etcdctl --endpoints="$EP" get greeting --print-value-only)
+# etcdctl runs in a pod of its own, as a client application would, with the client certificate the
+# operator issued in Secret demo-client-tls (ca.crt, tls.crt, tls.key).
+EP="https://demo-client.$NS.svc.cluster.local:2379"
+IMAGE=$($KUBECTL -n "$NS" get pod demo-0 -o jsonpath='{.spec.containers[?(@.name=="etcd")].image}')
+etcdctl_pod() { # etcdctl_pod NAME ARG...: run etcdctl ARG... in pod NAME, print its output
+  local name=$1 args
+  shift
+  args=$(printf '"%s",' "$@")
+  $KUBECTL -n "$NS" delete pod "$name" --ignore-not-found --wait >/dev/null
+  $KUBECTL -n "$NS" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: etcdctl
+    image: $IMAGE
+    command: ["/usr/local/bin/etcdctl", "--endpoints=$EP", "--cacert=/etc/etcd-client/ca.crt",
+              "--cert=/etc/etcd-client/tls.crt", "--key=/etc/etcd-client/tls.key", ${args%,}]
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    volumeMounts: [{name: tls, mountPath: /etc/etcd-client, readOnly: true}]
+  volumes: [{name: tls, secret: {secretName: demo-client-tls}}]
+YAML
+  if ! $KUBECTL -n "$NS" wait "pod/$name" --for=jsonpath='{.status.phase}'=Succeeded --timeout=90s >/dev/null; then
+    echo "etcdctl $* did not succeed in pod $name:" >&2
+    $KUBECTL -n "$NS" logs "$name" >&2 || true
+    $KUBECTL -n "$NS" describe pod "$name" | tail -15 >&2 || true
+    exit 1
+  fi
+  $KUBECTL -n "$NS" logs "$name"
+  $KUBECTL -n "$NS" delete pod "$name" --wait=false >/dev/null
+}
+log "writing and reading a key through the client Service $EP, with the client certificate in Secret demo-client-tls"
+etcdctl_pod etcdctl-put put greeting "hello from etcd-operator" >/dev/null
+got=$(etcdctl_pod etcdctl-get get greeting --print-value-only)
 [ "$got" = "hello from etcd-operator" ] || { echo "read back '$got', want 'hello from etcd-operator'" >&2; exit 1; }
 echo
 echo "greeting = $got"
@@ -54,7 +93,5 @@ echo
 $KUBECTL -n "$NS" get etcdcluster demo
 echo
 $KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{range .status.members[*]}{.name}{"\t"}{.id}{"\t"}{.role}{"\tleader="}{.leader}{"\thealthy="}{.healthy}{"\t"}{.version}{"\n"}{end}' | column -t
-echo
-$KUBECTL -n "$NS" exec demo-0 -c etcd -- etcdctl --endpoints="$EP" member list -w table
 echo
 log "done. Try: kubectl -n $NS get etcdcluster,pods,pvc,svc${LOCAL:+   (export KUBECONFIG=$LOCAL_KUBECONFIG)}"

@@ -43,7 +43,7 @@ func TestEtcdHistoryAcrossLeaderRestart(t *testing.T) {
 	defer stopClients()
 	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- RunClients(ctx, endpoints, 4, 5, 1, rec) }()
+	go func() { done <- RunClients(ctx, endpoints, nil, 4, 5, 1, rec) }()
 
 	waitForOps(t, rec, phaseOps, "before the stop")
 	leader := leaderOf(t, members)

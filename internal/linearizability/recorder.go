@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -151,14 +152,14 @@ func (r *Recorder) now() int64 {
 // Key is the i-th key of RunClients' key space, "/linearizability/k<i>".
 func Key(i int) string { return fmt.Sprintf("/linearizability/k%d", i) }
 
-// RunClients runs clients goroutines, each with its own etcd client of endpoints, until ctx ends:
+// RunClients runs clients goroutines, each with its own etcd client of endpoints (over TLS with tlsCfg unless nil), until ctx ends:
 // every OpInterval (FailureBackoff after a request that failed) each makes one request, chosen at random (from math/rand/v2 seeded with seed and
 // its index) among a Get (40 %), a Put (30 %) and a CAS from the last value it saw (30 %) of one of
 // the keys Key(0) to Key(keys-1), and records it in rec. Each value written is unique, "c<client>-<n>".
 // A request is given RequestTimeout whatever ctx does, so RunClients returns at most that long after
 // ctx ends. Requests that fail are recorded, not returned; the error is that of a bad argument or of
 // making a client.
-func RunClients(ctx context.Context, endpoints []string, clients, keys int, seed uint64, rec *Recorder) error {
+func RunClients(ctx context.Context, endpoints []string, tlsCfg *tls.Config, clients, keys int, seed uint64, rec *Recorder) error {
 	if clients < 1 || keys < 1 || len(endpoints) == 0 || rec == nil {
 		return fmt.Errorf("linearizability: need clients, keys, endpoints and a recorder, got %d clients, %d keys, %d endpoints, recorder %p", clients, keys, len(endpoints), rec)
 	}
@@ -170,7 +171,7 @@ func RunClients(ctx context.Context, endpoints []string, clients, keys int, seed
 	}()
 	for i := range clients {
 		c, err := clientv3.New(clientv3.Config{
-			Endpoints: endpoints, DialTimeout: RequestTimeout, Logger: zap.NewNop(),
+			Endpoints: endpoints, DialTimeout: RequestTimeout, Logger: zap.NewNop(), TLS: tlsCfg,
 			DialKeepAliveTime: KeepAliveTime, DialKeepAliveTimeout: KeepAliveTimeout,
 		})
 		if err != nil {

@@ -368,7 +368,7 @@ func statusAgreesWithMembers(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p
 		shown[m.Name] = m
 	}
 	for name, p := range pods {
-		cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 5 * time.Second})
+		cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 5 * time.Second, TLS: tlsFor(podEndpoint(p))})
 		if err != nil {
 			return err
 		}

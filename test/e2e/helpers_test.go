@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +27,8 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -90,12 +94,68 @@ func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*c
 	return out, nil
 }
 
-func podEndpoint(p *corev1.Pod) string { return "http://" + p.Status.PodIP + ":2379" }
+// podEndpoint is the client URL of a member pod's IP: https:// when the member serves TLS there, and
+// then the endpoint dials with its cluster's client certificate (see tlsFor).
+func podEndpoint(p *corev1.Pod) string {
+	if !resources.ServesClientTLS(p) {
+		return "http://" + p.Status.PodIP + ":2379"
+	}
+	ep := "https://" + p.Status.PodIP + ":2379"
+	register(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
+	return ep
+}
+
+// endpointTLS holds the client configuration of each https:// endpoint the tests dial.
+var endpointTLS sync.Map
+
+// register makes tlsFor(endpoint) the client configuration of cluster namespace/name.
+func register(endpoint, namespace, name string) {
+	cfg, err := clusterClientTLS(context.Background(), namespace, name)
+	if err != nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12, VerifyConnection: func(tls.ConnectionState) error {
+			return fmt.Errorf("no client certificate of %s/%s: %w", namespace, name, err)
+		}}
+	}
+	endpointTLS.Store(endpoint, cfg)
+}
+
+// tlsFor returns the client configuration of an endpoint podEndpoint or clientServiceEndpoint returned,
+// nil for a plain-text one.
+func tlsFor(endpoint string) *tls.Config {
+	if cfg, ok := endpointTLS.Load(endpoint); ok {
+		return cfg.(*tls.Config)
+	}
+	return nil
+}
+
+// clusterClientTLS is what a user of cluster namespace/name dials it with: the client certificate the
+// operator issued (Secret "<cluster>-client-tls"), and a check that the member's certificate is the
+// cluster CA's for the client Service's name. The tests dial pod and Service IPs, which no certificate
+// names, so the name is checked by VerifyConnection.
+func clusterClientTLS(ctx context.Context, namespace, name string) (*tls.Config, error) {
+	s := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + resources.ClientTLSSecretSuffix}, s); err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey])
+	if err != nil {
+		return nil, err
+	}
+	roots, err := pki.Pool(s.Data[resources.CAKey])
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
+		VerifyConnection:   pki.VerifyServer(roots, name+"-client."+namespace+".svc"),
+	}, nil
+}
 
 // etcdClient returns a clientv3 client for the given endpoints, closed when the test ends.
 func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(endpoints[0])})
 	if err != nil {
 		t.Fatalf("etcd client for %v: %v", endpoints, err)
 	}
@@ -114,8 +174,12 @@ func clientServiceEndpoint(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
 		t.Fatalf("client service: %v", err)
 	}
 	ep := "http://" + svc.Spec.ClusterIP + ":2379"
+	if c.Spec.ClientTLS() {
+		ep = "https://" + svc.Spec.ClusterIP + ":2379"
+		register(ep, c.Namespace, c.Name)
+	}
 	took := poll.Eventually(t, serviceTimeout, "a read through the client Service "+ep, func(ctx context.Context) error {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)})
 		if err != nil {
 			return err
 		}
@@ -142,7 +206,7 @@ type memberView struct {
 
 // viewFrom asks one member, through its own endpoint only, for the member list.
 func viewFrom(ctx context.Context, endpoint string) (memberView, error) {
-	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tlsFor(endpoint)})
 	if err != nil {
 		return memberView{}, err
 	}

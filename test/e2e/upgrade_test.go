@@ -125,7 +125,7 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		cli, err := etcd.New(cctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond})
+		cli, err := etcd.New(cctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond, TLS: tlsFor(podEndpoint(p))})
 		if err != nil {
 			cancel()
 			continue
@@ -139,7 +139,7 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 		_, members, err := func() (uint64, []etcd.Member, error) {
 			c2, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			cl, err := etcd.New(c2, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond})
+			cl, err := etcd.New(c2, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond, TLS: tlsFor(podEndpoint(p))})
 			if err != nil {
 				return 0, nil, err
 			}
