@@ -142,7 +142,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 func cacheOptions(o *managerOptions) cache.Options {
 	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
 		// Only the operator's own Jobs (backups) and Secrets (certificates), not every one of the cluster.
-		&batchv1.Job{}:    {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
+		&batchv1.Job{}:   {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
 	}}
 	if len(o.watchNamespaces) > 0 {

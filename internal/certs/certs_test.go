@@ -265,8 +265,7 @@ func TestMembersCertificatesServeMutualTLS(t *testing.T) {
 	}
 
 	users := writeSecret(t, secret(t, c, "demo-client-tls"))
-	userTLS, err := transport.TLSInfo{CertFile: users + "/tls.crt", KeyFile: users + "/tls.key", TrustedCAFile: users + "/ca.crt",
-	}.ClientConfig()
+	userTLS, err := transport.TLSInfo{CertFile: users + "/tls.crt", KeyFile: users + "/tls.key", TrustedCAFile: users + "/ca.crt"}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

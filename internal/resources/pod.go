@@ -132,12 +132,9 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			ServiceAccountName:           tmpl.ServiceAccountName,
 			SecurityContext:              restrictedPod(),
 			Containers:                   []corev1.Container{o.etcdContainer(c, m, tmpl)},
-			Volumes:                      []corev1.Volume{o.dataVolume(c, m.Name)},
+			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c)...),
 		},
 	}
-	tlsVols, tlsMounts := tlsVolumes(c)
-	pod.Spec.Volumes = append(pod.Spec.Volumes, tlsVols...)
-	pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, tlsMounts...)
 	if m.Restore != nil {
 		init, vols := o.restoreInitContainer(c, m, m.Restore)
 		pod.Spec.InitContainers = []corev1.Container{init}
@@ -207,7 +204,7 @@ func (o Options) etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member, tmpl *etcd
 		StartupProbe:             metricsProbe(livez, 2, 150),
 		LivenessProbe:            metricsProbe(livez, 10, 6),
 		ReadinessProbe:           metricsProbe(readyz, 2, 3),
-		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}},
+		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}}, tlsMounts(c)...),
 		SecurityContext:          restrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

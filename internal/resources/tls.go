@@ -140,25 +140,39 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
 	return args
 }
 
-// tlsVolumes are the volumes and the etcd container's mounts of the ports' TLS Secrets. Whole Secrets are
-// mounted (not subPaths), so that the kubelet updates the files when a certificate is renewed; etcd
-// reads its certificate and key again for every new connection.
-func tlsVolumes(c *etcdv1alpha1.EtcdCluster) ([]corev1.Volume, []corev1.VolumeMount) {
-	var vols []corev1.Volume
-	var mounts []corev1.VolumeMount
-	add := func(name, secret, dir string) {
-		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: secret, DefaultMode: ptr.To[int32](0o440),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
-	}
+// tlsListeners are the member pod's volumes of the ports' TLS Secrets and where the etcd container mounts
+// them.
+func tlsListeners(c *etcdv1alpha1.EtcdCluster) []struct{ volume, secret, dir string } {
+	var l []struct{ volume, secret, dir string }
 	if c.Spec.ClientTLS() {
-		add("server-tls", ServerTLSSecretName(c), serverTLSDir)
+		l = append(l, struct{ volume, secret, dir string }{"server-tls", ServerTLSSecretName(c), serverTLSDir})
 	}
 	if c.Spec.PeerTLS() {
-		add("peer-tls", PeerTLSSecretName(c), peerTLSDir)
+		l = append(l, struct{ volume, secret, dir string }{"peer-tls", PeerTLSSecretName(c), peerTLSDir})
 	}
-	return vols, mounts
+	return l
+}
+
+// tlsSecretVolumes are the volumes of the ports' TLS Secrets. Whole Secrets are mounted (not subPaths),
+// so that the kubelet updates the files when a certificate is renewed; etcd reads its certificate and
+// key again for every new connection.
+func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster) []corev1.Volume {
+	var vols []corev1.Volume
+	for _, l := range tlsListeners(c) {
+		vols = append(vols, corev1.Volume{Name: l.volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: l.secret, DefaultMode: ptr.To[int32](0o440),
+		}}})
+	}
+	return vols
+}
+
+// tlsMounts are the etcd container's read-only mounts of tlsSecretVolumes.
+func tlsMounts(c *etcdv1alpha1.EtcdCluster) []corev1.VolumeMount {
+	var mounts []corev1.VolumeMount
+	for _, l := range tlsListeners(c) {
+		mounts = append(mounts, corev1.VolumeMount{Name: l.volume, MountPath: l.dir, ReadOnly: true})
+	}
+	return mounts
 }
 
 // ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port, as

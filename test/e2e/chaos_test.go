@@ -139,7 +139,9 @@ func TestChaos(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	clientsDone := make(chan error, 1)
 	endpoints := []string{clientServiceEndpoint(t, c)}
-	go func() { clientsDone <- linearizability.RunClients(ctx, endpoints, tlsFor(endpoints[0]), 4, 16, seed, rec) }()
+	go func() {
+		clientsDone <- linearizability.RunClients(ctx, endpoints, tlsFor(endpoints[0]), 4, 16, seed, rec)
+	}()
 
 	times := map[string][]time.Duration{}
 	for i := range faults {
