@@ -131,6 +131,11 @@ const (
 	// AnnotationScheduledTime on a scheduled EtcdBackup is the schedule time (RFC 3339) it was
 	// created for.
 	AnnotationScheduledTime = "etcd.etcdkit.dev/scheduled-time"
+
+	// AnnotationRenewCertificates, on an EtcdCluster, asks for every leaf certificate of the cluster
+	// issued before its value (an RFC 3339 time, e.g. `date -u +%FT%TZ`) to be issued again at once,
+	// without restarting a member: after a key may have leaked, or to try renewal out.
+	AnnotationRenewCertificates = "etcd.etcdkit.dev/renew-certificates"
 	// BackupFinalizer lets the operator delete an EtcdBackup's stored snapshot (when
 	// AnnotationDeleteSnapshot asks for it) before the EtcdBackup goes away.
 	BackupFinalizer = "etcd.etcdkit.dev/backup-finalizer"

@@ -159,6 +159,9 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 		default:
 			problem := ca.Check(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req, k.now())
 			if problem == nil {
+				problem = renewalRequested(c, s.Data[resources.TLSCertKey])
+			}
+			if problem == nil {
 				return nil, nil
 			}
 			why = "issued again: " + problem.Error()
@@ -192,6 +195,24 @@ func (k *Keeper) create(ctx context.Context, s *corev1.Secret) error {
 	}
 	if err != nil {
 		return fmt.Errorf("create secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// renewalRequested returns why certificate certPEM must be issued again when cluster c's
+// etcd.etcdkit.dev/renew-certificates annotation asks for certificates issued before a later time.
+func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte) error {
+	v, ok := c.Annotations[etcdv1alpha1.AnnotationRenewCertificates]
+	if !ok {
+		return nil
+	}
+	before, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil // not a time: nothing is asked (the annotation's format is documented)
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil || pki.IssuedAt(cert).Before(before) {
+		return fmt.Errorf("renewal requested by annotation %s=%s", etcdv1alpha1.AnnotationRenewCertificates, v)
 	}
 	return nil
 }

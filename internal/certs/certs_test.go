@@ -302,3 +302,31 @@ func TestMembersCertificatesServeMutualTLS(t *testing.T) {
 		t.Error("a client with another CA's certificate was served")
 	}
 }
+
+func TestRenewalRequestedByAnnotation(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	now := time.Now()
+	k := &certs.Keeper{Client: k8s, Now: func() time.Time { return now }}
+	if _, err := k.Ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRenewCertificates: "not a time"}
+	if changed, err := k.Ensure(ctx, c); err != nil || len(changed) != 0 {
+		t.Fatalf("with an annotation that is not a time: changed %v, err %v; want nothing", secretNames(changed), err)
+	}
+	now = now.Add(time.Minute)
+	c.Annotations[etcdv1alpha1.AnnotationRenewCertificates] = now.UTC().Format(time.RFC3339)
+	now = now.Add(time.Second)
+	changed, err := k.Ensure(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(secretNames(changed), ","); got != "demo-server-tls,demo-client-tls,demo-peer-tls" ||
+		!strings.Contains(changed[0].Reason, "renewal requested by annotation") {
+		t.Fatalf("renewed %s (%+v); want the three leaves, saying the annotation asked", got, changed)
+	}
+	if again, err := k.Ensure(ctx, c); err != nil || len(again) != 0 {
+		t.Fatalf("the annotation renewed %v again; want each certificate renewed once", secretNames(again))
+	}
+}

@@ -197,6 +197,9 @@ func (ca *CA) Check(certPEM, keyPEM []byte, req Request, now time.Time) error {
 	return nil
 }
 
+// IssuedAt is when a certificate was issued: its NotBefore plus the clock skew it was backdated by.
+func IssuedAt(cert *x509.Certificate) time.Time { return cert.NotBefore.Add(clockSkew) }
+
 // RenewAt is when a certificate is renewed: once two thirds of its lifetime have passed.
 func RenewAt(cert *x509.Certificate) time.Time {
 	life := cert.NotAfter.Sub(cert.NotBefore)
