@@ -22,6 +22,10 @@ const (
 	// all failed, or the newest successful backup is older than three schedule periods. Set only while
 	// spec.backup.schedule is.
 	ConditionBackupFailing = "BackupFailing"
+	// ConditionCertificatesExpiring is True when a certificate of the cluster's TLS expires soon: a leaf
+	// within 30 days (its renewal, due months earlier, keeps failing) or the CA within a year (the CA is
+	// not rotated automatically yet). Set only on clusters with TLS.
+	ConditionCertificatesExpiring = "CertificatesExpiring"
 	// ConditionQuorumDataLost is True when no quorum answers and fewer than a quorum of the voting
 	// members etcd last listed still have their data (their claim, or for storage.emptyDir their pod):
 	// quorum cannot come back by itself. Its lastTransitionTime is when that was first seen; an
@@ -71,6 +75,9 @@ const (
 	ReasonBackupTooOld      = "LastBackupTooOld"
 	ReasonBackupsSucceeding = "BackupsSucceeding"
 	ReasonNoBackupYet       = "NoBackupYet"
+
+	ReasonCertificatesCurrent = "CertificatesCurrent"
+	ReasonCertificateExpiring = "CertificateExpiring"
 	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
 	// voting members still have their data.
 	ReasonQuorumDataLost = "QuorumDataLost"

@@ -105,6 +105,19 @@ type TLSSpec struct {
 	Peer *TLSListenerSpec `json:"peer,omitempty"`
 }
 
+// TLSStatus is what a cluster's certificates are.
+type TLSStatus struct {
+	// ClientSecret is the Secret of the client certificate issued for users (keys ca.crt, tls.crt,
+	// tls.key); empty without client TLS.
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// CANotAfter is when the cluster's CA expires.
+	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
+	// NotAfter is when the first of the members' and the users' certificates expires.
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+	// RenewAt is when the operator renews the first of them (a third of its life before it expires).
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
+}
+
 // TLSListenerSpec is TLS on one port.
 type TLSListenerSpec struct {
 	// Enabled turns TLS on (true) or serves the port in plain text (false).
@@ -419,6 +432,10 @@ type EtcdClusterStatus struct {
 	// without data (spec.recovery.restoreOnQuorumLoss): while it runs, and after it succeeded.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+
+	// TLS is what the cluster's certificates are: the Secret of the users' client certificate and when
+	// the certificates expire. Empty for a cluster without TLS.
+	TLS *TLSStatus `json:"tls,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -63,6 +65,17 @@ type Changed struct {
 	Reason string
 }
 
+// Result is what Ensure changed and what the cluster's certificates now are (the zero Result for a
+// cluster without TLS).
+type Result struct {
+	Changed []Changed
+	// ClientSecret names the users' client certificate Secret; empty without client TLS.
+	ClientSecret string
+	// CANotAfter is when the CA expires; NotAfter when the first leaf expires, RenewAt when the first
+	// leaf is renewed.
+	CANotAfter, NotAfter, RenewAt time.Time
+}
+
 func (k *Keeper) now() time.Time {
 	if k.Now != nil {
 		return k.Now()
@@ -76,44 +89,55 @@ func (k *Keeper) now() time.Time {
 // the names or usages the cluster needs, does not match its key or has less than a third of its life
 // left is issued again. It returns what it changed. It fails without writing anything when a Secret of
 // that name exists but is not c's, or when the CA Secret cannot be read as a CA: then the error says
-// which Secret to fix. A cluster without TLS gets nothing.
-func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) ([]Changed, error) {
+// which Secret to fix. A cluster without TLS gets nothing. It sets the certificate expiry metric of
+// each Secret.
+func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Result, error) {
 	if !c.Spec.AnyTLS() {
-		k.forget(c)
-		return nil, nil
+		k.Forget(c.Namespace, c.Name)
+		return Result{}, nil
 	}
 	ca, changed, err := k.ensureCA(ctx, c)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
+	res := Result{Changed: changed, CANotAfter: ca.Cert.NotAfter}
+	metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, "ca").Set(float64(ca.Cert.NotAfter.Unix()))
 	type leaf struct {
-		name string
-		req  pki.Request
+		kind, name string
+		req        pki.Request
 	}
 	var leaves []leaf
 	if c.Spec.ClientTLS() {
+		res.ClientSecret = resources.ClientTLSSecretName(c)
 		leaves = append(leaves,
-			leaf{resources.ServerTLSSecretName(c), k.Options.ServerCertRequest(c)},
-			leaf{resources.ClientTLSSecretName(c), resources.ClientCertRequest()})
+			leaf{"server", resources.ServerTLSSecretName(c), k.Options.ServerCertRequest(c)},
+			leaf{"client", resources.ClientTLSSecretName(c), resources.ClientCertRequest()})
 	}
 	if c.Spec.PeerTLS() {
-		leaves = append(leaves, leaf{resources.PeerTLSSecretName(c), k.Options.PeerCertRequest(c)})
+		leaves = append(leaves, leaf{"peer", resources.PeerTLSSecretName(c), k.Options.PeerCertRequest(c)})
 	}
 	for _, l := range leaves {
-		ch, err := k.ensureLeaf(ctx, c, ca, l.name, l.req)
+		ch, cert, err := k.ensureLeaf(ctx, c, ca, l.name, l.req)
 		if err != nil {
-			return changed, err
+			return res, err
 		}
 		if ch != nil {
-			changed = append(changed, *ch)
+			res.Changed = append(res.Changed, *ch)
+		}
+		metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, l.kind).Set(float64(cert.NotAfter.Unix()))
+		if res.NotAfter.IsZero() || cert.NotAfter.Before(res.NotAfter) {
+			res.NotAfter = cert.NotAfter
+		}
+		if renew := pki.RenewAt(cert); res.RenewAt.IsZero() || renew.Before(res.RenewAt) {
+			res.RenewAt = renew
 		}
 	}
 	if c.Spec.ClientTLS() {
 		if err := k.refreshOperator(c, ca); err != nil {
-			return changed, err
+			return res, err
 		}
 	}
-	return changed, nil
+	return res, nil
 }
 
 // ensureCA reads cluster c's CA from its Secret, or creates both.
@@ -145,11 +169,12 @@ func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*pk
 	return ca, []Changed{{Secret: name, Reason: "created the cluster's certificate authority"}}, nil
 }
 
-// ensureLeaf keeps Secret name a certificate of ca for req, with ca's certificate as its ca.crt.
-func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, name string, req pki.Request) (*Changed, error) {
+// ensureLeaf keeps Secret name a certificate of ca for req, with ca's certificate as its ca.crt, and
+// returns what it changed and the certificate the Secret holds then.
+func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, name string, req pki.Request) (*Changed, *x509.Certificate, error) {
 	s, err := k.get(ctx, c, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	why := "created"
 	if s != nil {
@@ -162,14 +187,19 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 				problem = renewalRequested(c, s.Data[resources.TLSCertKey])
 			}
 			if problem == nil {
-				return nil, nil
+				cert, err := pki.ParseCert(s.Data[resources.TLSCertKey])
+				return nil, cert, err
 			}
 			why = "issued again: " + problem.Error()
 		}
 	}
 	certPEM, keyPEM, err := ca.Issue(req, k.now())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return nil, nil, err
 	}
 	want := resources.TLSSecret(c, name, certPEM, keyPEM, ca.CertPEM)
 	if s == nil {
@@ -181,9 +211,9 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &Changed{Secret: name, Reason: why}, nil
+	return &Changed{Secret: name, Reason: why}, cert, nil
 }
 
 // create creates Secret s; one of that name that get did not find (no APIReader) is not the cluster's.
@@ -291,16 +321,13 @@ func (k *Keeper) ClientTLS(namespace, name string) *tls.Config {
 	return nil
 }
 
-// forget drops the operator's client certificate of cluster c.
-func (k *Keeper) forget(c *etcdv1alpha1.EtcdCluster) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.operator, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-}
-
-// Forget drops what the keeper holds for cluster namespace/name, once it is deleted.
+// Forget drops what the keeper holds for cluster namespace/name (its client certificate, its
+// certificates' metrics), once it is deleted or has no TLS.
 func (k *Keeper) Forget(namespace, name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.operator, types.NamespacedName{Namespace: namespace, Name: name})
+	for _, kind := range []string{"ca", "server", "peer", "client"} {
+		metrics.CertificateNotAfter.DeleteLabelValues(namespace, name, kind)
+	}
 }

@@ -73,9 +73,9 @@ func secret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *corev1.Secr
 	return s
 }
 
-func secretNames(changed []certs.Changed) []string {
+func secretNames(res certs.Result) []string {
 	var names []string
-	for _, ch := range changed {
+	for _, ch := range res.Changed {
 		names = append(names, ch.Secret)
 	}
 	return names
@@ -109,8 +109,12 @@ func TestEnsureCreatesThenKeeps(t *testing.T) {
 	if k.ClientTLS(c.Namespace, c.Name) == nil {
 		t.Error("no operator client configuration after Ensure")
 	}
+	if changed.ClientSecret != "demo-client-tls" || !changed.CANotAfter.Equal(parsed.Cert.NotAfter) ||
+		changed.NotAfter.IsZero() || !changed.RenewAt.Before(changed.NotAfter) {
+		t.Errorf("result %+v: want the client Secret, the CA's expiry, the first leaf's expiry and its renewal before it", changed)
+	}
 	again, err := k.Ensure(context.Background(), c)
-	if err != nil || len(again) != 0 {
+	if err != nil || len(again.Changed) != 0 {
 		t.Fatalf("second Ensure changed %v, err %v; want nothing", secretNames(again), err)
 	}
 }
@@ -126,7 +130,7 @@ func TestEnsureRenewsLeavesBeforeExpiry(t *testing.T) {
 	caBefore := secret(t, c, "demo-ca").Data["tls.crt"]
 
 	now = now.Add(7 * 30 * 24 * time.Hour) // 7 months of 12: more than a third of the life left
-	if changed, err := k.Ensure(context.Background(), c); err != nil || len(changed) != 0 {
+	if changed, err := k.Ensure(context.Background(), c); err != nil || len(changed.Changed) != 0 {
 		t.Fatalf("after 7 months: changed %v, err %v; want nothing", secretNames(changed), err)
 	}
 	now = now.Add(2 * 30 * 24 * time.Hour) // 9 months: due
@@ -137,8 +141,8 @@ func TestEnsureRenewsLeavesBeforeExpiry(t *testing.T) {
 	if got := strings.Join(secretNames(changed), ","); got != "demo-server-tls,demo-client-tls,demo-peer-tls" {
 		t.Fatalf("after 9 months renewed %s; want the three leaves", got)
 	}
-	if !strings.Contains(changed[0].Reason, "due for renewal") {
-		t.Errorf("reason %q does not say the certificate was due", changed[0].Reason)
+	if !strings.Contains(changed.Changed[0].Reason, "due for renewal") {
+		t.Errorf("reason %q does not say the certificate was due", changed.Changed[0].Reason)
 	}
 	if bytes.Equal(before, secret(t, c, "demo-server-tls").Data["tls.crt"]) {
 		t.Error("the serving certificate was not issued again")
@@ -163,8 +167,8 @@ func TestEnsureRepairsMismatchedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(changed) != 1 || changed[0].Secret != "demo-server-tls" || !strings.Contains(changed[0].Reason, "does not match") {
-		t.Fatalf("changed %+v; want demo-server-tls issued again because its key does not match", changed)
+	if len(changed.Changed) != 1 || changed.Changed[0].Secret != "demo-server-tls" || !strings.Contains(changed.Changed[0].Reason, "does not match") {
+		t.Fatalf("changed %+v; want demo-server-tls issued again because its key does not match", changed.Changed)
 	}
 	s := secret(t, c, "demo-server-tls")
 	if _, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"]); err != nil {
@@ -312,7 +316,7 @@ func TestRenewalRequestedByAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRenewCertificates: "not a time"}
-	if changed, err := k.Ensure(ctx, c); err != nil || len(changed) != 0 {
+	if changed, err := k.Ensure(ctx, c); err != nil || len(changed.Changed) != 0 {
 		t.Fatalf("with an annotation that is not a time: changed %v, err %v; want nothing", secretNames(changed), err)
 	}
 	now = now.Add(time.Minute)
@@ -323,10 +327,10 @@ func TestRenewalRequestedByAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(secretNames(changed), ","); got != "demo-server-tls,demo-client-tls,demo-peer-tls" ||
-		!strings.Contains(changed[0].Reason, "renewal requested by annotation") {
-		t.Fatalf("renewed %s (%+v); want the three leaves, saying the annotation asked", got, changed)
+		!strings.Contains(changed.Changed[0].Reason, "renewal requested by annotation") {
+		t.Fatalf("renewed %s (%+v); want the three leaves, saying the annotation asked", got, changed.Changed)
 	}
-	if again, err := k.Ensure(ctx, c); err != nil || len(again) != 0 {
+	if again, err := k.Ensure(ctx, c); err != nil || len(again.Changed) != 0 {
 		t.Fatalf("the annotation renewed %v again; want each certificate renewed once", secretNames(again))
 	}
 }

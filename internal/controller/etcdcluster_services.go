@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,8 +53,11 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 // mounts them, with an event for each Secret created or issued again; it blocks while a Secret of their
 // name is not the cluster's.
 func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
-	changed, err := r.Certs.Ensure(ctx, s.cluster)
-	for _, ch := range changed {
+	res, err := r.Certs.Ensure(ctx, s.cluster)
+	if err == nil && s.cluster.Spec.AnyTLS() {
+		s.report.TLS = &verdict.TLSObservation{At: time.Now(), ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter, RenewAt: res.RenewAt}
+	}
+	for _, ch := range res.Changed {
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
 	if errors.Is(err, certs.ErrForeignSecret) {

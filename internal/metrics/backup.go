@@ -27,6 +27,13 @@ var (
 		Help: "Completion time of the newest successful backup of the cluster, in seconds since the Unix epoch.",
 	}, []string{"namespace", "cluster"})
 
+	// CertificateNotAfter is when each certificate of a cluster's TLS expires, in seconds since the
+	// epoch; certificate is "ca", "server", "peer" or "client".
+	CertificateNotAfter = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcd_operator_certificate_not_after_timestamp_seconds",
+		Help: "Expiry time of each certificate of the cluster's TLS (ca, server, peer, client), in seconds since the Unix epoch.",
+	}, []string{"namespace", "cluster", "certificate"})
+
 	// BackupFailures counts the backups that failed, per cluster.
 	BackupFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_backup_failures_total",
@@ -35,7 +42,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(BackupDuration, BackupSize, BackupLastSuccess, BackupFailures)
+	crmetrics.Registry.MustRegister(BackupDuration, BackupSize, BackupLastSuccess, BackupFailures, CertificateNotAfter)
 }
 
 // ForgetBackup drops the per-cluster backup series of a cluster that is gone.

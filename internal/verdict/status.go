@@ -49,6 +49,7 @@ func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *S
 	setProgressing(s, st)
 	setOutcomes(s)
 	applyBackupStatus(s)
+	applyTLSStatus(s)
 	status.Phase = clusterPhase(s, st, opts, h, degraded)
 }
 

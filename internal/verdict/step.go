@@ -66,6 +66,8 @@ type Report struct {
 	DataLoss *DataLoss
 	// Backup is what the backup phase observed (status.lastBackup, BackupFailing).
 	Backup *BackupObservation
+	// TLS is what the cluster's certificates are (status.tls, CertificatesExpiring); nil without TLS.
+	TLS *TLSObservation
 }
 
 // Expanding reports whether the report says that claims are growing.

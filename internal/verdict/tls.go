@@ -1,0 +1,68 @@
+package verdict
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+)
+
+// Thresholds of the CertificatesExpiring condition. A leaf is renewed a third of its life (four months
+// of a year) before it expires, so one within LeafExpiryWarning of expiry has failed to renew for
+// months; the CA is not rotated automatically, so it is reported a year ahead.
+const (
+	LeafExpiryWarning = 30 * 24 * time.Hour
+	CAExpiryWarning   = 365 * 24 * time.Hour
+)
+
+// TLSObservation is what the cluster's certificates were when the pass looked, At.
+type TLSObservation struct {
+	At           time.Time
+	ClientSecret string
+	// CANotAfter is when the CA expires; NotAfter when the first leaf does; RenewAt when the first leaf
+	// is renewed (zero when there is none).
+	CANotAfter, NotAfter, RenewAt time.Time
+}
+
+// applyTLSStatus sets status.tls and the CertificatesExpiring condition from what the pass observed of
+// the certificates; nothing when it did not look (the status keeps what it said).
+func applyTLSStatus(s *scope) {
+	o := s.report.TLS
+	if o == nil {
+		return
+	}
+	st := &s.cluster.Status
+	st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
+		NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt)}
+	expiring, reason := CertificatesExpiring(o)
+	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionCertificatesExpiring, expiring, reason)
+}
+
+// CertificatesExpiring returns whether a certificate of o expires soon (see LeafExpiryWarning and
+// CAExpiryWarning), with the condition's reason and a message that says when and what to do.
+func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
+	switch {
+	case !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"A certificate of the cluster expires at %s and was not renewed (due since %s): see the operator's events and logs for why",
+			o.NotAfter.UTC().Format(time.RFC3339), o.RenewAt.UTC().Format(time.RFC3339))}
+	case o.CANotAfter.Sub(o.At) < CAExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"The cluster's CA expires at %s and is not rotated automatically: move the data to a new cluster (backup and restore) before then",
+			o.CANotAfter.UTC().Format(time.RFC3339))}
+	}
+	msg := fmt.Sprintf("The CA expires at %s", o.CANotAfter.UTC().Format(time.RFC3339))
+	if !o.RenewAt.IsZero() {
+		msg += fmt.Sprintf("; the first certificate is renewed at %s", o.RenewAt.UTC().Format(time.RFC3339))
+	}
+	return false, [2]string{etcdv1alpha1.ReasonCertificatesCurrent, msg}
+}
+
+func timeOrNil(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
+}
