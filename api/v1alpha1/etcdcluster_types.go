@@ -188,7 +188,8 @@ type EtcdOptions struct {
 
 	// ExtraArgs are further etcd flags, by name without the leading "--" (for example
 	// "experimental-compact-hash-check-enabled": "true"). Flags the operator sets itself (names, URLs,
-	// data directory, initial cluster, TLS files) and the typed options above are refused.
+	// data directory, initial cluster, TLS), the typed options above and risky flags (such as
+	// enable-pprof, log-outputs, discovery*) are refused.
 	//
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*[a-z0-9]$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"

@@ -286,8 +286,8 @@ func sameQuantity(a, b *resource.Quantity) bool {
 	return a.Cmp(*b) == 0
 }
 
-// validateExtraArgs refuses the flags of args that the operator sets itself (v1alpha1.ReservedFlag),
-// except those already in old with the same value, so that an object admitted before a flag became
+// validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
+// risk (v1alpha1.ReservedFlag), except those already in old with the same value, so that an object admitted before a flag became
 // reserved can still be changed otherwise. Errors are sorted by flag name.
 func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	p := specPath.Child("options", "extraArgs")
@@ -305,7 +305,7 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 		if v, ok := old[k]; ok && v == args[k] {
 			continue
 		}
-		errs = append(errs, field.Forbidden(p.Key(k), "is set by the operator and cannot be overridden: "+why))
+		errs = append(errs, field.Forbidden(p.Key(k), "cannot be set through extraArgs: "+why))
 	}
 	return errs
 }

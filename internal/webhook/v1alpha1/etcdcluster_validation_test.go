@@ -128,8 +128,8 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
-// TestValidateCreateReservedFlags: every flag the operator sets is refused in extraArgs, each with
-// its own reason, with or without leading dashes; others pass through.
+// TestValidateCreateReservedFlags: every flag the operator sets, and every risky flag, is refused in
+// extraArgs, each with its own reason, with or without leading dashes; others pass through.
 func TestValidateCreateReservedFlags(t *testing.T) {
 	reserved := []string{
 		"name", "data-dir", "wal-dir", "initial-cluster", "initial-cluster-state", "initial-cluster-token",
@@ -139,6 +139,15 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 		"peer-trusted-ca-file", "peer-client-cert-auth", "auto-tls", "peer-auto-tls", "config-file",
 		"quota-backend-bytes", "auto-compaction-mode", "auto-compaction-retention", "snapshot-count",
 		"heartbeat-interval", "election-timeout", "max-request-bytes",
+		// risky
+		"enable-pprof", "log-outputs", "enable-log-rotation", "log-rotation-config-json", "max-learners", "proxy",
+		// the discovery family
+		"discovery-srv-name", "discovery-token", "discovery-endpoints", "discovery-insecure-skip-tls-verify",
+		// every TLS flag of etcd 3.5 and 3.6
+		"client-crl-file", "peer-crl-file", "client-cert-file", "client-key-file", "peer-client-cert-file",
+		"peer-client-key-file", "self-signed-cert-validity", "tls-min-version", "tls-max-version", "cipher-suites",
+		"peer-cert-allowed-cn", "peer-cert-allowed-hostname", "client-cert-allowed-hostname",
+		"peer-skip-client-san-verification", "experimental-peer-skip-client-san-verification",
 	}
 	for _, flag := range reserved {
 		for _, key := range []string{flag, "--" + flag} {
@@ -147,10 +156,10 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 				t.Fatalf("%s is not reserved", flag)
 			}
 			errs, _ := ValidateCreate(cluster(extraArgs(key, "x")))
-			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "is set by the operator and cannot be overridden: " + why}})
+			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "cannot be set through extraArgs: " + why}})
 		}
 	}
-	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "enable-pprof"} {
+	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "discoveryx", "proxy-dial-timeout", "max-wals"} {
 		if errs, _ := ValidateCreate(cluster(extraArgs(flag, "x"))); len(errs) != 0 {
 			t.Errorf("%s refused: %v", flag, errs)
 		}
@@ -158,6 +167,18 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 	// The typed options say what to use instead.
 	errs, _ := ValidateCreate(cluster(extraArgs("quota-backend-bytes", "8589934592")))
 	checkErrors(t, errs, []problem{{"spec.options.extraArgs[quota-backend-bytes]", "use spec.options.quotaBackendBytes"}})
+	// Risky flags say why.
+	for flag, why := range map[string]string{
+		"enable-pprof":       "it serves /debug/pprof on the client port, unauthenticated",
+		"log-outputs":        "etcd logs to stderr, where kubectl logs and the operator's diagnosis of a failing member read it",
+		"max-learners":       "the operator adds members one learner at a time",
+		"discovery-srv-name": "members are bootstrapped by the operator, not by discovery",
+		"tls-min-version":    "the operator manages TLS: use spec.tls",
+		"cert-file":          "the operator manages TLS: use spec.tls",
+	} {
+		errs, _ := ValidateCreate(cluster(extraArgs(flag, "x")))
+		checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + flag + "]", "cannot be set through extraArgs: " + why}})
+	}
 }
 
 func TestValidateUpdate(t *testing.T) {
@@ -269,7 +290,7 @@ func TestValidateUpdate(t *testing.T) {
 			{"spec.version", "3.5.26 or later"},
 			{"spec.storage.size", "may only grow"},
 			{"spec.storage.storageClassName", "immutable"},
-			{"spec.options.extraArgs[name]", "set by the operator"},
+			{"spec.options.extraArgs[name]", "cannot be set through extraArgs"},
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -257,8 +257,13 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
-			`spec.options.extraArgs[initial-cluster-state]: Forbidden: is set by the operator and cannot be overridden: the operator decides the initial cluster state of each member`,
-			`spec.options.extraArgs[name]: Forbidden: is set by the operator and cannot be overridden: the operator names each member after its pod`,
+			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
+			`spec.options.extraArgs[name]: Forbidden: cannot be set through extraArgs: the operator names each member after its pod`,
+		}},
+		{"risky and TLS flags", []testutil.ClusterOption{extraArgs("enable-pprof", "true", "discovery-srv-name", "x", "tls-min-version", "TLS1.3")}, true, []string{
+			`spec.options.extraArgs[discovery-srv-name]: Forbidden: cannot be set through extraArgs: members are bootstrapped by the operator, not by discovery`,
+			`spec.options.extraArgs[enable-pprof]: Forbidden: cannot be set through extraArgs: it serves /debug/pprof on the client port, unauthenticated, to every client that reaches it`,
+			`spec.options.extraArgs[tls-min-version]: Forbidden: cannot be set through extraArgs: the operator manages TLS: use spec.tls`,
 		}},
 	} {
 		t.Run("create "+tc.name, func(t *testing.T) {
