@@ -2,8 +2,11 @@ package v1alpha1
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // reasonTLS is why the TLS flags are refused: a member with TLS settings of its own would not match
@@ -96,13 +99,46 @@ func ReservedFlag(name string) (reason string, reserved bool) {
 	return "", false
 }
 
-// ValidateExtraArgs returns one message per flag of args that ReservedFlag refuses, sorted by flag
-// name; none when every flag may be passed through.
+// flagName is an etcd flag name without the leading "--", as the CRD's schema requires of the keys of
+// spec.options.extraArgs.
+var flagName = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
+
+// ExtraArgKeyProblem says what is wrong with key as a key of spec.options.extraArgs; "" when it is an
+// etcd flag name.
+func ExtraArgKeyProblem(key string) string {
+	if flagName.MatchString(key) {
+		return ""
+	}
+	return `must be an etcd flag name without the leading "--" and without "=": lower case letters, digits and '-', such as "log-level" (the value goes on the right of the ':')`
+}
+
+// ExtraArgValueProblem says what is wrong with value as a value of spec.options.extraArgs; "" when
+// nothing is.
+func ExtraArgValueProblem(value string) string {
+	for i, r := range value {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("contains the control character %s at byte %d: etcd gets the value verbatim in one command-line argument (--flag=value), where a newline, tab or other control character is never meant and etcd may refuse it, so the member would not start; write the value on one line without control characters",
+				strconv.QuoteRune(r), i)
+		}
+	}
+	return ""
+}
+
+// ValidateExtraArgs returns one message per entry of args that cannot be passed to etcd: a flag that
+// ReservedFlag refuses, a key that is not a flag name, a value with a control character. They are
+// sorted; none when every flag may be passed through.
 func ValidateExtraArgs(args map[string]string) []string {
 	var msgs []string
-	for k := range args {
+	for k, v := range args {
 		if why, ok := ReservedFlag(k); ok {
 			msgs = append(msgs, fmt.Sprintf("spec.options.extraArgs[%q] cannot be set through extraArgs: %s", k, why))
+			continue
+		}
+		if problem := ExtraArgKeyProblem(k); problem != "" {
+			msgs = append(msgs, fmt.Sprintf("spec.options.extraArgs key %q %s", k, problem))
+		}
+		if problem := ExtraArgValueProblem(v); problem != "" {
+			msgs = append(msgs, fmt.Sprintf("spec.options.extraArgs[%q] %s", k, problem))
 		}
 	}
 	sort.Strings(msgs)

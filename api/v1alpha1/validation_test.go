@@ -138,6 +138,12 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},
+		{"extra arg key with =", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log-level=debug": ""}}
+		}, "options.extraArgs keys are etcd flag names"},
+		{"extra arg key with a space", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
+		}, "options.extraArgs keys are etcd flag names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

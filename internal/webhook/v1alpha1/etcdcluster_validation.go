@@ -287,8 +287,9 @@ func sameQuantity(a, b *resource.Quantity) bool {
 }
 
 // validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
-// risk (v1alpha1.ReservedFlag), except those already in old with the same value, so that an object admitted before a flag became
-// reserved can still be changed otherwise. Errors are sorted by flag name.
+// risk (v1alpha1.ReservedFlag), keys that are not flag names and values with control characters, except
+// entries already in old with the same value, so that an object admitted before a rule existed can
+// still be changed otherwise. Errors are sorted by flag name.
 func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	p := specPath.Child("options", "extraArgs")
 	keys := make([]string, 0, len(args))
@@ -298,14 +299,20 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	slices.Sort(keys)
 	var errs field.ErrorList
 	for _, k := range keys {
-		why, reserved := etcdv1alpha1.ReservedFlag(k)
-		if !reserved {
+		v := args[k]
+		if was, ok := old[k]; ok && was == v {
 			continue
 		}
-		if v, ok := old[k]; ok && v == args[k] {
+		if why, reserved := etcdv1alpha1.ReservedFlag(k); reserved {
+			errs = append(errs, field.Forbidden(p.Key(k), "cannot be set through extraArgs: "+why))
 			continue
 		}
-		errs = append(errs, field.Forbidden(p.Key(k), "cannot be set through extraArgs: "+why))
+		if problem := etcdv1alpha1.ExtraArgKeyProblem(k); problem != "" {
+			errs = append(errs, field.Invalid(p.Key(k), k, "the key "+problem))
+		}
+		if problem := etcdv1alpha1.ExtraArgValueProblem(v); problem != "" {
+			errs = append(errs, field.Invalid(p.Key(k), v, problem))
+		}
 	}
 	return errs
 }

@@ -260,6 +260,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
 			`spec.options.extraArgs[name]: Forbidden: cannot be set through extraArgs: the operator names each member after its pod`,
 		}},
+		{"extra flag value with a newline", []testutil.ClusterOption{extraArgs("log-level", "debug\n")}, true, []string{
+			`spec.options.extraArgs[log-level]: Invalid value: "debug\n": contains the control character '\n' at byte 5`,
+		}},
 		{"risky and TLS flags", []testutil.ClusterOption{extraArgs("enable-pprof", "true", "discovery-srv-name", "x", "tls-min-version", "TLS1.3")}, true, []string{
 			`spec.options.extraArgs[discovery-srv-name]: Forbidden: cannot be set through extraArgs: members are bootstrapped by the operator, not by discovery`,
 			`spec.options.extraArgs[enable-pprof]: Forbidden: cannot be set through extraArgs: it serves /debug/pprof on the client port, unauthenticated, to every client that reaches it`,
