@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -70,6 +71,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 		}
 	}
 	errs = append(errs, validateVersion(specVersion(s))...)
+	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	if s.Options != nil {
 		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
@@ -103,6 +105,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	}
 	errs = append(errs, validateVersionChange(old, specVersion(s))...)
 	errs = append(errs, validateImageWithVersion(old, c)...)
+	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	var oldArgs map[string]string
 	if o.Options != nil {
@@ -217,6 +220,27 @@ func validateVersionChange(old *etcdv1alpha1.EtcdCluster, to string) field.Error
 		}
 	}
 	return nil
+}
+
+// validateImage checks that image, when set, is an image reference a container runtime can pull:
+// without one, every member the operator creates or rolls waits with InvalidImageName or ErrImagePull.
+func validateImage(image string) field.ErrorList {
+	if image == "" {
+		return nil
+	}
+	if _, err := name.ParseReference(image); err == nil && !strings.Contains(image, "://") {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specPath.Child("image"), image,
+		`is not an image reference: write [registry[:port]/]repository[:tag][@sha256:digest], with the repository in lower case and without spaces or a URL scheme, such as "registry.example/etcd:v3.6.16", or remove spec.image to run the operator's etcd image of spec.version`)}
+}
+
+// validateImageChange checks spec.image when an update changes it from old.
+func validateImageChange(old, image string) field.ErrorList {
+	if image == old {
+		return nil
+	}
+	return validateImage(image)
 }
 
 // validateImageWithVersion refuses a version change that would change nothing: with spec.image set,

@@ -260,6 +260,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
 			`spec.options.extraArgs[name]: Forbidden: cannot be set through extraArgs: the operator names each member after its pod`,
 		}},
+		{"image that is not a reference", []testutil.ClusterOption{testutil.WithImage("registry.example/Etcd:v3.6.16")}, true, []string{
+			`spec.image: Invalid value: "registry.example/Etcd:v3.6.16": is not an image reference`,
+		}},
 		{"extra flag value with a newline", []testutil.ClusterOption{extraArgs("log-level", "debug\n")}, true, []string{
 			`spec.options.extraArgs[log-level]: Invalid value: "debug\n": contains the control character '\n' at byte 5`,
 		}},
