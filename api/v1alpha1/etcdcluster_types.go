@@ -222,9 +222,13 @@ type StorageSpec struct {
 	// Size is the requested size of each member's volume, at least 64Mi (default 1Gi). It may not
 	// shrink; growing it expands the existing claims where their StorageClass allows volume expansion
 	// (the status says where it does not). Size it above etcd's backend quota (2GiB by default) plus room for the WAL and
-	// snapshots for a production cluster; the default suits small clusters and tests.
+	// snapshots for a production cluster; the default suits small clusters and tests. At most 64Ti:
+	// that is the largest volume the major clouds' block storage provisions, and etcd never uses more
+	// than its backend quota (at most 100Gi) plus the WAL and snapshots; a larger size is a typo that
+	// would leave the members' claims, and so the members, pending for ever.
 	//
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, and etcd uses at most its backend quota (options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`

@@ -106,6 +106,8 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
 		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
 		{"storage size 1m", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
+		{"storage size 1000000Ei", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1000000Ei") }, "storage.size must be at most 64Ti, such as 10Gi"},
+		{"storage size 65Ti", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("65Ti") }, "storage.size must be at most 64Ti"},
 		{"access mode typo", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"Bogus"}
 		}, "supported values"},
@@ -216,13 +218,16 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 	if err := k8s.Update(ctx, up); err != nil {
 		t.Errorf("patch upgrade was rejected: %v", err)
 	}
-	// growing is allowed
+	// growing is allowed, up to 64Ti
 	grow := up.DeepCopy()
 	v := resource.MustParse("3Gi")
 	grow.Spec.Storage.Size = &v
 	if err := k8s.Update(ctx, grow); err != nil {
 		t.Errorf("growing storage was rejected: %v", err)
 	}
+	tooBig := grow.DeepCopy()
+	tooBig.Spec.Storage.Size = ptr.To(resource.MustParse("1Pi"))
+	assertInvalid(t, k8s.Update(ctx, tooBig), "storage.size must be at most 64Ti")
 }
 
 func assertInvalid(t *testing.T, err error, message string) {

@@ -21,6 +21,12 @@ import (
 // MinStorageSize is the smallest spec.storage.size a cluster may ask for.
 var MinStorageSize = resource.MustParse("64Mi")
 
+// MaxStorageSize is the largest spec.storage.size a cluster may ask for: the largest volume the major
+// clouds' block storage provisions (64TiB), far above what etcd uses (its backend quota, at most 100Gi,
+// plus the WAL and snapshots). A larger size is a typo that no provisioner satisfies: the members'
+// claims, and so the members, would stay pending.
+var MaxStorageSize = resource.MustParse("64Ti")
+
 // The warnings the webhook returns for changes that are allowed but risky. Each is a complete sentence
 // that kubectl prints as "Warning: ...".
 const (
@@ -254,7 +260,7 @@ func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList 
 }
 
 // validateStorage checks s, and when old is not nil (an update) the change from old to s: the size is
-// at least MinStorageSize and never shrinks or goes away, the class never changes, and members never
+// from MinStorageSize to MaxStorageSize and never shrinks or goes away, the class never changes, and members never
 // switch between emptyDir and persistent volumes.
 func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 	p := specPath.Child("storage")
@@ -263,9 +269,15 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 		errs = append(errs, field.Forbidden(p.Child("emptyDir"),
 			"cannot be combined with storage.size or storage.storageClassName: emptyDir members keep their data on the node, not in a claim"))
 	}
-	if s.Size != nil && (old == nil || !sameQuantity(old.Size, s.Size)) && s.Size.Cmp(MinStorageSize) < 0 {
-		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
-			fmt.Sprintf("must be at least %s, such as 1Gi", MinStorageSize.String())))
+	if s.Size != nil && (old == nil || !sameQuantity(old.Size, s.Size)) {
+		switch {
+		case s.Size.Cmp(MinStorageSize) < 0:
+			errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+				fmt.Sprintf("must be at least %s, such as 1Gi", MinStorageSize.String())))
+		case s.Size.Cmp(MaxStorageSize) > 0:
+			errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+				fmt.Sprintf("must be at most %s, such as 10Gi: no common storage provisions a larger volume, so the members' claims would stay pending, and etcd uses at most its backend quota (spec.options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots", MaxStorageSize.String())))
+		}
 	}
 	if old == nil {
 		return errs

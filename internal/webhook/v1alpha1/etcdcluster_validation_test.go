@@ -128,6 +128,10 @@ func TestValidateCreate(t *testing.T) {
 		{"C11 size -1Gi", cluster(testutil.WithStorageSize("-1Gi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
 		{"C11 size below 64Mi", cluster(testutil.WithStorageSize("63Mi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
 		{"size 64Mi", cluster(testutil.WithStorageSize("64Mi")), nil, nil},
+		{"size 64Ti", cluster(testutil.WithStorageSize("64Ti")), nil, nil},
+		{"size 1000000Ei", cluster(testutil.WithStorageSize("1000000Ei")), []problem{{"spec.storage.size",
+			"must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, so the members' claims would stay pending, and etcd uses at most its backend quota (spec.options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"}}, nil},
+		{"size just above 64Ti", cluster(testutil.WithStorageSize("70368744177665")), []problem{{"spec.storage.size", "must be at most 64Ti"}}, nil},
 		{"emptyDir with a size", cluster(testutil.WithEmptyDir(), testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.emptyDir", "cannot be combined with storage.size"}}, nil},
 		{"emptyDir with a class", cluster(testutil.WithEmptyDir(), testutil.WithStorageClass("fast")), []problem{{"spec.storage.emptyDir", "cannot be combined"}}, nil},
 		{"every problem at once", cluster(testutil.WithReplicas(4), testutil.WithVersion("3.4.0"), testutil.WithStorageSize("0"), extraArgs("name", "x", "data-dir", "/d")), []problem{
@@ -267,6 +271,7 @@ func TestValidateUpdate(t *testing.T) {
 		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},
 		{"C11 shrink", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.size", "may only grow: it is 2Gi, and shrinking a volume is not supported"}}, nil},
 		{"C11 size removed", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("")), []problem{{"spec.storage.size", "cannot be removed once set (it is 2Gi)"}}, nil},
+		{"grown above 64Ti", cluster(testutil.WithStorageSize("1Ti")), cluster(testutil.WithStorageSize("1Pi")), []problem{{"spec.storage.size", "must be at most 64Ti"}}, nil},
 		{"C11 size set below 64Mi", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize("32Mi")), []problem{{"spec.storage.size", "at least 64Mi"}}, nil},
 		{"C11 class change", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("slow")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
 		{"C11 class removal", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},

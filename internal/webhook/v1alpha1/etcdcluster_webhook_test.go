@@ -256,6 +256,7 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"C10 replicas 11", []testutil.ClusterOption{testutil.WithReplicas(11)}, false, []string{"spec.replicas"}},
 		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"size 1000000Ei", []testutil.ClusterOption{testutil.WithStorageSize("1000000Ei")}, false, []string{"spec.storage.size", "at most 64Ti"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
 			`spec.options.extraArgs[name]: Forbidden: cannot be set through extraArgs: the operator names each member after its pod`,
