@@ -136,8 +136,8 @@ type AutoCompactionMode string
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || has(self.autoCompactionMode)",message="options.autoCompactionRetention needs options.autoCompactionMode (periodic or revision)"
 type EtcdOptions struct {
 	// QuotaBackendBytes is --quota-backend-bytes: the backend database size at which etcd raises the
-	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). Keep
-	// storage.size well above it.
+	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). It must be
+	// below storage.size (1Gi when unset) or storage.emptyDir.sizeLimit: keep them well above it.
 	//
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="options.quotaBackendBytes must be between 16Mi and 100Gi, such as 2Gi or 8Gi"
 	// +optional
@@ -255,7 +255,8 @@ type StorageSpec struct {
 	RetainPolicy RetainPolicy `json:"retainPolicy,omitempty"`
 
 	// EmptyDir keeps each member's data in an emptyDir volume: a member whose pod is deleted loses its
-	// data and is replaced. Not for data you need to keep.
+	// data and is replaced. Not for data you need to keep. A sizeLimit must be at least 64Mi and above
+	// the backend quota (options.quotaBackendBytes, etcd's default 2Gi when unset).
 	//
 	// +optional
 	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`

@@ -79,9 +79,8 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateVersion(specVersion(s))...)
 	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
-	if s.Options != nil {
-		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
-	}
+	errs = append(errs, validateQuotaFits(nil, s)...)
+	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
 	errs = append(errs, validateBackup(nil, s.Backup)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
@@ -113,13 +112,8 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	errs = append(errs, validateImageWithVersion(old, c)...)
 	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
-	var oldArgs map[string]string
-	if o.Options != nil {
-		oldArgs = o.Options.ExtraArgs
-	}
-	if s.Options != nil {
-		errs = append(errs, validateExtraArgs(oldArgs, s.Options.ExtraArgs)...)
-	}
+	errs = append(errs, validateQuotaFits(o, s)...)
+	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
 	errs = append(errs, validateTLSChange(o, s)...)
 
@@ -279,6 +273,10 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 				fmt.Sprintf("must be at most %s, such as 10Gi: no common storage provisions a larger volume, so the members' claims would stay pending, and etcd uses at most its backend quota (spec.options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots", MaxStorageSize.String())))
 		}
 	}
+	if limit := sizeLimit(s); limit != nil && (old == nil || !sameQuantity(sizeLimit(old), limit)) && limit.Cmp(MinStorageSize) < 0 {
+		errs = append(errs, field.Invalid(p.Child("emptyDir", "sizeLimit"), limit.String(), fmt.Sprintf(
+			"must be at least %s, such as 1Gi: etcd preallocates its write-ahead log in 64MB files, so a member with less cannot start, or is evicted as soon as it does", MinStorageSize.String())))
+	}
 	if old == nil {
 		return errs
 	}
@@ -308,6 +306,70 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 	return errs
 }
 
+// sizeLimit is s's storage.emptyDir.sizeLimit, nil when it has none.
+func sizeLimit(s *etcdv1alpha1.StorageSpec) *resource.Quantity {
+	if s.EmptyDir == nil {
+		return nil
+	}
+	return s.EmptyDir.SizeLimit
+}
+
+// quota is s's spec.options.quotaBackendBytes, nil when it is unset.
+func quota(s *etcdv1alpha1.EtcdClusterSpec) *resource.Quantity {
+	if s.Options == nil {
+		return nil
+	}
+	return s.Options.QuotaBackendBytes
+}
+
+// validateQuotaFits refuses a backend quota that the members' volumes cannot hold, checked on create
+// (old nil) and when the quota or the volume size changes. On claims, a quota that is set must be
+// below storage.size (the default size when it is unset): a full volume crashes etcd, where the quota
+// would have raised NOSPACE (writes refused, reads served) and the claim could have been grown. On an
+// emptyDir with a sizeLimit, the quota, set or etcd's default of 2Gi, must be below the limit: the
+// kubelet evicts a member whose emptyDir outgrows it, and its data goes with the pod; the members hold
+// the same data, so they would all go at about the same time.
+func validateQuotaFits(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+	q := quota(s)
+	if old != nil && sameQuantity(quota(old), q) && sameQuantity(old.Storage.Size, s.Storage.Size) && sameQuantity(sizeLimit(&old.Storage), sizeLimit(&s.Storage)) {
+		return nil
+	}
+	qp := specPath.Child("options", "quotaBackendBytes")
+	room := "keeping room for the write-ahead log and snapshots"
+	if s.Storage.EmptyDir != nil {
+		limit := sizeLimit(&s.Storage)
+		if limit == nil || limit.Cmp(MinStorageSize) < 0 { // no limit, or validateStorage refuses it
+			return nil
+		}
+		evicted := "the kubelet evicts a member whose emptyDir grows past its sizeLimit, and the member's data goes with its pod; the members hold the same data, so they would be evicted at about the same time and the cluster would lose its data, where the quota would have raised NOSPACE (writes refused, reads served)"
+		if q == nil {
+			def := resource.NewQuantity(resources.DefaultQuotaBackendBytes, resource.BinarySI)
+			if limit.Cmp(*def) > 0 {
+				return nil
+			}
+			return field.ErrorList{field.Invalid(specPath.Child("storage", "emptyDir", "sizeLimit"), limit.String(), fmt.Sprintf(
+				"must be above etcd's default backend quota of %s, since spec.options.quotaBackendBytes is unset: %s; set spec.options.quotaBackendBytes below sizeLimit, or raise sizeLimit, %s", def.String(), evicted, room))}
+		}
+		if q.Cmp(*limit) < 0 {
+			return nil
+		}
+		return field.ErrorList{field.Invalid(qp, q.String(), fmt.Sprintf(
+			"must be below storage.emptyDir.sizeLimit (%s): %s; lower quotaBackendBytes or raise sizeLimit, %s", limit.String(), evicted, room))}
+	}
+	if q == nil || s.Storage.Size != nil && (s.Storage.Size.Cmp(MinStorageSize) < 0 || s.Storage.Size.Cmp(MaxStorageSize) > 0) {
+		return nil // nothing to check, or validateStorage refuses the size
+	}
+	size, which := resources.DefaultStorageSize, fmt.Sprintf("the members' volume size, %s (storage.size is unset: the default)", resources.DefaultStorageSize.String())
+	if s.Storage.Size != nil {
+		size, which = *s.Storage.Size, fmt.Sprintf("storage.size (%s)", s.Storage.Size.String())
+	}
+	if q.Cmp(size) < 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(qp, q.String(), fmt.Sprintf(
+		"must be below %s: the volume would fill up before the database reached its quota, and a full volume crashes etcd, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or grow storage.size, %s", which, room))}
+}
+
 // mixesEmptyDir reports whether s asks for emptyDir members and for claim settings at once.
 func mixesEmptyDir(s *etcdv1alpha1.StorageSpec) bool {
 	return s.EmptyDir != nil && (s.Size != nil || s.StorageClassName != nil)
@@ -320,6 +382,14 @@ func sameQuantity(a, b *resource.Quantity) bool {
 		return a == b
 	}
 	return a.Cmp(*b) == 0
+}
+
+// specExtraArgs is s's spec.options.extraArgs, nil when it has none.
+func specExtraArgs(s *etcdv1alpha1.EtcdClusterSpec) map[string]string {
+	if s.Options == nil {
+		return nil
+	}
+	return s.Options.ExtraArgs
 }
 
 // validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -31,6 +32,14 @@ func extraArgs(kv ...string) testutil.ClusterOption {
 			o.ExtraArgs[kv[i]] = kv[i+1]
 		}
 	})
+}
+
+// emptyDirLimit gives the members emptyDir volumes with this sizeLimit.
+func emptyDirLimit(q string) testutil.ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		testutil.WithEmptyDir()(c)
+		c.Spec.Storage.EmptyDir.SizeLimit = ptr.To(resource.MustParse(q))
+	}
 }
 
 // podLabels sets spec.podTemplate.labels from key, value pairs.
@@ -103,6 +112,23 @@ func TestValidateCreate(t *testing.T) {
 		{"image with an empty tag", cluster(testutil.WithImage("registry.example/etcd:")), []problem{{"spec.image", "is not an image reference"}}, nil},
 		{"image with a URL scheme", cluster(testutil.WithImage("https://registry.example/etcd:v3.6.16")), []problem{{"spec.image", "is not an image reference"}}, nil},
 		{"image with a short digest", cluster(testutil.WithImage("registry.example/etcd@sha256:abc")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"quota below storage.size", cluster(testutil.WithStorageSize("10Gi"), testutil.WithQuota("8Gi")), nil, nil},
+		{"quota below the default size", cluster(testutil.WithStorageSize(""), testutil.WithQuota("512Mi")), nil, nil},
+		{"quota above storage.size", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below storage.size (4Gi): the volume would fill up before the database reached its quota, and a full volume crashes etcd, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or grow storage.size, keeping room for the write-ahead log and snapshots"}}, nil},
+		{"quota equal to storage.size", cluster(testutil.WithStorageSize("2Gi"), testutil.WithQuota("2048Mi")), []problem{{"spec.options.quotaBackendBytes", "must be below storage.size (2Gi)"}}, nil},
+		{"quota above the default size", cluster(testutil.WithStorageSize(""), testutil.WithQuota("2Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below the members' volume size, 1Gi (storage.size is unset: the default)"}}, nil},
+		{"default quota above storage.size: etcd's default, as before", cluster(testutil.WithStorageSize("1Gi")), nil, nil},
+		{"emptyDir without a sizeLimit", cluster(testutil.WithEmptyDir(), testutil.WithQuota("8Gi")), nil, nil},
+		{"quota below the emptyDir sizeLimit", cluster(emptyDirLimit("4Gi"), testutil.WithQuota("2Gi")), nil, nil},
+		{"quota above the emptyDir sizeLimit", cluster(emptyDirLimit("1Gi"), testutil.WithQuota("2Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below storage.emptyDir.sizeLimit (1Gi): the kubelet evicts a member whose emptyDir grows past its sizeLimit, and the member's data goes with its pod; the members hold the same data, so they would be evicted at about the same time and the cluster would lose its data, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or raise sizeLimit, keeping room for the write-ahead log and snapshots"}}, nil},
+		{"emptyDir sizeLimit below etcd's default quota", cluster(emptyDirLimit("1Gi")), []problem{{"spec.storage.emptyDir.sizeLimit",
+			"must be above etcd's default backend quota of 2Gi, since spec.options.quotaBackendBytes is unset: the kubelet evicts a member"}}, nil},
+		{"emptyDir sizeLimit above etcd's default quota", cluster(emptyDirLimit("3Gi")), nil, nil},
+		{"emptyDir sizeLimit below 64Mi", cluster(emptyDirLimit("1Mi"), testutil.WithQuota("16Mi")), []problem{{"spec.storage.emptyDir.sizeLimit",
+			"must be at least 64Mi, such as 1Gi: etcd preallocates its write-ahead log in 64MB files, so a member with less cannot start, or is evicted as soon as it does"}}, nil},
 		{"extra flag value with spaces and non-ASCII letters", cluster(extraArgs("distributed-tracing-service-name", "etcd für prod")), nil, nil},
 		{"extra flag value with a newline", cluster(extraArgs("log-level", "debug\n--force-new-cluster")), []problem{{"spec.options.extraArgs[log-level]",
 			`contains the control character '\n' at byte 5: etcd gets the value verbatim in one command-line argument (--flag=value), where a newline, tab or other control character is never meant and etcd may refuse it, so the member would not start; write the value on one line without control characters`}}, nil},
@@ -271,6 +297,15 @@ func TestValidateUpdate(t *testing.T) {
 		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},
 		{"C11 shrink", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.size", "may only grow: it is 2Gi, and shrinking a volume is not supported"}}, nil},
 		{"C11 size removed", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("")), []problem{{"spec.storage.size", "cannot be removed once set (it is 2Gi)"}}, nil},
+		{"quota raised above storage.size", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below storage.size (4Gi)"}}, nil},
+		{"quota set above the default size", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize(""), testutil.WithQuota("4Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below the members' volume size, 1Gi"}}, nil},
+		{"quota and storage raised together", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("16Gi"), testutil.WithQuota("8Gi")),
+			nil, []string{"changing spec.options " + roll}},
+		{"quota above storage.size kept as it was", cluster(testutil.WithStorageSize("1Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("1Gi"), testutil.WithQuota("2Gi"), testutil.WithReplicas(5)), nil, nil},
+		{"emptyDir sizeLimit lowered below the quota", cluster(emptyDirLimit("4Gi"), testutil.WithQuota("2Gi")), cluster(emptyDirLimit("2Gi"), testutil.WithQuota("2Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below storage.emptyDir.sizeLimit (2Gi)"}}, nil},
 		{"grown above 64Ti", cluster(testutil.WithStorageSize("1Ti")), cluster(testutil.WithStorageSize("1Pi")), []problem{{"spec.storage.size", "must be at most 64Ti"}}, nil},
 		{"C11 size set below 64Mi", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize("32Mi")), []problem{{"spec.storage.size", "at least 64Mi"}}, nil},
 		{"C11 class change", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("slow")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
@@ -302,11 +337,11 @@ func TestValidateUpdate(t *testing.T) {
 		{"options change rolls", cluster(), cluster(extraArgs("log-level", "debug")), nil, []string{"changing spec.options " + roll}},
 		{"several changes, one warning", cluster(testutil.WithVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16"), testutil.WithImage("mirror.example/etcd:v3.6.16"), podLabels("a", "b"), extraArgs("log-level", "warn")),
 			nil, []string{"changing spec.version, spec.image, spec.podTemplate, spec.options " + roll}},
-		{"quota below a member's database", cluster(dbSizes(100<<20, 3<<30, 200<<20)), cluster(dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{
+		{"quota below a member's database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{
 			"changing spec.options " + roll,
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
-		{"quota above every database", cluster(dbSizes(100<<20, 3<<30)), cluster(dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
+		{"quota above every database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
 		{"quota unchanged", cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30)), cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30), testutil.WithReplicas(5)), nil, nil},
 		{"retain to delete", cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, []string{
 			"spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data"}},

@@ -256,6 +256,12 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"C10 replicas 11", []testutil.ClusterOption{testutil.WithReplicas(11)}, false, []string{"spec.replicas"}},
 		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"quota above storage.size", []testutil.ClusterOption{testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")}, true, []string{
+			`spec.options.quotaBackendBytes: Invalid value: "8Gi": must be below storage.size (4Gi): the volume would fill up before the database reached its quota`,
+		}},
+		{"quota above the emptyDir sizeLimit", []testutil.ClusterOption{emptyDirLimit("1Gi"), testutil.WithQuota("2Gi")}, true, []string{
+			`spec.options.quotaBackendBytes: Invalid value: "2Gi": must be below storage.emptyDir.sizeLimit (1Gi)`,
+		}},
 		{"size 1000000Ei", []testutil.ClusterOption{testutil.WithStorageSize("1000000Ei")}, false, []string{"spec.storage.size", "at most 64Ti"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
@@ -328,7 +334,7 @@ func TestWarnings(t *testing.T) {
 		{"create with one member", []testutil.ClusterOption{testutil.WithReplicas(1)}, nil, nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
 		{"scale down to one member", nil, nil, []testutil.ClusterOption{testutil.WithReplicas(1)}, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
 		{"pod template", nil, nil, []testutil.ClusterOption{podLabels("team", "a")}, []string{"changing spec.podTemplate rolls every member one at a time; the leader last"}},
-		{"quota below a member's database", nil, []testutil.ClusterOption{dbSizes(1<<30, 3<<30, 1<<30)}, []testutil.ClusterOption{testutil.WithQuota("2Gi")}, []string{
+		{"quota below a member's database", []testutil.ClusterOption{testutil.WithStorageSize("10Gi")}, []testutil.ClusterOption{dbSizes(1<<30, 3<<30, 1<<30)}, []testutil.ClusterOption{testutil.WithQuota("2Gi")}, []string{
 			"changing spec.options rolls every member",
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
