@@ -183,8 +183,8 @@ type EtcdBackupList struct {
 
 // BackupSpec schedules backups of a cluster and bounds how many are kept.
 type BackupSpec struct {
-	// Schedule is a cron expression ("0 * * * *": hourly; "@every 6h"), in TimeZone. Empty: no scheduled
-	// backups (EtcdBackups can still be created by hand). A schedule missed while the operator was down
+	// Schedule is a cron expression ("0 * * * *": hourly; "@every 6h"), in TimeZone, firing at most once
+	// a minute. Empty: no scheduled backups (EtcdBackups can still be created by hand). A schedule missed while the operator was down
 	// runs once when it is back, not once per missed time.
 	//
 	// +kubebuilder:validation:MaxLength=128

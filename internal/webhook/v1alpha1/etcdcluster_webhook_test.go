@@ -262,6 +262,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"quota above the emptyDir sizeLimit", []testutil.ClusterOption{emptyDirLimit("1Gi"), testutil.WithQuota("2Gi")}, true, []string{
 			`spec.options.quotaBackendBytes: Invalid value: "2Gi": must be below storage.emptyDir.sizeLimit (1Gi)`,
 		}},
+		{"backup every second", []testutil.ClusterOption{backupSpec("@every 1s", "", nil)}, true, []string{
+			`spec.backup.schedule: Invalid value: "@every 1s": schedule "@every 1s" fires more often than once a minute`,
+		}},
 		{"size 1000000Ei", []testutil.ClusterOption{testutil.WithStorageSize("1000000Ei")}, false, []string{"spec.storage.size", "at most 64Ti"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
