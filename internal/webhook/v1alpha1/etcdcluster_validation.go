@@ -82,6 +82,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateQuotaFits(nil, s)...)
 	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
 	errs = append(errs, validateBackup(nil, s.Backup)...)
+	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil

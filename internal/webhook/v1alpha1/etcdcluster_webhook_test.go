@@ -265,6 +265,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"backup every second", []testutil.ClusterOption{backupSpec("@every 1s", "", nil)}, true, []string{
 			`spec.backup.schedule: Invalid value: "@every 1s": schedule "@every 1s" fires more often than once a minute`,
 		}},
+		{"restore key outside the destination", []testutil.ClusterOption{restoreKey("../other/b.db")}, false, []string{
+			`spec.bootstrap.restore.source.key: Invalid value: "../other/b.db": restore.source.key must be a relative path such as 'apps/demo/nightly-1.db'`,
+		}},
 		{"size 1000000Ei", []testutil.ClusterOption{testutil.WithStorageSize("1000000Ei")}, false, []string{"spec.storage.size", "at most 64Ti"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
 			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
