@@ -33,10 +33,13 @@ type S3Destination struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
 	Bucket string `json:"bucket"`
-	// Prefix is prepended to every key, such as "etcd/prod"; no leading or trailing "/".
+	// Prefix is prepended to every key, such as "etcd/prod"; no leading or trailing "/", no empty, "."
+	// or ".." segment, no control characters.
 	//
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^([^/].*[^/]|[^/])?$`
+	// +kubebuilder:validation:XValidation:rule=`self == '' || !self.split('/').exists(e, e == '' || e == '.' || e == '..')`,message="s3.prefix must be a relative path such as 'etcd/prod': no empty, '.' or '..' segment"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('\\p{Cc}')`,message="s3.prefix must not contain control characters such as a newline or tab"
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 	// Region of the bucket (default "us-east-1").
@@ -64,6 +67,7 @@ type PVCDestination struct {
 	//
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="pvc.subPath must be a relative path without '..'"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('\\p{Cc}')`,message="pvc.subPath must not contain control characters such as a newline or tab"
 	// +optional
 	SubPath string `json:"subPath,omitempty"`
 }
@@ -183,8 +187,8 @@ type EtcdBackupList struct {
 
 // BackupSpec schedules backups of a cluster and bounds how many are kept.
 type BackupSpec struct {
-	// Schedule is a cron expression ("0 * * * *": hourly; "@every 6h"), in TimeZone. Empty: no scheduled
-	// backups (EtcdBackups can still be created by hand). A schedule missed while the operator was down
+	// Schedule is a cron expression ("0 * * * *": hourly; "@every 6h"), in TimeZone, firing at most once
+	// a minute. Empty: no scheduled backups (EtcdBackups can still be created by hand). A schedule missed while the operator was down
 	// runs once when it is back, not once per missed time.
 	//
 	// +kubebuilder:validation:MaxLength=128
@@ -244,10 +248,13 @@ type RestoreSpec struct {
 type RestoreSource struct {
 	// Destination holds the snapshot.
 	Destination BackupDestination `json:"destination"`
-	// Key of the snapshot in the destination (as EtcdBackup status.key reports it).
+	// Key of the snapshot in the destination (as EtcdBackup status.key reports it): a relative path
+	// without empty, "." or ".." segments or control characters.
 	//
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(e, e == '' || e == '.' || e == '..')",message="restore.source.key must be a relative path such as 'apps/demo/nightly-1.db', as an EtcdBackup's status.key reports it: no leading or trailing '/', no empty, '.' or '..' segment (the snapshot is looked up inside the destination, never outside it)"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('\\p{Cc}')`,message="restore.source.key must not contain control characters such as a newline or tab"
 	Key string `json:"key"`
 	// SHA256 is the snapshot's expected hex sha256; when empty, the one recorded next to the snapshot
 	// is used.

@@ -149,8 +149,8 @@ type AutoCompactionMode string
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || has(self.autoCompactionMode)",message="options.autoCompactionRetention needs options.autoCompactionMode (periodic or revision)"
 type EtcdOptions struct {
 	// QuotaBackendBytes is --quota-backend-bytes: the backend database size at which etcd raises the
-	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). Keep
-	// storage.size well above it.
+	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). It must be
+	// below storage.size (1Gi when unset) or storage.emptyDir.sizeLimit: keep them well above it.
 	//
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="options.quotaBackendBytes must be between 16Mi and 100Gi, such as 2Gi or 8Gi"
 	// +optional
@@ -201,7 +201,8 @@ type EtcdOptions struct {
 
 	// ExtraArgs are further etcd flags, by name without the leading "--" (for example
 	// "experimental-compact-hash-check-enabled": "true"). Flags the operator sets itself (names, URLs,
-	// data directory, initial cluster, TLS files) and the typed options above are refused.
+	// data directory, initial cluster, TLS), the typed options above and risky flags (such as
+	// enable-pprof, log-outputs, discovery*) are refused.
 	//
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*[a-z0-9]$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"
@@ -234,9 +235,13 @@ type StorageSpec struct {
 	// Size is the requested size of each member's volume, at least 64Mi (default 1Gi). It may not
 	// shrink; growing it expands the existing claims where their StorageClass allows volume expansion
 	// (the status says where it does not). Size it above etcd's backend quota (2GiB by default) plus room for the WAL and
-	// snapshots for a production cluster; the default suits small clusters and tests.
+	// snapshots for a production cluster; the default suits small clusters and tests. At most 64Ti:
+	// that is the largest volume the major clouds' block storage provisions, and etcd never uses more
+	// than its backend quota (at most 100Gi) plus the WAL and snapshots; a larger size is a typo that
+	// would leave the members' claims, and so the members, pending for ever.
 	//
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, and etcd uses at most its backend quota (options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
@@ -263,7 +268,8 @@ type StorageSpec struct {
 	RetainPolicy RetainPolicy `json:"retainPolicy,omitempty"`
 
 	// EmptyDir keeps each member's data in an emptyDir volume: a member whose pod is deleted loses its
-	// data and is replaced. Not for data you need to keep.
+	// data and is replaced. Not for data you need to keep. A sizeLimit must be at least 64Mi and above
+	// the backend quota (options.quotaBackendBytes, etcd's default 2Gi when unset).
 	//
 	// +optional
 	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`

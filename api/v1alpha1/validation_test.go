@@ -106,6 +106,8 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
 		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
 		{"storage size 1m", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
+		{"storage size 1000000Ei", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1000000Ei") }, "storage.size must be at most 64Ti, such as 10Gi"},
+		{"storage size 65Ti", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("65Ti") }, "storage.size must be at most 64Ti"},
 		{"access mode typo", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"Bogus"}
 		}, "supported values"},
@@ -138,6 +140,12 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},
+		{"extra arg key with =", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log-level=debug": ""}}
+		}, "options.extraArgs keys are etcd flag names"},
+		{"extra arg key with a space", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
+		}, "options.extraArgs keys are etcd flag names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,13 +218,16 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 	if err := k8s.Update(ctx, up); err != nil {
 		t.Errorf("patch upgrade was rejected: %v", err)
 	}
-	// growing is allowed
+	// growing is allowed, up to 64Ti
 	grow := up.DeepCopy()
 	v := resource.MustParse("3Gi")
 	grow.Spec.Storage.Size = &v
 	if err := k8s.Update(ctx, grow); err != nil {
 		t.Errorf("growing storage was rejected: %v", err)
 	}
+	tooBig := grow.DeepCopy()
+	tooBig.Spec.Storage.Size = ptr.To(resource.MustParse("1Pi"))
+	assertInvalid(t, k8s.Update(ctx, tooBig), "storage.size must be at most 64Ti")
 }
 
 func assertInvalid(t *testing.T, err error, message string) {
@@ -275,4 +286,69 @@ func TestBackupAndRestoreRejected(t *testing.T) {
 	assertInvalid(t, k8s.Update(ctx, c), "spec.bootstrap is immutable")
 	c.Spec.Bootstrap = nil
 	assertInvalid(t, k8s.Update(ctx, c), "cannot be added or removed")
+}
+
+// TestSnapshotPathsRejected: a restore key, an S3 prefix or a PVC subPath that would reach outside the
+// destination, name nothing, or carry control characters is refused by the schema, on EtcdClusters and
+// EtcdBackups alike; ordinary ones are accepted.
+func TestSnapshotPathsRejected(t *testing.T) {
+	ctx := context.Background()
+	pvc := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	restoring := func(d etcdv1alpha1.BackupDestination, key string) *etcdv1alpha1.EtcdCluster {
+		return newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.RestoreSource{Destination: d, Key: key}}}
+		})
+	}
+	s3 := func(prefix string) etcdv1alpha1.BackupDestination {
+		return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", Prefix: prefix,
+			CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3"}}}
+	}
+	relative := "restore.source.key must be a relative path such as 'apps/demo/nightly-1.db', as an EtcdBackup's status.key reports it: no leading or trailing '/', no empty, '.' or '..' segment"
+	for _, tc := range []struct {
+		name, key, message string
+	}{
+		{"parent segments", "../../etc/passwd", relative},
+		{"parent segment inside", "apps/../b.db", relative},
+		{"leading slash", "/apps/demo/b.db", relative},
+		{"trailing slash", "apps/demo/", relative},
+		{"empty segment", "apps//b.db", relative},
+		{"dot segment", "./b.db", relative},
+		{"newline", "apps/demo/b.db\n", "restore.source.key must not contain control characters such as a newline or tab"},
+		{"C1 control", "apps/demo/b.db\u0085", "restore.source.key must not contain control characters"},
+	} {
+		t.Run("restore key "+tc.name, func(t *testing.T) {
+			assertInvalid(t, k8s.Create(ctx, restoring(pvc, tc.key)), tc.message)
+		})
+	}
+	for _, tc := range []struct {
+		name, prefix, message string
+	}{
+		{"parent segment", "etcd/../other", "s3.prefix must be a relative path such as 'etcd/prod': no empty, '.' or '..' segment"},
+		{"empty segment", "etcd//prod", "s3.prefix must be a relative path"},
+		{"tab", "etcd/\tprod", "s3.prefix must not contain control characters such as a newline or tab"},
+	} {
+		t.Run("s3 prefix "+tc.name, func(t *testing.T) {
+			assertInvalid(t, k8s.Create(ctx, restoring(s3(tc.prefix), "apps/demo/b.db")), tc.message)
+			seq++
+			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
+				Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}, Destination: ptr.To(s3(tc.prefix))}}
+			assertInvalid(t, k8s.Create(ctx, b), tc.message)
+		})
+	}
+	t.Run("pvc subPath with a newline", func(t *testing.T) {
+		d := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd\nprod"}}
+		assertInvalid(t, k8s.Create(ctx, restoring(d, "apps/demo/b.db")), "pvc.subPath must not contain control characters such as a newline or tab")
+	})
+	t.Run("ordinary paths", func(t *testing.T) {
+		for _, c := range []*etcdv1alpha1.EtcdCluster{
+			restoring(pvc, "apps/demo/nightly-1.db"),
+			restoring(pvc, "a..b/c..db"),
+			restoring(s3("etcd/prod"), "b.db"),
+			restoring(etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd/prod"}}, "apps/demo/b.db"),
+		} {
+			if err := k8s.Create(ctx, c); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		}
+	})
 }

@@ -104,13 +104,13 @@ func TestOptionArgs(t *testing.T) {
 			QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
 			SnapshotCount: ptr.To[int64](5000), HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000),
 			MaxRequestBytes: ptr.To[int32](2097152),
-			ExtraArgs:       map[string]string{"log-level": "warn", "data-dir": "/elsewhere", "experimental-peer-skip-client-san-verification": "true"},
+			ExtraArgs:       map[string]string{"log-level": "warn", "data-dir": "/elsewhere", "experimental-compact-hash-check-enabled": "true"},
 		}
 	})
 	args := Options{}.EtcdArgs(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380"})
 	want := []string{"--quota-backend-bytes=8589934592", "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h",
 		"--snapshot-count=5000", "--heartbeat-interval=200", "--election-timeout=2000", "--max-request-bytes=2097152",
-		"--experimental-peer-skip-client-san-verification=true", "--log-level=warn"}
+		"--experimental-compact-hash-check-enabled=true", "--log-level=warn"}
 	if got := args[len(args)-len(want):]; !slices.Equal(got, want) {
 		t.Errorf("option flags = %q, want %q", got, want)
 	}

@@ -17,9 +17,15 @@ const (
 	maxScheduleSteps = 600_000
 )
 
+// MinScheduleInterval is the shortest time between two scheduled backups. Five cron fields cannot fire
+// more often; "@every <duration>" could, down to every second, and each backup snapshots the whole
+// database and runs a Job: backups would pile up faster than they finish.
+const MinScheduleInterval = time.Minute
+
 // ParseSchedule parses spec.backup.schedule — five cron fields or a descriptor such as "@hourly"
 // or "@every 6h" (robfig/cron's standard parser) — in spec.backup.timeZone (an IANA name; empty
-// means UTC). It returns an error saying what is wrong with either.
+// means UTC). It returns an error saying what is wrong with either, or that the schedule fires more
+// often than MinScheduleInterval.
 func ParseSchedule(schedule, timeZone string) (cron.Schedule, error) {
 	loc := time.UTC
 	if timeZone != "" {
@@ -34,6 +40,9 @@ func ParseSchedule(schedule, timeZone string) (cron.Schedule, error) {
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q is not a cron expression (\"minute hour day-of-month month day-of-week\", or @hourly, @daily, @every <duration>): %w", schedule, err)
+	}
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok && every.Delay < MinScheduleInterval {
+		return nil, fmt.Errorf("schedule %q fires more often than once a minute: each backup snapshots the whole database and runs a Job, so they would pile up faster than they finish; use an interval of at least 1m, such as \"@every 15m\" or \"*/15 * * * *\"", schedule)
 	}
 	if ss, ok := sched.(*cron.SpecSchedule); ok {
 		ss.Location = loc

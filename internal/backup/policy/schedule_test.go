@@ -76,3 +76,21 @@ func TestParseScheduleErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleAtMostOncePerMinute: "@every" below a minute is refused with what to write instead (a
+// negative or zero one too: robfig/cron would fire it every second); a minute and more is accepted, as
+// is every cron expression (five fields cannot fire more often than once a minute).
+func TestScheduleAtMostOncePerMinute(t *testing.T) {
+	for _, in := range []string{"@every 1s", "@every 59s", "@every 59.9s", "@every 0s", "@every -5m", "@every 500ms"} {
+		_, err := ParseSchedule(in, "")
+		want := `schedule "` + in + `" fires more often than once a minute: each backup snapshots the whole database and runs a Job, so they would pile up faster than they finish; use an interval of at least 1m, such as "@every 15m" or "*/15 * * * *"`
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseSchedule(%q) = %v, want %q", in, err, want)
+		}
+	}
+	for _, in := range []string{"@every 1m", "@every 60s", "@every 1m30s", "* * * * *", "*/1 * * * *", "@hourly"} {
+		if _, err := ParseSchedule(in, ""); err != nil {
+			t.Errorf("ParseSchedule(%q): %v", in, err)
+		}
+	}
+}

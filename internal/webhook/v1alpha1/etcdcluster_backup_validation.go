@@ -10,7 +10,7 @@ import (
 
 // validateBackup returns what is wrong with spec.backup b (old is the previous one, nil on create):
 // a schedule that does not parse (five cron fields or a descriptor such as @daily or @every 6h, see
-// policy.ParseSchedule), a timeZone that is not an IANA name the operator knows, a retention with
+// policy.ParseSchedule) or fires more often than once a minute, a timeZone that is not an IANA name the operator knows, a retention with
 // neither maxCount nor maxAge, or a maxAge that is not positive. An unchanged spec.backup is not
 // checked again.
 func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {

@@ -3,6 +3,9 @@ package v1alpha1
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,6 +39,26 @@ func ValidateRestore(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) (f
 			fmt.Sprintf("EtcdBackup %s: %v; set spec.version to %s or later", name, err, b.Status.EtcdVersion))}, nil
 	}
 	return nil, nil
+}
+
+// validateRestoreSource checks the key of spec.bootstrap.restore.source, as the CRD's schema does: the
+// snapshot is looked up by this key inside the destination, so it is a relative path without empty,
+// "." or ".." segments (which would name something else, or nothing, and leave the new cluster waiting
+// for a snapshot it cannot read), and without control characters.
+func validateRestoreSource(b *etcdv1alpha1.BootstrapSpec) field.ErrorList {
+	if b == nil || b.Restore == nil || b.Restore.Source == nil {
+		return nil
+	}
+	p := specPath.Child("bootstrap", "restore", "source", "key")
+	key := b.Restore.Source.Key
+	var errs field.ErrorList
+	if slices.ContainsFunc(strings.Split(key, "/"), func(e string) bool { return e == "" || e == "." || e == ".." }) {
+		errs = append(errs, field.Invalid(p, key, `must be a relative path such as "apps/demo/nightly-1.db", as an EtcdBackup's status.key reports it: no leading or trailing '/', no empty, '.' or '..' segment (the snapshot is looked up inside the destination, never outside it)`))
+	}
+	if strings.IndexFunc(key, unicode.IsControl) >= 0 {
+		errs = append(errs, field.Invalid(p, key, "must not contain control characters such as a newline or tab"))
+	}
+	return errs
 }
 
 // lookupBackup returns the EtcdBackup a new cluster restores, nil when it names none or it does not

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func TestValidateRestore(t *testing.T) {
@@ -39,6 +40,45 @@ func TestValidateRestore(t *testing.T) {
 			if w := strings.Join(warns, "; "); (w != "") != (tc.wantW != "") || !strings.Contains(w, tc.wantW) {
 				t.Errorf("warnings %q, want %q", w, tc.wantW)
 			}
+		})
+	}
+}
+
+// restoreKey bootstraps the cluster from the snapshot at key on a PVC.
+func restoreKey(key string) testutil.ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.RestoreSource{
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}, Key: key}}}
+	}
+}
+
+// TestValidateRestoreSourceKey: a snapshot key that would look outside the destination, or name
+// nothing, is refused at admission instead of leaving the new cluster waiting for a snapshot it cannot
+// read.
+func TestValidateRestoreSourceKey(t *testing.T) {
+	relative := `must be a relative path such as "apps/demo/nightly-1.db", as an EtcdBackup's status.key reports it: no leading or trailing '/', no empty, '.' or '..' segment (the snapshot is looked up inside the destination, never outside it)`
+	control := "must not contain control characters such as a newline or tab"
+	for _, tc := range []struct {
+		key  string
+		errs []problem
+	}{
+		{"apps/demo/nightly-1.db", nil},
+		{"nightly.db", nil},
+		{"a..b/c..db", nil},
+		{"../../etc/passwd", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"apps/../demo/b.db", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"apps/demo/..", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"/apps/demo/b.db", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"apps/demo/", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"apps//b.db", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"./apps/b.db", []problem{{"spec.bootstrap.restore.source.key", relative}}},
+		{"apps/b.db\n", []problem{{"spec.bootstrap.restore.source.key", control}}},
+		{"apps/\tb.db", []problem{{"spec.bootstrap.restore.source.key", control}}},
+		{"/apps/b.db\x00", []problem{{"spec.bootstrap.restore.source.key", relative}, {"spec.bootstrap.restore.source.key", control}}},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			errs, _ := ValidateCreate(cluster(restoreKey(tc.key)))
+			checkErrors(t, errs, tc.errs)
 		})
 	}
 }

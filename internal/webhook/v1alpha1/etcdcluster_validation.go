@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,6 +20,12 @@ import (
 
 // MinStorageSize is the smallest spec.storage.size a cluster may ask for.
 var MinStorageSize = resource.MustParse("64Mi")
+
+// MaxStorageSize is the largest spec.storage.size a cluster may ask for: the largest volume the major
+// clouds' block storage provisions (64TiB), far above what etcd uses (its backend quota, at most 100Gi,
+// plus the WAL and snapshots). A larger size is a typo that no provisioner satisfies: the members'
+// claims, and so the members, would stay pending.
+var MaxStorageSize = resource.MustParse("64Ti")
 
 // The warnings the webhook returns for changes that are allowed but risky. Each is a complete sentence
 // that kubectl prints as "Warning: ...".
@@ -70,11 +77,12 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 		}
 	}
 	errs = append(errs, validateVersion(specVersion(s))...)
+	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
-	if s.Options != nil {
-		errs = append(errs, validateExtraArgs(nil, s.Options.ExtraArgs)...)
-	}
+	errs = append(errs, validateQuotaFits(nil, s)...)
+	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
 	errs = append(errs, validateBackup(nil, s.Backup)...)
+	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
@@ -103,14 +111,10 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	}
 	errs = append(errs, validateVersionChange(old, specVersion(s))...)
 	errs = append(errs, validateImageWithVersion(old, c)...)
+	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
-	var oldArgs map[string]string
-	if o.Options != nil {
-		oldArgs = o.Options.ExtraArgs
-	}
-	if s.Options != nil {
-		errs = append(errs, validateExtraArgs(oldArgs, s.Options.ExtraArgs)...)
-	}
+	errs = append(errs, validateQuotaFits(o, s)...)
+	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
 	errs = append(errs, validateTLSChange(o, s)...)
 
@@ -219,6 +223,27 @@ func validateVersionChange(old *etcdv1alpha1.EtcdCluster, to string) field.Error
 	return nil
 }
 
+// validateImage checks that image, when set, is an image reference a container runtime can pull:
+// without one, every member the operator creates or rolls waits with InvalidImageName or ErrImagePull.
+func validateImage(image string) field.ErrorList {
+	if image == "" {
+		return nil
+	}
+	if _, err := name.ParseReference(image); err == nil && !strings.Contains(image, "://") {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specPath.Child("image"), image,
+		`is not an image reference: write [registry[:port]/]repository[:tag][@sha256:digest], with the repository in lower case and without spaces or a URL scheme, such as "registry.example/etcd:v3.6.16", or remove spec.image to run the operator's etcd image of spec.version`)}
+}
+
+// validateImageChange checks spec.image when an update changes it from old.
+func validateImageChange(old, image string) field.ErrorList {
+	if image == old {
+		return nil
+	}
+	return validateImage(image)
+}
+
 // validateImageWithVersion refuses a version change that would change nothing: with spec.image set,
 // the image decides what the members run, so the version must change together with it.
 func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
@@ -230,7 +255,7 @@ func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList 
 }
 
 // validateStorage checks s, and when old is not nil (an update) the change from old to s: the size is
-// at least MinStorageSize and never shrinks or goes away, the class never changes, and members never
+// from MinStorageSize to MaxStorageSize and never shrinks or goes away, the class never changes, and members never
 // switch between emptyDir and persistent volumes.
 func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 	p := specPath.Child("storage")
@@ -239,9 +264,19 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 		errs = append(errs, field.Forbidden(p.Child("emptyDir"),
 			"cannot be combined with storage.size or storage.storageClassName: emptyDir members keep their data on the node, not in a claim"))
 	}
-	if s.Size != nil && (old == nil || !sameQuantity(old.Size, s.Size)) && s.Size.Cmp(MinStorageSize) < 0 {
-		errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
-			fmt.Sprintf("must be at least %s, such as 1Gi", MinStorageSize.String())))
+	if s.Size != nil && (old == nil || !sameQuantity(old.Size, s.Size)) {
+		switch {
+		case s.Size.Cmp(MinStorageSize) < 0:
+			errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+				fmt.Sprintf("must be at least %s, such as 1Gi", MinStorageSize.String())))
+		case s.Size.Cmp(MaxStorageSize) > 0:
+			errs = append(errs, field.Invalid(p.Child("size"), s.Size.String(),
+				fmt.Sprintf("must be at most %s, such as 10Gi: no common storage provisions a larger volume, so the members' claims would stay pending, and etcd uses at most its backend quota (spec.options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots", MaxStorageSize.String())))
+		}
+	}
+	if limit := sizeLimit(s); limit != nil && (old == nil || !sameQuantity(sizeLimit(old), limit)) && limit.Cmp(MinStorageSize) < 0 {
+		errs = append(errs, field.Invalid(p.Child("emptyDir", "sizeLimit"), limit.String(), fmt.Sprintf(
+			"must be at least %s, such as 1Gi: etcd preallocates its write-ahead log in 64MB files, so a member with less cannot start, or is evicted as soon as it does", MinStorageSize.String())))
 	}
 	if old == nil {
 		return errs
@@ -272,6 +307,70 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 	return errs
 }
 
+// sizeLimit is s's storage.emptyDir.sizeLimit, nil when it has none.
+func sizeLimit(s *etcdv1alpha1.StorageSpec) *resource.Quantity {
+	if s.EmptyDir == nil {
+		return nil
+	}
+	return s.EmptyDir.SizeLimit
+}
+
+// quota is s's spec.options.quotaBackendBytes, nil when it is unset.
+func quota(s *etcdv1alpha1.EtcdClusterSpec) *resource.Quantity {
+	if s.Options == nil {
+		return nil
+	}
+	return s.Options.QuotaBackendBytes
+}
+
+// validateQuotaFits refuses a backend quota that the members' volumes cannot hold, checked on create
+// (old nil) and when the quota or the volume size changes. On claims, a quota that is set must be
+// below storage.size (the default size when it is unset): a full volume crashes etcd, where the quota
+// would have raised NOSPACE (writes refused, reads served) and the claim could have been grown. On an
+// emptyDir with a sizeLimit, the quota, set or etcd's default of 2Gi, must be below the limit: the
+// kubelet evicts a member whose emptyDir outgrows it, and its data goes with the pod; the members hold
+// the same data, so they would all go at about the same time.
+func validateQuotaFits(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+	q := quota(s)
+	if old != nil && sameQuantity(quota(old), q) && sameQuantity(old.Storage.Size, s.Storage.Size) && sameQuantity(sizeLimit(&old.Storage), sizeLimit(&s.Storage)) {
+		return nil
+	}
+	qp := specPath.Child("options", "quotaBackendBytes")
+	room := "keeping room for the write-ahead log and snapshots"
+	if s.Storage.EmptyDir != nil {
+		limit := sizeLimit(&s.Storage)
+		if limit == nil || limit.Cmp(MinStorageSize) < 0 { // no limit, or validateStorage refuses it
+			return nil
+		}
+		evicted := "the kubelet evicts a member whose emptyDir grows past its sizeLimit, and the member's data goes with its pod; the members hold the same data, so they would be evicted at about the same time and the cluster would lose its data, where the quota would have raised NOSPACE (writes refused, reads served)"
+		if q == nil {
+			def := resource.NewQuantity(resources.DefaultQuotaBackendBytes, resource.BinarySI)
+			if limit.Cmp(*def) > 0 {
+				return nil
+			}
+			return field.ErrorList{field.Invalid(specPath.Child("storage", "emptyDir", "sizeLimit"), limit.String(), fmt.Sprintf(
+				"must be above etcd's default backend quota of %s, since spec.options.quotaBackendBytes is unset: %s; set spec.options.quotaBackendBytes below sizeLimit, or raise sizeLimit, %s", def.String(), evicted, room))}
+		}
+		if q.Cmp(*limit) < 0 {
+			return nil
+		}
+		return field.ErrorList{field.Invalid(qp, q.String(), fmt.Sprintf(
+			"must be below storage.emptyDir.sizeLimit (%s): %s; lower quotaBackendBytes or raise sizeLimit, %s", limit.String(), evicted, room))}
+	}
+	if q == nil || s.Storage.Size != nil && (s.Storage.Size.Cmp(MinStorageSize) < 0 || s.Storage.Size.Cmp(MaxStorageSize) > 0) {
+		return nil // nothing to check, or validateStorage refuses the size
+	}
+	size, which := resources.DefaultStorageSize, fmt.Sprintf("the members' volume size, %s (storage.size is unset: the default)", resources.DefaultStorageSize.String())
+	if s.Storage.Size != nil {
+		size, which = *s.Storage.Size, fmt.Sprintf("storage.size (%s)", s.Storage.Size.String())
+	}
+	if q.Cmp(size) < 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(qp, q.String(), fmt.Sprintf(
+		"must be below %s: the volume would fill up before the database reached its quota, and a full volume crashes etcd, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or grow storage.size, %s", which, room))}
+}
+
 // mixesEmptyDir reports whether s asks for emptyDir members and for claim settings at once.
 func mixesEmptyDir(s *etcdv1alpha1.StorageSpec) bool {
 	return s.EmptyDir != nil && (s.Size != nil || s.StorageClassName != nil)
@@ -286,9 +385,18 @@ func sameQuantity(a, b *resource.Quantity) bool {
 	return a.Cmp(*b) == 0
 }
 
-// validateExtraArgs refuses the flags of args that the operator sets itself (v1alpha1.ReservedFlag),
-// except those already in old with the same value, so that an object admitted before a flag became
-// reserved can still be changed otherwise. Errors are sorted by flag name.
+// specExtraArgs is s's spec.options.extraArgs, nil when it has none.
+func specExtraArgs(s *etcdv1alpha1.EtcdClusterSpec) map[string]string {
+	if s.Options == nil {
+		return nil
+	}
+	return s.Options.ExtraArgs
+}
+
+// validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
+// risk (v1alpha1.ReservedFlag), keys that are not flag names and values with control characters, except
+// entries already in old with the same value, so that an object admitted before a rule existed can
+// still be changed otherwise. Errors are sorted by flag name.
 func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	p := specPath.Child("options", "extraArgs")
 	keys := make([]string, 0, len(args))
@@ -298,14 +406,20 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	slices.Sort(keys)
 	var errs field.ErrorList
 	for _, k := range keys {
-		why, reserved := etcdv1alpha1.ReservedFlag(k)
-		if !reserved {
+		v := args[k]
+		if was, ok := old[k]; ok && was == v {
 			continue
 		}
-		if v, ok := old[k]; ok && v == args[k] {
+		if why, reserved := etcdv1alpha1.ReservedFlag(k); reserved {
+			errs = append(errs, field.Forbidden(p.Key(k), "cannot be set through extraArgs: "+why))
 			continue
 		}
-		errs = append(errs, field.Forbidden(p.Key(k), "is set by the operator and cannot be overridden: "+why))
+		if problem := etcdv1alpha1.ExtraArgKeyProblem(k); problem != "" {
+			errs = append(errs, field.Invalid(p.Key(k), k, "the key "+problem))
+		}
+		if problem := etcdv1alpha1.ExtraArgValueProblem(v); problem != "" {
+			errs = append(errs, field.Invalid(p.Key(k), v, problem))
+		}
 	}
 	return errs
 }

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -31,6 +32,14 @@ func extraArgs(kv ...string) testutil.ClusterOption {
 			o.ExtraArgs[kv[i]] = kv[i+1]
 		}
 	})
+}
+
+// emptyDirLimit gives the members emptyDir volumes with this sizeLimit.
+func emptyDirLimit(q string) testutil.ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		testutil.WithEmptyDir()(c)
+		c.Spec.Storage.EmptyDir.SizeLimit = ptr.To(resource.MustParse(q))
+	}
 }
 
 // podLabels sets spec.podTemplate.labels from key, value pairs.
@@ -93,6 +102,46 @@ func TestValidateCreate(t *testing.T) {
 		{"3.5 patch", cluster(testutil.WithVersion("3.5.35")), nil, nil},
 		{"emptyDir", cluster(testutil.WithEmptyDir()), nil, nil},
 		{"allowed extra flag", cluster(extraArgs("log-level", "debug")), nil, nil},
+		{"image with a registry port", cluster(testutil.WithImage("registry.example:5000/mirror/etcd:v3.6.16")), nil, nil},
+		{"image by digest", cluster(testutil.WithImage("registry.example/etcd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")), nil, nil},
+		{"image without a registry", cluster(testutil.WithImage("etcd")), nil, nil},
+		{"image in upper case", cluster(testutil.WithImage("Mirror.example/Etcd:v3.6.16")), []problem{{"spec.image",
+			`is not an image reference: write [registry[:port]/]repository[:tag][@sha256:digest], with the repository in lower case and without spaces or a URL scheme, such as "registry.example/etcd:v3.6.16", or remove spec.image to run the operator's etcd image of spec.version`}}, nil},
+		{"image with a newline", cluster(testutil.WithImage("registry.example/etcd:v3.6.16\n")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"image with a space", cluster(testutil.WithImage("registry.example/etcd v3.6.16")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"image with an empty tag", cluster(testutil.WithImage("registry.example/etcd:")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"image with a URL scheme", cluster(testutil.WithImage("https://registry.example/etcd:v3.6.16")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"image with a short digest", cluster(testutil.WithImage("registry.example/etcd@sha256:abc")), []problem{{"spec.image", "is not an image reference"}}, nil},
+		{"quota below storage.size", cluster(testutil.WithStorageSize("10Gi"), testutil.WithQuota("8Gi")), nil, nil},
+		{"quota below the default size", cluster(testutil.WithStorageSize(""), testutil.WithQuota("512Mi")), nil, nil},
+		{"quota above storage.size", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below storage.size (4Gi): the volume would fill up before the database reached its quota, and a full volume crashes etcd, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or grow storage.size, keeping room for the write-ahead log and snapshots"}}, nil},
+		{"quota equal to storage.size", cluster(testutil.WithStorageSize("2Gi"), testutil.WithQuota("2048Mi")), []problem{{"spec.options.quotaBackendBytes", "must be below storage.size (2Gi)"}}, nil},
+		{"quota above the default size", cluster(testutil.WithStorageSize(""), testutil.WithQuota("2Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below the members' volume size, 1Gi (storage.size is unset: the default)"}}, nil},
+		{"default quota above storage.size: etcd's default, as before", cluster(testutil.WithStorageSize("1Gi")), nil, nil},
+		{"emptyDir without a sizeLimit", cluster(testutil.WithEmptyDir(), testutil.WithQuota("8Gi")), nil, nil},
+		{"quota below the emptyDir sizeLimit", cluster(emptyDirLimit("4Gi"), testutil.WithQuota("2Gi")), nil, nil},
+		{"quota above the emptyDir sizeLimit", cluster(emptyDirLimit("1Gi"), testutil.WithQuota("2Gi")), []problem{{"spec.options.quotaBackendBytes",
+			"must be below storage.emptyDir.sizeLimit (1Gi): the kubelet evicts a member whose emptyDir grows past its sizeLimit, and the member's data goes with its pod; the members hold the same data, so they would be evicted at about the same time and the cluster would lose its data, where the quota would have raised NOSPACE (writes refused, reads served); lower quotaBackendBytes or raise sizeLimit, keeping room for the write-ahead log and snapshots"}}, nil},
+		{"emptyDir sizeLimit below etcd's default quota", cluster(emptyDirLimit("1Gi")), []problem{{"spec.storage.emptyDir.sizeLimit",
+			"must be above etcd's default backend quota of 2Gi, since spec.options.quotaBackendBytes is unset: the kubelet evicts a member"}}, nil},
+		{"emptyDir sizeLimit above etcd's default quota", cluster(emptyDirLimit("3Gi")), nil, nil},
+		{"emptyDir sizeLimit below 64Mi", cluster(emptyDirLimit("1Mi"), testutil.WithQuota("16Mi")), []problem{{"spec.storage.emptyDir.sizeLimit",
+			"must be at least 64Mi, such as 1Gi: etcd preallocates its write-ahead log in 64MB files, so a member with less cannot start, or is evicted as soon as it does"}}, nil},
+		{"extra flag value with spaces and non-ASCII letters", cluster(extraArgs("distributed-tracing-service-name", "etcd für prod")), nil, nil},
+		{"extra flag value with a newline", cluster(extraArgs("log-level", "debug\n--force-new-cluster")), []problem{{"spec.options.extraArgs[log-level]",
+			`contains the control character '\n' at byte 5: etcd gets the value verbatim in one command-line argument (--flag=value), where a newline, tab or other control character is never meant and etcd may refuse it, so the member would not start; write the value on one line without control characters`}}, nil},
+		{"extra flag value with a tab", cluster(extraArgs("log-level", "\tdebug")), []problem{{"spec.options.extraArgs[log-level]", `contains the control character '\t' at byte 0`}}, nil},
+		{"extra flag value with a carriage return", cluster(extraArgs("log-level", "debug\r")), []problem{{"spec.options.extraArgs[log-level]", `control character '\r'`}}, nil},
+		{"extra flag value with NUL", cluster(extraArgs("log-level", "de\x00bug")), []problem{{"spec.options.extraArgs[log-level]", `control character '\x00'`}}, nil},
+		{"extra flag value with a C1 control", cluster(extraArgs("log-level", "debug\u0085")), []problem{{"spec.options.extraArgs[log-level]", `control character '\u0085'`}}, nil},
+		{"extra flag key with =", cluster(extraArgs("log-level=debug", "")), []problem{{"spec.options.extraArgs[log-level=debug]",
+			`the key must be an etcd flag name without the leading "--" and without "=": lower case letters, digits and '-', such as "log-level" (the value goes on the right of the ':')`}}, nil},
+		{"extra flag key with a space", cluster(extraArgs("log level", "debug")), []problem{{"spec.options.extraArgs[log level]", "the key must be an etcd flag name"}}, nil},
+		{"extra flag key with dashes", cluster(extraArgs("--log-level", "debug")), []problem{{"spec.options.extraArgs[--log-level]", `without the leading "--"`}}, nil},
+		{"extra flag key in upper case", cluster(extraArgs("Log-Level", "debug")), []problem{{"spec.options.extraArgs[Log-Level]", "lower case letters"}}, nil},
+		{"reserved flag with a bad value: one error", cluster(extraArgs("name", "x\n")), []problem{{"spec.options.extraArgs[name]", "cannot be set through extraArgs"}}, nil},
 		{"one member warns", cluster(testutil.WithReplicas(1)), nil, []string{"no fault tolerance"}},
 		{"C09 3.4.x", cluster(testutil.WithVersion("3.4.30")), []problem{{"spec.version", "etcd 3.4 is not supported: supported minors are 3.5, 3.6"}}, nil},
 		{"C09 3.7.x", cluster(testutil.WithVersion("3.7.0")), []problem{{"spec.version", "etcd 3.7 is not supported"}}, nil},
@@ -105,6 +154,10 @@ func TestValidateCreate(t *testing.T) {
 		{"C11 size -1Gi", cluster(testutil.WithStorageSize("-1Gi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
 		{"C11 size below 64Mi", cluster(testutil.WithStorageSize("63Mi")), []problem{{"spec.storage.size", "must be at least 64Mi"}}, nil},
 		{"size 64Mi", cluster(testutil.WithStorageSize("64Mi")), nil, nil},
+		{"size 64Ti", cluster(testutil.WithStorageSize("64Ti")), nil, nil},
+		{"size 1000000Ei", cluster(testutil.WithStorageSize("1000000Ei")), []problem{{"spec.storage.size",
+			"must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, so the members' claims would stay pending, and etcd uses at most its backend quota (spec.options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"}}, nil},
+		{"size just above 64Ti", cluster(testutil.WithStorageSize("70368744177665")), []problem{{"spec.storage.size", "must be at most 64Ti"}}, nil},
 		{"emptyDir with a size", cluster(testutil.WithEmptyDir(), testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.emptyDir", "cannot be combined with storage.size"}}, nil},
 		{"emptyDir with a class", cluster(testutil.WithEmptyDir(), testutil.WithStorageClass("fast")), []problem{{"spec.storage.emptyDir", "cannot be combined"}}, nil},
 		{"every problem at once", cluster(testutil.WithReplicas(4), testutil.WithVersion("3.4.0"), testutil.WithStorageSize("0"), extraArgs("name", "x", "data-dir", "/d")), []problem{
@@ -128,8 +181,8 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
-// TestValidateCreateReservedFlags: every flag the operator sets is refused in extraArgs, each with
-// its own reason, with or without leading dashes; others pass through.
+// TestValidateCreateReservedFlags: every flag the operator sets, and every risky flag, is refused in
+// extraArgs, each with its own reason, with or without leading dashes; others pass through.
 func TestValidateCreateReservedFlags(t *testing.T) {
 	reserved := []string{
 		"name", "data-dir", "wal-dir", "initial-cluster", "initial-cluster-state", "initial-cluster-token",
@@ -139,6 +192,15 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 		"peer-trusted-ca-file", "peer-client-cert-auth", "auto-tls", "peer-auto-tls", "config-file",
 		"quota-backend-bytes", "auto-compaction-mode", "auto-compaction-retention", "snapshot-count",
 		"heartbeat-interval", "election-timeout", "max-request-bytes",
+		// risky
+		"enable-pprof", "log-outputs", "enable-log-rotation", "log-rotation-config-json", "max-learners", "proxy",
+		// the discovery family
+		"discovery-srv-name", "discovery-token", "discovery-endpoints", "discovery-insecure-skip-tls-verify",
+		// every TLS flag of etcd 3.5 and 3.6
+		"client-crl-file", "peer-crl-file", "client-cert-file", "client-key-file", "peer-client-cert-file",
+		"peer-client-key-file", "self-signed-cert-validity", "tls-min-version", "tls-max-version", "cipher-suites",
+		"peer-cert-allowed-cn", "peer-cert-allowed-hostname", "client-cert-allowed-hostname",
+		"peer-skip-client-san-verification", "experimental-peer-skip-client-san-verification",
 	}
 	for _, flag := range reserved {
 		for _, key := range []string{flag, "--" + flag} {
@@ -147,10 +209,10 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 				t.Fatalf("%s is not reserved", flag)
 			}
 			errs, _ := ValidateCreate(cluster(extraArgs(key, "x")))
-			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "is set by the operator and cannot be overridden: " + why}})
+			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "cannot be set through extraArgs: " + why}})
 		}
 	}
-	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "enable-pprof"} {
+	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "discoveryx", "proxy-dial-timeout", "max-wals"} {
 		if errs, _ := ValidateCreate(cluster(extraArgs(flag, "x"))); len(errs) != 0 {
 			t.Errorf("%s refused: %v", flag, errs)
 		}
@@ -158,6 +220,18 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 	// The typed options say what to use instead.
 	errs, _ := ValidateCreate(cluster(extraArgs("quota-backend-bytes", "8589934592")))
 	checkErrors(t, errs, []problem{{"spec.options.extraArgs[quota-backend-bytes]", "use spec.options.quotaBackendBytes"}})
+	// Risky flags say why.
+	for flag, why := range map[string]string{
+		"enable-pprof":       "it serves /debug/pprof on the client port, unauthenticated",
+		"log-outputs":        "etcd logs to stderr, where kubectl logs and the operator's diagnosis of a failing member read it",
+		"max-learners":       "the operator adds members one learner at a time",
+		"discovery-srv-name": "members are bootstrapped by the operator, not by discovery",
+		"tls-min-version":    "the operator manages TLS: use spec.tls",
+		"cert-file":          "the operator manages TLS: use spec.tls",
+	} {
+		errs, _ := ValidateCreate(cluster(extraArgs(flag, "x")))
+		checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + flag + "]", "cannot be set through extraArgs: " + why}})
+	}
 }
 
 func TestValidateUpdate(t *testing.T) {
@@ -193,6 +267,9 @@ func TestValidateUpdate(t *testing.T) {
 		{"version change with an unchanged spec.image", cluster(testutil.WithVersion("3.6.15"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
 			cluster(testutil.WithVersion("3.6.16"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
 			[]problem{{"spec.version", "spec.image (mirror/etcd:v3.6.15) is set and decides what the members run"}}, nil},
+		{"image changed to one that is not an image reference", cluster(), cluster(testutil.WithImage("registry.example/Etcd:v3.6.16")),
+			[]problem{{"spec.image", "is not an image reference"}}, nil},
+		{"image that is not a reference kept as it was", cluster(testutil.WithImage("Etcd")), cluster(testutil.WithImage("Etcd"), testutil.WithReplicas(5)), nil, nil},
 		{"shrink from the default size", cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }), cluster(func(c *etcdv1alpha1.EtcdCluster) { q := resource.MustParse("128Mi"); c.Spec.Storage.Size = &q }),
 			[]problem{{"spec.storage.size", "it was unset, so the members' claims have the default 1Gi"}}, nil},
 
@@ -220,6 +297,16 @@ func TestValidateUpdate(t *testing.T) {
 		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},
 		{"C11 shrink", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("1Gi")), []problem{{"spec.storage.size", "may only grow: it is 2Gi, and shrinking a volume is not supported"}}, nil},
 		{"C11 size removed", cluster(testutil.WithStorageSize("2Gi")), cluster(testutil.WithStorageSize("")), []problem{{"spec.storage.size", "cannot be removed once set (it is 2Gi)"}}, nil},
+		{"quota raised above storage.size", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below storage.size (4Gi)"}}, nil},
+		{"quota set above the default size", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize(""), testutil.WithQuota("4Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below the members' volume size, 1Gi"}}, nil},
+		{"quota and storage raised together", cluster(testutil.WithStorageSize("4Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("16Gi"), testutil.WithQuota("8Gi")),
+			nil, []string{"changing spec.options " + roll}},
+		{"quota above storage.size kept as it was", cluster(testutil.WithStorageSize("1Gi"), testutil.WithQuota("2Gi")), cluster(testutil.WithStorageSize("1Gi"), testutil.WithQuota("2Gi"), testutil.WithReplicas(5)), nil, nil},
+		{"emptyDir sizeLimit lowered below the quota", cluster(emptyDirLimit("4Gi"), testutil.WithQuota("2Gi")), cluster(emptyDirLimit("2Gi"), testutil.WithQuota("2Gi")),
+			[]problem{{"spec.options.quotaBackendBytes", "must be below storage.emptyDir.sizeLimit (2Gi)"}}, nil},
+		{"grown above 64Ti", cluster(testutil.WithStorageSize("1Ti")), cluster(testutil.WithStorageSize("1Pi")), []problem{{"spec.storage.size", "must be at most 64Ti"}}, nil},
 		{"C11 size set below 64Mi", cluster(testutil.WithStorageSize("")), cluster(testutil.WithStorageSize("32Mi")), []problem{{"spec.storage.size", "at least 64Mi"}}, nil},
 		{"C11 class change", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("slow")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
 		{"C11 class removal", cluster(testutil.WithStorageClass("fast")), cluster(testutil.WithStorageClass("")), []problem{{"spec.storage.storageClassName", `is immutable (it is "fast")`}}, nil},
@@ -236,6 +323,9 @@ func TestValidateUpdate(t *testing.T) {
 		{"reserved flag kept as it was", cluster(testutil.WithReplicas(3), extraArgs("name", "x")), cluster(testutil.WithReplicas(5), extraArgs("name", "x")), nil, nil},
 		{"reserved flag changed", cluster(extraArgs("name", "x")), cluster(extraArgs("name", "y")),
 			[]problem{{"spec.options.extraArgs[name]", "the operator names each member"}}, nil},
+		{"newline added to an extra flag", cluster(extraArgs("log-level", "debug")), cluster(extraArgs("log-level", "debug\n")),
+			[]problem{{"spec.options.extraArgs[log-level]", `contains the control character '\n' at byte 5`}}, nil},
+		{"extra flag with a newline kept as it was", cluster(testutil.WithReplicas(3), extraArgs("log-level", "debug\n")), cluster(testutil.WithReplicas(5), extraArgs("log-level", "debug\n")), nil, nil},
 
 		// What changed is checked, not what was admitted before.
 		{"metadata only, spec as admitted", cluster(testutil.WithReplicas(2), extraArgs("name", "x")), cluster(testutil.WithReplicas(2), extraArgs("name", "x"), testutil.WithLabels("a", "b")), nil, nil},
@@ -247,11 +337,11 @@ func TestValidateUpdate(t *testing.T) {
 		{"options change rolls", cluster(), cluster(extraArgs("log-level", "debug")), nil, []string{"changing spec.options " + roll}},
 		{"several changes, one warning", cluster(testutil.WithVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16"), testutil.WithImage("mirror.example/etcd:v3.6.16"), podLabels("a", "b"), extraArgs("log-level", "warn")),
 			nil, []string{"changing spec.version, spec.image, spec.podTemplate, spec.options " + roll}},
-		{"quota below a member's database", cluster(dbSizes(100<<20, 3<<30, 200<<20)), cluster(dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{
+		{"quota below a member's database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{
 			"changing spec.options " + roll,
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
-		{"quota above every database", cluster(dbSizes(100<<20, 3<<30)), cluster(dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
+		{"quota above every database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
 		{"quota unchanged", cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30)), cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30), testutil.WithReplicas(5)), nil, nil},
 		{"retain to delete", cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, []string{
 			"spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data"}},
@@ -269,7 +359,7 @@ func TestValidateUpdate(t *testing.T) {
 			{"spec.version", "3.5.26 or later"},
 			{"spec.storage.size", "may only grow"},
 			{"spec.storage.storageClassName", "immutable"},
-			{"spec.options.extraArgs[name]", "set by the operator"},
+			{"spec.options.extraArgs[name]", "cannot be set through extraArgs"},
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -256,9 +256,33 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"C10 replicas 11", []testutil.ClusterOption{testutil.WithReplicas(11)}, false, []string{"spec.replicas"}},
 		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
+		{"quota above storage.size", []testutil.ClusterOption{testutil.WithStorageSize("4Gi"), testutil.WithQuota("8Gi")}, true, []string{
+			`spec.options.quotaBackendBytes: Invalid value: "8Gi": must be below storage.size (4Gi): the volume would fill up before the database reached its quota`,
+		}},
+		{"quota above the emptyDir sizeLimit", []testutil.ClusterOption{emptyDirLimit("1Gi"), testutil.WithQuota("2Gi")}, true, []string{
+			`spec.options.quotaBackendBytes: Invalid value: "2Gi": must be below storage.emptyDir.sizeLimit (1Gi)`,
+		}},
+		{"backup every second", []testutil.ClusterOption{backupSpec("@every 1s", "", nil)}, true, []string{
+			`spec.backup.schedule: Invalid value: "@every 1s": schedule "@every 1s" fires more often than once a minute`,
+		}},
+		{"restore key outside the destination", []testutil.ClusterOption{restoreKey("../other/b.db")}, false, []string{
+			`spec.bootstrap.restore.source.key: Invalid value: "../other/b.db": restore.source.key must be a relative path such as 'apps/demo/nightly-1.db'`,
+		}},
+		{"size 1000000Ei", []testutil.ClusterOption{testutil.WithStorageSize("1000000Ei")}, false, []string{"spec.storage.size", "at most 64Ti"}},
 		{"reserved flags, all listed", []testutil.ClusterOption{extraArgs("name", "x", "initial-cluster-state", "new", "log-level", "debug")}, true, []string{
-			`spec.options.extraArgs[initial-cluster-state]: Forbidden: is set by the operator and cannot be overridden: the operator decides the initial cluster state of each member`,
-			`spec.options.extraArgs[name]: Forbidden: is set by the operator and cannot be overridden: the operator names each member after its pod`,
+			`spec.options.extraArgs[initial-cluster-state]: Forbidden: cannot be set through extraArgs: the operator decides the initial cluster state of each member`,
+			`spec.options.extraArgs[name]: Forbidden: cannot be set through extraArgs: the operator names each member after its pod`,
+		}},
+		{"image that is not a reference", []testutil.ClusterOption{testutil.WithImage("registry.example/Etcd:v3.6.16")}, true, []string{
+			`spec.image: Invalid value: "registry.example/Etcd:v3.6.16": is not an image reference`,
+		}},
+		{"extra flag value with a newline", []testutil.ClusterOption{extraArgs("log-level", "debug\n")}, true, []string{
+			`spec.options.extraArgs[log-level]: Invalid value: "debug\n": contains the control character '\n' at byte 5`,
+		}},
+		{"risky and TLS flags", []testutil.ClusterOption{extraArgs("enable-pprof", "true", "discovery-srv-name", "x", "tls-min-version", "TLS1.3")}, true, []string{
+			`spec.options.extraArgs[discovery-srv-name]: Forbidden: cannot be set through extraArgs: members are bootstrapped by the operator, not by discovery`,
+			`spec.options.extraArgs[enable-pprof]: Forbidden: cannot be set through extraArgs: it serves /debug/pprof on the client port, unauthenticated, to every client that reaches it`,
+			`spec.options.extraArgs[tls-min-version]: Forbidden: cannot be set through extraArgs: the operator manages TLS: use spec.tls`,
 		}},
 	} {
 		t.Run("create "+tc.name, func(t *testing.T) {
@@ -316,7 +340,7 @@ func TestWarnings(t *testing.T) {
 		{"create with one member", []testutil.ClusterOption{testutil.WithReplicas(1)}, nil, nil, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
 		{"scale down to one member", nil, nil, []testutil.ClusterOption{testutil.WithReplicas(1)}, []string{"spec.replicas is 1: a single member has no fault tolerance"}},
 		{"pod template", nil, nil, []testutil.ClusterOption{podLabels("team", "a")}, []string{"changing spec.podTemplate rolls every member one at a time; the leader last"}},
-		{"quota below a member's database", nil, []testutil.ClusterOption{dbSizes(1<<30, 3<<30, 1<<30)}, []testutil.ClusterOption{testutil.WithQuota("2Gi")}, []string{
+		{"quota below a member's database", []testutil.ClusterOption{testutil.WithStorageSize("10Gi")}, []testutil.ClusterOption{dbSizes(1<<30, 3<<30, 1<<30)}, []testutil.ClusterOption{testutil.WithQuota("2Gi")}, []string{
 			"changing spec.options rolls every member",
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
