@@ -42,7 +42,7 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 ##@ Development
 .PHONY: manifests
 manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.
-	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./internal/controller/...;./internal/webhook/..." \
+	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	@mkdir -p dist
