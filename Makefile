@@ -76,8 +76,11 @@ build: ## Build bin/etcd-operator (static).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/etcd-operator ./cmd/etcd-operator
 
 .PHONY: image
+# The image carries Debian's CA bundle (hack/ca-certificates.sh installs it when missing) at the path
+# Go reads first, so that backups to https:// S3 endpoints of public CAs verify.
 image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Docker needed).
-	go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 bin/etcd-operator:/etcd-operator
+	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 \
+		bin/etcd-operator:/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for the integration tests (once per machine).
