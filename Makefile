@@ -42,7 +42,7 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 ##@ Development
 .PHONY: manifests
 manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.
-	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./internal/controller/...;./internal/webhook/..." \
+	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	@mkdir -p dist
@@ -76,8 +76,11 @@ build: ## Build bin/etcd-operator (static).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/etcd-operator ./cmd/etcd-operator
 
 .PHONY: image
+# The image carries Debian's CA bundle (hack/ca-certificates.sh installs it when missing) at the path
+# Go reads first, so that backups to https:// S3 endpoints of public CAs verify.
 image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Docker needed).
-	go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 bin/etcd-operator:/etcd-operator
+	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 \
+		bin/etcd-operator:/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for the integration tests (once per machine).

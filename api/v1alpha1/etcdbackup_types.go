@@ -20,6 +20,8 @@ type BackupDestination struct {
 }
 
 // S3Destination is a bucket (and key prefix) of an S3-compatible object store.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.endpoint.startsWith('https://')",message="s3.caSecretRef needs an https:// endpoint"
 type S3Destination struct {
 	// Endpoint is the object store's URL, such as "https://s3.eu-west-1.amazonaws.com" or
 	// "http://minio.storage.svc:9000".
@@ -53,6 +55,13 @@ type S3Destination struct {
 	// CredentialsSecretRef names a Secret in the cluster's namespace with the keys "accessKeyID" and
 	// "secretAccessKey".
 	CredentialsSecretRef corev1.LocalObjectReference `json:"credentialsSecretRef"`
+	// CASecretRef names a Secret in the cluster's namespace whose key "ca.crt" holds PEM-encoded CA
+	// certificates (one or more) to trust for an https:// Endpoint in addition to the system's, such as
+	// the private CA that issued an in-house object store's certificate. Backup, restore and
+	// snapshot-deletion pods mount it read-only. Default: the system's CAs only (the operator image
+	// carries Debian's bundle).
+	// +optional
+	CASecretRef *corev1.LocalObjectReference `json:"caSecretRef,omitempty"`
 }
 
 // PVCDestination is a directory on a PersistentVolumeClaim.

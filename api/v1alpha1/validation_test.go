@@ -262,6 +262,14 @@ func TestBackupAndRestoreRejected(t *testing.T) {
 	badS3 := *s3
 	badS3.Endpoint = "s3.example:9000"
 	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &badS3})), "spec.destination.s3.endpoint")
+	// A CA to trust means nothing without TLS.
+	withCA := *s3
+	withCA.CASecretRef = &corev1.LocalObjectReference{Name: "s3-ca"}
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &withCA})), "s3.caSecretRef needs an https:// endpoint")
+	withCA.Endpoint = "https://s3.example:9000"
+	if err := k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &withCA})); err != nil {
+		t.Errorf("S3 destination with an https endpoint and a CA rejected: %v", err)
+	}
 
 	ok := backup(&etcdv1alpha1.BackupDestination{PVC: pvc})
 	if err := k8s.Create(ctx, ok); err != nil {

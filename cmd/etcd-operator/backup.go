@@ -80,7 +80,7 @@ func (d *destinationOptions) store() (backup.Store, error) {
 	if d.s3CAFile != "" {
 		pem, err := os.ReadFile(d.s3CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--s3-ca-file: %w", err)
+			return nil, fmt.Errorf("--s3-ca-file (the key ca.crt of the Secret s3.caSecretRef names): %w", err)
 		}
 		cfg.CACertPEM = pem
 	}
@@ -309,6 +309,8 @@ func failureMessage(what string, timeout time.Duration, err error) string {
 			") and that they may read and write the bucket, or the directory's permissions"
 	case errors.Is(err, backup.ErrBucketNotFound):
 		hint = "the S3 bucket does not exist: create it or correct the bucket name"
+	case errors.Is(err, backup.ErrUntrustedCertificate):
+		hint = "the S3 server's certificate is not trusted: if a private CA issued it, put that CA (PEM) into the key ca.crt of a Secret and name it in s3.caSecretRef; check that the endpoint's host name is one the certificate names"
 	case errors.Is(err, backup.ErrUnreachable):
 		hint = "the storage cannot be reached: check the endpoint URL, DNS, network policies and the CA"
 	case errors.Is(err, backup.ErrNoHealthyMember):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -38,6 +40,9 @@ import (
 // managerOptions are the manager's flags.
 type managerOptions struct {
 	metricsAddr         string
+	metricsSecure       bool
+	metricsCertDir      string
+	enableHTTP2         bool
 	probeAddr           string
 	leaderElect         bool
 	leaderElectionNS    string
@@ -58,14 +63,21 @@ type managerOptions struct {
 }
 
 func newManagerCommand() *cobra.Command {
-	o := &managerOptions{zap: zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}}
+	return managerCommand(&managerOptions{zap: zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}})
+}
+
+// managerCommand is the manager command that parses its flags into o.
+func managerCommand(o *managerOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers (the default)",
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runManager(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (plain HTTP); 0 disables it")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint (HTTPS unless --metrics-secure=false); 0 disables it")
+	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients whose bearer token the API server authenticates (TokenReview) and authorizes for GET on the non-resource URL /metrics (SubjectAccessReview); false serves them over plain HTTP to anyone who can connect")
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics server's tls.crt and tls.key (reloaded when they change); without them the operator serves a self-signed certificate it generates at start")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "Let the metrics server speak HTTP/2; off by default against the HTTP/2 rapid reset and stream flooding attacks (CVE-2023-44487, CVE-2023-39325). The webhook server always speaks HTTP/1.1")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile; the admission webhooks answer)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "Hold a Lease so that only one of several replicas reconciles")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace)")
@@ -114,7 +126,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		Scheme:                  scheme,
 		WebhookServer:           webhookServer,
 		Cache:                   cacheOptions(o),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
@@ -136,6 +148,29 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		"webhooks", o.enableWebhooks, "webhookCertProvisioner", o.webhook.Provisioner)
 	return mgr.Start(ctx)
 }
+
+// The metrics server's filter asks the API server who a scraper is and whether it may read /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions returns the metrics server's options: HTTPS, each request authenticated and
+// authorized by the API server (a scraper needs a role such as config/rbac's metrics-reader), and
+// HTTP/1.1 only unless --enable-http2; plain HTTP without either with --metrics-secure=false.
+func metricsOptions(o *managerOptions) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
+	if !o.metricsSecure {
+		return m
+	}
+	m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	m.CertDir = o.metricsCertDir
+	if !o.enableHTTP2 {
+		m.TLSOpts = append(m.TLSOpts, disableHTTP2)
+	}
+	return m
+}
+
+// disableHTTP2 makes a TLS server offer HTTP/1.1 only.
+func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
 // cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and only
 // the operator's own Jobs and Secrets.

@@ -62,11 +62,9 @@ func installFromDist(t *testing.T, k8s client.Client, kinds ...string) {
 	}
 }
 
-// TestManagerServesWebhooksOnceReady: the manager as the Deployment runs it (its flags' defaults,
-// POD_NAMESPACE, the objects of dist/install.yaml) generates the webhook certificate and injects its
-// CA; /readyz passes only with the webhook check among its checks, and by then the CA is in both
-// webhook configurations and the webhooks are served under the Service's name.
-func TestManagerServesWebhooksOnceReady(t *testing.T) {
+// startEnv starts envtest and returns it with a client of its admin.
+func startEnv(t *testing.T) (*envtest.Environment, client.Client) {
+	t.Helper()
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -76,11 +74,19 @@ func TestManagerServesWebhooksOnceReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
+	return env, k8s
+}
+
+// startManager runs `etcd-operator manager` as user, with its probes and webhooks on free loopback
+// ports and args, until the test ends; it returns the verbose /readyz body once /readyz passes, and
+// the webhook port.
+func startManager(t *testing.T, env *envtest.Environment, user envtest.User, args ...string) (readyz string, webhookPort int) {
+	t.Helper()
+	u, err := env.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := admin.KubeConfig()
+	kubeconfig, err := u.KubeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +95,14 @@ func TestManagerServesWebhooksOnceReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("KUBECONFIG", kubeconfigPath)
-	installFromDist(t, k8s, "Namespace", "Secret", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
-	const ns = "etcd-operator-system"
-	t.Setenv("POD_NAMESPACE", ns)
 
 	probePort, webhookPort := testutil.FreePort(t), testutil.FreePort(t)
 	cmd := newManagerCommand()
-	cmd.SetArgs([]string{
-		"--metrics-bind-address=0",
+	cmd.SetArgs(append([]string{
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-dir=" + filepath.Join(t.TempDir(), "certs"),
-	})
+	}, args...))
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -116,17 +118,17 @@ func TestManagerServesWebhooksOnceReady(t *testing.T) {
 		}
 	})
 
-	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", probePort)
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", probePort)
 	deadline := time.Now().Add(readyTimeout)
 	var body string
 	for {
-		resp, err := http.Get(readyz)
+		resp, err := http.Get(url)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close() //nolint:errcheck // read
 			body = string(b)
 			if resp.StatusCode == http.StatusOK {
-				break
+				return body, webhookPort
 			}
 		}
 		select {
@@ -140,9 +142,33 @@ func TestManagerServesWebhooksOnceReady(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(body, "[+]webhook ok") {
-		t.Errorf("/readyz passes without the webhook check: %s", body)
+}
+
+// TestManagerAsDeployed runs the manager as the Deployment does: its flags' defaults, POD_NAMESPACE,
+// the objects of dist/install.yaml, and the identity of the operator's ServiceAccount, whose requests
+// the installed RBAC authorizes. (One manager per process: controller names are unique.)
+func TestManagerAsDeployed(t *testing.T) {
+	env, k8s := startEnv(t)
+	const ns = "etcd-operator-system"
+	installFromDist(t, k8s, "Namespace", "Secret", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+		"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	t.Setenv("POD_NAMESPACE", ns)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	operator := envtest.User{Name: "system:serviceaccount:" + ns + ":etcd-operator", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}}
+	readyz, webhookPort := startManager(t, env, operator, "--metrics-bind-address="+metricsAddr)
+	t.Run("webhooks served once ready", func(t *testing.T) { testWebhooksServedOnceReady(t, k8s, readyz, webhookPort) })
+	t.Run("metrics need an authorized token", func(t *testing.T) { testMetricsNeedAnAuthorizedToken(t, env, k8s, metricsAddr) })
+}
+
+// testWebhooksServedOnceReady: the manager generated the webhook certificate and injected its CA;
+// /readyz passed only with the webhook check among its checks, and by then the CA is in both webhook
+// configurations and the webhooks are served under the Service's name.
+func testWebhooksServedOnceReady(t *testing.T, k8s client.Client, readyz string, webhookPort int) {
+	const ns = "etcd-operator-system"
+	if !strings.Contains(readyz, "[+]webhook ok") {
+		t.Errorf("/readyz passes without the webhook check: %s", readyz)
 	}
+	ctx := context.Background()
 
 	// Ready means the CA is in both configurations and the webhooks are served with it.
 	secret := &corev1.Secret{}

@@ -231,6 +231,8 @@ func (s *S3Store) wrap(op, key string, err error) error {
 				sentinel = ErrNotFound
 			}
 		}
+	case isCertificateError(err):
+		sentinel = ErrUntrustedCertificate
 	case isTransportError(err):
 		sentinel = ErrUnreachable
 	}
@@ -245,4 +247,13 @@ func (s *S3Store) wrap(op, key string, err error) error {
 func isTransportError(err error) bool {
 	var ue *url.Error
 	return errors.As(err, &ue) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// isCertificateError reports whether err is the server's certificate failing verification.
+func isCertificateError(err error) bool {
+	var verr *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verr) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid)
 }

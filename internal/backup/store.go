@@ -23,6 +23,10 @@ var (
 	ErrBucketNotFound = errors.New("bucket does not exist")
 	// ErrUnreachable: the storage could not be reached at all (connection refused, DNS, TLS).
 	ErrUnreachable = errors.New("storage unreachable")
+	// ErrUntrustedCertificate: the S3 server's TLS certificate did not verify against the trusted CAs
+	// (the system's and those of S3Config.CACertPEM), or not for its host name; it wraps
+	// ErrUnreachable.
+	ErrUntrustedCertificate = fmt.Errorf("%w: server certificate not trusted", ErrUnreachable)
 	// ErrInvalidKey: a key that is empty, absolute, or has empty, "." or ".." elements (policy's, so
 	// that errors.Is matches what policy.Key returns too).
 	ErrInvalidKey = policy.ErrInvalidKey

@@ -29,6 +29,10 @@ const (
 
 	// S3CredentialsDir is where the S3 credentials Secret is mounted (read-only) in backup Jobs.
 	S3CredentialsDir = "/var/run/secrets/etcd-backup/s3"
+	// S3CADir is where the Secret of s3.caSecretRef is mounted (read-only); S3CAFile is its key
+	// "ca.crt" there, the --s3-ca-file of the commands.
+	S3CADir  = "/var/run/secrets/etcd-backup/s3-ca"
+	S3CAFile = S3CADir + "/ca.crt"
 	// BackupPVCDir is where the destination claim (its subPath) is mounted in backup Jobs.
 	BackupPVCDir = "/var/lib/etcd-backup"
 	// BackupStagingDir is the emptyDir the snapshot is staged in before it is stored.
@@ -120,6 +124,9 @@ func DestinationArgs(d *etcdv1alpha1.BackupDestination) []string {
 		if d.S3.ForcePathStyle {
 			args = append(args, "--s3-force-path-style")
 		}
+		if d.S3.CASecretRef != nil {
+			args = append(args, "--s3-ca-file="+S3CAFile)
+		}
 		return args
 	case d.PVC != nil:
 		return []string{"--dir=" + BackupPVCDir}
@@ -127,17 +134,25 @@ func DestinationArgs(d *etcdv1alpha1.BackupDestination) []string {
 	return nil
 }
 
-// DestinationVolumes returns the volume and mount through which a pod reaches destination d with the
-// flags of DestinationArgs: the S3 credentials Secret read-only at S3CredentialsDir (optional: a
-// missing Secret or key fails the command with a message naming it, instead of a pod stuck in
-// ContainerCreating), or the claim's subPath at BackupPVCDir (read-only when readOnly).
+// DestinationVolumes returns the volumes and mounts through which a pod reaches destination d with the
+// flags of DestinationArgs: the S3 credentials Secret read-only at S3CredentialsDir and the CA Secret,
+// if any, read-only at S3CADir (both optional: a missing Secret or key fails the command with a
+// message naming it, instead of a pod stuck in ContainerCreating), or the claim's subPath at
+// BackupPVCDir (read-only when readOnly).
 func DestinationVolumes(d *etcdv1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume, []corev1.VolumeMount) {
 	switch {
 	case d.S3 != nil:
-		return []corev1.Volume{{Name: "s3-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: d.S3.CredentialsSecretRef.Name, Optional: ptr.To(true), DefaultMode: ptr.To[int32](0o440),
-			}}}},
-			[]corev1.VolumeMount{{Name: "s3-credentials", MountPath: S3CredentialsDir, ReadOnly: true}}
+		vols := []corev1.Volume{{Name: "s3-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: d.S3.CredentialsSecretRef.Name, Optional: ptr.To(true), DefaultMode: ptr.To[int32](0o440),
+		}}}}
+		mounts := []corev1.VolumeMount{{Name: "s3-credentials", MountPath: S3CredentialsDir, ReadOnly: true}}
+		if d.S3.CASecretRef != nil {
+			vols = append(vols, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: d.S3.CASecretRef.Name, Optional: ptr.To(true), DefaultMode: ptr.To[int32](0o444),
+			}}})
+			mounts = append(mounts, corev1.VolumeMount{Name: "s3-ca", MountPath: S3CADir, ReadOnly: true})
+		}
+		return vols, mounts
 	case d.PVC != nil:
 		return []corev1.Volume{{Name: "backups", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.PVC.ClaimName, ReadOnly: readOnly},

@@ -3,9 +3,12 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +27,11 @@ import (
 // S3Server is a real S3-compatible server (versitygw over a POSIX directory) running on loopback
 // for the duration of a test.
 type S3Server struct {
-	// Endpoint is the server's URL, http://127.0.0.1:<port>.
+	// Endpoint is the server's URL, http://127.0.0.1:<port>, or https:// for StartS3TLS.
 	Endpoint string
+	// CACertPEM is the certificate (PEM) of the private CA that issued the server's certificate, for
+	// StartS3TLS; empty for plain HTTP.
+	CACertPEM []byte
 	// Region is the region the server reports ("us-east-1").
 	Region string
 	// Bucket exists and is empty when StartS3 returns.
@@ -58,6 +64,18 @@ func VersitygwPath() (string, error) {
 // when the test ends. The test fails when the binary is missing: `make test` builds it.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
+	return startS3(t, false)
+}
+
+// StartS3TLS is StartS3 serving HTTPS with a certificate for 127.0.0.1 and localhost issued by a CA
+// made for the test (S3Server.CACertPEM), which no system trusts.
+func StartS3TLS(t testing.TB) *S3Server {
+	t.Helper()
+	return startS3(t, true)
+}
+
+func startS3(t testing.TB, useTLS bool) *S3Server {
+	t.Helper()
 	bin, err := VersitygwPath()
 	if err == nil {
 		_, err = os.Stat(bin)
@@ -74,14 +92,19 @@ func StartS3(t testing.TB) *S3Server {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	s.Endpoint = "http://" + addr
-	proc := startVersitygw(t, bin, addr, s)
-
-	s.Client, err = minio.New(addr, &minio.Options{
+	opts := &minio.Options{
 		Creds:        credentials.NewStaticV4(s.AccessKeyID, s.SecretAccessKey, ""),
 		Region:       s.Region,
 		BucketLookup: minio.BucketLookupPath,
 		MaxRetries:   1,
-	})
+	}
+	var args []string
+	if useTLS {
+		args = s.serveTLS(t, addr, opts)
+	}
+	proc := startVersitygw(t, bin, addr, s, args...)
+
+	s.Client, err = minio.New(addr, opts)
 	if err != nil {
 		t.Fatalf("S3 client: %v", err)
 	}
@@ -102,6 +125,26 @@ func StartS3(t testing.TB) *S3Server {
 	}
 }
 
+// serveTLS makes s serve HTTPS on addr with a certificate of a new CA, sets opts to trust only that
+// CA, and returns versitygw's flags for it.
+func (s *S3Server) serveTLS(t testing.TB, addr string, opts *minio.Options) []string {
+	t.Helper()
+	s.Endpoint = "https://" + addr
+	ca := NewCA(t)
+	s.CACertPEM = ca.CertPEM
+	certPEM, keyPEM := ca.Issue(t, "127.0.0.1", "localhost")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := errors.Join(os.WriteFile(certFile, certPEM, 0o600), os.WriteFile(keyFile, keyPEM, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	opts.Secure = true
+	opts.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	return []string{"--cert", certFile, "--key", keyFile}
+}
+
 // versitygw is a running versitygw process.
 type versitygw struct {
 	// exited is closed when the process has exited, err is then what Wait returned.
@@ -116,9 +159,9 @@ func (v *versitygw) logs() string {
 	return string(b)
 }
 
-// startVersitygw starts bin serving s on addr, and stops it (SIGTERM, SIGKILL after 10 s) when the
-// test ends.
-func startVersitygw(t testing.TB, bin, addr string, s *S3Server) *versitygw {
+// startVersitygw starts bin serving s on addr, with args before the backend's, and stops it
+// (SIGTERM, SIGKILL after 10 s) when the test ends.
+func startVersitygw(t testing.TB, bin, addr string, s *S3Server, args ...string) *versitygw {
 	t.Helper()
 	v := &versitygw{exited: make(chan struct{}), logPath: filepath.Join(t.TempDir(), "versitygw.log")}
 	logFile, err := os.Create(v.logPath)
@@ -126,7 +169,7 @@ func startVersitygw(t testing.TB, bin, addr string, s *S3Server) *versitygw {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin, "--port", addr, "--region", s.Region, "--quiet", "posix", s.Dir)
+	cmd := exec.Command(bin, append(append([]string{"--port", addr, "--region", s.Region, "--quiet"}, args...), "posix", s.Dir)...)
 	// Credentials through the environment, not the command line; nothing else is inherited.
 	cmd.Env = []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey, "HOME=" + s.Dir}
 	cmd.Stdout, cmd.Stderr = logFile, logFile

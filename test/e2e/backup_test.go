@@ -38,18 +38,26 @@ type objectStore struct {
 	bucket   string
 	// accessKeyID and secretAccessKey are its root credentials.
 	accessKeyID, secretAccessKey string
+	// tls, when the store serves HTTPS (startObjectStoreTLS), is how the test trusts it.
+	tls *storeTLS
 }
 
 // startObjectStore runs versitygw (hack/build-s3.sh --image) as a Deployment and Service "s3" in ns,
 // waits for it, and creates a bucket.
 func startObjectStore(t testing.TB, ns string) *objectStore {
 	t.Helper()
+	return startObjectStoreWith(t, ns, nil)
+}
+
+// startObjectStoreWith is startObjectStore, serving HTTPS when tlsCfg is set.
+func startObjectStoreWith(t testing.TB, ns string, tlsCfg *storeTLS) *objectStore {
+	t.Helper()
 	ctx := context.Background()
 	v := os.Getenv("VERSITYGW_VERSION")
 	if v == "" {
 		v = "v1.8.0"
 	}
-	s := &objectStore{bucket: "etcd-backups", accessKeyID: "e2eroot", secretAccessKey: "e2e-secret-key-0123456789"}
+	s := &objectStore{bucket: "etcd-backups", accessKeyID: "e2eroot", secretAccessKey: "e2e-secret-key-0123456789", tls: tlsCfg}
 	root := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-root", Namespace: ns},
 		StringData: map[string]string{"accessKeyID": s.accessKeyID, "secretAccessKey": s.secretAccessKey}}
 	labels := map[string]string{"app": "s3"}
@@ -82,12 +90,17 @@ func startObjectStore(t testing.TB, ns string) *objectStore {
 		ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 7070}}},
 	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		tlsCfg.serveFrom(&dep.Spec.Template.Spec)
+	}
 	for _, o := range []client.Object{root, dep, svc} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	s.endpoint = "http://s3." + ns + ".svc.cluster.local:7070"
+	s.endpoint = scheme + "://s3." + ns + ".svc.cluster.local:7070"
 	poll.Eventually(t, 60*time.Second, "versitygw answers and has a bucket", func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
@@ -96,9 +109,13 @@ func startObjectStore(t testing.TB, ns string) *objectStore {
 		if len(pods.Items) == 0 || pods.Items[0].Status.PodIP == "" {
 			return errors.New("no pod IP yet")
 		}
-		cli, err := minio.New(pods.Items[0].Status.PodIP+":7070", &minio.Options{
+		opts := &minio.Options{
 			Creds: credentials.NewStaticV4(s.accessKeyID, s.secretAccessKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath, MaxRetries: 1,
-		})
+		}
+		if tlsCfg != nil {
+			opts.Secure, opts.Transport = true, tlsCfg.transport()
+		}
+		cli, err := minio.New(pods.Items[0].Status.PodIP+":7070", opts)
 		if err != nil {
 			return err
 		}
@@ -122,10 +139,14 @@ func (s *objectStore) destination(t testing.TB, ns, name, secretKey string) etcd
 	if err := k8s.Create(context.Background(), sec); err != nil {
 		t.Fatalf("create secret %s: %v", name, err)
 	}
-	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
 		Endpoint: s.endpoint, Bucket: s.bucket, Prefix: "e2e", Region: "us-east-1", ForcePathStyle: true,
 		CredentialsSecretRef: corev1.LocalObjectReference{Name: name},
 	}}
+	if s.tls != nil && s.tls.caSecret != "" {
+		d.S3.CASecretRef = &corev1.LocalObjectReference{Name: s.tls.caSecret}
+	}
+	return d
 }
 
 // snapshots lists the snapshot keys (not manifests) the store holds under prefix.

@@ -244,12 +244,14 @@ func operatorMetric(ctx context.Context, name string, labels ...string) (float64
 	if ip == "" {
 		return 0, errors.New("no running operator pod")
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ip+":8080/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := scrapeOperator(ctx, ip)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
 	var sum float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
