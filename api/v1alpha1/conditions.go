@@ -77,6 +77,8 @@ const (
 	ReasonNoBackupYet       = "NoBackupYet"
 
 	ReasonCertificatesCurrent = "CertificatesCurrent"
+	// ReasonCALost: the cluster's CA Secret is gone while certificates it issued are in use.
+	ReasonCALost              = "CertificateAuthorityLost"
 	ReasonCertificateExpiring = "CertificateExpiring"
 	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
 	// voting members still have their data.

@@ -27,11 +27,28 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // ErrForeignSecret is wrapped by Ensure's error when a Secret of a name the cluster needs exists and is
 // not the cluster's.
 var ErrForeignSecret = errors.New("not this cluster's")
+
+// ErrCALost is wrapped by Ensure's error when the CA Secret is gone while certificates it issued are
+// still in use: a new CA would lock the members out of each other.
+var ErrCALost = errors.New("the cluster's CA is gone")
+
+// Blocked reports whether err (from Ensure) needs a person: a foreign Secret, or a lost CA. It returns
+// the condition reason that says which.
+func Blocked(err error) (reason string, blocked bool) {
+	switch {
+	case errors.Is(err, ErrForeignSecret):
+		return etcdv1alpha1.ReasonForeignObject, true
+	case errors.Is(err, ErrCALost):
+		return etcdv1alpha1.ReasonCALost, true
+	}
+	return "", false
+}
 
 // Keeper keeps the TLS Secrets of clusters current (Ensure) and the operator's own client certificate
 // of each cluster (ClientTLS). It is safe for concurrent use.
@@ -74,6 +91,15 @@ type Result struct {
 	// CANotAfter is when the CA expires; NotAfter when the first leaf expires, RenewAt when the first
 	// leaf is renewed.
 	CANotAfter, NotAfter, RenewAt time.Time
+}
+
+// Observation is what the status says of the certificates of res, observed at: nil when there are none
+// (a cluster without TLS, or a pass that could not read the CA).
+func (res Result) Observation(at time.Time) *verdict.TLSObservation {
+	if res.CANotAfter.IsZero() {
+		return nil
+	}
+	return &verdict.TLSObservation{At: at, ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter, RenewAt: res.RenewAt}
 }
 
 func (k *Keeper) now() time.Time {
@@ -155,6 +181,17 @@ func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*pk
 		}
 		return ca, nil, nil
 	}
+	// A CA issued now is trusted by no running member (etcd reads its trusted CA files once, at start):
+	// with certificates of the old one still around, it would be an outage.
+	for _, leaf := range []string{resources.ServerTLSSecretName(c), resources.PeerTLSSecretName(c), resources.ClientTLSSecretName(c)} {
+		if s, err := k.get(ctx, c, leaf); err != nil {
+			return nil, nil, err
+		} else if s != nil {
+			return nil, nil, fmt.Errorf("secret %s is gone but %s, which it issued, is not: %w; restore the CA Secret from "+
+				"a copy (the members trust only that CA until they restart); without one, restore a backup into a new cluster",
+				name, leaf, ErrCALost)
+		}
+	}
 	ca, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, k.now())
 	if err != nil {
 		return nil, nil, err
@@ -184,7 +221,7 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 		default:
 			problem := ca.Check(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req, k.now())
 			if problem == nil {
-				problem = renewalRequested(c, s.Data[resources.TLSCertKey])
+				problem = renewalRequested(c, s.Data[resources.TLSCertKey], k.now())
 			}
 			if problem == nil {
 				cert, err := pki.ParseCert(s.Data[resources.TLSCertKey])
@@ -230,15 +267,16 @@ func (k *Keeper) create(ctx context.Context, s *corev1.Secret) error {
 }
 
 // renewalRequested returns why certificate certPEM must be issued again when cluster c's
-// etcd.etcdkit.dev/renew-certificates annotation asks for certificates issued before a later time.
-func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte) error {
+// etcd.etcdkit.dev/renew-certificates annotation asks for certificates issued before a later time. A
+// time after now asks nothing yet: every certificate issued now would be before it again.
+func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte, now time.Time) error {
 	v, ok := c.Annotations[etcdv1alpha1.AnnotationRenewCertificates]
 	if !ok {
 		return nil
 	}
 	before, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return nil // not a time: nothing is asked (the annotation's format is documented)
+	if err != nil || before.After(now) {
+		return nil // not a time (the annotation's format is documented), or not yet
 	}
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil || pki.IssuedAt(cert).Before(before) {

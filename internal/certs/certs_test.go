@@ -334,3 +334,42 @@ func TestRenewalRequestedByAnnotation(t *testing.T) {
 		t.Fatalf("the annotation renewed %v again; want each certificate renewed once", secretNames(again))
 	}
 }
+
+func TestLostCAIsNotReplacedUnderRunningCertificates(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	if _, err := k.Ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, secret(t, c, "demo-ca")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := k.Ensure(ctx, c)
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCALost || !strings.Contains(err.Error(), "restore the CA Secret") {
+		t.Fatalf("Ensure after the CA Secret was deleted: %v (reason %q); want it blocked, saying to restore the Secret", err, reason)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-ca"}, &corev1.Secret{}); err == nil {
+		t.Error("a new CA was issued while the members' certificates of the old one are in use")
+	}
+}
+
+func TestRenewalAnnotationInTheFutureWaits(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	now := time.Now()
+	k := &certs.Keeper{Client: k8s, Now: func() time.Time { return now }}
+	if _, err := k.Ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRenewCertificates: now.Add(time.Hour).UTC().Format(time.RFC3339)}
+	for range 3 {
+		if res, err := k.Ensure(ctx, c); err != nil || len(res.Changed) != 0 {
+			t.Fatalf("a renewal asked for an hour from now renewed %v (err %v) at once; every certificate issued now would be renewed again on every pass", secretNames(res), err)
+		}
+	}
+	now = now.Add(time.Hour + time.Minute)
+	if res, err := k.Ensure(ctx, c); err != nil || len(res.Changed) != 3 {
+		t.Fatalf("an hour later: renewed %v, err %v; want the three leaves", secretNames(res), err)
+	}
+}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -54,14 +53,12 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 // name is not the cluster's.
 func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
 	res, err := r.Certs.Ensure(ctx, s.cluster)
-	if err == nil && s.cluster.Spec.AnyTLS() {
-		s.report.TLS = &verdict.TLSObservation{At: time.Now(), ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter, RenewAt: res.RenewAt}
-	}
+	s.report.TLS = res.Observation(time.Now())
 	for _, ch := range res.Changed {
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
-	if errors.Is(err, certs.ErrForeignSecret) {
-		return verdict.Blocked(etcdv1alpha1.ReasonForeignObject, err.Error()), nil
+	if reason, blocked := certs.Blocked(err); blocked {
+		return verdict.Blocked(reason, err.Error()), nil
 	}
 	return nil, err
 }

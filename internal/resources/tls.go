@@ -90,9 +90,13 @@ func (o Options) ServerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
 	}
 }
 
+// PeerCommonName is the common name of cluster c's peer certificate, the only one a member accepts on
+// its peer port (--peer-cert-allowed-cn): the users' client certificate, of the same CA, is refused there.
+func PeerCommonName(c *etcdv1alpha1.EtcdCluster) string { return PeerServiceName(c) }
+
 // PeerCertRequest is the members' peer certificate: every member's DNS name, server and client.
 func (o Options) PeerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
-	return pki.Request{CommonName: c.Name + " etcd peer", DNSNames: o.memberWildcards(c), Server: true, Client: true}
+	return pki.Request{CommonName: PeerCommonName(c), DNSNames: o.memberWildcards(c), Server: true, Client: true}
 }
 
 // ClientCertRequest is the client certificate of Secret "<cluster>-client-tls".
@@ -135,9 +139,24 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
 			"--peer-cert-file="+peerTLSDir+"/"+TLSCertKey,
 			"--peer-key-file="+peerTLSDir+"/"+TLSKeyKey,
 			"--peer-trusted-ca-file="+peerTLSDir+"/"+CAKey,
-			"--peer-client-cert-auth=true")
+			"--peer-client-cert-auth=true",
+			"--peer-cert-allowed-cn="+PeerCommonName(c),
+			// etcd otherwise also requires a peer's address to be one its certificate's DNS names resolve
+			// to; the names are wildcards of the headless Service, which a new member's IP joins only once
+			// its endpoint is published, after it first dials its peers: it would exit and restart. The
+			// common name above is what identifies a member.
+			skipPeerSANFlag(c)+"=true")
 	}
 	return args
+}
+
+// skipPeerSANFlag is etcd's flag that skips the check of a peer's address against its certificate's
+// names: experimental in 3.5, renamed in 3.6.
+func skipPeerSANFlag(c *etcdv1alpha1.EtcdCluster) string {
+	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
+		return "--experimental-peer-skip-client-san-verification"
+	}
+	return "--peer-skip-client-san-verification"
 }
 
 // tlsListeners are the member pod's volumes of the ports' TLS Secrets and where the etcd container mounts
@@ -177,13 +196,19 @@ func tlsMounts(c *etcdv1alpha1.EtcdCluster) []corev1.VolumeMount {
 
 // ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port, as
 // its command line says: the member's truth, whatever the spec says now.
-func ServesClientTLS(p *corev1.Pod) bool {
+func ServesClientTLS(p *corev1.Pod) bool { return hasArg(p, "--listen-client-urls=https://") }
+
+// ServesPeerTLS reports whether the etcd container of member pod p serves TLS on its peer port.
+func ServesPeerTLS(p *corev1.Pod) bool { return hasArg(p, "--listen-peer-urls=https://") }
+
+// hasArg reports whether the etcd container of pod p has an argument that starts with prefix.
+func hasArg(p *corev1.Pod, prefix string) bool {
 	for _, ctr := range p.Spec.Containers {
 		if ctr.Name != EtcdContainer {
 			continue
 		}
 		for _, a := range ctr.Command {
-			if strings.HasPrefix(a, "--listen-client-urls=https://") {
+			if strings.HasPrefix(a, prefix) {
 				return true
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // Thresholds of the CertificatesExpiring condition. A leaf is renewed a third of its life (four months
@@ -58,6 +60,32 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 		msg += fmt.Sprintf("; the first certificate is renewed at %s", o.RenewAt.UTC().Format(time.RFC3339))
 	}
 	return false, [2]string{etcdv1alpha1.ReasonCertificatesCurrent, msg}
+}
+
+// TLSMismatch returns one problem per member pod whose ports serve TLS otherwise than cluster c's
+// spec.tls says: the spec was changed around admission (webhooks off), and acting on it would start
+// members that cannot reach their peers or clients that cannot reach the members.
+func TLSMismatch(c *etcdv1alpha1.EtcdCluster, m *model.Cluster) []string {
+	var problems []string
+	for _, mem := range m.Pods() {
+		for _, port := range []struct {
+			name        string
+			spec, serve bool
+		}{{"client", c.Spec.ClientTLS(), resources.ServesClientTLS(mem.Pod)}, {"peer", c.Spec.PeerTLS(), resources.ServesPeerTLS(mem.Pod)}} {
+			if port.spec != port.serve {
+				problems = append(problems, fmt.Sprintf("spec.tls.%s.enabled is %v but member %s serves its %s port %s: "+
+					"TLS cannot be switched for a running cluster; set it back", port.name, port.spec, mem.Name, port.name, tlsWord(port.serve)))
+			}
+		}
+	}
+	return problems
+}
+
+func tlsWord(tls bool) string {
+	if tls {
+		return "with TLS"
+	}
+	return "in plain text"
 }
 
 func timeOrNil(t time.Time) *metav1.Time {

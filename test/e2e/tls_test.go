@@ -88,6 +88,15 @@ func TestTLSByDefault(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s's peer port accepted a TLS peer without a certificate", name)
 		}
+		// nor the users' client certificate, although the same CA issued it: only members are peers
+		users := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsFor(podEndpoint(p))}}
+		if resp, err := users.Get("https://" + ip + ":2380/members"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("%s's peer port served the users' client certificate: %s %s", name, resp.Status, body)
+			}
+		}
 		for _, v := range p.Spec.Volumes {
 			if v.Secret != nil && v.Secret.SecretName == c.Name+resources.CASecretSuffix {
 				t.Errorf("%s mounts the CA's Secret", name)
