@@ -357,11 +357,13 @@ func TestPDBBlocksEvictionThatBreaksQuorum(t *testing.T) {
 // etcdClusterVersion returns the cluster version a member reports on its /version endpoint (the
 // "etcdcluster" field: major.minor.0, the lowest version of the members once they all agreed).
 func etcdClusterVersion(ctx context.Context, p *corev1.Pod) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, podEndpoint(p)+"/version", nil)
+	ep := podEndpoint(p)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep+"/version", nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// over TLS with the cluster's client certificate when the member serves TLS (tlsFor is nil otherwise)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: tlsFor(ep)}}).Do(req)
 	if err != nil {
 		return "", err
 	}
