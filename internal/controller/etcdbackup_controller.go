@@ -44,6 +44,8 @@ type EtcdBackupReconciler struct {
 	Recorder events.EventRecorder
 	// Options are the operator's settings; Options.OperatorImage is the image Jobs run.
 	Options resources.Options
+
+	apiReader client.Reader // uncached: whether a Job the cache does not hold yet exists
 }
 
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdbackups,verbs=get;list;watch;create;update;patch;delete
@@ -133,6 +135,7 @@ func (r *EtcdBackupReconciler) unfinishedBackupsOf(ctx context.Context, ns, name
 // SetupWithManager registers the reconciler: it watches EtcdBackups, the Jobs they own, and wakes
 // a cluster's waiting backups when the cluster or another of its backups changes.
 func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.apiReader = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).

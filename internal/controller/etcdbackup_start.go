@@ -39,6 +39,13 @@ func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1alpha1
 // while it ran, or the final snapshot of a cluster that is gone, fails instead.
 func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
 	if b.Status.Phase == etcdv1alpha1.BackupRunning {
+		// the cache may not hold yet the Job created a moment ago: only the API server says it is gone
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, &batchv1.Job{})
+		if err == nil {
+			return ctrl.Result{RequeueAfter: requeueCacheLag}, nil
+		} else if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get job: %w", err)
+		}
 		r.fail(b, fmt.Sprintf("the backup Job %s was deleted before it finished; create another EtcdBackup", resources.BackupJobName(b)))
 		return ctrl.Result{}, nil
 	}
@@ -74,16 +81,10 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 	now := metav1.Now()
 	b.Status.Phase = etcdv1alpha1.BackupRunning
 	b.Status.StartTime = &now
-	b.Status.Message = fmt.Sprintf("Job %s is taking the snapshot, to %s", job.Name, resources.DestinationLocation(dest, mustKey(b)))
+	b.Status.Message = fmt.Sprintf("Job %s is taking the snapshot, to %s", job.Name, resources.DestinationLocation(dest, verdict.BackupKey(b)))
 	verdict.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, etcdv1alpha1.BackupReasonRunning, b.Status.Message)
 	r.event(b, corev1.EventTypeNormal, "Started", "Backup", "Created Job %s to back up EtcdCluster %s", job.Name, c.Name)
 	return ctrl.Result{}, nil
-}
-
-// mustKey is b's key in its destination, "" when b's names cannot form one.
-func mustKey(b *etcdv1alpha1.EtcdBackup) string {
-	k, _ := policy.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
-	return k
 }
 
 // mayRun returns b's cluster and destination when b may start now, or why it waits: its cluster is

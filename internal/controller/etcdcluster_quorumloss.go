@@ -113,7 +113,7 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d v
 	c := s.cluster
 	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
-		return staleCopy(), err // decide on the newest cluster only
+		return verdict.StaleCopy(), err // decide on the newest cluster only
 	}
 	c.Status.Recovery = &etcdv1alpha1.RecoveryStatus{
 		Phase:                etcdv1alpha1.RecoveryDeleting,

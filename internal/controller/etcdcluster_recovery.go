@@ -57,7 +57,7 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 		return nil, nil
 	}
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
-		return staleCopy(), err
+		return verdict.StaleCopy(), err
 	}
 	answering := "" // the ID of the cluster that answers, if any
 	if s.m.Answered() {
@@ -133,16 +133,10 @@ func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha
 	case err == nil:
 		return nil, nil
 	case apierrors.IsConflict(err):
-		return staleCopy(), nil
+		return verdict.StaleCopy(), nil
 	default:
 		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
-}
-
-// staleCopy is the step of a pass that found its copy of the cluster stale before a recovery step:
-// it looks again at the newest copy soon (its status patch is refused as stale anyway).
-func staleCopy() *verdict.Step {
-	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(requeueProgressing)
 }
 
 // cancelRecovery forgets an automatic restore that is still deleting the lost cluster.

@@ -135,3 +135,9 @@ func UnknownMember(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) stri
 	return fmt.Sprintf("spec.member %s is not a member of EtcdCluster %s (its members: %s); nothing was stored: create another EtcdBackup naming one of them, or none",
 		b.Spec.Member, c.Name, strings.Join(names, ", "))
 }
+
+// BackupKey is b's key in its destination (policy.Key), "" when b's names cannot form one.
+func BackupKey(b *etcdv1alpha1.EtcdBackup) string {
+	k, _ := policy.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
+	return k
+}

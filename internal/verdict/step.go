@@ -92,3 +92,9 @@ func (st *Step) Within(d time.Duration) *Step {
 	st.After = d
 	return st
 }
+
+// StaleCopy is the step of a pass that found its copy of the cluster stale before a recovery step: it
+// looks again at the newest copy within a second (its status patch is refused as stale anyway).
+func StaleCopy() *Step {
+	return Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(time.Second)
+}

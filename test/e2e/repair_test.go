@@ -455,14 +455,18 @@ func TestMemberCutOffNamedFast(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	for _, role := range []string{"follower", "leader"} {
-		pods, err := memberPods(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		victim := leaderOf(context.Background(), pods)
-		if victim == "" {
-			t.Fatalf("no leader among %v", pods)
-		}
+		// right after the follower's network healed, a member may still be catching up: poll
+		var victim string
+		poll.Eventually(t, 30*time.Second, "a member that reports itself leader", func(ctx context.Context) error {
+			pods, err := memberPods(ctx, c)
+			if err != nil {
+				return err
+			}
+			if victim = leaderOf(ctx, pods); victim == "" {
+				return fmt.Errorf("no leader among %d member pods", len(pods))
+			}
+			return nil
+		})
 		if role == "follower" {
 			victim = map[string]string{"demo-0": "demo-1", "demo-1": "demo-2", "demo-2": "demo-0"}[victim]
 		}

@@ -124,8 +124,9 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		cli, err := etcd.New(cctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond, TLS: tlsFor(podEndpoint(p))})
+		// a TLS handshake on a loaded machine takes more than the few milliseconds a plain call does
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		cli, err := etcd.New(cctx, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: time.Second, TLS: tlsFor(podEndpoint(p))})
 		if err != nil {
 			cancel()
 			continue
@@ -137,9 +138,9 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 			continue
 		}
 		_, members, err := func() (uint64, []etcd.Member, error) {
-			c2, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			c2, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			cl, err := etcd.New(c2, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: 300 * time.Millisecond, TLS: tlsFor(podEndpoint(p))})
+			cl, err := etcd.New(c2, etcd.Config{Endpoints: []string{podEndpoint(p)}, DialTimeout: time.Second, TLS: tlsFor(podEndpoint(p))})
 			if err != nil {
 				return 0, nil, err
 			}
