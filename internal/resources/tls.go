@@ -159,15 +159,18 @@ func skipPeerSANFlag(c *etcdv1alpha1.EtcdCluster) string {
 	return "--peer-skip-client-san-verification"
 }
 
-// tlsListeners are the member pod's volumes of the ports' TLS Secrets and where the etcd container mounts
-// them.
-func tlsListeners(c *etcdv1alpha1.EtcdCluster) []struct{ volume, secret, dir string } {
-	var l []struct{ volume, secret, dir string }
+// tlsListener is one port's TLS Secret in a member pod: its volume, the Secret and where the etcd
+// container mounts it.
+type tlsListener struct{ volume, secret, dir string }
+
+// tlsListeners are the tlsListener of each port of cluster c that serves TLS.
+func tlsListeners(c *etcdv1alpha1.EtcdCluster) []tlsListener {
+	var l []tlsListener
 	if c.Spec.ClientTLS() {
-		l = append(l, struct{ volume, secret, dir string }{"server-tls", ServerTLSSecretName(c), serverTLSDir})
+		l = append(l, tlsListener{"server-tls", ServerTLSSecretName(c), serverTLSDir})
 	}
 	if c.Spec.PeerTLS() {
-		l = append(l, struct{ volume, secret, dir string }{"peer-tls", PeerTLSSecretName(c), peerTLSDir})
+		l = append(l, tlsListener{"peer-tls", PeerTLSSecretName(c), peerTLSDir})
 	}
 	return l
 }
