@@ -79,6 +79,8 @@ const (
 	ReasonCertificatesCurrent = "CertificatesCurrent"
 	// ReasonCALost: the cluster's CA Secret is gone while certificates it issued are in use.
 	ReasonCALost              = "CertificateAuthorityLost"
+	// ReasonRotatingCA: the cluster's CA is being rotated (status.tls.caRotation says how far).
+	ReasonRotatingCA = "RotatingCA"
 	ReasonCertificateExpiring = "CertificateExpiring"
 	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
 	// voting members still have their data.
@@ -145,6 +147,15 @@ const (
 	// issued before its value (an RFC 3339 time, e.g. `date -u +%FT%TZ`) to be issued again at once,
 	// without restarting a member: after a key may have leaked, or to try renewal out.
 	AnnotationRenewCertificates = "etcd.etcdkit.dev/renew-certificates"
+	// AnnotationRotateCA, on an EtcdCluster, asks for the cluster's CA to be rotated when it was issued
+	// before its value (an RFC 3339 time): a new CA is trusted by every member, then issues every
+	// certificate, then the old CA is dropped; each member restarts twice, one at a time. The operator
+	// also rotates a CA on its own two years before it expires.
+	AnnotationRotateCA = "etcd.etcdkit.dev/rotate-ca"
+	// AnnotationCARotationPhase and AnnotationCARotationStarted, on a cluster's CA Secret, record the
+	// phase of a CA rotation under way (a CARotation* phase) and when it began (RFC 3339).
+	AnnotationCARotationPhase   = "etcd.etcdkit.dev/ca-rotation-phase"
+	AnnotationCARotationStarted = "etcd.etcdkit.dev/ca-rotation-started"
 	// BackupFinalizer lets the operator delete an EtcdBackup's stored snapshot (when
 	// AnnotationDeleteSnapshot asks for it) before the EtcdBackup goes away.
 	BackupFinalizer = "etcd.etcdkit.dev/backup-finalizer"

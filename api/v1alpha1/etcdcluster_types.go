@@ -116,7 +116,32 @@ type TLSStatus struct {
 	NotAfter *metav1.Time `json:"notAfter,omitempty"`
 	// RenewAt is when the operator renews the first of them (a third of its life before it expires).
 	RenewAt *metav1.Time `json:"renewAt,omitempty"`
+	// TrustedCAsHash is a short hash of the CA certificates the members trust, set once the CA has been
+	// rotated (empty before): a member pod started trusting other CAs is restarted, one at a time.
+	TrustedCAsHash string `json:"trustedCAsHash,omitempty"`
+	// CARotation is the rotation of the CA under way; absent when none is.
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
 }
+
+// CARotationStatus is where a rotation of a cluster's CA is. It goes through three phases, each on a
+// settled cluster: the members restart one at a time to trust the old and the new CA (TrustNewCA);
+// every certificate is issued again by the new CA and the operator waits until each member serves its
+// new ones (IssueFromNewCA, no restart); the members restart one at a time to trust only the new CA
+// (DropOldCA).
+type CARotationStatus struct {
+	// Phase is the rotation's phase.
+	// +kubebuilder:validation:Enum=TrustNewCA;IssueFromNewCA;DropOldCA
+	Phase string `json:"phase"`
+	// StartedAt is when the rotation began.
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// Phases of a CA rotation (CARotationStatus.Phase).
+const (
+	CARotationTrustNewCA     = "TrustNewCA"
+	CARotationIssueFromNewCA = "IssueFromNewCA"
+	CARotationDropOldCA      = "DropOldCA"
+)
 
 // TLSListenerSpec is TLS on one port.
 type TLSListenerSpec struct {

@@ -72,6 +72,7 @@ type Keeper struct {
 type operatorIdentity struct {
 	uid     types.UID
 	caPEM   []byte
+	trust   []byte
 	renewAt time.Time
 	config  *tls.Config
 }
@@ -91,6 +92,14 @@ type Result struct {
 	// CANotAfter is when the CA expires; NotAfter when the first leaf expires, RenewAt when the first
 	// leaf is renewed.
 	CANotAfter, NotAfter, RenewAt time.Time
+	// TrustedCAsHash is a short hash of the CA certificates the members trust, once the CA has been
+	// rotated (empty before); Rotation is the phase of the CA rotation under way (empty when none is)
+	// and RotationStarted when it began.
+	TrustedCAsHash, Rotation string
+	RotationStarted          time.Time
+
+	// ca is the CA Secret as Ensure read it, which AdvanceRotation updates (only if unchanged since).
+	ca *caState
 }
 
 // Observation is what the status says of the certificates of res, observed at: nil when there are none
@@ -99,7 +108,8 @@ func (res Result) Observation(at time.Time) *verdict.TLSObservation {
 	if res.CANotAfter.IsZero() {
 		return nil
 	}
-	return &verdict.TLSObservation{At: at, ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter, RenewAt: res.RenewAt}
+	return &verdict.TLSObservation{At: at, ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter,
+		RenewAt: res.RenewAt, TrustedCAsHash: res.TrustedCAsHash, Rotation: res.Rotation, RotationStarted: res.RotationStarted}
 }
 
 func (k *Keeper) now() time.Time {
@@ -122,11 +132,13 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 		k.Forget(c.Namespace, c.Name)
 		return Result{}, nil
 	}
-	ca, changed, err := k.ensureCA(ctx, c)
+	st, changed, err := k.ensureCA(ctx, c)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Changed: changed, CANotAfter: ca.Cert.NotAfter}
+	ca := st.ca
+	res := Result{Changed: changed, CANotAfter: ca.Cert.NotAfter, TrustedCAsHash: st.trustedHash(),
+		Rotation: st.phase, RotationStarted: st.started, ca: st}
 	metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, "ca").Set(float64(ca.Cert.NotAfter.Unix()))
 	type leaf struct {
 		kind, name string
@@ -143,7 +155,7 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 		leaves = append(leaves, leaf{"peer", resources.PeerTLSSecretName(c), k.Options.PeerCertRequest(c)})
 	}
 	for _, l := range leaves {
-		ch, cert, err := k.ensureLeaf(ctx, c, ca, l.name, l.req)
+		ch, cert, err := k.ensureLeaf(ctx, c, st, l.name, l.req)
 		if err != nil {
 			return res, err
 		}
@@ -159,7 +171,7 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 		}
 	}
 	if c.Spec.ClientTLS() {
-		if err := k.refreshOperator(c, ca); err != nil {
+		if err := k.refreshOperator(c, st); err != nil {
 			return res, err
 		}
 	}
@@ -167,19 +179,19 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 }
 
 // ensureCA reads cluster c's CA from its Secret, or creates both.
-func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*pki.CA, []Changed, error) {
+func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*caState, []Changed, error) {
 	name := resources.CASecretName(c)
 	s, err := k.get(ctx, c, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if s != nil {
-		ca, err := pki.ParseCA(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey])
+		st, err := readCAState(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("secret %s does not hold this cluster's CA (%w): restore it from a backup of the Secret; "+
 				"deleting it makes the operator issue a new CA, which members only trust once restarted", name, err)
 		}
-		return ca, nil, nil
+		return st, nil, nil
 	}
 	// A CA issued now is trusted by no running member (etcd reads its trusted CA files once, at start):
 	// with certificates of the old one still around, it would be an outage.
@@ -200,15 +212,17 @@ func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*pk
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := k.create(ctx, resources.TLSSecret(c, name, ca.CertPEM, keyPEM, nil)); err != nil {
+	s = resources.TLSSecret(c, name, ca.CertPEM, keyPEM, nil)
+	if err := k.create(ctx, s); err != nil {
 		return nil, nil, err
 	}
-	return ca, []Changed{{Secret: name, Reason: "created the cluster's certificate authority"}}, nil
+	return &caState{secret: s, ca: ca, trust: ca.CertPEM}, []Changed{{Secret: name, Reason: "created the cluster's certificate authority"}}, nil
 }
 
-// ensureLeaf keeps Secret name a certificate of ca for req, with ca's certificate as its ca.crt, and
-// returns what it changed and the certificate the Secret holds then.
-func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, name string, req pki.Request) (*Changed, *x509.Certificate, error) {
+// ensureLeaf keeps Secret name a certificate of the issuing CA of st for req, with the CA certificates
+// the members trust as its ca.crt, and returns what it changed and the certificate the Secret holds then.
+func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st *caState, name string, req pki.Request) (*Changed, *x509.Certificate, error) {
+	ca := st.ca
 	s, err := k.get(ctx, c, name)
 	if err != nil {
 		return nil, nil, err
@@ -216,8 +230,8 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 	why := "created"
 	if s != nil {
 		switch {
-		case !bytes.Equal(s.Data[resources.CAKey], ca.CertPEM):
-			why = "issued again: its CA bundle is not the cluster's CA"
+		case !bytes.Equal(s.Data[resources.CAKey], st.trust):
+			why = "issued again: its CA bundle is not the CA certificates the members trust"
 		default:
 			problem := ca.Check(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req, k.now())
 			if problem == nil {
@@ -238,7 +252,7 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca
 	if err != nil {
 		return nil, nil, err
 	}
-	want := resources.TLSSecret(c, name, certPEM, keyPEM, ca.CertPEM)
+	want := resources.TLSSecret(c, name, certPEM, keyPEM, st.trust)
 	if s == nil {
 		err = k.create(ctx, want)
 	} else {
@@ -306,13 +320,16 @@ func (k *Keeper) get(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name stri
 	return s, nil
 }
 
-// refreshOperator issues the operator's client certificate for cluster c when it has none from ca or it
-// is due for renewal, and keeps the configuration it dials c's members with.
-func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, ca *pki.CA) error {
+// refreshOperator issues the operator's client certificate for cluster c when it has none from the
+// issuing CA of st or it is due for renewal, and keeps the configuration it dials c's members with: it
+// trusts the CA certificates the members trust.
+func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, st *caState) error {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	ca := st.ca
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if id, ok := k.operator[key]; ok && id.uid == c.UID && bytes.Equal(id.caPEM, ca.CertPEM) && k.now().Before(id.renewAt) {
+	if id, ok := k.operator[key]; ok && id.uid == c.UID && bytes.Equal(id.caPEM, ca.CertPEM) && bytes.Equal(id.trust, st.trust) &&
+		k.now().Before(id.renewAt) {
 		return nil
 	}
 	certPEM, keyPEM, err := ca.Issue(resources.OperatorCertRequest(), k.now())
@@ -323,7 +340,7 @@ func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, ca *pki.CA) error 
 	if err != nil {
 		return fmt.Errorf("the operator's client certificate: %w", err)
 	}
-	roots, err := pki.Pool(ca.CertPEM)
+	roots, err := pki.Pool(st.trust)
 	if err != nil {
 		return err
 	}
@@ -344,7 +361,7 @@ func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, ca *pki.CA) error 
 	if k.operator == nil {
 		k.operator = map[types.NamespacedName]operatorIdentity{}
 	}
-	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: ca.CertPEM, renewAt: pki.RenewAt(cert), config: cfg}
+	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: ca.CertPEM, trust: st.trust, renewAt: pki.RenewAt(cert), config: cfg}
 	return nil
 }
 

@@ -26,7 +26,7 @@ func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1alpha1
 	switch {
 	case err == nil && !metav1.IsControlledBy(job, b):
 		verdict.SetPending(b, fmt.Sprintf("Job %s exists and does not belong to this EtcdBackup: delete it, or create the backup under another name", job.Name))
-		return ctrl.Result{RequeueAfter: requeueBlocked}, nil
+		return ctrl.Result{RequeueAfter: verdict.RequeueBlocked}, nil
 	case err == nil:
 		return r.observeJob(ctx, b, job), nil
 	case !apierrors.IsNotFound(err):

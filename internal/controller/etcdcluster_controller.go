@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,17 +28,6 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
-)
-
-// Requeue delays of the EtcdCluster reconciler.
-const (
-	// requeueProgressing is how soon a pass looks again while members are starting or joining.
-	requeueProgressing = time.Second
-	// requeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
-	requeueUnhealthy = 5 * time.Second
-	// requeueBlocked is how soon a pass looks again at a cluster blocked by something outside it (a
-	// foreign Service or claim the user has to delete), whose removal brings no event.
-	requeueBlocked = 30 * time.Second
 )
 
 // DefaultHealthCheckInterval is how often a healthy cluster's etcd status is read again when nothing
@@ -95,6 +83,8 @@ type scope struct {
 	// report is what the phases found out for the status beside the pass's step; only the status
 	// (verdict.Status) reads it.
 	report verdict.Report
+	// certs is what the TLS phase made of the cluster's certificates.
+	certs certs.Result
 }
 
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
@@ -145,7 +135,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if phaseErr == nil && patchErr != nil && apierrors.IsConflict(patchErr) {
 		// the pass worked on a stale copy: look again at the newest one, without an error
-		return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+		return ctrl.Result{RequeueAfter: verdict.RequeueProgressing}, nil
 	}
 	if err != nil {
 		// controller-runtime logs the returned error with the object's name, and backs off.
@@ -179,6 +169,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileRollout,
 		r.reconcileNoSpace,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
+		r.rotateCA,
 		r.checkConsistency,
 	} {
 		if st, err := p(ctx, s); err != nil || st != nil {
@@ -188,35 +179,9 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 	return nil, nil
 }
 
-// requeueFor returns when to look again at a cluster after a pass that took step st (nil: none): the
-// soonest of what the step asks, the next scheduled backup, and, for a settled cluster, the health
-// check interval, sooner while it is degraded or its volumes grow.
+// requeueFor returns when to look again at a cluster after a pass that took step st (verdict.Requeue).
 func (r *EtcdClusterReconciler) requeueFor(s *scope, st *verdict.Step) ctrl.Result {
-	var after time.Duration
-	switch {
-	case st != nil && st.Kind == verdict.KindBlocked:
-		after = requeueBlocked
-	case st != nil && st.Kind == verdict.KindActing:
-		after = requeueProgressing
-	case !meta.IsStatusConditionFalse(s.cluster.Status.Conditions, etcdv1alpha1.ConditionDegraded),
-		s.report.Expanding():
-		after = requeueUnhealthy
-	case s.report.ForeignPDB != nil:
-		after = requeueBlocked
-	default:
-		after = r.HealthCheckInterval
-		if after == 0 {
-			after = DefaultHealthCheckInterval
-		}
-	}
-	var backup, step time.Duration
-	if s.report.Backup != nil {
-		backup = s.report.Backup.Requeue // when the next scheduled backup is due
-	}
-	if st != nil {
-		step = st.After
-	}
-	return ctrl.Result{RequeueAfter: verdict.Soonest(after, backup, step)}
+	return ctrl.Result{RequeueAfter: verdict.Requeue(s.cluster, &s.report, st, cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval))}
 }
 
 // reconcileDelete lets the owner garbage collector remove the pods, claims and Services, and removes the

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 const waitTimeout = 30 * time.Second
@@ -425,8 +426,8 @@ func TestForeignObjectsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	// deleting a Service the cluster does not own brings no event: the blocked cluster looks again
-	// within requeueBlocked
-	testutil.Eventually(t, requeueBlocked+waitTimeout, "the member created despite the foreign PodDisruptionBudget", func(context.Context) error {
+	// within verdict.RequeueBlocked
+	testutil.Eventually(t, verdict.RequeueBlocked+waitTimeout, "the member created despite the foreign PodDisruptionBudget", func(context.Context) error {
 		_, err := getPod(c, "fo-0")
 		return err
 	})

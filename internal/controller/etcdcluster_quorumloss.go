@@ -88,7 +88,7 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 	case sc.Done():
 		return nil, nil
 	case since.IsZero(): // the copies are named after the loss's start, recorded by this pass
-		return report("the members that kept their data are copied first").Within(requeueProgressing), nil
+		return report("the members that kept their data are copied first").Within(verdict.RequeueProgressing), nil
 	case c.Spec.Backup == nil:
 		return report(fmt.Sprintf("spec.recovery.restoreOnQuorumLoss is set, but what the members that kept their data (%s) hold cannot be copied before the cluster is recreated: there is no spec.backup.destination; set one", strings.Join(slices.Concat(sc.Missing, sc.Taken), ", "))), nil
 	}

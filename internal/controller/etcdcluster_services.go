@@ -53,7 +53,8 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 // name is not the cluster's.
 func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
 	res, err := r.Certs.Ensure(ctx, s.cluster)
-	s.report.TLS = res.Observation(time.Now())
+	s.certs, s.report.TLS = res, res.Observation(time.Now())
+	verdict.ApplyTrustedCAs(s.cluster, s.report.TLS)
 	for _, ch := range res.Changed {
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
@@ -61,4 +62,15 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 		return verdict.Blocked(reason, err.Error()), nil
 	}
 	return nil, err
+}
+
+// rotateCA takes the next step of a CA rotation, or starts one that is due (certs.AdvanceRotation), on
+// a settled cluster: every member rolled onto the current spec and healthy.
+func (r *EtcdClusterReconciler) rotateCA(ctx context.Context, s *scope) (*verdict.Step, error) {
+	ch, wait, err := r.Certs.AdvanceRotation(ctx, s.cluster, s.certs, s.m.PodIPs())
+	if ch != nil {
+		r.event(s.cluster, corev1.EventTypeNormal, etcdv1alpha1.ReasonRotatingCA, "Rotate", "Secret %s: %s", ch.Secret, ch.Reason)
+		wait = ch.Reason
+	}
+	return verdict.RotatingCA(wait, ch == nil), err
 }

@@ -48,3 +48,14 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 	}
 	return st
 }
+
+// PodIPs returns the IP of each member pod that has one, by member name.
+func (c *Cluster) PodIPs() map[string]string {
+	ips := map[string]string{}
+	for _, m := range c.Pods() {
+		if m.Pod.Status.PodIP != "" {
+			ips[m.Name] = m.Pod.Status.PodIP
+		}
+	}
+	return ips
+}

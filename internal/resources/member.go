@@ -36,16 +36,22 @@ type Member struct {
 }
 
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
-// the version selects, spec.podTemplate and spec.options). A member pod whose
-// etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only
-// matter when a member is created (storage) and the operator's own defaults are not part of it, so that
-// an operator upgrade does not restart etcd.
+// the version selects, spec.podTemplate and spec.options) and, once the cluster's CA has been rotated,
+// of the CA certificates the members trust (status.tls.trustedCAsHash: etcd reads its trusted CA files
+// only when it starts). A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old
+// spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
+// defaults are not part of it, so that an operator upgrade does not restart etcd.
 func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
+	var trusted string
+	if c.Status.TLS != nil {
+		trusted = c.Status.TLS.TrustedCAsHash
+	}
 	b, _ := json.Marshal(struct {
 		Image       string                    `json:"image"`
 		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
 		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
-	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options})
+		TrustedCAs  string                    `json:"trustedCAs,omitempty"`
+	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options, trusted})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:5])
 }

@@ -9,6 +9,8 @@ package verdict
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
 
@@ -97,4 +99,42 @@ func (st *Step) Within(d time.Duration) *Step {
 // looks again at the newest copy within a second (its status patch is refused as stale anyway).
 func StaleCopy() *Step {
 	return Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(time.Second)
+}
+
+// Requeue delays of the EtcdCluster reconciler.
+const (
+	// RequeueProgressing is how soon a pass looks again while members are starting or joining.
+	RequeueProgressing = time.Second
+	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
+	RequeueUnhealthy = 5 * time.Second
+	// RequeueBlocked is how soon a pass looks again at a cluster blocked by something outside it (a
+	// foreign Service or claim the user has to delete), whose removal brings no event.
+	RequeueBlocked = 30 * time.Second
+)
+
+// Requeue returns when to look again at cluster c after a pass that took step st (nil: none) and
+// found report: the soonest of what the step asks, the next scheduled backup, and, for a settled
+// cluster, healthCheck (its health check interval), sooner while it is degraded or its volumes grow.
+func Requeue(c *etcdv1alpha1.EtcdCluster, report *Report, st *Step, healthCheck time.Duration) time.Duration {
+	var after time.Duration
+	switch {
+	case st != nil && st.Kind == KindBlocked:
+		after = RequeueBlocked
+	case st != nil && st.Kind == KindActing:
+		after = RequeueProgressing
+	case !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionDegraded), report.Expanding():
+		after = RequeueUnhealthy
+	case report.ForeignPDB != nil:
+		after = RequeueBlocked
+	default:
+		after = healthCheck
+	}
+	var backup, step time.Duration
+	if report.Backup != nil {
+		backup = report.Backup.Requeue // when the next scheduled backup is due
+	}
+	if st != nil {
+		step = st.After
+	}
+	return Soonest(after, backup, step)
 }

@@ -13,7 +13,8 @@ import (
 
 // Thresholds of the CertificatesExpiring condition. A leaf is renewed a third of its life (four months
 // of a year) before it expires, so one within LeafExpiryWarning of expiry has failed to renew for
-// months; the CA is not rotated automatically, so it is reported a year ahead.
+// months; the CA is rotated two years before it expires, so one within CAExpiryWarning of expiry has
+// failed to rotate for a year.
 const (
 	LeafExpiryWarning = 30 * 24 * time.Hour
 	CAExpiryWarning   = 365 * 24 * time.Hour
@@ -26,6 +27,24 @@ type TLSObservation struct {
 	// CANotAfter is when the CA expires; NotAfter when the first leaf does; RenewAt when the first leaf
 	// is renewed (zero when there is none).
 	CANotAfter, NotAfter, RenewAt time.Time
+	// TrustedCAsHash is a short hash of the CA certificates the members trust (empty before the first
+	// CA rotation); Rotation is the phase of the CA rotation under way (empty when none is), begun at
+	// RotationStarted.
+	TrustedCAsHash, Rotation string
+	RotationStarted          time.Time
+}
+
+// ApplyTrustedCAs sets status.tls.trustedCAsHash of cluster c from what a pass observed, at once: the
+// member pods' spec hash covers it (resources.Options.SpecHash), so the phases after the observation
+// roll members onto the CA certificates they must trust now.
+func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
+	if o == nil {
+		return
+	}
+	if c.Status.TLS == nil {
+		c.Status.TLS = &etcdv1alpha1.TLSStatus{}
+	}
+	c.Status.TLS.TrustedCAsHash = o.TrustedCAsHash
 }
 
 // applyTLSStatus sets status.tls and the CertificatesExpiring condition from what the pass observed of
@@ -37,7 +56,10 @@ func applyTLSStatus(s *scope) {
 	}
 	st := &s.cluster.Status
 	st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
-		NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt)}
+		NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt), TrustedCAsHash: o.TrustedCAsHash}
+	if o.Rotation != "" {
+		st.TLS.CARotation = &etcdv1alpha1.CARotationStatus{Phase: o.Rotation, StartedAt: timeOrNil(o.RotationStarted)}
+	}
 	expiring, reason := CertificatesExpiring(o)
 	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionCertificatesExpiring, expiring, reason)
 }
@@ -52,7 +74,8 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 			o.NotAfter.UTC().Format(time.RFC3339), o.RenewAt.UTC().Format(time.RFC3339))}
 	case o.CANotAfter.Sub(o.At) < CAExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
-			"The cluster's CA expires at %s and is not rotated automatically: move the data to a new cluster (backup and restore) before then",
+			"The cluster's CA expires at %s and was not rotated: see the operator's events and logs for why, or rotate it with the annotation "+
+				etcdv1alpha1.AnnotationRotateCA+"=<now, RFC 3339>",
 			o.CANotAfter.UTC().Format(time.RFC3339))}
 	}
 	msg := fmt.Sprintf("The CA expires at %s", o.CANotAfter.UTC().Format(time.RFC3339))
@@ -93,4 +116,17 @@ func timeOrNil(t time.Time) *metav1.Time {
 		return nil
 	}
 	return &metav1.Time{Time: t}
+}
+
+// RotatingCA is the step of a pass that advanced a CA rotation (message says how) or waits for one
+// (waiting; message says what for, and the pass looks again within 10 s); nil when message is empty.
+func RotatingCA(message string, waiting bool) *Step {
+	if message == "" {
+		return nil
+	}
+	st := Acting(etcdv1alpha1.ReasonRotatingCA, message)
+	if waiting {
+		st.After = 10 * time.Second
+	}
+	return st
 }

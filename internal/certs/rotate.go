@@ -1,0 +1,243 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// CARotateBefore is how long before its CA expires the operator rotates it on its own.
+const CARotateBefore = 2 * 365 * 24 * time.Hour
+
+// Keys of a CA Secret besides tls.crt and tls.key (the CA that issues the cluster's certificates):
+// ca.crt holds the CA certificates the members trust, once the CA has been rotated (before, they trust
+// tls.crt alone); next.crt and next.key hold the new CA while the members restart to trust it.
+const (
+	nextCertKey = "next.crt"
+	nextKeyKey  = "next.key"
+)
+
+// caState is a cluster's CA Secret read as a CA: the CA that issues the certificates, the CA
+// certificates the members trust, and the rotation under way.
+type caState struct {
+	secret *corev1.Secret
+	// ca issues the cluster's certificates.
+	ca *pki.CA
+	// trust is the PEM bundle of the CA certificates the members trust.
+	trust []byte
+	// rotated: the Secret has a trust bundle of its own (ca.crt), which the first rotation writes.
+	rotated bool
+	// next is the new CA while the members restart to trust it (phase TrustNewCA).
+	next *pki.CA
+	// phase is the rotation's phase (empty when none is under way), started when it began.
+	phase   string
+	started time.Time
+}
+
+// readCAState reads CA Secret s.
+func readCAState(s *corev1.Secret) (*caState, error) {
+	ca, err := pki.ParseCA(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey])
+	if err != nil {
+		return nil, err
+	}
+	st := &caState{secret: s, ca: ca, trust: ca.CertPEM, phase: s.Annotations[etcdv1alpha1.AnnotationCARotationPhase]}
+	if b, ok := s.Data[resources.CAKey]; ok {
+		if _, err := pki.Pool(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", resources.CAKey, err)
+		}
+		st.trust, st.rotated = b, true
+	}
+	if st.phase != "" {
+		st.started, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1alpha1.AnnotationCARotationStarted])
+	}
+	if st.phase == etcdv1alpha1.CARotationTrustNewCA {
+		if st.next, err = pki.ParseCA(s.Data[nextCertKey], s.Data[nextKeyKey]); err != nil {
+			return nil, fmt.Errorf("the new CA (%s) of the rotation under way: %w", nextCertKey, err)
+		}
+	}
+	return st, nil
+}
+
+// trustedHash returns a short hash of the CA certificates the members trust, or "" when the CA has
+// never been rotated (so that members started before rotations existed keep their pods).
+func (st *caState) trustedHash() string {
+	if !st.rotated {
+		return ""
+	}
+	sum := sha256.Sum256(st.trust)
+	return hex.EncodeToString(sum[:5])
+}
+
+// rotationDue returns why cluster c's CA ca must be rotated now ("" when it need not): the
+// etcd.etcdkit.dev/rotate-ca annotation asks for CAs issued before a time that has come, or the CA
+// expires within CARotateBefore.
+func rotationDue(c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, now time.Time) string {
+	if v, ok := c.Annotations[etcdv1alpha1.AnnotationRotateCA]; ok {
+		before, err := time.Parse(time.RFC3339, v)
+		if err == nil && !before.After(now) && pki.IssuedAt(ca).Before(before) {
+			return fmt.Sprintf("requested by annotation %s=%s", etcdv1alpha1.AnnotationRotateCA, v)
+		}
+	}
+	if ca.NotAfter.Sub(now) < CARotateBefore {
+		return "the CA expires at " + ca.NotAfter.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
+// AdvanceRotation takes the next step of a rotation of cluster c's CA, or starts one when it is due
+// (see AnnotationRotateCA and CARotateBefore). res is what Ensure returned in the same pass: a step is
+// only taken on the CA Secret Ensure read, so a pass that raced another writer fails with a conflict
+// instead of skipping a phase. Call it only on a settled cluster: every member runs a pod of the
+// current spec hash (which covers the CA certificates the members trust) and is healthy. members
+// are the IPs of the cluster's member pods by member name, whose served certificates are checked
+// before the old CA is dropped.
+//
+// It returns the change it made (nil when none), or, when it waits, what for ("" when it does not). A
+// rotation goes:
+//  1. start: a new CA is generated and added to the trust bundle; the members' Secrets get the bundle,
+//     and their pods, whose spec hash changed, restart one at a time (etcd reads its trusted CA files
+//     only when it starts);
+//  2. every member trusts both: the new CA becomes the one that issues, and Ensure issues every
+//     certificate again (members load new certificates without a restart);
+//  3. every member serves certificates of the new CA on its TLS ports: the old CA leaves the trust
+//     bundle, and the members restart one at a time again;
+//  4. every member trusts only the new CA: the rotation is over.
+func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluster, res Result, members map[string]string) (*Changed, string, error) {
+	st := res.ca
+	if st == nil {
+		return nil, "", nil
+	}
+	s := st.secret.DeepCopy()
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	now := k.now()
+	var why string
+	switch st.phase {
+	case "":
+		due := rotationDue(c, st.ca.Cert, now)
+		if due == "" {
+			return nil, "", nil
+		}
+		next, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, now)
+		if err != nil {
+			return nil, "", err
+		}
+		keyPEM, err := next.KeyPEM()
+		if err != nil {
+			return nil, "", err
+		}
+		s.Data[nextCertKey], s.Data[nextKeyKey] = next.CertPEM, keyPEM
+		s.Data[resources.CAKey] = bundle(st.ca.CertPEM, next.CertPEM)
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationTrustNewCA
+		s.Annotations[etcdv1alpha1.AnnotationCARotationStarted] = now.UTC().Format(time.RFC3339)
+		why = "CA rotation started (" + due + "): the members restart one at a time to trust the old and the new CA"
+	case etcdv1alpha1.CARotationTrustNewCA:
+		s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey] = s.Data[nextCertKey], s.Data[nextKeyKey]
+		delete(s.Data, nextCertKey)
+		delete(s.Data, nextKeyKey)
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationIssueFromNewCA
+		why = "CA rotation: every member trusts the new CA, which now issues the cluster's certificates"
+	case etcdv1alpha1.CARotationIssueFromNewCA:
+		if wait := k.servedByOld(ctx, c, st.ca, members); wait != "" {
+			return nil, wait, nil
+		}
+		s.Data[resources.CAKey] = st.ca.CertPEM
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationDropOldCA
+		why = "CA rotation: every member serves certificates of the new CA; the members restart one at a time to trust only it"
+	case etcdv1alpha1.CARotationDropOldCA:
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhase)
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationStarted)
+		why = "CA rotation finished: every member trusts only the new CA, which expires at " + st.ca.Cert.NotAfter.UTC().Format(time.RFC3339)
+	default:
+		return nil, "", fmt.Errorf("secret %s: unknown %s %q: set it to one of %s, %s or %s", s.Name,
+			etcdv1alpha1.AnnotationCARotationPhase, st.phase, etcdv1alpha1.CARotationTrustNewCA,
+			etcdv1alpha1.CARotationIssueFromNewCA, etcdv1alpha1.CARotationDropOldCA)
+	}
+	if err := k.Client.Update(ctx, s); err != nil {
+		return nil, "", fmt.Errorf("update secret %s: %w", s.Name, err)
+	}
+	return &Changed{Secret: s.Name, Reason: why}, "", nil
+}
+
+// bundle returns the PEM certificates one after the other.
+func bundle(certs ...[]byte) []byte {
+	var b bytes.Buffer
+	for _, c := range certs {
+		b.Write(bytes.TrimSpace(c))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// servedByOld returns which member still serves, on a TLS port of cluster c, a certificate that ca did
+// not issue, and why the rotation waits for it ("" when every member serves ca's).
+func (k *Keeper) servedByOld(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, members map[string]string) string {
+	var ports []int
+	if c.Spec.ClientTLS() {
+		ports = append(ports, resources.ClientPort)
+	}
+	if c.Spec.PeerTLS() {
+		ports = append(ports, resources.PeerPort)
+	}
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		for _, port := range ports {
+			addr := net.JoinHostPort(members[name], strconv.Itoa(port))
+			cert, err := ServedCertificate(ctx, addr)
+			if err != nil {
+				return fmt.Sprintf("CA rotation waits to read the certificate member %s serves on port %d: %v", name, port, err)
+			}
+			if cert.CheckSignatureFrom(ca.Cert) != nil {
+				return fmt.Sprintf("CA rotation waits for member %s to serve its certificate of the new CA on port %d "+
+					"(the kubelet updates mounted Secrets within about a minute)", name, port)
+			}
+		}
+	}
+	return ""
+}
+
+// ServedCertificate returns the certificate the TLS server at addr (host:port) presents, without
+// verifying it and whether or not the server then accepts this client, which presents no certificate.
+// It gives up after 3 seconds.
+func ServedCertificate(ctx context.Context, addr string) (*x509.Certificate, error) {
+	var served *x509.Certificate
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 3 * time.Second}, Config: &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // the certificate is read, not trusted
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) > 0 {
+				served, _ = x509.ParseCertificate(raw[0])
+			}
+			return nil
+		},
+	}}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if conn != nil {
+		_ = conn.Close()
+	}
+	if served != nil {
+		return served, nil // a server that wants a client certificate may refuse the handshake after
+	}
+	if err == nil {
+		err = errors.New("no certificate presented")
+	}
+	return nil, err
+}
