@@ -1,0 +1,205 @@
+package certs_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+)
+
+// certsIn returns how many PEM certificates bundle holds.
+func certsIn(bundle []byte) int {
+	n := 0
+	for rest := bundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return n
+		}
+		n++
+	}
+}
+
+// copySecretFiles writes Secret name's keys into dir, over what is there, as the kubelet updates a
+// mounted Secret.
+func copySecretFiles(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, dir string) {
+	t.Helper()
+	for k, v := range secret(t, c, name).Data {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startTLSMember starts a real etcd member on host that serves TLS on both ports with the files in
+// serverDir and peerDir, as the member pods' flags configure it. etcd reads the certificate files on
+// every handshake, so rewriting them changes what it serves.
+func startTLSMember(t *testing.T, host, serverDir, peerDir string) {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = "demo-0", t.TempDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.UnsafeNoFsync = true
+	peer, _ := url.Parse("https://" + host + ":2380")
+	cli, _ := url.Parse("https://" + host + ":2379")
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
+	cfg.InitialCluster = "demo-0=" + peer.String()
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: serverDir + "/tls.crt", KeyFile: serverDir + "/tls.key",
+		TrustedCAFile: serverDir + "/ca.crt", ClientCertAuth: true}
+	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: peerDir + "/tls.crt", KeyFile: peerDir + "/tls.key",
+		TrustedCAFile: peerDir + "/ca.crt", ClientCertAuth: true, SkipClientSANVerify: true}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready within 30 s")
+	}
+}
+
+// TestCARotationPhases walks a CA rotation through its phases against a real member serving the
+// cluster's certificates: the trust bundle holds both CAs before the new one issues anything; the
+// trusted-CA hash (which rolls the members) changes when the bundle does and not when only the leaves
+// do; the old CA is not dropped while the member serves a certificate it issued; a pass working on a
+// stale read of the CA Secret fails instead of skipping a phase; a finished rotation is not due again.
+func TestCARotationPhases(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	ensure := func(wantPhase string) certs.Result {
+		t.Helper()
+		res, err := k.Ensure(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Rotation != wantPhase {
+			t.Fatalf("rotation phase %q, want %q", res.Rotation, wantPhase)
+		}
+		return res
+	}
+	advance := func(res certs.Result, members map[string]string) (*certs.Changed, string) {
+		t.Helper()
+		ch, wait, err := k.AdvanceRotation(ctx, c, res, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch, wait
+	}
+
+	res := ensure("")
+	if res.TrustedCAsHash != "" {
+		t.Fatalf("trusted-CA hash %q before any rotation: members started before rotations existed would restart", res.TrustedCAsHash)
+	}
+	if ch, _ := advance(res, nil); ch != nil {
+		t.Fatalf("a new CA was rotated unasked: %+v", ch)
+	}
+	oldCA := secret(t, c, "demo-ca").Data["tls.crt"]
+	serverDir, peerDir := writeSecret(t, secret(t, c, "demo-server-tls")), writeSecret(t, secret(t, c, "demo-peer-tls"))
+	const host = "127.0.0.231"
+	startTLSMember(t, host, serverDir, peerDir)
+	members := map[string]string{"demo-0": host}
+
+	// 1. start: both CAs are trusted, the old one still issues
+	// certificate times have whole seconds: the annotation names a second after the CA's issue, and the
+	// keeper's clock runs past it
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	k.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	stale := res
+	if ch, _ := advance(res, members); ch == nil || !strings.Contains(ch.Reason, "rotation started") {
+		t.Fatalf("rotation not started: %+v", ch)
+	}
+	if _, _, err := k.AdvanceRotation(ctx, c, stale, members); !apierrors.IsConflict(err) {
+		t.Fatalf("a step on a stale read of the CA Secret: err %v, want a conflict", err)
+	}
+	trusting := ensure(etcdv1alpha1.CARotationTrustNewCA)
+	if trusting.TrustedCAsHash == "" {
+		t.Fatal("no trusted-CA hash once the bundle holds two CAs: the members would not restart to trust the new one")
+	}
+	for _, name := range []string{"demo-server-tls", "demo-peer-tls", "demo-client-tls"} {
+		s := secret(t, c, name)
+		if n := certsIn(s.Data["ca.crt"]); n != 2 {
+			t.Errorf("secret %s: ca.crt holds %d certificates, want the old and the new CA", name, n)
+		}
+		if !bytes.Contains(s.Data["ca.crt"], bytes.TrimSpace(oldCA)) {
+			t.Errorf("secret %s: ca.crt lost the old CA while members still serve its certificates", name)
+		}
+	}
+	if !bytes.Equal(secret(t, c, "demo-ca").Data["tls.crt"], oldCA) {
+		t.Fatal("the new CA issues before any member trusts it")
+	}
+
+	// 2. every member trusts both: the new CA issues, the bundle (and so the members' pods) stays
+	if ch, _ := advance(trusting, members); ch == nil {
+		t.Fatal("no step after every member trusts both CAs")
+	}
+	issuing := ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	if issuing.TrustedCAsHash != trusting.TrustedCAsHash {
+		t.Fatal("the trusted-CA hash changed when only the leaves were issued again: members would restart for nothing")
+	}
+	newCA, err := pki.ParseCert(secret(t, c, "demo-ca").Data["tls.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"demo-server-tls", "demo-peer-tls", "demo-client-tls"} {
+		leaf, err := pki.ParseCert(secret(t, c, name).Data["tls.crt"])
+		if err != nil || leaf.CheckSignatureFrom(newCA) != nil {
+			t.Errorf("secret %s was not issued again by the new CA (%v)", name, err)
+		}
+	}
+	if k.ClientTLS(c.Namespace, c.Name) == nil {
+		t.Fatal("no operator client configuration")
+	}
+
+	// 3. the old CA stays trusted until the member serves the new certificates on both ports
+	if ch, wait := advance(issuing, members); ch != nil || !strings.Contains(wait, "demo-0") {
+		t.Fatalf("old CA dropped while the member serves its certificates: change %+v, wait %q", ch, wait)
+	}
+	copySecretFiles(t, c, "demo-server-tls", serverDir)
+	issuing = ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	if ch, wait := advance(issuing, members); ch != nil || !strings.Contains(wait, "port 2380") {
+		t.Fatalf("old CA dropped while the member serves an old peer certificate: change %+v, wait %q", ch, wait)
+	}
+	copySecretFiles(t, c, "demo-peer-tls", peerDir)
+	issuing = ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	if ch, wait := advance(issuing, members); ch == nil {
+		t.Fatalf("old CA not dropped once the member serves only new certificates: waits %q", wait)
+	}
+	dropping := ensure(etcdv1alpha1.CARotationDropOldCA)
+	if dropping.TrustedCAsHash == issuing.TrustedCAsHash || dropping.TrustedCAsHash == "" {
+		t.Fatal("the trusted-CA hash did not change when the old CA left the bundle: members would keep trusting it")
+	}
+	for _, name := range []string{"demo-server-tls", "demo-peer-tls", "demo-client-tls"} {
+		if s := secret(t, c, name); certsIn(s.Data["ca.crt"]) != 1 || bytes.Contains(s.Data["ca.crt"], bytes.TrimSpace(oldCA)) {
+			t.Errorf("secret %s: ca.crt still holds the old CA", name)
+		}
+	}
+
+	// 4. every member trusts only the new CA: done, and not due again for the same annotation
+	if ch, _ := advance(dropping, members); ch == nil || !strings.Contains(ch.Reason, "finished") {
+		t.Fatalf("rotation not finished: %+v", ch)
+	}
+	done := ensure("")
+	if done.TrustedCAsHash != dropping.TrustedCAsHash {
+		t.Fatal("the trusted-CA hash changed after the rotation finished: members would restart a third time")
+	}
+	if ch, _ := advance(done, members); ch != nil {
+		t.Fatalf("the annotation rotated the new CA again: %+v", ch)
+	}
+}
