@@ -152,10 +152,12 @@ const (
 	// certificate, then the old CA is dropped; each member restarts twice, one at a time. The operator
 	// also rotates a CA on its own two years before it expires.
 	AnnotationRotateCA = "etcd.etcdkit.dev/rotate-ca"
-	// AnnotationCARotationPhase and AnnotationCARotationStarted, on a cluster's CA Secret, record the
-	// phase of a CA rotation under way (a CARotation* phase) and when it began (RFC 3339).
-	AnnotationCARotationPhase   = "etcd.etcdkit.dev/ca-rotation-phase"
-	AnnotationCARotationStarted = "etcd.etcdkit.dev/ca-rotation-started"
+	// AnnotationCARotationPhase, AnnotationCARotationStarted and AnnotationCARotationPhaseSince, on a
+	// cluster's CA Secret, record the phase of a CA rotation under way (a CARotation* phase), when the
+	// rotation began and when the phase did (RFC 3339).
+	AnnotationCARotationPhase      = "etcd.etcdkit.dev/ca-rotation-phase"
+	AnnotationCARotationStarted    = "etcd.etcdkit.dev/ca-rotation-started"
+	AnnotationCARotationPhaseSince = "etcd.etcdkit.dev/ca-rotation-phase-since"
 	// BackupFinalizer lets the operator delete an EtcdBackup's stored snapshot (when
 	// AnnotationDeleteSnapshot asks for it) before the EtcdBackup goes away.
 	BackupFinalizer = "etcd.etcdkit.dev/backup-finalizer"

@@ -25,6 +25,12 @@ import (
 // CARotateBefore is how long before its CA expires the operator rotates it on its own.
 const CARotateBefore = 2 * 365 * 24 * time.Hour
 
+// CARotationDwell is how long a CA rotation keeps the users' client Secret as a phase left it before
+// the next phase needs what it holds: clients that mount the Secret see a change within the kubelet's
+// sync period and cache TTL (about a minute by default), and must trust the new CA before it issues the
+// members' certificates, and present their new certificate before the old CA is dropped.
+const CARotationDwell = 2 * time.Minute
+
 // Keys of a CA Secret besides tls.crt and tls.key (the CA that issues the cluster's certificates):
 // ca.crt holds the CA certificates the members trust, once the CA has been rotated (before, they trust
 // tls.crt alone); next.crt and next.key hold the new CA while the members restart to trust it.
@@ -45,9 +51,10 @@ type caState struct {
 	rotated bool
 	// next is the new CA while the members restart to trust it (phase TrustNewCA).
 	next *pki.CA
-	// phase is the rotation's phase (empty when none is under way), started when it began.
-	phase   string
-	started time.Time
+	// phase is the rotation's phase (empty when none is under way), started when the rotation began
+	// and since when the phase did.
+	phase          string
+	started, since time.Time
 }
 
 // readCAState reads CA Secret s.
@@ -65,6 +72,7 @@ func readCAState(s *corev1.Secret) (*caState, error) {
 	}
 	if st.phase != "" {
 		st.started, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1alpha1.AnnotationCARotationStarted])
+		st.since, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince])
 	}
 	if st.phase == etcdv1alpha1.CARotationTrustNewCA {
 		if st.next, err = pki.ParseCA(s.Data[nextCertKey], s.Data[nextKeyKey]); err != nil {
@@ -109,7 +117,7 @@ func rotationDue(c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, now time.Tim
 // before the old CA is dropped.
 //
 // It returns the change it made (nil when none), or, when it waits, what for ("" when it does not). A
-// rotation goes:
+// rotation goes (steps 2 and 3 only once the phase before has lasted CARotationDwell):
 //  1. start: a new CA is generated and added to the trust bundle; the members' Secrets get the bundle,
 //     and their pods, whose spec hash changed, restart one at a time (etcd reads its trusted CA files
 //     only when it starts);
@@ -128,6 +136,13 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		s.Annotations = map[string]string{}
 	}
 	now := k.now()
+	if st.phase == etcdv1alpha1.CARotationTrustNewCA || st.phase == etcdv1alpha1.CARotationIssueFromNewCA {
+		if until := st.since.Add(CARotationDwell); now.Before(until) {
+			return nil, fmt.Sprintf("CA rotation (%s) waits until %s for clients that mount Secret %s to load it",
+				st.phase, until.UTC().Format(time.RFC3339), resources.ClientTLSSecretName(c)), nil
+		}
+	}
+	s.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince] = now.UTC().Format(time.RFC3339)
 	var why string
 	switch st.phase {
 	case "":
@@ -164,6 +179,7 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 	case etcdv1alpha1.CARotationDropOldCA:
 		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhase)
 		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationStarted)
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhaseSince)
 		why = "CA rotation finished: every member trusts only the new CA, which expires at " + st.ca.Cert.NotAfter.UTC().Format(time.RFC3339)
 	default:
 		return nil, "", fmt.Errorf("secret %s: unknown %s %q: set it to one of %s, %s or %s", s.Name,

@@ -120,7 +120,8 @@ func TestCARotationPhases(t *testing.T) {
 	// certificate times have whole seconds: the annotation names a second after the CA's issue, and the
 	// keeper's clock runs past it
 	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
-	k.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	offset := 2 * time.Second
+	k.Now = func() time.Time { return time.Now().Add(offset) }
 	stale := res
 	if ch, _ := advance(res, members); ch == nil || !strings.Contains(ch.Reason, "rotation started") {
 		t.Fatalf("rotation not started: %+v", ch)
@@ -145,7 +146,12 @@ func TestCARotationPhases(t *testing.T) {
 		t.Fatal("the new CA issues before any member trusts it")
 	}
 
-	// 2. every member trusts both: the new CA issues, the bundle (and so the members' pods) stays
+	// 2. every member trusts both, and clients had time to load the bundle: the new CA issues, the
+	// bundle (and so the members' pods) stays
+	if ch, wait := advance(trusting, members); ch != nil || !strings.Contains(wait, "demo-client-tls") {
+		t.Fatalf("the new CA issues before clients mounting the client Secret could load the bundle: change %+v, wait %q", ch, wait)
+	}
+	offset += certs.CARotationDwell
 	if ch, _ := advance(trusting, members); ch == nil {
 		t.Fatal("no step after every member trusts both CAs")
 	}
@@ -167,7 +173,12 @@ func TestCARotationPhases(t *testing.T) {
 		t.Fatal("no operator client configuration")
 	}
 
-	// 3. the old CA stays trusted until the member serves the new certificates on both ports
+	// 3. the old CA stays trusted until clients had time to load their new certificate and the member
+	// serves its new ones on both ports
+	if ch, wait := advance(issuing, members); ch != nil || !strings.Contains(wait, "demo-client-tls") {
+		t.Fatalf("old CA dropped before clients mounting the client Secret could load their new certificate: change %+v, wait %q", ch, wait)
+	}
+	offset += certs.CARotationDwell
 	if ch, wait := advance(issuing, members); ch != nil || !strings.Contains(wait, "demo-0") {
 		t.Fatalf("old CA dropped while the member serves its certificates: change %+v, wait %q", ch, wait)
 	}
