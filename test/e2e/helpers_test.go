@@ -311,3 +311,28 @@ func containsArg(args []string, a string) bool {
 	}
 	return false
 }
+
+// reloadingClientTLS is what a client that mounts the users' client Secret of cluster namespace/name
+// and reads its files on every handshake dials with: it trusts the CA certificates and presents the
+// certificate the Secret holds at that moment.
+func reloadingClientTLS(namespace, name string) *tls.Config {
+	load := func() (*tls.Config, error) { return clusterClientTLS(context.Background(), namespace, name) }
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			cfg, err := load()
+			if err != nil {
+				return err
+			}
+			return cfg.VerifyConnection(cs)
+		},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cfg, err := load()
+			if err != nil {
+				return nil, err
+			}
+			return &cfg.Certificates[0], nil
+		},
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -312,4 +314,142 @@ func servedSerial(addr string, cfg *tls.Config) string {
 		_ = conn.Close()
 	}
 	return serial
+}
+
+// TestCARotationUnderLoad rotates a cluster's CA (annotation etcd.etcdkit.dev/rotate-ca) while a writer,
+// which loads the users' client Secret again on every handshake as a client mounting it does, writes
+// through the client Service. The rotation goes through its three phases and ends with every member
+// serving certificates of the new CA on both ports and trusting only it (a client with the old CA's
+// certificate is refused); a quorum stays available throughout, no write fails for a certificate reason
+// and no acknowledged write is lost.
+func TestCARotationUnderLoad(t *testing.T) {
+	c := newCluster(t, "e2e-tls-rotate-ca", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	ep := clientServiceEndpoint(t, c)
+	oldClient := tlsFor(ep)
+	endpointTLS.Store(ep, reloadingClientTLS(c.Namespace, c.Name))
+	w := startWriter(t, ep)
+	oldCA, err := secretCert(ctx, c, c.Name+resources.CASecretSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// sample the status: a quorum available throughout, and the phases the rotation goes through
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	type sample struct {
+		bad    []string
+		phases []string
+	}
+	sampled := make(chan sample, 1)
+	start := time.Now()
+	go func() {
+		var s sample
+		for sampleCtx.Err() == nil {
+			if got, err := getCluster(sampleCtx, c); err == nil {
+				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+					s.bad = append(s.bad, fmt.Sprintf("%s: %d/3 ready, phase %s", time.Now().Format(time.TimeOnly), got.Status.ReadyReplicas, got.Status.Phase))
+				}
+				phase := "none"
+				if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
+					phase = got.Status.TLS.CARotation.Phase
+				}
+				if len(s.phases) == 0 || !strings.HasPrefix(s.phases[len(s.phases)-1], phase+" ") {
+					s.phases = append(s.phases, fmt.Sprintf("%s at %s", phase, time.Since(start).Round(time.Second)))
+				}
+			}
+			select {
+			case <-sampleCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		sampled <- s
+	}()
+
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1alpha1.AnnotationRotateCA, start.Add(time.Second).UTC().Format(time.RFC3339))
+	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	took := poll.Eventually(t, 15*time.Minute, "the CA rotation finished", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		ca, err := secretCert(ctx, c, c.Name+resources.CASecretSuffix)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ca.Equal(oldCA):
+			return errors.New("the old CA still issues")
+		case got.Status.TLS == nil || got.Status.TLS.CARotation != nil:
+			return fmt.Errorf("rotation under way: %+v", got.Status.TLS)
+		case got.Status.ReadyReplicas != 3:
+			return fmt.Errorf("%d/3 ready", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	t.Logf("annotation -> CA rotation finished in %s", took.Round(time.Second))
+	stopSampling()
+	s := <-sampled
+	t.Logf("phases: %s", strings.Join(s.phases, ", "))
+	if len(s.bad) > 0 {
+		t.Errorf("quorum not available throughout the rotation: %v", s.bad)
+	}
+
+	newCA, err := secretCert(ctx, c, c.Name+resources.CASecretSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := clusterClientTLS(ctx, c.Namespace, c.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range pods {
+		for _, port := range []string{":2379", ":2380"} {
+			cert, err := servedCert(p.Status.PodIP + port)
+			if err != nil || cert.CheckSignatureFrom(newCA) != nil {
+				t.Errorf("%s does not serve a certificate of the new CA on port %s (%v)", name, port, err)
+			}
+		}
+		if err := getKey(ctx, "https://"+p.Status.PodIP+":2379", fresh); err != nil {
+			t.Errorf("%s refuses the client certificate of the new CA: %v", name, err)
+		}
+		if err := getKey(ctx, "https://"+p.Status.PodIP+":2379", oldClient); err == nil {
+			t.Errorf("%s still trusts the old CA", name)
+		}
+	}
+	w.mu.Lock()
+	for msg, n := range w.errs {
+		if strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
+			t.Errorf("%d writes failed for a certificate reason: %s", n, msg)
+		}
+	}
+	w.mu.Unlock()
+	w.stopAndVerify(t, ep)
+}
+
+// servedCert returns the certificate the TLS server at addr presents, whether or not it then accepts
+// the client.
+func servedCert(addr string) (*x509.Certificate, error) {
+	var served *x509.Certificate
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, //nolint:gosec // read, not trusted
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				served = cs.PeerCertificates[0]
+			}
+			return nil
+		}}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
+	if err == nil {
+		_ = conn.Close()
+	}
+	if served == nil {
+		return nil, fmt.Errorf("no certificate from %s: %v", addr, err)
+	}
+	return served, nil
 }
