@@ -78,9 +78,9 @@ const (
 
 	ReasonCertificatesCurrent = "CertificatesCurrent"
 	// ReasonCALost: the cluster's CA Secret is gone while certificates it issued are in use.
-	ReasonCALost              = "CertificateAuthorityLost"
+	ReasonCALost = "CertificateAuthorityLost"
 	// ReasonRotatingCA: the cluster's CA is being rotated (status.tls.caRotation says how far).
-	ReasonRotatingCA = "RotatingCA"
+	ReasonRotatingCA          = "RotatingCA"
 	ReasonCertificateExpiring = "CertificateExpiring"
 	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
 	// voting members still have their data.

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -88,6 +89,39 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// NetworkPolicy, when enabled, limits who reaches the members with a NetworkPolicy the operator
+	// keeps ("<cluster>-etcd"): the peer port only from the cluster's members, the client port only
+	// from the operator, the cluster's backup Jobs and the sources listed (by default, the pods of the
+	// cluster's namespace). It takes effect only where the cluster's network plugin enforces
+	// NetworkPolicies.
+	//
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+}
+
+// NetworkPolicySpec says who may reach a cluster's members.
+type NetworkPolicySpec struct {
+	// Enabled creates the cluster's NetworkPolicy (true) or deletes it (false).
+	Enabled bool `json:"enabled"`
+	// ClientFrom are the sources allowed to the client port (2379) besides the operator and the
+	// cluster's backup Jobs: pods, namespaces or IP blocks, as in a NetworkPolicy's ingress rule. Empty:
+	// the pods of the cluster's namespace.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
+	// MetricsFrom are the sources allowed to the metrics port (2381), which serves etcd's metrics and
+	// health (no keys or values). Empty: every source.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
+}
+
+// NetworkPolicyEnabled reports whether the cluster has a NetworkPolicy.
+func (s *EtcdClusterSpec) NetworkPolicyEnabled() bool {
+	return s.NetworkPolicy != nil && s.NetworkPolicy.Enabled
 }
 
 // TLSSpec says which of a cluster's ports serve TLS.

@@ -192,11 +192,15 @@ func cacheOptions(o *managerOptions) cache.Options {
 // setupControllers registers the EtcdCluster and EtcdBackup controllers with mgr.
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) error {
 	log := ctrl.Log.WithName("setup")
-	var err error
 	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage}
-	if opts.OperatorImage == "" {
-		if opts.OperatorImage, opts.OperatorImagePullPolicy, err = ownImage(ctx, mgr.GetAPIReader()); err != nil {
-			log.Info("Backup Jobs and restores are unavailable until --operator-image is set", "reason", err.Error())
+	if pod, err := ownPod(ctx, mgr.GetAPIReader()); err != nil {
+		log.Info("Without its own pod, the operator cannot run backup Jobs and restores until --operator-image is set, "+
+			"nor keep NetworkPolicies (spec.networkPolicy)", "reason", err.Error())
+	} else {
+		// a NetworkPolicy lets the operator's pods reach the members: they are selected by these
+		opts.OperatorNamespace, opts.OperatorPodLabels = pod.Namespace, pod.Labels
+		if opts.OperatorImage == "" && len(pod.Spec.Containers) > 0 {
+			opts.OperatorImage, opts.OperatorImagePullPolicy = pod.Spec.Containers[0].Image, string(pod.Spec.Containers[0].ImagePullPolicy)
 		}
 	}
 	cli := metrics.CountingClient(mgr.GetClient())
@@ -274,22 +278,18 @@ func cacheSynced(mgr ctrl.Manager) healthz.Checker {
 	}
 }
 
-// ownImage returns the image and pull policy of the first container of the operator's own pod, named
-// by the POD_NAME and POD_NAMESPACE environment variables (the downward API in config/manager).
-func ownImage(ctx context.Context, r client.Reader) (image, pullPolicy string, err error) {
+// ownPod returns the operator's own pod, named by the POD_NAME and POD_NAMESPACE environment variables
+// (the downward API in config/manager).
+func ownPod(ctx context.Context, r client.Reader) (*corev1.Pod, error) {
 	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if name == "" || ns == "" {
-		return "", "", errors.New("POD_NAME and POD_NAMESPACE are not set, so the operator cannot read its own image")
+		return nil, errors.New("POD_NAME and POD_NAMESPACE are not set")
 	}
 	pod := &corev1.Pod{}
 	getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := r.Get(getCtx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-		return "", "", fmt.Errorf("read the operator's own pod %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("read the operator's own pod %s/%s: %w", ns, name, err)
 	}
-	if len(pod.Spec.Containers) == 0 {
-		return "", "", fmt.Errorf("pod %s/%s has no container", ns, name)
-	}
-	c := pod.Spec.Containers[0]
-	return c.Image, string(c.ImagePullPolicy), nil
+	return pod, nil
 }

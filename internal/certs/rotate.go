@@ -143,53 +143,62 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		}
 	}
 	s.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince] = now.UTC().Format(time.RFC3339)
-	var why string
-	switch st.phase {
-	case "":
-		due := rotationDue(c, st.ca.Cert, now)
-		if due == "" {
-			return nil, "", nil
-		}
-		next, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, now)
-		if err != nil {
-			return nil, "", err
-		}
-		keyPEM, err := next.KeyPEM()
-		if err != nil {
-			return nil, "", err
-		}
-		s.Data[nextCertKey], s.Data[nextKeyKey] = next.CertPEM, keyPEM
-		s.Data[resources.CAKey] = bundle(st.ca.CertPEM, next.CertPEM)
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationTrustNewCA
-		s.Annotations[etcdv1alpha1.AnnotationCARotationStarted] = now.UTC().Format(time.RFC3339)
-		why = "CA rotation started (" + due + "): the members restart one at a time to trust the old and the new CA"
-	case etcdv1alpha1.CARotationTrustNewCA:
-		s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey] = s.Data[nextCertKey], s.Data[nextKeyKey]
-		delete(s.Data, nextCertKey)
-		delete(s.Data, nextKeyKey)
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationIssueFromNewCA
-		why = "CA rotation: every member trusts the new CA, which now issues the cluster's certificates"
-	case etcdv1alpha1.CARotationIssueFromNewCA:
-		if wait := k.servedByOld(ctx, c, st.ca, members); wait != "" {
-			return nil, wait, nil
-		}
-		s.Data[resources.CAKey] = st.ca.CertPEM
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationDropOldCA
-		why = "CA rotation: every member serves certificates of the new CA; the members restart one at a time to trust only it"
-	case etcdv1alpha1.CARotationDropOldCA:
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhase)
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationStarted)
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhaseSince)
-		why = "CA rotation finished: every member trusts only the new CA, which expires at " + st.ca.Cert.NotAfter.UTC().Format(time.RFC3339)
-	default:
-		return nil, "", fmt.Errorf("secret %s: unknown %s %q: set it to one of %s, %s or %s", s.Name,
-			etcdv1alpha1.AnnotationCARotationPhase, st.phase, etcdv1alpha1.CARotationTrustNewCA,
-			etcdv1alpha1.CARotationIssueFromNewCA, etcdv1alpha1.CARotationDropOldCA)
+	why, wait, err := k.nextPhase(ctx, c, st, s, members, now)
+	if why == "" || err != nil {
+		return nil, wait, err
 	}
 	if err := k.Client.Update(ctx, s); err != nil {
 		return nil, "", fmt.Errorf("update secret %s: %w", s.Name, err)
 	}
 	return &Changed{Secret: s.Name, Reason: why}, "", nil
+}
+
+// nextPhase writes into s, a copy of the CA Secret st was read from, the next phase of the rotation
+// st is in, or the start of one that is due; it returns why (empty when nothing changes) or what the
+// rotation waits for.
+func (k *Keeper) nextPhase(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st *caState, s *corev1.Secret,
+	members map[string]string, now time.Time) (why, wait string, err error) {
+	switch st.phase {
+	case "":
+		due := rotationDue(c, st.ca.Cert, now)
+		if due == "" {
+			return "", "", nil
+		}
+		next, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, now)
+		if err != nil {
+			return "", "", err
+		}
+		keyPEM, err := next.KeyPEM()
+		if err != nil {
+			return "", "", err
+		}
+		s.Data[nextCertKey], s.Data[nextKeyKey] = next.CertPEM, keyPEM
+		s.Data[resources.CAKey] = bundle(st.ca.CertPEM, next.CertPEM)
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationTrustNewCA
+		s.Annotations[etcdv1alpha1.AnnotationCARotationStarted] = now.UTC().Format(time.RFC3339)
+		return "CA rotation started (" + due + "): the members restart one at a time to trust the old and the new CA", "", nil
+	case etcdv1alpha1.CARotationTrustNewCA:
+		s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey] = s.Data[nextCertKey], s.Data[nextKeyKey]
+		delete(s.Data, nextCertKey)
+		delete(s.Data, nextKeyKey)
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationIssueFromNewCA
+		return "CA rotation: every member trusts the new CA, which now issues the cluster's certificates", "", nil
+	case etcdv1alpha1.CARotationIssueFromNewCA:
+		if wait := k.servedByOld(ctx, c, st.ca, members); wait != "" {
+			return "", wait, nil
+		}
+		s.Data[resources.CAKey] = st.ca.CertPEM
+		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationDropOldCA
+		return "CA rotation: every member serves certificates of the new CA; the members restart one at a time to trust only it", "", nil
+	case etcdv1alpha1.CARotationDropOldCA:
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhase)
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationStarted)
+		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhaseSince)
+		return "CA rotation finished: every member trusts only the new CA, which expires at " + st.ca.Cert.NotAfter.UTC().Format(time.RFC3339), "", nil
+	}
+	return "", "", fmt.Errorf("secret %s: unknown %s %q: set it to one of %s, %s or %s", s.Name,
+		etcdv1alpha1.AnnotationCARotationPhase, st.phase, etcdv1alpha1.CARotationTrustNewCA,
+		etcdv1alpha1.CARotationIssueFromNewCA, etcdv1alpha1.CARotationDropOldCA)
 }
 
 // bundle returns the PEM certificates one after the other.

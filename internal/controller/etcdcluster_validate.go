@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +9,6 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
-	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
 // validateSpec refuses, before any pod is touched, a spec the admission webhook would have refused but
@@ -21,16 +19,7 @@ import (
 // the Valid condition says what to change.
 func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	var problems []string
-	if cur := c.Status.CurrentVersion; cur != "" {
-		if err := version.CheckUpgrade(cur, c.Spec.VersionOrDefault()); err != nil {
-			problems = append(problems, fmt.Sprintf("spec.version %s: %v", c.Spec.VersionOrDefault(), err))
-		}
-	}
-	if c.Spec.Options != nil {
-		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
-	}
-	problems = append(problems, verdict.TLSMismatch(c, s.m)...)
+	problems := verdict.SpecProblems(c, s.m)
 	if len(problems) == 0 {
 		return nil, nil
 	}

@@ -23,6 +23,9 @@ var k8s client.Client
 
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
+// testOperatorNamespace is where the operator the tests run would run as a pod.
+const testOperatorNamespace = "etcd-operator-system"
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	env, cfg, err := testenv.Start()
@@ -45,10 +48,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	r := &EtcdClusterReconciler{
-		Client:              metrics.CountingClient(mgr.GetClient()),
-		Recorder:            mgr.GetEventRecorder("etcd-operator"),
-		EtcdClient:          etcd.New,
-		Options:             resources.Options{OperatorImage: testOperatorImage},
+		Client:     metrics.CountingClient(mgr.GetClient()),
+		Recorder:   mgr.GetEventRecorder("etcd-operator"),
+		EtcdClient: etcd.New,
+		Options: resources.Options{OperatorImage: testOperatorImage, OperatorNamespace: testOperatorNamespace,
+			OperatorPodLabels: map[string]string{"app.kubernetes.io/name": "etcd-operator", "pod-template-hash": "5d8f7c9b4"}},
 		HealthCheckInterval: 5 * time.Second,
 		// compare hashes on every healthy pass, so tests see the DataInconsistent condition soon
 		ConsistencyCheckInterval: time.Second,

@@ -49,6 +49,10 @@ type Options struct {
 	// OperatorImagePullPolicy is the pull policy of OperatorImage in those pods (empty: Kubernetes'
 	// default for the tag).
 	OperatorImagePullPolicy string
+	// OperatorNamespace and OperatorPodLabels select the operator's own pods, which a cluster's
+	// NetworkPolicy lets reach the client port; empty when the operator does not know its pod.
+	OperatorNamespace string
+	OperatorPodLabels map[string]string
 }
 
 func (o Options) clusterDomain() string {

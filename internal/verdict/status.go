@@ -139,8 +139,8 @@ func setProgressing(s *scope, step *Step) {
 	switch {
 	case step != nil:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, step.Kind == KindActing, [2]string{step.Reason, step.Message})
-	case s.report.ForeignPDB != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.ForeignPDB.Reason, s.report.ForeignPDB.Message})
+	case s.report.Unmanaged != nil:
+		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.Unmanaged.Reason, s.report.Unmanaged.Message})
 	default:
 		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
 	}

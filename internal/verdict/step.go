@@ -60,9 +60,10 @@ type Report struct {
 	// Volumes is the state of the members' claims against spec.storage.size (the VolumesResized
 	// condition).
 	Volumes *Progress
-	// ForeignPDB says that a PodDisruptionBudget of the cluster's name is not the cluster's (shown in
-	// Progressing when the pass took no step).
-	ForeignPDB *Progress
+	// Unmanaged says why an object the cluster needs beside its members cannot be kept: a
+	// PodDisruptionBudget or NetworkPolicy of its name that is not the cluster's, or a NetworkPolicy the
+	// operator cannot build. Shown in Progressing when the pass took no step; it stops nothing else.
+	Unmanaged *Progress
 	// DataLoss is the verdict on the members' data when no quorum answered (the QuorumDataLost
 	// condition).
 	DataLoss *DataLoss
@@ -124,7 +125,7 @@ func Requeue(c *etcdv1alpha1.EtcdCluster, report *Report, st *Step, healthCheck 
 		after = RequeueProgressing
 	case !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionDegraded), report.Expanding():
 		after = RequeueUnhealthy
-	case report.ForeignPDB != nil:
+	case report.Unmanaged != nil:
 		after = RequeueBlocked
 	default:
 		after = healthCheck

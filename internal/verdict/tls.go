@@ -9,6 +9,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
 // Thresholds of the CertificatesExpiring condition. A leaf is renewed a third of its life (four months
@@ -83,6 +84,23 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 		msg += fmt.Sprintf("; the first certificate is renewed at %s", o.RenewAt.UTC().Format(time.RFC3339))
 	}
 	return false, [2]string{etcdv1alpha1.ReasonCertificatesCurrent, msg}
+}
+
+// SpecProblems returns what in cluster c's spec the admission webhook would have refused but got in
+// anyway (the webhook was not installed or was bypassed), one problem each: a version the members
+// cannot move to from what they run, extraArgs etcd must not get (v1alpha1.ValidateExtraArgs), a
+// spec.tls the member pods of m do not serve (TLSMismatch).
+func SpecProblems(c *etcdv1alpha1.EtcdCluster, m *model.Cluster) []string {
+	var problems []string
+	if cur := c.Status.CurrentVersion; cur != "" {
+		if err := version.CheckUpgrade(cur, c.Spec.VersionOrDefault()); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.version %s: %v", c.Spec.VersionOrDefault(), err))
+		}
+	}
+	if c.Spec.Options != nil {
+		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
+	}
+	return append(problems, TLSMismatch(c, m)...)
 }
 
 // TLSMismatch returns one problem per member pod whose ports serve TLS otherwise than cluster c's

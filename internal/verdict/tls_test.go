@@ -25,7 +25,7 @@ func TestCertificatesExpiring(t *testing.T) {
 	}{
 		{"fresh", TLSObservation{At: at, CANotAfter: at.Add(10 * year), NotAfter: at.Add(year), RenewAt: at.Add(8 * 30 * 24 * time.Hour)}, false, "renewed at"},
 		{"leaf not renewed", TLSObservation{At: at, CANotAfter: at.Add(10 * year), NotAfter: at.Add(10 * 24 * time.Hour), RenewAt: at.Add(-100 * 24 * time.Hour)}, true, "was not renewed"},
-		{"CA within a year", TLSObservation{At: at, CANotAfter: at.Add(300 * 24 * time.Hour), NotAfter: at.Add(200 * 24 * time.Hour)}, true, "not rotated automatically"},
+		{"CA within a year", TLSObservation{At: at, CANotAfter: at.Add(300 * 24 * time.Hour), NotAfter: at.Add(200 * 24 * time.Hour)}, true, "was not rotated"},
 	} {
 		got, reason := CertificatesExpiring(&tc.o)
 		if got != tc.expiring || !strings.Contains(reason[1], tc.says) {

@@ -449,7 +449,7 @@ func servedCert(addr string) (*x509.Certificate, error) {
 		_ = conn.Close()
 	}
 	if served == nil {
-		return nil, fmt.Errorf("no certificate from %s: %v", addr, err)
+		return nil, fmt.Errorf("no certificate from %s: %w", addr, err)
 	}
 	return served, nil
 }

@@ -83,6 +83,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
 	errs = append(errs, validateBackup(nil, s.Backup)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
+	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
@@ -117,6 +118,9 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
 	errs = append(errs, validateTLSChange(o, s)...)
+	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {
+		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
+	}
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {

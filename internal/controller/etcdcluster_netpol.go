@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/kube"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
+)
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+
+// reconcileNetworkPolicy keeps the cluster's NetworkPolicy (resources.BuildNetworkPolicy) while
+// spec.networkPolicy enables it, and deletes it once it does not. A policy it cannot keep is reported;
+// it stops nothing else.
+func (r *EtcdClusterReconciler) reconcileNetworkPolicy(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	if !c.Spec.NetworkPolicyEnabled() {
+		_, err := kube.DeleteOwned(ctx, r.Client, c, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: resources.NetworkPolicyName(c)}})
+		return nil, err
+	}
+	want, err := r.Options.BuildNetworkPolicy(c)
+	if err != nil {
+		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: err.Error()}
+		return nil, nil
+	}
+	out, err := kube.EnsureOwned(ctx, r.Client, c, want, &networkingv1.NetworkPolicy{},
+		func(got, want *networkingv1.NetworkPolicy) bool {
+			return equality.Semantic.DeepEqual(got.Spec, want.Spec)
+		},
+		func(got, want *networkingv1.NetworkPolicy) { got.Spec = want.Spec })
+	switch out {
+	case kube.Created, kube.Updated:
+		r.event(c, corev1.EventTypeNormal, "AppliedNetworkPolicy", "Apply", "NetworkPolicy %s: the peer port only from members, the client port only from the operator, backup Jobs and %d listed sources", want.Name, len(c.Spec.NetworkPolicy.ClientFrom))
+	case kube.Foreign:
+		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonForeignObject, Message: fmt.Sprintf(
+			"NetworkPolicy %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep the cluster's", want.Name)}
+	}
+	return nil, err
+}
