@@ -20,6 +20,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // CARotateBefore is how long before its CA expires the operator rotates it on its own.
@@ -163,6 +164,10 @@ func (k *Keeper) nextPhase(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st 
 		due := rotationDue(c, st.ca.Cert, now)
 		if due == "" {
 			return "", "", nil
+		}
+		if verdict.RestartLosesData(c) {
+			return "", "CA rotation is due (" + due + ") but restarts every member, and restarting the only member of an emptyDir " +
+				"cluster deletes its data: scale to 3 members first (the new members copy the data)", nil
 		}
 		next, err := pki.NewCA(resources.CACommonName(c), pki.CAValidity, now)
 		if err != nil {

@@ -14,7 +14,9 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
@@ -212,5 +214,29 @@ func TestCARotationPhases(t *testing.T) {
 	}
 	if ch, _ := advance(done, members); ch != nil {
 		t.Fatalf("the annotation rotated the new CA again: %+v", ch)
+	}
+}
+
+// TestCARotationNotStartedWhereRestartsLoseData: a rotation restarts every member, so on a 1-member
+// emptyDir cluster (where a restart deletes the only copy of the data) it is not started, and the wait
+// says what to do.
+func TestCARotationNotStartedWhereRestartsLoseData(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	c.Spec.Replicas = ptr.To[int32](1)
+	c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+	k := &certs.Keeper{Client: k8s}
+	res, err := k.Ensure(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	ch, wait, err := k.AdvanceRotation(ctx, c, res, nil)
+	if err != nil || ch != nil || !strings.Contains(wait, "scale to 3 members first") {
+		t.Fatalf("change %+v, wait %q, err %v; want no rotation and a wait that says to scale first", ch, wait, err)
+	}
+	if _, ok := secret(t, c, "demo-ca").Data["ca.crt"]; ok {
+		t.Fatal("the CA Secret got a trust bundle: the rotation started")
 	}
 }

@@ -46,7 +46,7 @@ func allows(r networkingv1.NetworkPolicyIngressRule, port int32, from string, po
 }
 
 // TestNetworkPolicyKept: with spec.networkPolicy enabled, the cluster's NetworkPolicy selects its
-// member pods (as created) and lets through, on the peer port, only the members; on the client port,
+// member pods (as created) and lets through, on the peer port, only the members and the operator; on the client port,
 // only the operator's pods (whatever their revision), the pods of the cluster's backup Jobs and the
 // listed sources; on the metrics port, everyone. A policy edited by hand is put back; disabling deletes
 // it.
@@ -94,7 +94,8 @@ func TestNetworkPolicyKept(t *testing.T) {
 		want   bool
 	}{
 		{"a member to the peer port", peer, 2380, ns.Name, member.Labels, true},
-		{"the operator to the peer port", peer, 2380, testOperatorNamespace, operator, false},
+		{"the operator to the peer port (it reads the served certificate during a CA rotation)", peer, 2380, testOperatorNamespace, operator, true},
+		{"a backup Job's pod to the peer port", peer, 2380, ns.Name, backup, false},
 		{"another pod to the peer port", peer, 2380, ns.Name, other, false},
 		{"the operator (another revision) to the client port", cli, 2379, testOperatorNamespace, operator, true},
 		{"operator-like pod in another namespace to the client port", cli, 2379, "elsewhere", operator, false},

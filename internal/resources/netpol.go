@@ -26,7 +26,7 @@ var ErrOperatorPodUnknown = errors.New("the operator does not know its own names
 var podTemplateLabels = []string{"pod-template-hash", "controller-revision-hash", "pod-template-generation"}
 
 // BuildNetworkPolicy returns cluster c's NetworkPolicy: on the members' pods, the peer port (2380)
-// accepts only the members; the client port (2379) only the operator's pods, the pods of the cluster's
+// accepts only the members and the operator; the client port (2379) only the operator's pods, the pods of the cluster's
 // backup Jobs and spec.networkPolicy.clientFrom, or, when it lists none, the pods of the cluster's
 // namespace; the metrics port (2381) the sources of
 // spec.networkPolicy.metricsFrom, or every source. It fails with ErrOperatorPodUnknown when o does not
@@ -44,15 +44,16 @@ func (o Options) BuildNetworkPolicy(c *etcdv1alpha1.EtcdCluster) (*networkingv1.
 		spec = *c.Spec.NetworkPolicy
 	}
 	members := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(c)}}
+	operatorPods := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: o.OperatorNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: operator},
+	}
 	users := spec.ClientFrom
 	if len(users) == 0 {
 		users = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}} // the cluster's namespace
 	}
 	clientFrom := append([]networkingv1.NetworkPolicyPeer{
-		{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: o.OperatorNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: operator},
-		},
+		operatorPods,
 		{PodSelector: &metav1.LabelSelector{MatchLabels: backupPodLabels(c)}},
 	}, users...)
 	return &networkingv1.NetworkPolicy{
@@ -61,7 +62,9 @@ func (o Options) BuildNetworkPolicy(c *etcdv1alpha1.EtcdCluster) (*networkingv1.
 			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{
-				{Ports: tcpPorts(PeerPort), From: []networkingv1.NetworkPolicyPeer{members}},
+				// the operator reads which certificate a member serves on it during a CA rotation, and holds
+				// the CA that issues the peer certificates anyway
+				{Ports: tcpPorts(PeerPort), From: []networkingv1.NetworkPolicyPeer{members, operatorPods}},
 				{Ports: tcpPorts(ClientPort), From: clientFrom},
 				{Ports: tcpPorts(MetricsPort), From: spec.MetricsFrom},
 			},
