@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -288,4 +289,55 @@ func TestNamespacedNeedsNamespaces(t *testing.T) {
 			t.Fatalf("want the manager to refuse to start: %v", err)
 		}
 	})
+}
+
+// TestInstallNamespacedScript: hack/install-namespaced.sh for a list of namespaces binds the Role in
+// each of them to the operator's ServiceAccount in its own namespace, tells the operator and its
+// webhooks the list, and grants no ClusterRole on namespaced resources.
+func TestInstallNamespacedScript(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "install.yaml")
+	script := filepath.Join(filepath.Dir(testenv.InstallFile()), "..", "hack", "install-namespaced.sh")
+	cmd := exec.Command("bash", "-c", `bash "$0" --namespace ops --watch apps,db > "$1"`, script, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, b)
+	}
+	roles := map[string]bool{}
+	for _, u := range readManifest(t, out) {
+		where := u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+		switch u.GetKind() {
+		case "Role", "RoleBinding":
+			roles[where] = true
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, s := range subjects {
+				if ns := s.(map[string]any)["namespace"]; ns != "ops" {
+					t.Errorf("%s binds a ServiceAccount of namespace %v, want ops", where, ns)
+				}
+			}
+		case "ClusterRole", "ClusterRoleBinding":
+			if u.GetName() == "etcd-operator" {
+				t.Errorf("%s: the namespace-scoped install grants the cluster-wide role", where)
+			}
+		case "Deployment":
+			if args := deploymentArgs(t, out); !slices.Contains(args, "--watch-namespaces=apps,db") {
+				t.Errorf("the operator does not watch apps and db: %v", args)
+			}
+		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+			hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+			for _, h := range hooks {
+				exprs, _, _ := unstructured.NestedSlice(h.(map[string]any), "namespaceSelector", "matchExpressions")
+				if got := fmt.Sprint(exprs); got != "[map[key:kubernetes.io/metadata.name operator:In values:[apps db]]]" {
+					t.Errorf("%s selects namespaces %s", where, got)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"Role apps/etcd-operator", "RoleBinding apps/etcd-operator", "Role db/etcd-operator",
+		"RoleBinding db/etcd-operator", "Role ops/etcd-operator-own-pod", "Role ops/etcd-operator-leader-election"} {
+		if !roles[want] {
+			t.Errorf("no %s among %v", want, roles)
+		}
+	}
+	if roles["Role ops/etcd-operator"] {
+		t.Error("the operator may manage its own namespace, which it does not watch")
+	}
 }
