@@ -122,7 +122,11 @@ func startManagerWith(t *testing.T, env *envtest.Environment, user envtest.User,
 	t.Setenv("KUBECONFIG", kubeconfigPath)
 
 	probePort, webhookPort := testutil.FreePort(t), testutil.FreePort(t)
-	cmd := managerCommand(&managerOptions{zap: zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}, skipNameValidation: o.skipNameValidation})
+	mo := &managerOptions{zap: zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}, skipNameValidation: o.skipNameValidation}
+	if o.skipNameValidation {
+		mo.webhook.RotatorName = "webhook-cert-rotator-" + strings.ToLower(t.Name()) // not the manager's to skip
+	}
+	cmd := managerCommand(mo)
 	cmd.SetArgs(append([]string{
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		fmt.Sprintf("--webhook-port=%d", webhookPort),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -339,5 +340,40 @@ func TestInstallNamespacedScript(t *testing.T) {
 	}
 	if roles["Role ops/etcd-operator"] {
 		t.Error("the operator may manage its own namespace, which it does not watch")
+	}
+}
+
+// TestNamespacedOverlayMatchesDist: the kustomize overlay config/namespaced and the script's
+// dist/install-namespaced.yaml are the same objects, so either way of installing grants the same.
+func TestNamespacedOverlayMatchesDist(t *testing.T) {
+	root := filepath.Join(filepath.Dir(testenv.InstallFile()), "..")
+	out := filepath.Join(t.TempDir(), "overlay.yaml")
+	cmd := exec.Command("bash", "-c", `go tool -modfile=hack/tools/go.mod kustomize build config/namespaced > "$0"`, out)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kustomize build config/namespaced: %v\n%s", err, b)
+	}
+	byKey := func(file string) map[string]*unstructured.Unstructured {
+		m := map[string]*unstructured.Unstructured{}
+		for _, u := range readManifest(t, file) {
+			m[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = u
+		}
+		return m
+	}
+	overlay, dist := byKey(out), byKey(filepath.Join(root, "dist", "install-namespaced.yaml"))
+	for k, u := range dist {
+		if o, ok := overlay[k]; !ok {
+			t.Errorf("%s is in dist/install-namespaced.yaml, not in config/namespaced", k)
+		} else if !reflect.DeepEqual(o.Object, u.Object) {
+			t.Errorf("%s differs between dist/install-namespaced.yaml and config/namespaced", k)
+		}
+	}
+	for k := range overlay {
+		if _, ok := dist[k]; !ok {
+			t.Errorf("%s is in config/namespaced, not in dist/install-namespaced.yaml", k)
+		}
+	}
+	if len(dist) < 10 {
+		t.Errorf("only %d objects in dist/install-namespaced.yaml", len(dist))
 	}
 }
