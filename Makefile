@@ -41,12 +41,14 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 
 ##@ Development
 .PHONY: manifests
-manifests: ## Generate the CRD, the RBAC role, the webhook configurations and dist/install.yaml from the Go markers and config/.
+manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml and dist/install-namespaced.yaml from the Go markers and config/.
 	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	go run ./hack/nsrbac
 	@mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/install.yaml
+	bash hack/install-namespaced.sh > dist/install-namespaced.yaml
 
 .PHONY: generate
 generate: ## Generate the deepcopy functions of the API types.
@@ -67,7 +69,8 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 
 .PHONY: verify
 verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
-	@for k in config/local config/certmanager; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
+	@for k in config/local config/certmanager config/namespaced; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
+	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config dist)" || { git status --porcelain -- api config dist; echo "untracked generated files: commit them"; exit 1; }
 

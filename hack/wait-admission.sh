@@ -8,13 +8,16 @@
 #      validating webhook, through their Service, exactly as a real create) is accepted 3 times in a row.
 # Progress every few seconds; fails after ADMISSION_TIMEOUT seconds (default 120) with the last error.
 #   usage: hack/wait-admission.sh            (KUBECONFIG as for kubectl)
+#   OPERATOR_NAMESPACE (default etcd-operator-system) is the operator's namespace; ADMISSION_NAMESPACE
+#   (default: default) the namespace of the dry run: for a namespace-scoped install, one it watches.
 #   Needs only kubectl (on PATH, or $KUBECTL) and this repository's config/samples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBECTL=${KUBECTL:-kubectl}
 EO_T0=${EO_T0:-$(date +%s)}
 log() { printf '[%4ss] %s\n' "$(( $(date +%s) - EO_T0 ))" "$*"; }
-NS=etcd-operator-system
+NS=${OPERATOR_NAMESPACE:-etcd-operator-system}
+ADMISSION_NAMESPACE=${ADMISSION_NAMESPACE:-default}
 TIMEOUT=${ADMISSION_TIMEOUT:-120}
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
@@ -44,7 +47,8 @@ done
 log "waiting for admission to answer through the webhook Service (server-side dry run of an EtcdCluster)"
 ok=0
 while [ $ok -lt 3 ]; do
-  if out=$($KUBECTL create --dry-run=server -o name -f config/samples/admission-check.yaml 2>&1); then
+  if out=$(sed "s/^  namespace: default$/  namespace: $ADMISSION_NAMESPACE/" config/samples/admission-check.yaml |
+    $KUBECTL create --dry-run=server -o name -f - 2>&1); then
     ok=$((ok + 1))
   else
     ok=0

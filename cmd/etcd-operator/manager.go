@@ -12,15 +12,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -32,6 +32,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/probe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
@@ -47,6 +48,7 @@ type managerOptions struct {
 	leaderElect         bool
 	leaderElectionNS    string
 	watchNamespaces     []string
+	namespaced          bool
 	clusterDomain       string
 	imageRepository     string
 	healthCheckInterval time.Duration
@@ -60,6 +62,9 @@ type managerOptions struct {
 	enableWebhooks      bool
 	webhook             webhook.Options
 	zap                 zap.Options
+	// skipNameValidation lets a test start a second manager in its process (controller names are
+	// unique per process otherwise); no flag sets it.
+	skipNameValidation bool
 }
 
 func newManagerCommand() *cobra.Command {
@@ -81,7 +86,8 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile; the admission webhooks answer)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "Hold a Lease so that only one of several replicas reconciles")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace)")
-	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces to watch, comma separated (default: all)")
+	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces to watch, comma separated (default: all; with --namespaced, the operator's own namespace)")
+	f.BoolVar(&o.namespaced, "namespaced", false, "Run with the namespace-scoped install's permissions (Roles in the watched namespaces): watch only --watch-namespaces, by default the operator's own namespace (POD_NAMESPACE), never the whole cluster")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "DNS domain of the Kubernetes cluster; members' peer and client URLs end in it")
 	f.StringVar(&o.imageRepository, "etcd-image-repository", resources.DefaultImageRepository, "Repository of etcd images; a cluster's image is <repository>:v<spec.version> unless spec.image is set")
 	f.DurationVar(&o.healthCheckInterval, "health-check-interval", controller.DefaultHealthCheckInterval, "How often a healthy cluster's etcd status is read again when nothing changed in Kubernetes")
@@ -114,6 +120,9 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 
 	o.webhook.Namespace = os.Getenv("POD_NAMESPACE")
+	if err := o.scopeNamespaces(); err != nil {
+		return err
+	}
 	o.webhook.ClusterDomain = o.clusterDomain
 	var webhookServer crwebhook.Server
 	if o.enableWebhooks {
@@ -126,6 +135,8 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		Scheme:                  scheme,
 		WebhookServer:           webhookServer,
 		Cache:                   cacheOptions(o),
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: ownedcache.Uncached()}},
+		Controller:              config.Controller{SkipNameValidation: ptr.To(o.skipNameValidation)},
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -172,14 +183,29 @@ func metricsOptions(o *managerOptions) metricsserver.Options {
 // disableHTTP2 makes a TLS server offer HTTP/1.1 only.
 func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
-// cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and only
-// the operator's own Jobs and Secrets.
+// errNoNamespace is returned when --namespaced has no namespace to watch.
+var errNoNamespace = errors.New("--namespaced needs the namespaces to watch: set --watch-namespaces, or POD_NAMESPACE " +
+	"(the Deployment sets it from the downward API) to watch the operator's own namespace; " +
+	"without them the operator would watch the whole cluster, which the namespace-scoped install does not permit")
+
+// scopeNamespaces defaults the watched namespaces of a namespace-scoped operator to its own, and
+// refuses to start one that would watch the whole cluster.
+func (o *managerOptions) scopeNamespaces() error {
+	if !o.namespaced || len(o.watchNamespaces) > 0 {
+		return nil
+	}
+	if o.webhook.Namespace == "" {
+		return errNoNamespace
+	}
+	o.watchNamespaces = []string{o.webhook.Namespace}
+	return nil
+}
+
+// cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and of
+// the kinds the operator creates only its own objects (package ownedcache), not every one of the
+// cluster.
 func cacheOptions(o *managerOptions) cache.Options {
-	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: map[client.Object]cache.ByObject{
-		// Only the operator's own Jobs (backups) and Secrets (certificates), not every one of the cluster.
-		&batchv1.Job{}:   {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "etcd-operator"})},
-	}}
+	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: ownedcache.ByObject()}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range o.watchNamespaces {
@@ -203,7 +229,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 			opts.OperatorImage, opts.OperatorImagePullPolicy = pod.Spec.Containers[0].Image, string(pod.Spec.Containers[0].ImagePullPolicy)
 		}
 	}
-	cli := metrics.CountingClient(mgr.GetClient())
+	// Reads by name that miss the label-selected cache ask the API server: an object of a name the
+	// operator needs, not labelled as its own, is seen before one is created (ownedcache).
+	cli := metrics.CountingClient(ownedcache.Client(mgr.GetClient(), mgr.GetAPIReader()))
 	keeper := &certs.Keeper{Client: cli, APIReader: mgr.GetAPIReader(), Options: opts}
 	r := &controller.EtcdClusterReconciler{
 		Client:              cli,
@@ -233,7 +261,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 		return fmt.Errorf("set up the EtcdCluster controller: %w", err)
 	}
 	br := &controller.EtcdBackupReconciler{
-		Client:   metrics.CountingClient(mgr.GetClient()),
+		Client:   cli,
 		Recorder: mgr.GetEventRecorder("etcd-operator"),
 		Options:  opts,
 	}

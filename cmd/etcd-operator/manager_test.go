@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -36,16 +38,35 @@ const readyTimeout = 60 * time.Second
 // installFromDist creates the objects of dist/install.yaml of the given kinds.
 func installFromDist(t *testing.T, k8s client.Client, kinds ...string) {
 	t.Helper()
-	f, err := os.Open(testenv.InstallFile())
+	installFrom(t, k8s, testenv.InstallFile(), kinds...)
+}
+
+// installFrom creates the objects of the manifest file of the given kinds.
+func installFrom(t *testing.T, k8s client.Client, file string, kinds ...string) {
+	t.Helper()
+	for _, u := range readManifest(t, file) {
+		if slices.Contains(kinds, u.GetKind()) {
+			if err := k8s.Create(context.Background(), u); err != nil {
+				t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+// readManifest returns the objects of a multi-document YAML file.
+func readManifest(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close() //nolint:errcheck // read only
+	var out []*unstructured.Unstructured
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
 	for {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return
+			return out
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -54,10 +75,8 @@ func installFromDist(t *testing.T, k8s client.Client, kinds ...string) {
 		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains(kinds, u.GetKind()) {
-			if err := k8s.Create(context.Background(), u); err != nil {
-				t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
+		if len(u.Object) > 0 {
+			out = append(out, u)
 		}
 	}
 }
@@ -82,6 +101,12 @@ func startEnv(t *testing.T) (*envtest.Environment, client.Client) {
 // the webhook port.
 func startManager(t *testing.T, env *envtest.Environment, user envtest.User, args ...string) (readyz string, webhookPort int) {
 	t.Helper()
+	return startManagerWith(t, env, user, &managerOptions{}, args...)
+}
+
+// startManagerWith is startManager with the options that no flag sets taken from o.
+func startManagerWith(t *testing.T, env *envtest.Environment, user envtest.User, o *managerOptions, args ...string) (readyz string, webhookPort int) {
+	t.Helper()
 	u, err := env.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +122,11 @@ func startManager(t *testing.T, env *envtest.Environment, user envtest.User, arg
 	t.Setenv("KUBECONFIG", kubeconfigPath)
 
 	probePort, webhookPort := testutil.FreePort(t), testutil.FreePort(t)
-	cmd := newManagerCommand()
+	mo := &managerOptions{zap: zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}, skipNameValidation: o.skipNameValidation}
+	if o.skipNameValidation {
+		mo.webhook.RotatorName = "webhook-cert-rotator-" + strings.ToLower(t.Name()) // not the manager's to skip
+	}
+	cmd := managerCommand(mo)
 	cmd.SetArgs(append([]string{
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		fmt.Sprintf("--webhook-port=%d", webhookPort),

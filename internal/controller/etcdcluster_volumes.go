@@ -17,7 +17,8 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// StorageClasses are read uncached (cmd/etcd-operator: ownedcache.Uncached), by name.
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
 
 // reconcileVolumes expands the members' claims to spec.storage.size where their StorageClass allows
 // volume expansion, and records in the VolumesResized condition which claims are growing or cannot

@@ -92,6 +92,10 @@ type Options struct {
 	// the operator sets.
 	ValidatingConfiguration string
 	MutatingConfiguration   string
+	// RotatorName names the certificate rotator's controller ("webhook-cert-rotator" when empty);
+	// controller names are unique per process, so a second manager in one process (a test) needs
+	// another.
+	RotatorName string
 }
 
 // withDefaults returns o with every empty field set to its default, or an error when o cannot work.
@@ -113,6 +117,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ClusterDomain == "" {
 		o.ClusterDomain = "cluster.local"
+	}
+	if o.RotatorName == "" {
+		o.RotatorName = rotatorName
 	}
 	if o.ValidatingConfiguration == "" {
 		o.ValidatingConfiguration = DefaultValidatingConfiguration
@@ -190,7 +197,7 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 		// Every replica serves admission requests, so every replica needs the certificate; concurrent
 		// writes of the Secret are settled by its resourceVersion.
 		RequireLeaderElection: false,
-		ControllerName:        rotatorName,
+		ControllerName:        o.RotatorName,
 	}); err != nil {
 		return nil, fmt.Errorf("add the webhook certificate rotator: %w", err)
 	}
