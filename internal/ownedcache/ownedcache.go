@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +33,12 @@ const (
 var Selector = labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedBy})
 
 // Filtered returns one object of each kind that the cache holds only with Selector: member pods and
-// backup Job pods, member claims, the cluster's Services, its PodDisruptionBudget, certificate
-// Secrets and backup Jobs.
+// backup Job pods, member claims, the cluster's Services, its PodDisruptionBudget and NetworkPolicy,
+// certificate Secrets and backup Jobs.
 func Filtered() []client.Object {
 	return []client.Object{
 		&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &corev1.Secret{},
-		&policyv1.PodDisruptionBudget{}, &batchv1.Job{},
+		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}, &batchv1.Job{},
 	}
 }
 
