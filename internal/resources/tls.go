@@ -234,3 +234,13 @@ func RootSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	}
 	return c.Name + RootSecretSuffix
 }
+
+// RootSecret returns the Opaque Secret "<cluster>-root-credentials" of cluster c holding the root
+// user's password under RootPasswordKey, owned by c and labelled like its other Secrets.
+func RootSecret(c *etcdv1alpha1.EtcdCluster, password []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: ownedMeta(c, c.Name+RootSecretSuffix),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{RootPasswordKey: password},
+	}
+}
