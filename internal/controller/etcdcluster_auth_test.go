@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -81,15 +81,17 @@ func TestAuthAndTLSLeakNoSecrets(t *testing.T) {
 
 	// etcd agrees: the users' certificate alone may not write; with the root password it may.
 	endpoints := []string{"https://" + hosts[0] + ":2379"}
-	userTLS := clientTLS(t, secrets["authtls-client-tls"])
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	userTLS := clientTLS(t, secrets["authtls-client-tls"], c)
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	anon := etcdClient(t, clientv3.Config{Endpoints: endpoints, TLS: userTLS})
-	if _, err := anon.Put(ctx, "k", "v"); err == nil || !strings.Contains(err.Error(), "permission denied") {
+	if _, err := anon.Put(pctx, "k", "v"); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("put with the users' certificate only: %v, want permission denied", err)
 	}
+	pctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
 	asRoot := etcdClient(t, clientv3.Config{Endpoints: endpoints, TLS: userTLS, Username: "root", Password: string(root.Data["password"])})
-	if _, err := asRoot.Put(ctx, "k", "v"); err != nil {
+	if _, err := asRoot.Put(pctx, "k", "v"); err != nil {
 		t.Errorf("put as root: %v", err)
 	}
 	events := clusterEvents(t, ns.Name)
@@ -166,18 +168,22 @@ func secretFiles(t *testing.T, s *corev1.Secret, clientCertAuth bool) transport.
 	return info
 }
 
-// clientTLS is the TLS configuration of a client certificate Secret; the members' certificate names
-// their DNS names and localhost, not the loopback address dialled: localhost is checked.
-func clientTLS(t *testing.T, s *corev1.Secret) *tls.Config {
+// clientTLS is the TLS configuration of a client certificate Secret of cluster c, as the operator's
+// own: the members' certificate names their DNS names, not the loopback address dialled, so
+// VerifyConnection checks that it is the CA's and names the client Service.
+func clientTLS(t *testing.T, s *corev1.Secret, c *etcdv1alpha1.EtcdCluster) *tls.Config {
 	t.Helper()
 	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.Data["ca.crt"])
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12,
-		ServerName: "localhost"}
+	roots, err := pki.Pool(s.Data["ca.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
+		VerifyConnection:   pki.VerifyServer(roots, c.Name+"-client."+c.Namespace+".svc")}
 }
 
 // etcdClient creates a clientv3 client, closed when the test ends.
