@@ -11,6 +11,8 @@ import (
 const DefaultVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.auth) || !oldSelf.auth.enabled || (has(self.auth) && self.auth.enabled)",message="spec.auth.enabled cannot be turned off once on: every client that reaches the client port would read and write every key; to run without authentication, restore a backup into a new EtcdCluster and run `etcdctl auth disable` there as root"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members (voters). It must be odd, from 1 to 9: a cluster of 2n
 	// members tolerates no more failed members than one of 2n-1 (quorum of 4 is 3), so an even size only
