@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -36,6 +37,15 @@ func validateAuth(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 		}
 	}
 	return nil
+}
+
+// validateAuthUpdate returns what is wrong with a change of spec.auth from old to c: validateAuth's
+// problems and turning authentication off; nothing when spec.auth did not change.
+func validateAuthUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+	if equality.Semantic.DeepEqual(old.Spec.Auth, c.Spec.Auth) {
+		return nil
+	}
+	return append(validateAuth(c), validateAuthChange(old, c)...)
 }
 
 // validateAuthChange refuses turning etcd authentication off: the operator does not disable it (the

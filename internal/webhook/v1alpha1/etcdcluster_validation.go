@@ -122,10 +122,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {
 		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	}
-	if !equality.Semantic.DeepEqual(o.Auth, s.Auth) {
-		errs = append(errs, validateAuth(c)...)
-		errs = append(errs, validateAuthChange(old, c)...)
-	}
+	errs = append(errs, validateAuthUpdate(old, c)...)
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {
