@@ -98,6 +98,14 @@ const (
 	ReasonDataKept = "DataKept"
 	// ReasonRestoreCancelled: an automatic restore was cancelled before it deleted the lost cluster.
 	ReasonRestoreCancelled = "RestoreCancelled"
+	// ReasonEnablingAuth: the operator turned etcd authentication on (spec.auth), with user root.
+	ReasonEnablingAuth = "EnablingAuth"
+	// ReasonRootSecretUnusable: the Secret with the root password (spec.auth) is missing, has no
+	// password, or is not the cluster's.
+	ReasonRootSecretUnusable = "RootSecretUnusable"
+	// ReasonAuthFailed: etcd refuses the root password of the cluster's Secret (for example a cluster
+	// restored from a snapshot whose root password is another).
+	ReasonAuthFailed = "AuthenticationFailed"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

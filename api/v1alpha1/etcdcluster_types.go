@@ -11,6 +11,8 @@ import (
 const DefaultVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.auth) || !oldSelf.auth.enabled || (has(self.auth) && self.auth.enabled)",message="spec.auth.enabled cannot be turned off once on: every client that reaches the client port would read and write every key; to run without authentication, restore a backup into a new EtcdCluster and run `etcdctl auth disable` there as root"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members (voters). It must be odd, from 1 to 9: a cluster of 2n
 	// members tolerates no more failed members than one of 2n-1 (quorum of 4 is 3), so an even size only
@@ -98,6 +100,12 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// Auth turns on etcd's authentication (etcd's `auth enable`) with a root user whose password is in a
+	// Secret. Once on, it cannot be turned off here: see AuthSpec.Enabled.
+	//
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
 }
 
 // NetworkPolicySpec says who may reach a cluster's members.
@@ -122,6 +130,38 @@ type NetworkPolicySpec struct {
 // NetworkPolicyEnabled reports whether the cluster has a NetworkPolicy.
 func (s *EtcdClusterSpec) NetworkPolicyEnabled() bool {
 	return s.NetworkPolicy != nil && s.NetworkPolicy.Enabled
+}
+
+// AuthSpec is etcd authentication: the user "root" (with etcd's built-in role "root") exists with the
+// password of a Secret, and etcd serves only authenticated clients.
+type AuthSpec struct {
+	// Enabled turns etcd authentication on once the cluster is Available and all its members are voters:
+	// the operator adds the user root with the Secret's password, grants it the role root, and enables
+	// authentication. Turning it off again is refused: a cluster whose keys were protected would serve
+	// them to every client of its port. To run without authentication, restore a backup into a new
+	// cluster and run `etcdctl auth disable` there.
+	Enabled bool `json:"enabled"`
+
+	// RootSecretRef names a Secret in the cluster's namespace whose key "password" holds the root
+	// user's password (the user name is always "root"). When omitted, the operator creates Secret
+	// "<cluster>-root-credentials" with a random password (owned by the cluster, deleted with it) and
+	// names it in status.auth.rootSecret. Changing the password after authentication is on is not
+	// done by the operator: change it in etcd first (`etcdctl user passwd root`), then in the Secret.
+	//
+	// +optional
+	RootSecretRef *corev1.LocalObjectReference `json:"rootSecretRef,omitempty"`
+}
+
+// AuthEnabled reports whether the spec asks for etcd authentication.
+func (s *EtcdClusterSpec) AuthEnabled() bool { return s.Auth != nil && s.Auth.Enabled }
+
+// AuthStatus is what the operator knows of etcd authentication in the cluster.
+type AuthStatus struct {
+	// Enabled is true once etcd reported authentication on.
+	Enabled bool `json:"enabled"`
+	// RootSecret is the Secret holding the root user's password (key "password").
+	// +optional
+	RootSecret string `json:"rootSecret,omitempty"`
 }
 
 // TLSSpec says which of a cluster's ports serve TLS.
@@ -501,6 +541,11 @@ type EtcdClusterStatus struct {
 	// TLS is what the cluster's certificates are: the Secret of the users' client certificate and when
 	// the certificates expire. Empty for a cluster without TLS.
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Auth is whether etcd authentication is on and which Secret holds the root password; empty for a
+	// cluster whose spec does not ask for authentication.
+	// +optional
+	Auth *AuthStatus `json:"auth,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,

@@ -230,6 +230,33 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 	assertInvalid(t, k8s.Update(ctx, tooBig), "storage.size must be at most 64Ti")
 }
 
+// TestAuthCannotBeTurnedOff: the schema itself refuses turning spec.auth off, or removing it, once on
+// (without the webhooks too); turning it on is allowed.
+func TestAuthCannotBeTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Name = "auth-off" })
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	on := c.DeepCopy()
+	testutil.WithAuth(true, "")(on)
+	if err := k8s.Update(ctx, on); err != nil {
+		t.Fatalf("turning auth on was rejected: %v", err)
+	}
+	for name, mut := range map[string]testutil.ClusterOption{
+		"enabled false": testutil.WithAuth(false, ""),
+		"auth removed":  func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = nil },
+	} {
+		off := on.DeepCopy()
+		mut(off)
+		err := k8s.Update(ctx, off)
+		if err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+		assertInvalid(t, err, "spec.auth.enabled cannot be turned off once on")
+	}
+}
+
 func assertInvalid(t *testing.T, err error, message string) {
 	t.Helper()
 	if err == nil {

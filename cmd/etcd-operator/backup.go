@@ -21,6 +21,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/backup"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // Files of --s3-credentials-dir (the keys of the credentials Secret mounted there).
@@ -123,6 +124,7 @@ type backupOptions struct {
 	tempDir                  string
 	dialTimeout              time.Duration
 	tls                      transport.TLSInfo
+	user                     string
 }
 
 func newBackupCommand() *cobra.Command {
@@ -150,6 +152,7 @@ do there and exits with status 1. Running it again for a backup that is complete
 	f.StringVar(&o.tls.TrustedCAFile, "cacert", "", "CA bundle (PEM) to verify https:// members with, as etcdctl's --cacert")
 	f.StringVar(&o.tls.CertFile, "cert", "", "client certificate (PEM) to present to the members, as etcdctl's --cert")
 	f.StringVar(&o.tls.KeyFile, "key", "", "private key (PEM) of --cert, as etcdctl's --key")
+	f.StringVar(&o.user, "user", "", "etcd user to authenticate as (with etcd authentication on); its password is read from $"+resources.BackupPasswordEnv+", never from a flag")
 	return cmd
 }
 
@@ -175,6 +178,11 @@ func runBackup(cmd *cobra.Command, o *backupOptions) error {
 			return backup.Result{}, err
 		}
 		cfg := etcd.Config{Endpoints: o.endpoints, DialTimeout: o.dialTimeout}
+		if o.user != "" {
+			if cfg.Username, cfg.Password = o.user, os.Getenv(resources.BackupPasswordEnv); cfg.Password == "" {
+				return backup.Result{}, fmt.Errorf("--user %s needs the password in $%s", o.user, resources.BackupPasswordEnv)
+			}
+		}
 		if !o.tls.Empty() || o.tls.TrustedCAFile != "" {
 			if cfg.TLS, err = o.tls.ClientConfig(); err != nil {
 				return backup.Result{}, fmt.Errorf("--cacert, --cert and --key: %w", err)

@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/auth"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/observe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -42,6 +44,8 @@ type EtcdClusterReconciler struct {
 	Recorder events.EventRecorder
 	// EtcdClient creates clients for the members' etcd endpoints.
 	EtcdClient etcd.Factory
+	// Auth finds the root password of clusters with spec.auth (default: one over Client and the manager's API reader).
+	Auth *auth.Keeper
 	// Certs keeps the clusters' TLS Secrets and the operator's client certificates (default: one over Client).
 	Certs *certs.Keeper
 	// Options are the settings of the objects the operator builds.
@@ -68,7 +72,7 @@ type EtcdClusterReconciler struct {
 	// DefaultMaxConcurrentReconciles); passes of one cluster never overlap.
 	MaxConcurrentReconciles int
 
-	consistency consistencyClock
+	consistency observe.Clock
 }
 
 // scope is what one pass observed, once, and what it found out for the status.
@@ -81,6 +85,8 @@ type scope struct {
 	// restore is the snapshot the initial members restore, once resolved in this pass (it reads the
 	// EtcdBackup it names).
 	restore *resources.RestorePlan
+	// creds are the root user's credentials, for a cluster with spec.auth.
+	creds *auth.Credentials
 	// report is what the phases found out for the status beside the pass's step; only the status
 	// (verdict.Status) reads it.
 	report verdict.Report
@@ -155,6 +161,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 	for _, p := range []phase{
 		r.reconcileServices,
 		r.reconcileTLS,
+		r.reconcileRootSecret,
 		r.observe,
 		r.validateSpec,
 		r.reconcileBackups,
@@ -171,6 +178,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileRollout,
 		r.reconcileNoSpace,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
+		r.enableAuth,
 		r.rotateCA,
 		r.checkConsistency,
 	} {
@@ -235,6 +243,9 @@ func (r *EtcdClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, re
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Certs == nil {
 		r.Certs = &certs.Keeper{Client: r.Client, APIReader: mgr.GetAPIReader(), Options: r.Options}
+	}
+	if r.Auth == nil {
+		r.Auth = &auth.Keeper{Client: r.Client, Reader: mgr.GetAPIReader()}
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.MemberEvents != nil { // a member whose answer changed between passes (package probe)

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdkit/etcd-operator/internal/auth"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/observe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -41,7 +43,8 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	}
 	in := model.Input{Cluster: c, Options: r.Options, Pods: pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
-	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), r.Certs.ClientTLS(c.Namespace, c.Name))
+	base := s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
+	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), base)
 	s.m = model.Build(in)
-	return nil, nil
+	return auth.Refused(in.EtcdErr, s.creds), nil
 }

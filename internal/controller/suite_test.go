@@ -1,15 +1,18 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -21,13 +24,37 @@ import (
 // k8s is a client of the test API server, without a cache: what it reads is what the server has.
 var k8s client.Client
 
+// operatorLogs holds everything the manager and the reconcilers log, at every verbosity, for tests that
+// search it (TestAuthAndTLSLeakNoSecrets).
+var operatorLogs = &syncBuffer{}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written so far.
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
 // testOperatorNamespace is where the operator the tests run would run as a pod.
 const testOperatorNamespace = "etcd-operator-system"
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
+	// every verbosity: a secret logged only at V(5) leaks as well
+	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLogs), zap.Level(zapcore.Level(-10))))
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -178,6 +178,16 @@ type Client interface {
 	// "compacted" when rev is below its compact revision.
 	HashKV(ctx context.Context, endpoint string, rev int64) (KVHash, error)
 
+	// AuthStatus reports whether etcd authentication is enabled. Once it is, etcd answers only
+	// clients with a user (Config's credentials, or a client certificate's common name).
+	AuthStatus(ctx context.Context) (bool, error)
+
+	// EnableAuth adds user root with rootPassword (an existing root keeps its own password), grants
+	// it the role root and enables authentication; each step is idempotent. Call it while
+	// authentication is off. A Client with credentials created while it was off authenticates on its
+	// next call that etcd refuses for want of a user.
+	EnableAuth(ctx context.Context, rootPassword string) error
+
 	// Close releases the client's connections.
 	Close() error
 }
@@ -210,7 +220,12 @@ type client struct {
 // auto-sync or discovery (the endpoint list stays exactly cfg.Endpoints) and
 // a no-op logger. clientv3 connects lazily, so New does not fail because an
 // endpoint is down; it blocks only to authenticate when credentials are
-// set, and returns ctx's error if ctx ends first.
+// set (up to the dial timeout), and returns ctx's error if ctx ends first.
+// With credentials: a client of a cluster whose authentication is off works
+// without a token; a password etcd refuses fails with an error wrapping
+// ErrAuthFailed; when authentication cannot be done (etcd authenticates with
+// a linearizable read: it needs a quorum) the client goes on without a
+// token, and calls that need the user fail with etcd's permission error.
 func New(ctx context.Context, cfg Config) (Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("create etcd client: no endpoints")
@@ -235,7 +250,27 @@ func New(ctx context.Context, cfg Config) (Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
 	}
+	cli, err := dial(ctx, ccfg)
+	switch {
+	case err == nil:
+		return &client{cli: cli, endpoints: endpoints}, nil
+	case isRPCError(err, rpctypes.ErrGRPCAuthFailed):
+		return nil, fmt.Errorf("create etcd client for %v as user %s: %w: %w", endpoints, cfg.Username, ErrAuthFailed, err)
+	case cfg.Username != "" && ctx.Err() == nil:
+		// etcd authenticates with a linearizable read, which needs a quorum: without one, go on
+		// without a token, so that what etcd serves without one (a member's Status, to a client
+		// whose certificate names it) still answers; calls that need the user fail on their own.
+		ccfg.Username, ccfg.Password = "", ""
+		if cli, ferr := dial(ctx, ccfg); ferr == nil {
+			return &client{cli: cli, endpoints: endpoints}, nil
+		}
+	}
+	return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
+}
 
+// dial runs clientv3.New, which authenticates when ccfg has credentials, and returns ctx's error if ctx
+// ends first (a client created after that is closed).
+func dial(ctx context.Context, ccfg clientv3.Config) (*clientv3.Client, error) {
 	type result struct {
 		cli *clientv3.Client
 		err error
@@ -247,17 +282,14 @@ func New(ctx context.Context, cfg Config) (Client, error) {
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil {
-			return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, r.err)
-		}
-		return &client{cli: r.cli, endpoints: endpoints}, nil
+		return r.cli, r.err
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.cli != nil {
 				_ = r.cli.Close()
 			}
 		}()
-		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, ctx.Err())
+		return nil, ctx.Err()
 	}
 }
 

@@ -6,7 +6,6 @@ package observe
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -39,9 +38,11 @@ func Endpoint(p *corev1.Pod) string {
 
 // Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list and the
 // alarms through any running member, then each listed member's status and, for a voter, a linearizable read through its
-// own pod, each call bounded by timeout, over TLS with clientTLS when that is not nil. It returns the answers and the client it used (the caller
-// closes it), or why no member answered ("no member pod is running", or the connect or list error).
-func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration, clientTLS *tls.Config) (*model.Etcd, etcd.Client, error) {
+// own pod, each call bounded by timeout, with base's TLS configuration and credentials (its endpoints
+// and dial timeout are set here). It returns the answers and the client it used (the caller closes it),
+// or why no member answered ("no member pod is running", or the connect or list error; a password etcd
+// refuses wraps etcd.ErrAuthFailed).
+func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration, base etcd.Config) (*model.Etcd, etcd.Client, error) {
 	var endpoints []string
 	for _, mem := range m.Pods() {
 		if mem.Pod.Status.Phase == corev1.PodRunning {
@@ -53,7 +54,8 @@ func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts reso
 	if len(endpoints) == 0 {
 		return nil, nil, fmt.Errorf("no member pod is running")
 	}
-	cli, err := connect(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: timeout, TLS: clientTLS})
+	base.Endpoints, base.DialTimeout = endpoints, timeout
+	cli, err := connect(ctx, base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
 	}

@@ -33,7 +33,7 @@ func TestEndpointAnsweringAsAnotherMember(t *testing.T) {
 		pod("ida-0", "127.0.0.171", corev1.PodRunning), pod("ida-1", "127.0.0.172", corev1.PodRunning),
 		pod("ida-2", "127.0.0.174", corev1.PodPending), // not asked for the member list: only for its own status
 	}})
-	obs, cli, err := Etcd(context.Background(), etcd.New, m, resources.Options{}, 3*time.Second, nil)
+	obs, cli, err := Etcd(context.Background(), etcd.New, m, resources.Options{}, 3*time.Second, etcd.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestMemberListSkipsMemberWithoutQuorum(t *testing.T) {
 	m := model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{pod("mq-0", "127.0.0.175"), pod("mq-1", "127.0.0.176"), pod("mq-2", "127.0.0.177")}})
 	want := uint64(members[0].Etcd.Server.Cluster().ID())
 	for pass := range 6 {
-		obs, cli, err := Etcd(context.Background(), etcd.New, m, resources.Options{}, 3*time.Second, nil)
+		obs, cli, err := Etcd(context.Background(), etcd.New, m, resources.Options{}, 3*time.Second, etcd.Config{})
 		if cli != nil {
 			_ = cli.Close()
 		}

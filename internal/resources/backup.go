@@ -208,8 +208,20 @@ func (o Options) BuildBackupJob(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.Etc
 		pod.Containers[0].Args = append(pod.Containers[0].Args, "--cacert="+BackupClientTLSDir+"/"+CAKey,
 			"--cert="+BackupClientTLSDir+"/"+TLSCertKey, "--key="+BackupClientTLSDir+"/"+TLSKeyKey)
 	}
+	if c.Spec.AuthEnabled() {
+		// the root password from its Secret into the environment only: never an argument (visible in
+		// the pod spec and the process list), never a file in a log
+		ctr := &job.Spec.Template.Spec.Containers[0]
+		ctr.Args = append(ctr.Args, "--user=root") // etcd.RootUser
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: BackupPasswordEnv, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: RootSecretName(c)}, Key: RootPasswordKey}}})
+	}
 	return job
 }
+
+// BackupPasswordEnv is the environment variable from which `etcd-operator backup --user` reads the
+// user's password; a backup Job of a cluster with spec.auth sets it from the root Secret.
+const BackupPasswordEnv = "ETCD_OPERATOR_PASSWORD"
 
 // BackupClientTLSDir is where a backup Job of a cluster with client TLS mounts the client certificate
 // Secret "<cluster>-client-tls".

@@ -290,3 +290,31 @@ func TestBuildBackupJobWithClientTLS(t *testing.T) {
 		t.Errorf("the client certificate Secret is not mounted read-only: %v %v", j.Spec.Template.Spec.Volumes, ctr.VolumeMounts)
 	}
 }
+
+// TestBuildBackupJobWithAuth: with spec.auth, the backup Job (a survivor's copy too) authenticates as
+// root with the password from the root Secret in its environment, never in an argument; without it,
+// neither.
+func TestBuildBackupJobWithAuth(t *testing.T) {
+	c, b := backupFixtures()
+	if ctr := (Options{}).BuildBackupJob(c, b, s3Dest).Spec.Template.Spec.Containers[0]; len(ctr.Env) != 0 || slices.Contains(ctr.Args, "--user=root") {
+		t.Fatalf("a cluster without spec.auth: env %v args %q", ctr.Env, ctr.Args)
+	}
+	for _, tc := range []struct{ ref, secret string }{{"", "demo-root-credentials"}, {"etcd-root", "etcd-root"}} {
+		testutil.WithAuth(true, tc.ref)(c)
+		for _, member := range []string{"", "demo-2"} {
+			b.Spec.Member = member
+			ctr := Options{}.BuildBackupJob(c, b, s3Dest).Spec.Template.Spec.Containers[0]
+			if !slices.Contains(ctr.Args, "--user=root") {
+				t.Errorf("member %q: args lack --user=root: %q", member, ctr.Args)
+			}
+			if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.Contains(a, "password") }) {
+				t.Errorf("member %q: an argument names the password: %q", member, ctr.Args)
+			}
+			i := slices.IndexFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == BackupPasswordEnv })
+			if i < 0 || ctr.Env[i].Value != "" || ctr.Env[i].ValueFrom == nil || ctr.Env[i].ValueFrom.SecretKeyRef == nil ||
+				ctr.Env[i].ValueFrom.SecretKeyRef.Name != tc.secret || ctr.Env[i].ValueFrom.SecretKeyRef.Key != "password" {
+				t.Errorf("member %q: env %+v, want %s from Secret %s key password", member, ctr.Env, BackupPasswordEnv, tc.secret)
+			}
+		}
+	}
+}

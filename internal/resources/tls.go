@@ -218,3 +218,29 @@ func hasArg(p *corev1.Pod, prefix string) bool {
 	}
 	return false
 }
+
+// RootSecretSuffix ends the name of the Secret the operator creates for the root password of a cluster
+// with spec.auth and no rootSecretRef.
+const RootSecretSuffix = "-root-credentials"
+
+// RootPasswordKey is the key of the root user's password in the root Secret.
+const RootPasswordKey = "password"
+
+// RootSecretName is the Secret holding cluster c's root password: spec.auth.rootSecretRef's, else
+// "<cluster>-root-credentials", which the operator creates.
+func RootSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if a := c.Spec.Auth; a != nil && a.RootSecretRef != nil && a.RootSecretRef.Name != "" {
+		return a.RootSecretRef.Name
+	}
+	return c.Name + RootSecretSuffix
+}
+
+// RootSecret returns the Opaque Secret "<cluster>-root-credentials" of cluster c holding the root
+// user's password under RootPasswordKey, owned by c and labelled like its other Secrets.
+func RootSecret(c *etcdv1alpha1.EtcdCluster, password []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: ownedMeta(c, c.Name+RootSecretSuffix),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{RootPasswordKey: password},
+	}
+}

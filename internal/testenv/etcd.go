@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -18,6 +19,8 @@ type EtcdMember struct {
 	// Host is the loopback address the member listens on, with the standard ports 2379 and 2380.
 	Host string
 	Etcd *embed.Etcd
+	// TLS is true when the client port serves TLS (StartEtcdClientTLS).
+	TLS bool
 
 	stop sync.Once
 }
@@ -26,8 +29,13 @@ type EtcdMember struct {
 // the test ending, does nothing more.
 func (m *EtcdMember) Stop() { m.stop.Do(m.Etcd.Close) }
 
-// ClientURL is the member's client URL, http://<host>:2379.
-func (m *EtcdMember) ClientURL() string { return "http://" + m.Host + ":2379" }
+// ClientURL is the member's client URL, http://<host>:2379 (https:// with TLS).
+func (m *EtcdMember) ClientURL() string {
+	if m.TLS {
+		return "https://" + m.Host + ":2379"
+	}
+	return "http://" + m.Host + ":2379"
+}
 
 // StartEtcd starts one etcd member per name, member i on loopback address hosts[i] (127.0.0.0/8, so
 // that each has the standard ports, as member pods do), as one new cluster, and waits up to 30 s for
@@ -41,6 +49,22 @@ func StartEtcd(t testing.TB, names, hosts []string) []*EtcdMember {
 // member IDs and the cluster ID: the same names and hosts with another token make another cluster.
 func StartEtcdWithToken(t testing.TB, token string, names, hosts []string) []*EtcdMember {
 	t.Helper()
+	return startEtcd(t, token, names, hosts, nil)
+}
+
+// StartEtcdClientTLS is StartEtcd with the client port serving TLS with tlsInfo's certificate, key and
+// trusted CA (tlsInfo.ClientCertAuth: clients need a certificate of that CA); the peer port stays plain.
+func StartEtcdClientTLS(t testing.TB, names, hosts []string, tlsInfo transport.TLSInfo) []*EtcdMember {
+	t.Helper()
+	return startEtcd(t, strings.ReplaceAll(t.Name(), "/", "-"), names, hosts, &tlsInfo)
+}
+
+func startEtcd(t testing.TB, token string, names, hosts []string, clientTLS *transport.TLSInfo) []*EtcdMember {
+	t.Helper()
+	scheme := "http"
+	if clientTLS != nil {
+		scheme = "https"
+	}
 	var initial []string
 	for i, n := range names {
 		initial = append(initial, fmt.Sprintf("%s=http://%s:2380", n, hosts[i]))
@@ -57,14 +81,17 @@ func StartEtcdWithToken(t testing.TB, token string, names, hosts []string) []*Et
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.ClusterState = embed.ClusterStateFlagNew
 		peer, _ := url.Parse(fmt.Sprintf("http://%s:2380", hosts[i]))
-		cli, _ := url.Parse(fmt.Sprintf("http://%s:2379", hosts[i]))
+		cli, _ := url.Parse(fmt.Sprintf("%s://%s:2379", scheme, hosts[i]))
+		if clientTLS != nil {
+			cfg.ClientTLSInfo = *clientTLS
+		}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			t.Fatalf("start etcd member %s on %s: %v", n, hosts[i], err)
 		}
-		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e}
+		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e, TLS: clientTLS != nil}
 		t.Cleanup(members[i].Stop)
 	}
 	deadline := time.After(30 * time.Second)

@@ -130,3 +130,21 @@ func pairs(kv []string) map[string]string {
 	}
 	return m
 }
+
+// WithAuth sets spec.auth: enabled, with rootSecretRef naming secret unless it is "" (the operator's
+// generated Secret).
+func WithAuth(enabled bool, secret string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: enabled}
+		if secret != "" {
+			c.Spec.Auth.RootSecretRef = &corev1.LocalObjectReference{Name: secret}
+		}
+	}
+}
+
+// WithTLS sets spec.tls: client and peer ports on or off.
+func WithTLS(client, peer bool) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: client}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: peer}}
+	}
+}

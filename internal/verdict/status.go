@@ -50,6 +50,7 @@ func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *S
 	setOutcomes(s)
 	applyBackupStatus(s)
 	applyTLSStatus(s)
+	applyAuthStatus(s)
 	status.Phase = clusterPhase(s, st, opts, h, degraded)
 }
 

@@ -71,6 +71,8 @@ type Report struct {
 	Backup *BackupObservation
 	// TLS is what the cluster's certificates are (status.tls, CertificatesExpiring); nil without TLS.
 	TLS *TLSObservation
+	// Auth is what the pass found of etcd authentication (status.auth); nil without spec.auth.
+	Auth *AuthObservation
 }
 
 // Expanding reports whether the report says that claims are growing.

@@ -98,11 +98,34 @@ func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*c
 // then the endpoint dials with its cluster's client certificate (see tlsFor).
 func podEndpoint(p *corev1.Pod) string {
 	if !resources.ServesClientTLS(p) {
-		return "http://" + p.Status.PodIP + ":2379"
+		ep := "http://" + p.Status.PodIP + ":2379"
+		registerRoot(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
+		return ep
 	}
 	ep := "https://" + p.Status.PodIP + ":2379"
 	register(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
+	registerRoot(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
 	return ep
+}
+
+// rootPasswords holds the root password of each cluster with etcd authentication the tests use, by
+// "namespace/name" (useRootPassword); endpointPasswords that of each endpoint of such a cluster.
+var rootPasswords, endpointPasswords sync.Map
+
+// registerRoot makes the tests' clients of endpoint authenticate as root when cluster namespace/name
+// has a root password in rootPasswords.
+func registerRoot(endpoint, namespace, name string) {
+	if pw, ok := rootPasswords.Load(namespace + "/" + name); ok {
+		endpointPasswords.Store(endpoint, pw)
+	}
+}
+
+// withRoot sets cfg's credentials to root's when its first endpoint is registered with registerRoot.
+func withRoot(cfg clientv3.Config) clientv3.Config {
+	if pw, ok := endpointPasswords.Load(cfg.Endpoints[0]); ok {
+		cfg.Username, cfg.Password = "root", pw.(string)
+	}
+	return cfg
 }
 
 // endpointTLS holds the client configuration of each https:// endpoint the tests dial.
@@ -155,7 +178,7 @@ func clusterClientTLS(ctx context.Context, namespace, name string) (*tls.Config,
 // etcdClient returns a clientv3 client for the given endpoints, closed when the test ends.
 func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(endpoints[0])})
+	cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(endpoints[0])}))
 	if err != nil {
 		t.Fatalf("etcd client for %v: %v", endpoints, err)
 	}
@@ -178,8 +201,9 @@ func clientServiceEndpoint(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
 		ep = "https://" + svc.Spec.ClusterIP + ":2379"
 		register(ep, c.Namespace, c.Name)
 	}
+	registerRoot(ep, c.Namespace, c.Name)
 	took := poll.Eventually(t, serviceTimeout, "a read through the client Service "+ep, func(ctx context.Context) error {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)})
+		cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
 		if err != nil {
 			return err
 		}
@@ -206,7 +230,8 @@ type memberView struct {
 
 // viewFrom asks one member, through its own endpoint only, for the member list.
 func viewFrom(ctx context.Context, endpoint string) (memberView, error) {
-	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tlsFor(endpoint)})
+	cfg := withRoot(clientv3.Config{Endpoints: []string{endpoint}})
+	cli, err := etcd.New(ctx, etcd.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tlsFor(endpoint), Username: cfg.Username, Password: cfg.Password})
 	if err != nil {
 		return memberView{}, err
 	}

@@ -84,6 +84,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateBackup(nil, s.Backup)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
+	errs = append(errs, validateAuth(c)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
@@ -121,6 +122,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {
 		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	}
+	errs = append(errs, validateAuthUpdate(old, c)...)
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {

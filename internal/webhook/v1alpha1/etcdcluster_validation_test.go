@@ -193,7 +193,7 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 		"quota-backend-bytes", "auto-compaction-mode", "auto-compaction-retention", "snapshot-count",
 		"heartbeat-interval", "election-timeout", "max-request-bytes",
 		// risky
-		"enable-pprof", "log-outputs", "enable-log-rotation", "log-rotation-config-json", "max-learners", "proxy",
+		"enable-pprof", "log-outputs", "enable-log-rotation", "log-rotation-config-json", "max-learners", "proxy", "auth-token",
 		// the discovery family
 		"discovery-srv-name", "discovery-token", "discovery-endpoints", "discovery-insecure-skip-tls-verify",
 		// every TLS flag of etcd 3.5 and 3.6

@@ -1,0 +1,62 @@
+package observe
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+)
+
+// Hashes asks every member of endpoints (client URLs by member name), in parallel, for its key-value
+// hash at revision rev, each call bounded by timeout, and returns the hashes of those that answered, by
+// member name. A member that did not answer is logged at V(1) and left out.
+func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[string]string, timeout time.Duration) map[string]etcd.KVHash {
+	hashes := map[string]etcd.KVHash{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, ep := range endpoints {
+		wg.Go(func() {
+			hctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			h, err := cli.HashKV(hctx, ep, rev)
+			if err != nil {
+				logr.FromContextOrDiscard(ctx).V(1).Info("HashKV failed; the consistency check is retried", "member", name, "error", err.Error())
+				return
+			}
+			mu.Lock()
+			hashes[name] = h
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return hashes
+}
+
+// Clock remembers when a check of each cluster (by UID) last ran, so that it runs at most once per
+// interval whatever the pass rate. Losing it (an operator restart) only makes the next check come
+// early. The zero Clock is ready; it is safe for concurrent use.
+type Clock struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// Due reports whether the check of uid has not run within interval before now.
+func (c *Clock) Due(uid string, interval time.Duration, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.last[uid]
+	return !ok || now.Sub(t) >= interval
+}
+
+// Done records that the check of uid ran at now.
+func (c *Clock) Done(uid string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]time.Time{}
+	}
+	c.last[uid] = now
+}
