@@ -405,13 +405,20 @@ func (out *Cluster) addRecorded(byName map[string]*Member, get func(string) *Mem
 }
 
 // downSince returns since when m is down, counted at now: the earliest of when the status recorded it
-// down, when its pod stopped being Ready, and now; the zero time when it is not down. A learner's
+// down, when its pod stopped being Ready, and now; the zero time when it is not down. A member promoted
+// since the status last listed it starts at now (its first checks as a voter may time out while it
+// applies what it caught up on, and must not get it recreated at once). A learner's
 // clock starts no earlier than its pod got a node, and does not run while its pod waits for one
 // without being refused (its claim is being provisioned): a learner cannot start before that, and a
 // slow provisioner must not get each new member replaced before it could start.
 func downSince(m *Member, now time.Time) time.Time {
 	if !m.Down() {
 		return time.Time{}
+	}
+	if r := m.Recorded; r != nil && r.Role == etcdv1alpha1.RoleLearner && m.Voter() {
+		// promoted since the status last listed it: etcd promotes only a learner in sync with the
+		// leader, so it was not down then, whatever the checks of its learner days said
+		return now
 	}
 	since := now
 	if r := m.Recorded; r != nil && r.DownSince != nil && r.DownSince.Time.Before(since) {

@@ -47,7 +47,8 @@ func TestPlannerViews(t *testing.T) {
 // TestDownSince: a member etcd lists that does not answer is down since the earliest of what the status
 // recorded, its pod's Ready condition turning False, and the pass; a member that answers, or one etcd
 // does not list, is not down. The time survives the pod being recreated (a new pod's Ready transition
-// is later than the recorded time).
+// is later than the recorded time). A member promoted since the status listed it as a learner starts
+// again from the pass (etcd promotes only a learner in sync with the leader).
 func TestDownSince(t *testing.T) {
 	now := time.Date(2026, 12, 1, 3, 10, 0, 0, time.UTC)
 	notReadyAt := metav1.NewTime(now.Add(-5 * time.Minute))
@@ -58,19 +59,24 @@ func TestDownSince(t *testing.T) {
 	up.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: notReadyAt}}
 	recreated := pod("d-2", false)
 	recreated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
-	c := testutil.EtcdCluster("d", testutil.WithReplicas(5))
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt}}
+	promoted := pod("d-5", false)
+	promoted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: notReadyAt}}
+	c := testutil.EtcdCluster("d", testutil.WithReplicas(7))
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt},
+		{Name: "d-5", Role: etcdv1alpha1.RoleLearner, DownSince: &recordedAt}}
 	e := &Etcd{ClusterID: 1, Leader: 2,
-		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}},
-		Health:  map[uint64]error{1: errors.New("context deadline exceeded"), 2: nil, 3: errors.New("connection refused"), 5: nil},
+		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}, {ID: 6, Name: "d-5"}},
+		Health: map[uint64]error{1: errors.New("context deadline exceeded"), 2: nil, 3: errors.New("connection refused"), 5: nil,
+			6: errors.New("context deadline exceeded")},
 	}
-	m := Build(Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{down, up, recreated}})
+	m := Build(Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{down, up, recreated, promoted}})
 	for name, want := range map[string]time.Time{
 		"d-0": notReadyAt.Time, // down: since its pod stopped being Ready
 		"d-1": {},              // answers
 		"d-2": recordedAt.Time, // recreated pod: the recorded time is earlier
 		"d-3": now,             // not asked, no pod: down from this pass
 		"d-4": {},              // answers again: no longer down, whatever was recorded
+		"d-5": now,             // promoted since the status listed it a learner: in sync then, down from this pass
 	} {
 		if got := m.Member(name).DownSince; !got.Equal(want) {
 			t.Errorf("%s: DownSince %v, want %v", name, got, want)
