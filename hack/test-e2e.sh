@@ -19,7 +19,7 @@ fi
 bash hack/install-operator.sh
 log "running the end-to-end tests (about 35 minutes, a chaos run of 20 faults included)"
 rc=0
-go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-45m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
+go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-60m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
   echo "== end-to-end tests failed; the operator's last log lines:"
   $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=60 || true
