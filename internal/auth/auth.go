@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ func (c *Credentials) Config(cfg etcd.Config) etcd.Config {
 	return cfg
 }
 
+// maxPasswordBytes is the longest password etcd can hash: bcrypt takes at most 72 bytes.
+const maxPasswordBytes = 72
+
 // Keeper reads and creates the root Secrets.
 type Keeper struct {
 	// Client creates the generated Secrets and reads them from the cache.
@@ -85,6 +89,10 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (creds
 	case s == nil && !generated:
 		return nil, false, fmt.Errorf("secret %s (spec.auth.rootSecretRef) not found: %w: create it in namespace %s with the root password under the key %q",
 			name, ErrSecretUnusable, c.Namespace, resources.RootPasswordKey)
+	case s == nil && c.Status.Auth != nil && c.Status.Auth.Enabled:
+		// etcd keeps the password it was enabled with: a new one would lock the operator out for good
+		return nil, false, fmt.Errorf("secret %s is gone but etcd authentication is on with the password it held: %w: "+
+			"restore the Secret from a copy (a new password would be refused by etcd)", name, ErrSecretUnusable)
 	case s == nil:
 		return k.create(ctx, c)
 	case generated && !metav1.IsControlledBy(s, c):
@@ -92,9 +100,16 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (creds
 			name, ErrSecretUnusable)
 	}
 	pw := string(s.Data[resources.RootPasswordKey])
-	if pw == "" {
+	switch {
+	case pw == "":
 		return nil, false, fmt.Errorf("secret %s has no key %q or it is empty: %w: put the root password there",
 			name, resources.RootPasswordKey, ErrSecretUnusable)
+	case len(pw) > maxPasswordBytes:
+		return nil, false, fmt.Errorf("secret %s: the password under key %q is longer than %d bytes, which etcd's bcrypt cannot hash: %w: "+
+			"use a shorter one", name, resources.RootPasswordKey, maxPasswordBytes, ErrSecretUnusable)
+	case strings.TrimSpace(pw) != pw:
+		return nil, false, fmt.Errorf("secret %s: the password under key %q starts or ends with white space (a file's trailing newline?), "+
+			"which shells and etcdctl drop: %w: write it without (kubectl create secret generic --from-literal)", name, resources.RootPasswordKey, ErrSecretUnusable)
 	}
 	return &Credentials{Secret: name, Password: pw}, false, nil
 }

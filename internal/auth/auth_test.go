@@ -52,7 +52,8 @@ func newCluster(t *testing.T, name string, opts ...testutil.ClusterOption) *etcd
 
 // TestEnsure: without spec.auth there are no credentials; the generated Secret is created once, owned
 // by the cluster, with a random password that later passes read back; a referenced Secret is read; a
-// missing or empty referenced Secret, and a foreign Secret of the generated name, are refused with
+// missing, empty, too long or space-padded referenced Secret, a foreign Secret of the generated name,
+// and a generated Secret deleted once authentication is on, are refused with
 // ErrSecretUnusable and a message that says what to do; no error and no printed Credentials holds the
 // password.
 func TestEnsure(t *testing.T) {
@@ -107,6 +108,25 @@ func TestEnsure(t *testing.T) {
 	if creds, created, err := k.Ensure(ctx, ref); err != nil || created || creds.Secret != "etcd-root" || creds.Password != "users-own-password" {
 		t.Fatalf("referenced: %v created %v err %v", creds, created, err)
 	}
+	for _, tc := range []struct{ password, want string }{
+		{strings.Repeat("p", 73), `secret etcd-root: the password under key "password" is longer than 72 bytes, which etcd's bcrypt cannot hash: the root password Secret cannot be used: use a shorter one`},
+		{"users-own-password\n", `secret etcd-root: the password under key "password" starts or ends with white space (a file's trailing newline?), which shells and etcdctl drop: the root password Secret cannot be used: write it without (kubectl create secret generic --from-literal)`},
+	} {
+		mine.Data = map[string][]byte{"password": []byte(tc.password)}
+		if err := k8s.Update(ctx, mine); err != nil {
+			t.Fatal(err)
+		}
+		checkUnusable(t, k, ref, tc.want)
+	}
+
+	// the generated Secret deleted once etcd authentication is on: a new password would be refused by
+	// etcd for good, so none is generated
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	gen.Status.Auth = &etcdv1alpha1.AuthStatus{Enabled: true, RootSecret: first.Secret}
+	checkUnusable(t, k, gen, "secret gen-root-credentials is gone but etcd authentication is on with the password it held: "+
+		"the root password Secret cannot be used: restore the Secret from a copy (a new password would be refused by etcd)")
 
 	foreign := newCluster(t, "foreign", testutil.WithAuth(true, ""))
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "foreign-root-credentials", Namespace: foreign.Namespace},

@@ -35,7 +35,8 @@ import (
 var ErrForeignSecret = errors.New("not this cluster's")
 
 // ErrCALost is wrapped by Ensure's error when the CA Secret is gone while certificates it issued are
-// still in use: a new CA would lock the members out of each other.
+// still in use, or holds a CA the members do not trust (a stale copy put back after a rotation):
+// certificates of a new or stale CA would lock the members out of each other.
 var ErrCALost = errors.New("the cluster's CA is gone")
 
 // Blocked reports whether err (from Ensure) needs a person: a foreign Secret, or a lost CA. It returns
@@ -189,7 +190,7 @@ func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*ca
 		st, err := readCAState(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("secret %s does not hold this cluster's CA (%w): restore it from a backup of the Secret; "+
-				"deleting it makes the operator issue a new CA, which members only trust once restarted", name, err)
+				"the members trust only that CA, so the operator does not issue another while their certificates exist", name, err)
 		}
 		return st, nil, nil
 	}
@@ -228,6 +229,14 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st
 		return nil, nil, err
 	}
 	why := "created"
+	if s != nil && !pki.ContainsCert(s.Data[resources.CAKey], ca.Cert) {
+		// members trust what this Secret's ca.crt says: certificates of a CA outside it (a stale copy of
+		// the CA Secret put back after a rotation) would split the members, who reload certificates per
+		// connection
+		return nil, nil, fmt.Errorf("secret %s holds a CA that the members do not trust (it is not in the ca.crt of %s): %w; "+
+			"put back the CA Secret's latest copy (after a CA rotation, the copy taken before it is stale)",
+			resources.CASecretName(c), name, ErrCALost)
+	}
 	if s != nil {
 		switch {
 		case !bytes.Equal(s.Data[resources.CAKey], st.trust):

@@ -240,3 +240,45 @@ func TestCARotationNotStartedWhereRestartsLoseData(t *testing.T) {
 		t.Fatal("the CA Secret got a trust bundle: the rotation started")
 	}
 }
+
+// TestStaleCACopyAfterRotationRefused: after a rotation, putting back a copy of the CA Secret taken
+// before it (as "restore the Secret from a copy" might) issues nothing: the members trust only the new
+// CA, and certificates of the old one would split them. Ensure fails with ErrCALost and says what to do.
+func TestStaleCACopyAfterRotationRefused(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	k := &certs.Keeper{Client: k8s}
+	res, err := k.Ensure(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := secret(t, c, "demo-ca").DeepCopy()
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	offset := 2 * time.Second
+	k.Now = func() time.Time { return time.Now().Add(offset) }
+	for i := 0; i < 4; i++ { // start, then three phases (each after the dwell; no members to wait for)
+		if _, _, err := k.AdvanceRotation(ctx, c, res, nil); err != nil {
+			t.Fatal(err)
+		}
+		offset += certs.CARotationDwell
+		if res, err = k.Ensure(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Rotation != "" || res.TrustedCAsHash == "" {
+		t.Fatalf("rotation not finished: phase %q", res.Rotation)
+	}
+	leaf := secret(t, c, "demo-server-tls").Data["tls.crt"]
+	now := secret(t, c, "demo-ca")
+	now.Data, now.Annotations = stale.Data, stale.Annotations
+	if err := k8s.Update(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Ensure(ctx, c)
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCALost || !strings.Contains(err.Error(), "latest copy") {
+		t.Fatalf("Ensure with a stale CA: err %v; want ErrCALost saying to put back the latest copy", err)
+	}
+	if !bytes.Equal(secret(t, c, "demo-server-tls").Data["tls.crt"], leaf) {
+		t.Fatal("a certificate was issued from the stale CA")
+	}
+}

@@ -26,22 +26,22 @@ func (r *EtcdClusterReconciler) reconcileNetworkPolicy(ctx context.Context, s *s
 		_, err := kube.DeleteOwned(ctx, r.Client, c, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: resources.NetworkPolicyName(c)}})
 		return nil, err
 	}
-	want, err := r.Options.BuildNetworkPolicy(c)
-	if err != nil {
-		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: err.Error()}
-		return nil, nil
+	out, want, err := kube.Unchanged, (*networkingv1.NetworkPolicy)(nil), error(nil)
+	if want, err = r.Options.BuildNetworkPolicy(c); err == nil {
+		out, err = kube.EnsureOwned(ctx, r.Client, c, want, &networkingv1.NetworkPolicy{},
+			func(got, want *networkingv1.NetworkPolicy) bool {
+				return equality.Semantic.DeepEqual(got.Spec, want.Spec)
+			},
+			func(got, want *networkingv1.NetworkPolicy) { got.Spec = want.Spec })
 	}
-	out, err := kube.EnsureOwned(ctx, r.Client, c, want, &networkingv1.NetworkPolicy{},
-		func(got, want *networkingv1.NetworkPolicy) bool {
-			return equality.Semantic.DeepEqual(got.Spec, want.Spec)
-		},
-		func(got, want *networkingv1.NetworkPolicy) { got.Spec = want.Spec })
-	switch out {
-	case kube.Created, kube.Updated:
+	switch {
+	case err != nil: // unknown operator pods, or refused (RBAC, a policy engine, a quota): the members are still repaired
+		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonReconcileError, Message: err.Error()}
+	case out == kube.Created || out == kube.Updated:
 		r.event(c, corev1.EventTypeNormal, "AppliedNetworkPolicy", "Apply", "NetworkPolicy %s: the peer port only from members, the client port only from the operator, backup Jobs and %d listed sources", want.Name, len(c.Spec.NetworkPolicy.ClientFrom))
-	case kube.Foreign:
+	case out == kube.Foreign:
 		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonForeignObject, Message: fmt.Sprintf(
 			"NetworkPolicy %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep the cluster's", want.Name)}
 	}
-	return nil, err
+	return nil, nil
 }

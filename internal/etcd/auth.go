@@ -33,13 +33,22 @@ func (c *client) AuthStatus(ctx context.Context) (bool, error) {
 }
 
 // EnableAuth turns authentication on with user RootUser, password rootPassword, holding RootRole:
-// it adds the user (an existing root keeps its password: rootPassword is not applied to it), grants
+// it adds the user (a root that exists while authentication is off gets rootPassword), grants
 // the role (granting it again does nothing) and enables authentication (enabling it again does
 // nothing). Each step is idempotent, so a call that failed half-way is simply made again. It must be
 // called while authentication is off: once on, adding the user and granting the role need the root
 // user's own token. Errors never hold the password.
 func (c *client) EnableAuth(ctx context.Context, rootPassword string) error {
-	if _, err := c.cli.UserAdd(ctx, RootUser, rootPassword); err != nil && !isRPCError(err, rpctypes.ErrGRPCUserAlreadyExist) {
+	if on, err := c.AuthStatus(ctx); err == nil && on {
+		return nil // on already: root's password is no longer the operator's to set
+	}
+	if _, err := c.cli.UserAdd(ctx, RootUser, rootPassword); isRPCError(err, rpctypes.ErrGRPCUserAlreadyExist) {
+		// a root made before (by hand, or by an attempt with another password) gets this password, so
+		// that the operator is not refused once authentication is on
+		if _, err := c.cli.UserChangePassword(ctx, RootUser, rootPassword); err != nil {
+			return fmt.Errorf("enable auth: set the password of the existing user %s: %w", RootUser, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("enable auth: add user %s: %w", RootUser, err)
 	}
 	if _, err := c.cli.UserGrantRole(ctx, RootUser, RootRole); err != nil {

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 const testRootPassword = "Zq3-root-password-for-tests"
@@ -106,4 +108,30 @@ func TestEnableAuth(t *testing.T) {
 		c.waitReady(m)
 	}
 	poll.Eventually(t, reconfigTimeout, "root client works after every member restarted", checkRoot)
+}
+
+// TestEnableAuthSetsExistingRootsPassword: a root user made before (by hand, or by an attempt with
+// another password) gets the operator's password when authentication is turned on, so that the
+// operator is not refused once it is on.
+func TestEnableAuthSetsExistingRootsPassword(t *testing.T) {
+	c := newTestCluster(t, 1)
+	plain := newClient(t, c.endpoints()...)
+	raw, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = raw.Close() }()
+	if _, err := raw.UserAdd(callCtx(t), RootUser, "made-by-hand"); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.EnableAuth(callCtx(t), testRootPassword); err != nil {
+		t.Fatalf("EnableAuth with root made before: %v", err)
+	}
+	root, err := newAuthClient(t, testRootPassword, c.endpoints()...)
+	if err != nil {
+		t.Fatalf("New as root with the operator's password: %v", err)
+	}
+	if on, err := root.AuthStatus(callCtx(t)); err != nil || !on {
+		t.Fatalf("AuthStatus = %v, %v; want on", on, err)
+	}
 }

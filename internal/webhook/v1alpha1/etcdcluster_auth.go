@@ -59,3 +59,17 @@ func validateAuthChange(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 		"etcd authentication cannot be turned off once on: every client that reaches the client port would read and write every key. "+
 			"Keep spec.auth.enabled: true; to run without authentication, restore a backup into a new EtcdCluster and run `etcdctl auth disable` there as root")}
 }
+
+// validateAuthRecovery refuses spec.auth together with spec.recovery.restoreOnQuorumLoss: without a
+// quorum etcd authenticates no one (a login is a quorum read) and takes snapshots only for an admin, so
+// the copies of the survivors a quorum-loss recovery starts with would fail every time, and the
+// recovery would wait forever.
+func validateAuthRecovery(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+	if !c.Spec.AuthEnabled() || c.Spec.Recovery == nil || !c.Spec.Recovery.RestoreOnQuorumLoss {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specPath.Child("recovery", "restoreOnQuorumLoss"), true,
+		"cannot be combined with spec.auth yet: without a quorum etcd authenticates no one, so the copies of the members that "+
+			"kept their data would fail and the recovery would wait forever; set it to false (restore a backup by hand after a "+
+			"quorum loss, see docs/restore.md) or leave spec.auth out")}
+}

@@ -33,6 +33,8 @@ func TestValidateAuth(t *testing.T) {
 		{"the client certificate's Secret", cluster(testutil.WithAuth(true, "demo-client-tls")), []problem{{ref, "is a Secret the operator manages"}}},
 		{"the members' certificate's Secret", cluster(testutil.WithAuth(true, "demo-server-tls")), []problem{{ref, "is a Secret the operator manages"}}},
 		{"the peer certificate's Secret", cluster(testutil.WithAuth(true, "demo-peer-tls")), []problem{{ref, "is a Secret the operator manages"}}},
+		{"auth with restoreOnQuorumLoss", cluster(testutil.WithAuth(true, ""), testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)),
+			[]problem{{"spec.recovery.restoreOnQuorumLoss", "cannot be combined with spec.auth yet: without a quorum etcd authenticates no one"}}},
 		{"auth-token in extraArgs", cluster(testutil.WithAuth(true, ""), extraArgs("auth-token", "jwt,pub-key=a,priv-key=b")), []problem{{"spec.options.extraArgs[auth-token]",
 			"cannot be set through extraArgs: spec.auth relies on etcd's default simple tokens; a jwt token needs key files the member pods do not mount"}}},
 	} {
@@ -60,5 +62,18 @@ func TestValidateAuth(t *testing.T) {
 			errs, _ := ValidateUpdate(tc.old, tc.c)
 			checkErrors(t, errs, tc.errs)
 		})
+	}
+}
+
+// TestAuthWithRecoveryRefusedOnUpdate: turning restoreOnQuorumLoss on for a cluster with auth, or auth
+// on for one with restoreOnQuorumLoss, is refused like on create.
+func TestAuthWithRecoveryRefusedOnUpdate(t *testing.T) {
+	withAuth := cluster(testutil.WithAuth(true, ""), backupSpec("@hourly", "", nil))
+	withRecovery := cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil))
+	both := cluster(testutil.WithAuth(true, ""), testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil))
+	want := []problem{{"spec.recovery.restoreOnQuorumLoss", "cannot be combined with spec.auth yet"}}
+	for name, old := range map[string]*etcdv1alpha1.EtcdCluster{"recovery added": withAuth, "auth added": withRecovery} {
+		errs, _ := ValidateUpdate(old, both)
+		t.Run(name, func(t *testing.T) { checkErrors(t, errs, want) })
 	}
 }

@@ -85,6 +85,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	errs = append(errs, validateAuth(c)...)
+	errs = append(errs, validateAuthRecovery(c)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
@@ -123,6 +124,9 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	}
 	errs = append(errs, validateAuthUpdate(old, c)...)
+	if !equality.Semantic.DeepEqual(o.Recovery, s.Recovery) || !equality.Semantic.DeepEqual(o.Auth, s.Auth) {
+		errs = append(errs, validateAuthRecovery(c)...)
+	}
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {
