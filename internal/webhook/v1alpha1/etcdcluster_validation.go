@@ -120,13 +120,8 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
 	errs = append(errs, validateTLSChange(o, s)...)
-	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {
-		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
-	}
 	errs = append(errs, validateAuthUpdate(old, c)...)
-	if !equality.Semantic.DeepEqual(o.Recovery, s.Recovery) || !equality.Semantic.DeepEqual(o.Auth, s.Auth) {
-		errs = append(errs, validateAuthRecovery(c)...)
-	}
+	errs = append(errs, validateSecurityUpdate(old, c)...)
 
 	var rolled []string
 	if specVersion(o) != specVersion(s) {
@@ -487,4 +482,18 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// validateSecurityUpdate checks what changed of spec.networkPolicy, and of spec.auth with
+// spec.recovery together (validateNetworkPolicy, validateAuthRecovery).
+func validateSecurityUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+	o, s := &old.Spec, &c.Spec
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {
+		errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
+	}
+	if !equality.Semantic.DeepEqual(o.Recovery, s.Recovery) || !equality.Semantic.DeepEqual(o.Auth, s.Auth) {
+		errs = append(errs, validateAuthRecovery(c)...)
+	}
+	return errs
 }
