@@ -280,13 +280,7 @@ func TestLeafCertificatesRenewedUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	w.mu.Lock()
-	for msg, n := range w.errs {
-		if strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
-			t.Errorf("%d writes failed for a certificate reason: %s", n, msg)
-		}
-	}
-	w.mu.Unlock()
+	assertNoCertificateFailures(t, w)
 	w.stopAndVerify(t, ep)
 }
 
@@ -423,13 +417,7 @@ func TestCARotationUnderLoad(t *testing.T) {
 			t.Errorf("%s still trusts the old CA", name)
 		}
 	}
-	w.mu.Lock()
-	for msg, n := range w.errs {
-		if strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
-			t.Errorf("%d writes failed for a certificate reason: %s", n, msg)
-		}
-	}
-	w.mu.Unlock()
+	assertNoCertificateFailures(t, w)
 	w.stopAndVerify(t, ep)
 }
 
@@ -452,4 +440,16 @@ func servedCert(addr string) (*x509.Certificate, error) {
 		return nil, fmt.Errorf("no certificate from %s: %w", addr, err)
 	}
 	return served, nil
+}
+
+// assertNoCertificateFailures fails the test for every write of w that failed for a certificate reason.
+func assertNoCertificateFailures(t *testing.T, w *writer) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for msg, n := range w.errs {
+		if strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
+			t.Errorf("%d writes failed for a certificate reason: %s", n, msg)
+		}
+	}
 }
