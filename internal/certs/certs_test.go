@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -229,29 +226,8 @@ func TestMembersCertificatesServeMutualTLS(t *testing.T) {
 	if _, err := k.Ensure(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	serverDir := writeSecret(t, secret(t, c, "demo-server-tls"))
 	const host = "127.0.0.91"
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir = "demo-0", t.TempDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.UnsafeNoFsync = true
-	peer, _ := url.Parse("http://" + host + ":2380")
-	cli, _ := url.Parse("https://" + host + ":2379")
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
-	cfg.InitialCluster = "demo-0=" + peer.String()
-	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: serverDir + "/tls.crt", KeyFile: serverDir + "/tls.key",
-		TrustedCAFile: serverDir + "/ca.crt", ClientCertAuth: true}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready within 30 s")
-	}
+	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-server-tls")), "")
 
 	list := func(endpoint string, tc *tls.Config) error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -46,24 +46,31 @@ func copySecretFiles(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, dir string
 	}
 }
 
-// startTLSMember starts a real etcd member on host that serves TLS on both ports with the files in
-// serverDir and peerDir, as the member pods' flags configure it. etcd reads the certificate files on
-// every handshake, so rewriting them changes what it serves.
+// startTLSMember starts a real etcd member on host that serves TLS on its client port with the files
+// in serverDir and, unless peerDir is empty (plain text then), on its peer port with those in peerDir,
+// as the member pods' flags configure it. etcd reads the certificate files on every handshake, so
+// rewriting them changes what it serves.
 func startTLSMember(t *testing.T, host, serverDir, peerDir string) {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir = "demo-0", t.TempDir()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = true
-	peer, _ := url.Parse("https://" + host + ":2380")
+	peerScheme := "https"
+	if peerDir == "" {
+		peerScheme = "http"
+	}
+	peer, _ := url.Parse(peerScheme + "://" + host + ":2380")
 	cli, _ := url.Parse("https://" + host + ":2379")
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cli}, []url.URL{*cli}
 	cfg.InitialCluster = "demo-0=" + peer.String()
 	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: serverDir + "/tls.crt", KeyFile: serverDir + "/tls.key",
 		TrustedCAFile: serverDir + "/ca.crt", ClientCertAuth: true}
-	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: peerDir + "/tls.crt", KeyFile: peerDir + "/tls.key",
-		TrustedCAFile: peerDir + "/ca.crt", ClientCertAuth: true, SkipClientSANVerify: true}
+	if peerDir != "" {
+		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: peerDir + "/tls.crt", KeyFile: peerDir + "/tls.key",
+			TrustedCAFile: peerDir + "/ca.crt", ClientCertAuth: true, SkipClientSANVerify: true}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatal(err)
