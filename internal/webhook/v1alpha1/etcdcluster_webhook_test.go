@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,9 +87,11 @@ func apiServer(t *testing.T) *rest.Config {
 		stopMgr = cancel
 		go func() { _ = mgr.Start(ctx) }()
 		serving := server.StartedChecker()
-		deadline := time.Now().Add(webhookTimeout)
-		for envErr = serving(&http.Request{}); envErr != nil && time.Now().Before(deadline); envErr = serving(&http.Request{}) {
-			time.Sleep(50 * time.Millisecond)
+		if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, webhookTimeout, true, func(context.Context) (bool, error) {
+			envErr = serving(&http.Request{})
+			return envErr == nil, nil
+		}); err != nil && envErr == nil {
+			envErr = err
 		}
 	})
 	if envErr != nil {
