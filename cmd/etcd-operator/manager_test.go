@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -148,29 +149,31 @@ func startManagerWith(t *testing.T, env *envtest.Environment, user envtest.User,
 	})
 
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", probePort)
-	deadline := time.Now().Add(readyTimeout)
 	var body string
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close() //nolint:errcheck // read
-			body = string(b)
-			if resp.StatusCode == http.StatusOK {
-				return body, webhookPort
-			}
-		}
+	var last error
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, readyTimeout, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-done:
 			exited = true
-			t.Fatalf("the manager stopped before it was ready: %v", err)
+			return false, fmt.Errorf("the manager stopped before it was ready: %w", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not passing within %s: %v %s", readyTimeout, err, body)
+		resp, err := http.Get(url)
+		if last = err; err != nil {
+			return false, nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close() //nolint:errcheck // read
+		body = string(b)
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	switch {
+	case exited:
+		t.Fatal(err)
+	case err != nil:
+		t.Fatalf("/readyz not passing within %s: %v %s", readyTimeout, last, body)
 	}
+	return body, webhookPort
 }
 
 // TestManagerAsDeployed runs the manager as the Deployment does: its flags' defaults, POD_NAMESPACE,
