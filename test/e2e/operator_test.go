@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,24 +40,25 @@ var operatorSelector = client.MatchingLabels{"app.kubernetes.io/name": "etcd-ope
 // returns how long that took, or the last reason after timeout.
 func waitAdmission(timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	deadline := start.Add(timeout)
 	streak := 0
 	var last error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		last = operatorRolledOut(ctx)
-		if last == nil {
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if last = operatorRolledOut(ctx); last == nil {
 			last = dryRunCreate(ctx)
 		}
-		cancel()
 		if last != nil {
 			streak = 0
-		} else if streak++; streak == admissionStreak {
-			return time.Since(start), nil
+			return false, nil
 		}
-		time.Sleep(500 * time.Millisecond)
+		streak++
+		return streak == admissionStreak, nil
+	})
+	if err != nil {
+		return time.Since(start), fmt.Errorf("EtcdClusters are not admitted within %s: %w", timeout, last)
 	}
-	return time.Since(start), fmt.Errorf("EtcdClusters are not admitted within %s: %w", timeout, last)
+	return time.Since(start), nil
 }
 
 // operatorRolledOut returns nil when the operator's Deployment has finished its rollout and every
