@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -405,7 +406,7 @@ func TestCARotationUnderLoad(t *testing.T) {
 	}
 	for name, p := range pods {
 		for _, port := range []string{":2379", ":2380"} {
-			cert, err := servedCert(p.Status.PodIP + port)
+			cert, err := certs.ServedCertificate(ctx, p.Status.PodIP+port)
 			if err != nil || cert.CheckSignatureFrom(newCA) != nil {
 				t.Errorf("%s does not serve a certificate of the new CA on port %s (%v)", name, port, err)
 			}
@@ -419,27 +420,6 @@ func TestCARotationUnderLoad(t *testing.T) {
 	}
 	assertNoCertificateFailures(t, w)
 	w.stopAndVerify(t, ep)
-}
-
-// servedCert returns the certificate the TLS server at addr presents, whether or not it then accepts
-// the client.
-func servedCert(addr string) (*x509.Certificate, error) {
-	var served *x509.Certificate
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, //nolint:gosec // read, not trusted
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) > 0 {
-				served = cs.PeerCertificates[0]
-			}
-			return nil
-		}}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
-	if err == nil {
-		_ = conn.Close()
-	}
-	if served == nil {
-		return nil, fmt.Errorf("no certificate from %s: %w", addr, err)
-	}
-	return served, nil
 }
 
 // assertNoCertificateFailures fails the test for every write of w that failed for a certificate reason.
