@@ -2,20 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
@@ -43,14 +38,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, a.Reason), nil
 	case rollout.MoveLeader:
 		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
-		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
-		defer cancel()
-		if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
-			return retryLater("move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
-		}
-		metrics.CountMembership("move_leader", nil, false)
-		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
+		return r.moveLeader(ctx, s, a)
 	case rollout.Restart:
 		if verdict.RestartLosesData(c) {
 			return verdict.Blocked(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
@@ -69,44 +57,28 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	return nil, nil
 }
 
-// evictionTimeout bounds an eviction request: the API server answers a budget it has not computed
-// with 429 and Retry-After, which the client would otherwise wait out and retry for minutes.
-const evictionTimeout = 5 * time.Second
+// moveLeader hands leadership from a.Member to a.Target before a step that takes the leader down, with
+// an event that gives a.Reason.
+func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a rollout.Action) (*verdict.Step, error) {
+	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
+		return retryLater("move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
+	}
+	metrics.CountMembership("move_leader", nil, false)
+	r.event(s.cluster, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
+	return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
+}
 
-// restartMember takes a member's pod down so that it is recreated on its claim with the current spec.
-// A member of a multi-member cluster goes through the Eviction API, so that the cluster's
-// PodDisruptionBudget is honoured against disruptions that started after this pass observed (a node
-// drain evicting another member a moment earlier): it returns why the budget has no room instead of
-// evicting. The only member of a 1-member cluster is deleted: its budget never allows an eviction, and
-// its restart is the downtime a single member always has; so is a pod that is not Ready (a member
-// already down, such as one whose image cannot be pulled). The UID precondition makes sure only the
-// pod this pass looked at goes.
+// restartMember takes a member's pod down so that it is recreated on its claim with the current spec:
+// through the Eviction API for a member of a multi-member cluster (kube.Evict says why the cluster's
+// PodDisruptionBudget has no room); deleted when it is the only member (its restart is the downtime a
+// single member always has) or its pod is not Ready (a member already down, such as one whose image
+// cannot be pulled).
 func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, m *model.Member) (refused string, err error) {
-	pod := m.Pod
-	pre := &metav1.Preconditions{UID: &pod.UID}
-	if c.Spec.ReplicasOrDefault() == 1 || !m.PodReady() {
-		// a pod that is not Ready takes no member down that was up: the budget guards the healthy ones
-		err = r.Delete(ctx, pod, &client.DeleteOptions{Preconditions: pre})
-	} else {
-		pdb := &policyv1.PodDisruptionBudget{}
-		switch err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, pdb); {
-		case err != nil && !apierrors.IsNotFound(err):
-			return "", fmt.Errorf("get poddisruptionbudget %s: %w", c.Name, err)
-		case err != nil: // not created yet: the eviction is not limited
-		case pdb.Status.ObservedGeneration < pdb.Generation:
-			return "the budget has not been computed yet", nil
-		case pdb.Status.DisruptionsAllowed < 1:
-			return fmt.Sprintf("%d pods healthy, %d required", pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy), nil
-		}
-		evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
-		defer cancel()
-		err = r.SubResource("eviction").Create(evictCtx, pod, &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{Preconditions: pre}})
-		if apierrors.IsTooManyRequests(err) || errors.Is(err, context.DeadlineExceeded) {
-			return err.Error(), nil
-		}
+	refused, err = kube.Evict(ctx, r.Client, m.Pod, c.Name, c.Spec.ReplicasOrDefault() == 1 || !m.PodReady())
+	if err != nil {
+		return "", fmt.Errorf("restart member %s: %w", m.Name, err)
 	}
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return "", fmt.Errorf("restart member %s: %w", pod.Name, err)
-	}
-	return "", nil
+	return refused, nil
 }

@@ -5,15 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -29,7 +25,11 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 		return nil, nil
 	}
 	want := *c.Spec.Storage.Size
-	expandable, err := r.expandableClasses(ctx, s.m, want)
+	var claims []*corev1.PersistentVolumeClaim
+	for _, m := range s.m.Claims() {
+		claims = append(claims, m.Claim)
+	}
+	expandable, err := kube.ExpandableClasses(ctx, r.Client, claims, want)
 	if err != nil {
 		return nil, err
 	}
@@ -50,26 +50,4 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonExpansionRefused, "Expand", "%s", msg)
 	}
 	return nil, nil
-}
-
-// expandableClasses reads the StorageClass of every claim smaller than want and reports, by class
-// name, whether it allows volume expansion; a class that does not exist does not.
-func (r *EtcdClusterReconciler) expandableClasses(ctx context.Context, m *model.Cluster, want resource.Quantity) (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, mem := range m.Claims() {
-		req := mem.Claim.Spec.Resources.Requests[corev1.ResourceStorage]
-		name := ptr.Deref(mem.Claim.Spec.StorageClassName, "")
-		if _, done := out[name]; done || name == "" || req.Cmp(want) >= 0 {
-			continue
-		}
-		sc := &storagev1.StorageClass{}
-		if err := r.Get(ctx, client.ObjectKey{Name: name}, sc); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get storageclass %s: %w", name, err)
-		} else if err == nil {
-			out[name] = ptr.Deref(sc.AllowVolumeExpansion, false)
-		} else {
-			out[name] = false
-		}
-	}
-	return out, nil
 }
