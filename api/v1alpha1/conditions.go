@@ -80,7 +80,9 @@ const (
 	// ReasonCALost: the cluster's CA Secret is gone while certificates it issued are in use.
 	ReasonCALost = "CertificateAuthorityLost"
 	// ReasonRotatingCA: the cluster's CA is being rotated (status.tls.caRotation says how far).
-	ReasonRotatingCA          = "RotatingCA"
+	ReasonRotatingCA = "RotatingCA"
+	// ReasonSwitchingTLS: spec.tls is being switched on or off for the running cluster, member by member.
+	ReasonSwitchingTLS        = "SwitchingTLS"
 	ReasonCertificateExpiring = "CertificateExpiring"
 	// ReasonQuorumDataLost: quorum is lost and cannot come back, because fewer than a quorum of the
 	// voting members still have their data.

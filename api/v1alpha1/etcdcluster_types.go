@@ -164,7 +164,9 @@ type AuthStatus struct {
 	RootSecret string `json:"rootSecret,omitempty"`
 }
 
-// TLSSpec says which of a cluster's ports serve TLS.
+// TLSSpec says which of a cluster's ports serve TLS. Either port can be switched on or off for a
+// running cluster: the operator moves the members over one at a time, without losing quorum (see
+// docs/security.md, "Switching TLS on or off").
 type TLSSpec struct {
 	// Client is TLS on the client port (2379): members serve a certificate for their DNS names and the
 	// client Service's, and accept only clients with a certificate of the cluster's CA.

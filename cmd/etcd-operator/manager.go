@@ -32,6 +32,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/probe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -56,6 +57,7 @@ type managerOptions struct {
 	syncPeriod          time.Duration
 	etcdTimeout         time.Duration
 	recoveryDelay       time.Duration
+	tlsSwitchGrace      time.Duration
 	consistencyInterval time.Duration
 	operatorImage       string
 	maxConcurrent       int
@@ -95,6 +97,7 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.DurationVar(&o.probeInterval, "member-probe-interval", probe.DefaultInterval, "How often each member is asked for its status between passes, so that a member that stops answering or loses its leader is seen at once; 0 turns it off")
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
 	f.DurationVar(&o.recoveryDelay, "quorum-loss-restore-delay", controller.DefaultRecoveryDelay, "How long a quorum loss without data must last before a cluster with spec.recovery.restoreOnQuorumLoss is recreated from its newest backup")
+	f.DurationVar(&o.tlsSwitchGrace, "tls-switch-grace", model.DefaultTLSSwitchGrace, "While spec.tls.client.enabled is switched for a running cluster, how long every member serves both http:// and https:// on its client port before only the new scheme, for clients to move over")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many EtcdClusters are reconciled at once (passes of one cluster never overlap)")
 	f.StringVar(&o.operatorImage, "operator-image", "", "Image that backup Jobs and restore init containers run (the etcd-operator binary as entrypoint); default: this pod's own image, read through POD_NAME and POD_NAMESPACE")
 	f.DurationVar(&o.consistencyInterval, "consistency-check-interval", controller.DefaultConsistencyCheckInterval, "How often the members' key-value hashes are compared (DataInconsistent condition); 0 disables")
@@ -218,7 +221,8 @@ func cacheOptions(o *managerOptions) cache.Options {
 // setupControllers registers the EtcdCluster and EtcdBackup controllers with mgr.
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) error {
 	log := ctrl.Log.WithName("setup")
-	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage}
+	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage,
+		TLSSwitchGrace: o.tlsSwitchGrace}
 	if pod, err := ownPod(ctx, mgr.GetAPIReader()); err != nil {
 		log.Info("Without its own pod, the operator cannot run backup Jobs and restores until --operator-image is set, "+
 			"nor keep NetworkPolicies (spec.networkPolicy)", "reason", err.Error())

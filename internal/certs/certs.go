@@ -120,16 +120,36 @@ func (k *Keeper) now() time.Time {
 	return time.Now()
 }
 
-// Ensure makes cluster c's TLS Secrets what its spec needs: the CA, then, with client TLS, the serving
+// Ensure makes cluster c's TLS Secrets what its spec needs (EnsureFor the ports its spec.tls enables).
+func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Result, error) {
+	return k.EnsureFor(ctx, c, Ports{Client: c.Spec.ClientTLS(), Peer: c.Spec.PeerTLS()})
+}
+
+// Ports says which ports of a cluster's members serve or are to serve TLS: the spec's, and while TLS is
+// being switched off for a running cluster, also those its member pods still serve TLS on.
+type Ports struct{ Client, Peer bool }
+
+// PortsOf returns the ports cluster c's spec enables TLS on, and those any of pods (its member pods)
+// serves TLS on or carries the certificate of.
+func PortsOf(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Ports {
+	p := Ports{Client: c.Spec.ClientTLS(), Peer: c.Spec.PeerTLS()}
+	for i := range pods {
+		t := resources.PodTLSOf(&pods[i])
+		p.Client, p.Peer = p.Client || t.ClientHTTPS, p.Peer || t.PeerCertificates
+	}
+	return p
+}
+
+// EnsureFor makes cluster c's TLS Secrets what ports need: the CA, then, with client TLS, the serving
 // certificate of the client port and the client certificate for users, and with peer TLS, the peer
 // certificate. A missing Secret is created; a certificate that is not the current CA's, no longer has
 // the names or usages the cluster needs, does not match its key or has less than a third of its life
 // left is issued again. It returns what it changed. It fails without writing anything when a Secret of
 // that name exists but is not c's, or when the CA Secret cannot be read as a CA: then the error says
-// which Secret to fix. A cluster without TLS gets nothing. It sets the certificate expiry metric of
-// each Secret.
-func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Result, error) {
-	if !c.Spec.AnyTLS() {
+// which Secret to fix. A cluster without TLS on any port gets nothing (and Secrets it had are left
+// alone). It sets the certificate expiry metric of each Secret.
+func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+	if !ports.Client && !ports.Peer {
 		k.Forget(c.Namespace, c.Name)
 		return Result{}, nil
 	}
@@ -146,13 +166,13 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 		req        pki.Request
 	}
 	var leaves []leaf
-	if c.Spec.ClientTLS() {
+	if ports.Client {
 		res.ClientSecret = resources.ClientTLSSecretName(c)
 		leaves = append(leaves,
 			leaf{"server", resources.ServerTLSSecretName(c), k.Options.ServerCertRequest(c)},
 			leaf{"client", resources.ClientTLSSecretName(c), resources.ClientCertRequest()})
 	}
-	if c.Spec.PeerTLS() {
+	if ports.Peer {
 		leaves = append(leaves, leaf{"peer", resources.PeerTLSSecretName(c), k.Options.PeerCertRequest(c)})
 	}
 	for _, l := range leaves {
@@ -171,7 +191,7 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 			res.RenewAt = renew
 		}
 	}
-	if c.Spec.ClientTLS() {
+	if ports.Client {
 		if err := k.refreshOperator(c, st); err != nil {
 			return res, err
 		}

@@ -90,8 +90,9 @@ type scope struct {
 	// report is what the phases found out for the status beside the pass's step; only the status
 	// (verdict.Status) reads it.
 	report verdict.Report
-	// certs is what the TLS phase made of the cluster's certificates.
+	// certs is what the TLS phase made of the cluster's certificates; pods are the member pods it listed.
 	certs certs.Result
+	pods  corev1.PodList
 }
 
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
@@ -156,7 +157,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
 // alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
-// last, on a settled cluster, the consistency check.
+// last, on a settled cluster, enabling authentication, a switch of spec.tls, a CA rotation and the
+// consistency check.
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{
 		r.reconcileServices,
@@ -179,6 +181,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileNoSpace,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
 		r.enableAuth,
+		r.switchTLS,
 		r.rotateCA,
 		r.checkConsistency,
 	} {

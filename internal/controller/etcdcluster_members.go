@@ -14,9 +14,10 @@ import (
 )
 
 // createPod creates member m's pod; one that already exists is left as it is. A member of the initial
-// bootstrap of a cluster created from a backup gets the init container that restores the snapshot;
-// while that snapshot cannot be resolved, no pod is created and the returned step says why. A pod of
-// that name that is not a member's blocks.
+// bootstrap serves TLS as the spec says (its --initial-cluster does), and, of a cluster created from a
+// backup, gets the init container that restores the snapshot; while that snapshot cannot be resolved,
+// no pod is created and the returned step says why. Any other member serves TLS as the model says it
+// is to now (model.DesiredTLS), unless m says. A pod of that name that is not a member's blocks.
 func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resources.Member) (*verdict.Step, error) {
 	if m.InitialClusterState == resources.StateNew && (!s.m.Formed() || s.m.NeverStarted(m.Name)) {
 		// only before the cluster first forms, or for an initial member that never started: afterwards
@@ -27,6 +28,9 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 			return wait, err
 		}
 		m.Restore = plan
+	} else if m.TLS == nil {
+		t := s.m.DesiredTLS(m.Name)
+		m.TLS = &t
 	}
 	pod := r.Options.BuildPod(s.cluster, m)
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {

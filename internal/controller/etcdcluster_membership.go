@@ -104,7 +104,7 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 			return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
 		}
 	}
-	added, members, err := s.etcdClient.AddLearner(callCtx, r.Options.PeerURL(c, a.Member))
+	added, members, err := s.etcdClient.AddLearner(callCtx, r.Options.PeerURLScheme(c, a.Member, s.m.NewMemberPeerHTTPS()))
 	if err != nil {
 		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}

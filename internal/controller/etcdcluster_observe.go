@@ -27,21 +27,16 @@ func (r *EtcdClusterReconciler) etcdTimeout() time.Duration {
 	return r.EtcdTimeout
 }
 
-// observe lists the cluster's pods and claims and asks the members' etcd what it knows, and joins it
-// all into the pass's model. etcd being unreachable is an observation, not an error.
+// observe lists the cluster's claims and asks the members' etcd what it knows, and joins it all, with
+// the pods reconcileTLS listed, into the pass's model. etcd being unreachable is an observation, not an
+// error.
 func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	// the selector of member pods and claims: backup Job pods carry the cluster label too
-	sel := client.MatchingLabels(resources.SelectorLabels(c))
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return nil, fmt.Errorf("list persistentvolumeclaims: %w", err)
 	}
-	in := model.Input{Cluster: c, Options: r.Options, Pods: pods.Items, Claims: pvcs.Items}
+	in := model.Input{Cluster: c, Options: r.Options, Pods: s.pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
 	base := s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), base)

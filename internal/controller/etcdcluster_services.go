@@ -49,11 +49,16 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 
 // reconcileTLS keeps the cluster's CA and certificates current (package certs) before any member pod
-// mounts them, with an event for each Secret created or issued again; it blocks while a Secret of their
-// name is not the cluster's.
+// mounts them, for the ports the spec or any member pod uses TLS on (certs.PortsOf), with an event for
+// each Secret created or issued again; it blocks while a Secret of their name is not the cluster's.
 func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
-	res, err := r.Certs.Ensure(ctx, s.cluster)
-	s.certs, s.report.TLS = res, res.Observation(time.Now())
+	// the member pods, which observe goes on with (backup Job pods carry the cluster label too)
+	if err := r.List(ctx, &s.pods, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	ports := certs.PortsOf(s.cluster, s.pods.Items)
+	res, err := r.Certs.EnsureFor(ctx, s.cluster, ports)
+	s.certs, s.report.TLS, s.report.NoTLS = res, res.Observation(time.Now()), ports == certs.Ports{}
 	verdict.ApplyTrustedCAs(s.cluster, s.report.TLS)
 	for _, ch := range res.Changed {
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)

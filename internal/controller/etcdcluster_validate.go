@@ -14,12 +14,11 @@ import (
 // validateSpec refuses, before any pod is touched, a spec the admission webhook would have refused but
 // that got in anyway (the webhook was not installed or was bypassed): a version the members cannot
 // move to from what they run, or extraArgs that etcd must not get (v1alpha1.ValidateExtraArgs: flags the
-// operator owns or refuses, keys that are not flag names, values with control characters), or a spec.tls
-// the member pods do not serve (verdict.TLSMismatch). It blocks the pass;
-// the Valid condition says what to change.
+// operator owns or refuses, keys that are not flag names, values with control characters). It blocks
+// the pass; the Valid condition says what to change.
 func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	problems := verdict.SpecProblems(c, s.m)
+	problems := verdict.SpecProblems(c)
 	if len(problems) == 0 {
 		return nil, nil
 	}

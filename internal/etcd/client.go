@@ -135,6 +135,13 @@ type Client interface {
 	// present member could cost quorum.
 	RemoveMember(ctx context.Context, id uint64) error
 
+	// UpdatePeerURL makes peerURL the only peer URL of member id, like
+	// `etcdctl member update` (a raft request: it needs quorum). The
+	// member's peers dial it at the new URL from then on; the member
+	// itself keeps listening where its flags say until it restarts.
+	// Updating to the URL the member already has changes nothing.
+	UpdatePeerURL(ctx context.Context, id uint64, peerURL string) error
+
 	// Status asks exactly endpoint (dialled on its own, whether or not it
 	// is in Config.Endpoints) for its maintenance status.
 	Status(ctx context.Context, endpoint string) (EndpointStatus, error)
@@ -393,6 +400,14 @@ func (c *client) RemoveMember(ctx context.Context, id uint64) error {
 		return fmt.Errorf("remove member %s: %w: %w", FormatID(id), ErrUnhealthyCluster, err)
 	}
 	return fmt.Errorf("remove member %s: %w", FormatID(id), err)
+}
+
+// UpdatePeerURL implements Client.
+func (c *client) UpdatePeerURL(ctx context.Context, id uint64, peerURL string) error {
+	if _, err := c.cli.MemberUpdate(ctx, id, []string{peerURL}); err != nil {
+		return fmt.Errorf("update the peer URL of member %s to %s: %w", FormatID(id), peerURL, err)
+	}
+	return nil
 }
 
 // Status implements Client.

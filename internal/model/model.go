@@ -316,6 +316,8 @@ type Cluster struct {
 	EtcdErr error
 	// Now is the time of the pass.
 	Now time.Time
+	// Options are the operator's options the pass runs with.
+	Options resources.Options
 }
 
 // Input is what a pass listed and asked, from which Build makes the model.
@@ -338,7 +340,7 @@ type Input struct {
 // Build joins the input into one model; it makes no call.
 func Build(in Input) *Cluster {
 	c := in.Cluster
-	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr, Now: in.Now}
+	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr, Now: in.Now, Options: in.Options}
 	if out.Now.IsZero() {
 		out.Now = time.Now()
 	}
@@ -595,7 +597,7 @@ func MemberName(opts resources.Options, c *etcdv1alpha1.EtcdCluster, m etcd.Memb
 	for _, u := range m.PeerURLs {
 		if pu, err := url.Parse(u); err == nil {
 			host, _, _ := strings.Cut(pu.Hostname(), ".")
-			if _, ok := resources.MemberOrdinal(c, host); ok && u == opts.PeerURL(c, host) {
+			if _, ok := resources.MemberOrdinal(c, host); ok && (u == opts.PeerURLScheme(c, host, true) || u == opts.PeerURLScheme(c, host, false)) {
 				return host
 			}
 		}

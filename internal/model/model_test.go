@@ -17,7 +17,7 @@ import (
 )
 
 func pod(name string, deleting bool) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: testutil.PlainTextMemberSpec()}
 	if deleting {
 		now := metav1.Now()
 		p.DeletionTimestamp = &now

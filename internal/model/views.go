@@ -3,7 +3,6 @@ package model
 // The views of a cluster for the planners of packages membership and rollout.
 
 import (
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 )
@@ -34,7 +33,8 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 }
 
 // Rollout is the rollout planner's view of the cluster; hash is the pod hash of the current spec (see
-// resources.Options.SpecHash): a member is up to date when its pod carries it.
+// resources.Options.SpecHash): a member is up to date when its pod carries it and serves TLS as
+// DesiredTLS says (PodCurrent).
 func (c *Cluster) Rollout(hash string) rollout.State {
 	st := rollout.State{}
 	if c.Etcd != nil {
@@ -43,7 +43,25 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 	for _, m := range c.Listed() {
 		st.Members = append(st.Members, rollout.Member{
 			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
-			UpToDate: m.Pod != nil && m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash,
+			UpToDate: c.PodCurrent(m, hash),
+		})
+	}
+	return st
+}
+
+// PeerSwitch is the view of a switch of the peer port for the rollout planner: a member is up to date
+// when its peer URL in etcd's member list has the scheme the spec asks for. The planner's step to
+// restart a member becomes, for the switch, the update of its peer URL (see DesiredTLS).
+func (c *Cluster) PeerSwitch() rollout.State {
+	st := rollout.State{}
+	if c.Etcd != nil {
+		st.Leader = c.Etcd.Leader
+	}
+	for _, m := range c.Listed() {
+		https, _ := c.RecordedPeerHTTPS(m.Name)
+		st.Members = append(st.Members, rollout.Member{
+			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
+			UpToDate: https == c.Object.Spec.PeerTLS(),
 		})
 	}
 	return st

@@ -23,17 +23,28 @@ import (
 const statusTimeout = time.Second
 
 // Endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does
-// not depend on cluster DNS, https:// when the pod serves TLS on its client port; "" for a pod without an
-// IP or being deleted.
-func Endpoint(p *corev1.Pod) string {
+// not depend on cluster DNS, in the scheme its client port serves, https:// when it serves both (while
+// TLS is being switched) and preferHTTPS is true; "" for a pod without an IP or being deleted.
+func Endpoint(p *corev1.Pod, preferHTTPS bool) string {
 	if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 		return ""
 	}
 	scheme := "http://"
-	if resources.ServesClientTLS(p) {
+	if t := resources.PodTLSOf(p); t.ClientHTTPS && (preferHTTPS || !t.ClientHTTP) {
 		scheme = "https://"
 	}
 	return scheme + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
+}
+
+// preferHTTPS reports whether every member pod of m serves https:// on its client port: then the
+// operator dials them all so (one client balances its calls over endpoints of one scheme only).
+func preferHTTPS(m *model.Cluster) bool {
+	for _, mem := range m.Pods() {
+		if !resources.PodTLSOf(mem.Pod).ClientHTTPS {
+			return false
+		}
+	}
+	return true
 }
 
 // Etcd asks the members of m, whose pods the model holds, what etcd knows: the member list and the
@@ -44,9 +55,10 @@ func Endpoint(p *corev1.Pod) string {
 // refuses wraps etcd.ErrAuthFailed).
 func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration, base etcd.Config) (*model.Etcd, etcd.Client, error) {
 	var endpoints []string
+	https := preferHTTPS(m)
 	for _, mem := range m.Pods() {
 		if mem.Pod.Status.Phase == corev1.PodRunning {
-			if ep := Endpoint(mem.Pod); ep != "" {
+			if ep := Endpoint(mem.Pod, https); ep != "" {
 				endpoints = append(endpoints, ep)
 			}
 		}
@@ -103,7 +115,7 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 		name := model.MemberName(opts, m.Object, em)
 		var ep string
 		if mem := m.Member(name); mem != nil {
-			ep = Endpoint(mem.Pod)
+			ep = Endpoint(mem.Pod, preferHTTPS(m))
 		}
 		if ep == "" {
 			mu.Lock() // the members asked before write obs too

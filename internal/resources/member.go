@@ -33,17 +33,28 @@ type Member struct {
 	// it first started on it: when both are set (and the operator's image is known), an init container
 	// checks that the data directory still belongs to them before etcd starts.
 	ExpectMemberID, ExpectClusterID string
+	// TLS is how the member's pod serves TLS; nil: as cluster's spec says once no switch is under way
+	// (SpecTLS).
+	TLS *PodTLS
+}
+
+// PodTLS is how member m's pod serves TLS in cluster c: m.TLS, or SpecTLS.
+func (m Member) PodTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
+	if m.TLS != nil {
+		return *m.TLS
+	}
+	return SpecTLS(c)
 }
 
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
 // the version selects, spec.podTemplate and spec.options) and, once the cluster's CA has been rotated,
-// of the CA certificates the members trust (status.tls.trustedCAsHash: etcd reads its trusted CA files
-// only when it starts). A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old
-// spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
+// of the CA certificates the members trust (status.tls.trustedCAsHash, while the spec asks for TLS:
+// etcd reads its trusted CA files only when it starts). A member pod whose etcd.etcdkit.dev/spec-hash
+// annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
 // defaults are not part of it, so that an operator upgrade does not restart etcd.
 func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
 	var trusted string
-	if c.Status.TLS != nil {
+	if c.Status.TLS != nil && c.Spec.AnyTLS() {
 		trusted = c.Status.TLS.TrustedCAsHash
 	}
 	b, _ := json.Marshal(struct {

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -53,6 +54,10 @@ type Options struct {
 	// NetworkPolicy lets reach the client port; empty when the operator does not know its pod.
 	OperatorNamespace string
 	OperatorPodLabels map[string]string
+	// TLSSwitchGrace is how long every member's client port serves both http:// and https:// while
+	// spec.tls.client.enabled is switched for a running cluster, for clients to move to the new
+	// scheme (zero: model.DefaultTLSSwitchGrace, 2 minutes).
+	TLSSwitchGrace time.Duration
 }
 
 func (o Options) clusterDomain() string {
@@ -125,7 +130,13 @@ func PVCName(member string) string { return "data-" + member }
 // https://<member>.<cluster>-peer.<namespace>.svc.<domain>:2380 (http:// without peer TLS). Fully
 // qualified, so that it resolves the same way from every pod whatever its search path.
 func (o Options) PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.PeerTLS()), o.memberHost(c, member), PeerPort)
+	return o.PeerURLScheme(c, member, c.Spec.PeerTLS())
+}
+
+// PeerURLScheme is PeerURL with https:// when https is true, http:// otherwise, whatever the spec says:
+// the URL of a member whose peer port is being switched.
+func (o Options) PeerURLScheme(c *etcdv1alpha1.EtcdCluster, member string, https bool) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(https), o.memberHost(c, member), PeerPort)
 }
 
 // ClientURL is the URL a member advertises to clients (port 2379; https:// with client TLS).

@@ -66,19 +66,20 @@ func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
 
 // ownedArgs returns the flags the operator decides for member m.
 func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+	t := m.PodTLS(c)
 	return append([]string{
 		"/usr/local/bin/etcd",
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
-		"--listen-peer-urls=" + scheme(c.Spec.PeerTLS()) + "://0.0.0.0:2380",
-		"--listen-client-urls=" + scheme(c.Spec.ClientTLS()) + "://0.0.0.0:2379",
+		"--listen-peer-urls=" + scheme(t.PeerHTTPS) + "://0.0.0.0:2380",
+		"--listen-client-urls=" + t.clientURLs("0.0.0.0"),
 		"--listen-metrics-urls=http://0.0.0.0:2381", // the probes' port, plain HTTP on every cluster
-		"--advertise-client-urls=" + o.ClientURL(c, m.Name),
-		"--initial-advertise-peer-urls=" + o.PeerURL(c, m.Name),
+		"--advertise-client-urls=" + t.clientURLs(o.memberHost(c, m.Name)),
+		"--initial-advertise-peer-urls=" + o.PeerURLScheme(c, m.Name, t.PeerHTTPS),
 		"--initial-cluster=" + m.InitialCluster,
 		"--initial-cluster-state=" + m.InitialClusterState,
 		"--initial-cluster-token=" + clusterToken(c, m),
-	}, tlsArgs(c)...)
+	}, tlsArgs(c, t)...)
 }
 
 // BuildPod returns the pod of member m. The pod's hostname and subdomain give it the DNS name its peer
@@ -132,7 +133,7 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			ServiceAccountName:           tmpl.ServiceAccountName,
 			SecurityContext:              restrictedPod(),
 			Containers:                   []corev1.Container{o.etcdContainer(c, m, tmpl)},
-			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c)...),
+			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c, m.PodTLS(c))...),
 		},
 	}
 	if m.Restore != nil {
@@ -204,7 +205,7 @@ func (o Options) etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member, tmpl *etcd
 		StartupProbe:             metricsProbe(livez, 2, 150),
 		LivenessProbe:            metricsProbe(livez, 10, 6),
 		ReadinessProbe:           metricsProbe(readyz, 2, 3),
-		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}}, tlsMounts(c)...),
+		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}}, tlsMounts(c, m.PodTLS(c))...),
 		SecurityContext:          restrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

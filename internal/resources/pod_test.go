@@ -183,6 +183,48 @@ func TestEtcdArgsAndMountsWithTLS(t *testing.T) {
 	}
 }
 
+// TestPodTLSDuringSwitch: the states a switch of spec.tls passes through build pods that serve them,
+// and PodTLSOf reads each back from the pod; a client port serving both schemes listens and
+// advertises both on port 2379; a pod carrying the peer certificate while its peer port serves plain
+// text has the peer flags and mount (etcd dials peers that serve TLS with them).
+func TestPodTLSDuringSwitch(t *testing.T) {
+	c := cluster()
+	o := Options{}
+	for _, tt := range []PodTLS{
+		{ClientHTTP: true}, {ClientHTTPS: true}, {ClientHTTP: true, ClientHTTPS: true},
+		{ClientHTTP: true, PeerCertificates: true}, {ClientHTTP: true, ClientHTTPS: true, PeerCertificates: true, PeerHTTPS: true},
+		{ClientHTTPS: true, PeerCertificates: true, PeerHTTPS: true},
+	} {
+		pod := o.BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateExisting, InitialCluster: "x", TLS: &tt})
+		if got := PodTLSOf(pod); got != tt {
+			t.Errorf("PodTLSOf(pod built as %+v) = %+v", tt, got)
+		}
+	}
+	tt := PodTLS{ClientHTTP: true, ClientHTTPS: true, PeerCertificates: true}
+	pod := o.BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateExisting, InitialCluster: "x", TLS: &tt})
+	args := pod.Spec.Containers[0].Command
+	for _, w := range []string{
+		"--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379",
+		"--advertise-client-urls=http://demo-1.demo-peer.ns1.svc.cluster.local:2379,https://demo-1.demo-peer.ns1.svc.cluster.local:2379",
+		"--listen-peer-urls=http://0.0.0.0:2380",
+		"--initial-advertise-peer-urls=http://demo-1.demo-peer.ns1.svc.cluster.local:2380",
+		"--cert-file=/etc/etcd/tls/server/tls.crt",
+		"--client-cert-auth=true",
+		"--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+		"--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+	} {
+		if !slices.Contains(args, w) {
+			t.Errorf("args lack %q; got %q", w, args)
+		}
+	}
+	if len(pod.Spec.Volumes) != 3 {
+		t.Errorf("volumes %v, want data and both certificate Secrets", pod.Spec.Volumes)
+	}
+	if got := (Member{Name: "demo-1"}).PodTLS(c); got != (PodTLS{ClientHTTP: true}) {
+		t.Errorf("a member without TLS set serves as the spec says: %+v", got)
+	}
+}
+
 func TestCertificateNamesCoverMembersAndService(t *testing.T) {
 	c := cluster()
 	o := Options{ClusterDomain: "example.org"}

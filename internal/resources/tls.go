@@ -2,6 +2,7 @@ package resources
 
 import (
 	"net"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,18 +124,20 @@ func TLSSecret(c *etcdv1alpha1.EtcdCluster, name string, certPEM, keyPEM, caPEM 
 	return s
 }
 
-// tlsArgs are the etcd flags of the ports' TLS: the certificate files the member's Secrets are mounted
-// as, and client certificates required on each TLS port.
-func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
+// tlsArgs are the etcd flags of the ports' TLS a pod serves as t: the certificate files the member's
+// Secrets are mounted as, and client certificates required on each TLS port. The peer flags are there
+// whenever the pod carries the peer certificate, also while its peer port still serves plain text
+// during a switch (etcd ignores them for an http:// listener but dials peers that serve TLS with them).
+func tlsArgs(c *etcdv1alpha1.EtcdCluster, t PodTLS) []string {
 	var args []string
-	if c.Spec.ClientTLS() {
+	if t.ClientHTTPS {
 		args = append(args,
 			"--cert-file="+serverTLSDir+"/"+TLSCertKey,
 			"--key-file="+serverTLSDir+"/"+TLSKeyKey,
 			"--trusted-ca-file="+serverTLSDir+"/"+CAKey,
 			"--client-cert-auth=true")
 	}
-	if c.Spec.PeerTLS() {
+	if t.PeerCertificates {
 		args = append(args,
 			"--peer-cert-file="+peerTLSDir+"/"+TLSCertKey,
 			"--peer-key-file="+peerTLSDir+"/"+TLSKeyKey,
@@ -163,13 +166,13 @@ func skipPeerSANFlag(c *etcdv1alpha1.EtcdCluster) string {
 // container mounts it.
 type tlsListener struct{ volume, secret, dir string }
 
-// tlsListeners are the tlsListener of each port of cluster c that serves TLS.
-func tlsListeners(c *etcdv1alpha1.EtcdCluster) []tlsListener {
+// tlsListeners are the tlsListener of each port of cluster c whose certificate a pod serving as t carries.
+func tlsListeners(c *etcdv1alpha1.EtcdCluster, t PodTLS) []tlsListener {
 	var l []tlsListener
-	if c.Spec.ClientTLS() {
+	if t.ClientHTTPS {
 		l = append(l, tlsListener{"server-tls", ServerTLSSecretName(c), serverTLSDir})
 	}
-	if c.Spec.PeerTLS() {
+	if t.PeerCertificates {
 		l = append(l, tlsListener{"peer-tls", PeerTLSSecretName(c), peerTLSDir})
 	}
 	return l
@@ -178,9 +181,9 @@ func tlsListeners(c *etcdv1alpha1.EtcdCluster) []tlsListener {
 // tlsSecretVolumes are the volumes of the ports' TLS Secrets. Whole Secrets are mounted (not subPaths),
 // so that the kubelet updates the files when a certificate is renewed; etcd reads its certificate and
 // key again for every new connection.
-func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster) []corev1.Volume {
+func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster, t PodTLS) []corev1.Volume {
 	var vols []corev1.Volume
-	for _, l := range tlsListeners(c) {
+	for _, l := range tlsListeners(c, t) {
 		vols = append(vols, corev1.Volume{Name: l.volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: l.secret, DefaultMode: ptr.To[int32](0o440),
 		}}})
@@ -189,34 +192,82 @@ func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster) []corev1.Volume {
 }
 
 // tlsMounts are the etcd container's read-only mounts of tlsSecretVolumes.
-func tlsMounts(c *etcdv1alpha1.EtcdCluster) []corev1.VolumeMount {
+func tlsMounts(c *etcdv1alpha1.EtcdCluster, t PodTLS) []corev1.VolumeMount {
 	var mounts []corev1.VolumeMount
-	for _, l := range tlsListeners(c) {
+	for _, l := range tlsListeners(c, t) {
 		mounts = append(mounts, corev1.VolumeMount{Name: l.volume, MountPath: l.dir, ReadOnly: true})
 	}
 	return mounts
 }
 
-// ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port, as
-// its command line says: the member's truth, whatever the spec says now.
-func ServesClientTLS(p *corev1.Pod) bool { return hasArg(p, "--listen-client-urls=https://") }
+// PodTLS is how a member pod serves TLS: the URL schemes of its client port (both while spec.tls.client
+// is being switched, so that clients move from one to the other without a failed request), whether it
+// carries the peer certificate (then it can dial peers whose peer port serves TLS), and whether its own
+// peer port serves TLS (etcd opens one listener per peer URL, so a peer port serves one scheme: it
+// follows the member's peer URL in etcd's member list). SpecTLS is the steady state of a spec;
+// model.Cluster.DesiredTLS gives the states a switch passes through.
+type PodTLS struct {
+	ClientHTTP, ClientHTTPS     bool
+	PeerCertificates, PeerHTTPS bool
+}
 
-// ServesPeerTLS reports whether the etcd container of member pod p serves TLS on its peer port.
-func ServesPeerTLS(p *corev1.Pod) bool { return hasArg(p, "--listen-peer-urls=https://") }
+// SpecTLS is how the member pods of cluster c serve TLS once no switch of spec.tls is under way.
+func SpecTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
+	return PodTLS{ClientHTTP: !c.Spec.ClientTLS(), ClientHTTPS: c.Spec.ClientTLS(),
+		PeerCertificates: c.Spec.PeerTLS(), PeerHTTPS: c.Spec.PeerTLS()}
+}
 
-// hasArg reports whether the etcd container of pod p has an argument that starts with prefix.
-func hasArg(p *corev1.Pod, prefix string) bool {
+// PodTLSOf is how member pod p serves TLS, as the etcd command line it runs says: the member's truth,
+// whatever the spec says now.
+func PodTLSOf(p *corev1.Pod) PodTLS {
+	var t PodTLS
+	for _, u := range strings.Split(flagValue(p, "--listen-client-urls="), ",") {
+		t.ClientHTTP = t.ClientHTTP || strings.HasPrefix(u, "http://")
+		t.ClientHTTPS = t.ClientHTTPS || strings.HasPrefix(u, "https://")
+	}
+	t.PeerCertificates = flagValue(p, "--peer-cert-file=") != ""
+	t.PeerHTTPS = strings.HasPrefix(flagValue(p, "--listen-peer-urls="), "https://")
+	return t
+}
+
+// ClientSchemes are the URL schemes a client port serving as t serves, http first.
+func (t PodTLS) ClientSchemes() []string {
+	var s []string
+	if t.ClientHTTP {
+		s = append(s, "http")
+	}
+	if t.ClientHTTPS {
+		s = append(s, "https")
+	}
+	return s
+}
+
+// clientURLs joins the URL of host:2379 in each scheme t's client port serves.
+func (t PodTLS) clientURLs(host string) string {
+	var urls []string
+	for _, s := range t.ClientSchemes() {
+		urls = append(urls, s+"://"+net.JoinHostPort(host, strconv.Itoa(ClientPort)))
+	}
+	return strings.Join(urls, ",")
+}
+
+// ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port.
+func ServesClientTLS(p *corev1.Pod) bool { return PodTLSOf(p).ClientHTTPS }
+
+// flagValue returns the value of the first argument of the etcd container of pod p that starts with
+// prefix ("--name="), "" when there is none.
+func flagValue(p *corev1.Pod, prefix string) string {
 	for _, ctr := range p.Spec.Containers {
 		if ctr.Name != EtcdContainer {
 			continue
 		}
 		for _, a := range ctr.Command {
-			if strings.HasPrefix(a, prefix) {
-				return true
+			if v, ok := strings.CutPrefix(a, prefix); ok {
+				return v
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // RootSecretSuffix ends the name of the Secret the operator creates for the root password of a cluster

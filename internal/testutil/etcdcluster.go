@@ -148,3 +148,10 @@ func WithTLS(client, peer bool) ClusterOption {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: client}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: peer}}
 	}
 }
+
+// PlainTextMemberSpec returns the spec of a member pod whose etcd container serves both ports in plain
+// text (as a member of a cluster without spec.tls does), with args appended to its command.
+func PlainTextMemberSpec(args ...string) corev1.PodSpec {
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Command: append([]string{"/usr/local/bin/etcd",
+		"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379"}, args...)}}}
+}

@@ -51,7 +51,7 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	case mem.Learner() && !mem.Started() && mem.HasPod() &&
 		mem.PodFlag("initial-cluster") != model.JoinInitialCluster(opts, c.Object, c.Etcd.Members):
 		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
-	case mem.Learner() && !mem.Started() && mem.HasPod() && mem.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] != opts.SpecHash(c.Object):
+	case mem.Learner() && !mem.Started() && mem.HasPod() && !c.PodCurrent(mem, opts.SpecHash(c.Object)):
 		return "RestartingLearner", "a learner that has not started, built from an older spec"
 	case RecreateDue(c, mem):
 		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())

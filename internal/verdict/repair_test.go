@@ -246,8 +246,8 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 	}
 	current := model.JoinInitialCluster(opts, c, members)
 	learnerPod := func(initial, hash string) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2", Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: hash}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "etcd", Command: []string{"/usr/local/bin/etcd", "--name=l-2", "--initial-cluster=" + initial}}}}}
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2", Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: hash}},
+			Spec: testutil.PlainTextMemberSpec("--name=l-2", "--initial-cluster="+initial)}
 	}
 	hash := opts.SpecHash(c)
 	for _, tc := range []struct {

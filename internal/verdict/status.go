@@ -342,11 +342,12 @@ func rolloutStep(p *Step) bool {
 	return false
 }
 
-// outdatedPods counts the member pods built from an older spec than the current one.
+// outdatedPods counts the member pods built from an older spec than the current one, or that serve TLS
+// otherwise than they are to now (model.Cluster.PodCurrent).
 func outdatedPods(s *scope, opts resources.Options) int {
 	hash, n := opts.SpecHash(s.cluster), 0
 	for _, m := range s.m.Pods() {
-		if m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] != hash {
+		if !s.m.PodCurrent(m, hash) {
 			n++
 		}
 	}

@@ -31,7 +31,7 @@ func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uin
 	in := model.Input{Cluster: c}
 	for _, name := range []string{"s-0", "s-1", "s-2"} {
 		in.Pods = append(in.Pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: resources.Options{}.SpecHash(c)}}})
+			Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: resources.Options{}.SpecHash(c)}}, Spec: testutil.PlainTextMemberSpec()})
 	}
 	if etcdUp {
 		obs := &model.Etcd{ClusterID: 0xabc, Leader: leader, Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}

@@ -70,7 +70,10 @@ type Report struct {
 	// Backup is what the backup phase observed (status.lastBackup, BackupFailing).
 	Backup *BackupObservation
 	// TLS is what the cluster's certificates are (status.tls, CertificatesExpiring); nil without TLS.
-	TLS *TLSObservation
+	// NoTLS is true when the pass found that neither the spec nor any member pod uses TLS (status.tls
+	// and CertificatesExpiring go).
+	TLS   *TLSObservation
+	NoTLS bool
 	// Auth is what the pass found of etcd authentication (status.auth); nil without spec.auth.
 	Auth *AuthObservation
 }

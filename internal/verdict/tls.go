@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
-	"github.com/etcdkit/etcd-operator/internal/model"
-	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
@@ -49,13 +48,19 @@ func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
 }
 
 // applyTLSStatus sets status.tls and the CertificatesExpiring condition from what the pass observed of
-// the certificates; nothing when it did not look (the status keeps what it said).
+// the certificates, and removes both once no port uses TLS any more (TLS switched off); nothing when it
+// did not look (the status keeps what it said).
 func applyTLSStatus(s *scope) {
+	st := &s.cluster.Status
+	if s.report.NoTLS {
+		st.TLS = nil
+		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionCertificatesExpiring)
+		return
+	}
 	o := s.report.TLS
 	if o == nil {
 		return
 	}
-	st := &s.cluster.Status
 	st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
 		NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt), TrustedCAsHash: o.TrustedCAsHash}
 	if o.Rotation != "" {
@@ -88,9 +93,8 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 
 // SpecProblems returns what in cluster c's spec the admission webhook would have refused but got in
 // anyway (the webhook was not installed or was bypassed), one problem each: a version the members
-// cannot move to from what they run, extraArgs etcd must not get (v1alpha1.ValidateExtraArgs), a
-// spec.tls the member pods of m do not serve (TLSMismatch).
-func SpecProblems(c *etcdv1alpha1.EtcdCluster, m *model.Cluster) []string {
+// cannot move to from what they run, extraArgs etcd must not get (v1alpha1.ValidateExtraArgs).
+func SpecProblems(c *etcdv1alpha1.EtcdCluster) []string {
 	var problems []string
 	if cur := c.Status.CurrentVersion; cur != "" {
 		if err := version.CheckUpgrade(cur, c.Spec.VersionOrDefault()); err != nil {
@@ -100,33 +104,7 @@ func SpecProblems(c *etcdv1alpha1.EtcdCluster, m *model.Cluster) []string {
 	if c.Spec.Options != nil {
 		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
 	}
-	return append(problems, TLSMismatch(c, m)...)
-}
-
-// TLSMismatch returns one problem per member pod whose ports serve TLS otherwise than cluster c's
-// spec.tls says: the spec was changed around admission (webhooks off), and acting on it would start
-// members that cannot reach their peers or clients that cannot reach the members.
-func TLSMismatch(c *etcdv1alpha1.EtcdCluster, m *model.Cluster) []string {
-	var problems []string
-	for _, mem := range m.Pods() {
-		for _, port := range []struct {
-			name        string
-			spec, serve bool
-		}{{"client", c.Spec.ClientTLS(), resources.ServesClientTLS(mem.Pod)}, {"peer", c.Spec.PeerTLS(), resources.ServesPeerTLS(mem.Pod)}} {
-			if port.spec != port.serve {
-				problems = append(problems, fmt.Sprintf("spec.tls.%s.enabled is %v but member %s serves its %s port %s: "+
-					"TLS cannot be switched for a running cluster; set it back", port.name, port.spec, mem.Name, port.name, tlsWord(port.serve)))
-			}
-		}
-	}
 	return problems
-}
-
-func tlsWord(tls bool) string {
-	if tls {
-		return "with TLS"
-	}
-	return "in plain text"
 }
 
 func timeOrNil(t time.Time) *metav1.Time {

@@ -12,6 +12,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func TestCertificatesExpiring(t *testing.T) {
@@ -58,20 +59,42 @@ func TestTLSStatusApplied(t *testing.T) {
 	}
 }
 
-func TestTLSMismatch(t *testing.T) {
+// TestTLSStatusClearedWhenTLSIsOff: once neither the spec nor any member pod uses TLS (switched off),
+// status.tls and the CertificatesExpiring condition go.
+func TestTLSStatusClearedWhenTLSIsOff(t *testing.T) {
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	c := &etcdv1alpha1.EtcdCluster{}
-	c.Name, c.Namespace, c.UID = "demo", "ns", "uid-1"
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
-	o := resources.Options{}
-	pod := o.BuildPod(c, resources.Member{Name: "demo-0", InitialClusterState: resources.StateNew, InitialCluster: "x"})
-	m := model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{*pod}})
-	if got := TLSMismatch(c, m); len(got) != 0 {
-		t.Fatalf("members built from the spec: %v", got)
+	applyTLSStatus(&scope{cluster: c, report: &Report{TLS: &TLSObservation{At: at, CANotAfter: at.Add(10 * 365 * 24 * time.Hour)}}})
+	if c.Status.TLS == nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) == nil {
+		t.Fatalf("status.tls %+v, conditions %+v; want both set", c.Status.TLS, c.Status.Conditions)
 	}
-	plain := c.DeepCopy()
-	plain.Spec.TLS = nil // switched off around admission
-	got := TLSMismatch(plain, m)
-	if len(got) != 2 || !strings.Contains(got[0], "spec.tls.client.enabled is false but member demo-0 serves its client port with TLS") {
-		t.Errorf("spec.tls removed under TLS members: %v; want both ports named", got)
+	applyTLSStatus(&scope{cluster: c, report: &Report{NoTLS: true}})
+	if c.Status.TLS != nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) != nil {
+		t.Errorf("status.tls %+v, conditions %+v; want both gone", c.Status.TLS, c.Status.Conditions)
+	}
+}
+
+// TestClientTLSGrace: while every member serves both schemes within the grace period, the pass says
+// until when and what clients must do, and looks again when it ends; nil otherwise.
+func TestClientTLSGrace(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	both := resources.PodTLS{ClientHTTP: true, ClientHTTPS: true}
+	build := func(clientTLS bool, created time.Time) *model.Cluster {
+		c := testutil.EtcdCluster("g", testutil.WithTLS(clientTLS, false))
+		p := resources.Options{}.BuildPod(c, resources.Member{Name: "g-0", InitialClusterState: resources.StateNew, TLS: &both})
+		p.CreationTimestamp = metav1.NewTime(created)
+		return model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{*p}, Now: now})
+	}
+	st := ClientTLSGrace(build(true, now.Add(-30*time.Second)))
+	if st == nil || st.Reason != etcdv1alpha1.ReasonSwitchingTLS || st.After != 90*time.Second ||
+		!strings.Contains(st.Message, "from 2026-12-02T12:01:30Z on only https://") || !strings.Contains(st.Message, "client certificate (Secret g-client-tls)") {
+		t.Errorf("switching on, 30 s into the grace period: %+v", st)
+	}
+	st = ClientTLSGrace(build(false, now.Add(-30*time.Second)))
+	if st == nil || !strings.Contains(st.Message, "only http://: move clients to http://") || strings.Contains(st.Message, "certificate") {
+		t.Errorf("switching off: %+v", st)
+	}
+	if st := ClientTLSGrace(build(true, now.Add(-time.Hour))); st != nil {
+		t.Errorf("past the grace period: %+v, want nil", st)
 	}
 }

@@ -39,6 +39,12 @@ const (
 	warnNoDest     = "spec.recovery.restoreOnQuorumLoss is set but spec.backup.destination is not: after a quorum loss the members that kept their data cannot be copied, and the cluster is not recreated while one of them holds data; set spec.backup.destination"
 )
 
+// warnTLSSwitch are the warnings of switching TLS on or off for a running cluster, by port.
+var warnTLSSwitch = map[string]string{
+	"client": "turning TLS %s for the client port: every member serves both http:// and https:// on port 2379 for a grace period (2 minutes by default; the Progressing condition says until when), then only the new scheme: move clients over within it",
+	"peer":   "turning TLS %s for the peer port updates each member's peer URL and restarts every member up to three times, one at a time",
+}
+
 // restoreWarnings returns the warnings of turning spec.recovery.restoreOnQuorumLoss on (old nil: on
 // create), or of a schedule or the backup destination going away while it is on.
 func restoreWarnings(old, s *etcdv1alpha1.EtcdClusterSpec) admission.Warnings {
@@ -119,7 +125,6 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	errs = append(errs, validateQuotaFits(o, s)...)
 	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
 	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
-	errs = append(errs, validateTLSChange(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
 
@@ -136,6 +141,8 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if !equality.Semantic.DeepEqual(o.Options, s.Options) {
 		rolled = append(rolled, "spec.options")
 	}
+	tlsRolled, tlsWarnings := tlsSwitches(o, s)
+	rolled, warnings = append(rolled, tlsRolled...), append(warnings, tlsWarnings...)
 	if len(rolled) > 0 {
 		warnings = append(warnings, fmt.Sprintf(warnRoll, strings.Join(rolled, ", ")))
 		errs = append(errs, validateOnlyCopy(o, s, rolled)...)
@@ -459,22 +466,19 @@ func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
 	return s.RetainPolicy
 }
 
-// validateTLSChange refuses switching TLS on or off on a port of a cluster that exists: its members
-// would have to change their URLs one at a time, which the operator does not do yet.
-func validateTLSChange(o, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
-	var errs field.ErrorList
+// tlsSwitches returns the spec.tls fields that switch a port's TLS on or off from o to s, which roll
+// the members, and a warning for each that says what the switch does.
+func tlsSwitches(o, s *etcdv1alpha1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
 	for _, p := range []struct {
 		name     string
 		old, new bool
 	}{{"client", o.ClientTLS(), s.ClientTLS()}, {"peer", o.PeerTLS(), s.PeerTLS()}} {
 		if p.old != p.new {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "tls", p.name, "enabled"), p.new,
-				fmt.Sprintf("TLS on the %s port cannot be switched %s for a cluster that exists (it is %s): "+
-					"create a new cluster with the spec.tls you want from a backup of this one (spec.bootstrap.restore)",
-					p.name, onOff(p.new), onOff(p.old))))
+			rolled = append(rolled, "spec.tls."+p.name+".enabled")
+			warnings = append(warnings, fmt.Sprintf(warnTLSSwitch[p.name], onOff(p.new)))
 		}
 	}
-	return errs
+	return rolled, warnings
 }
 
 func onOff(b bool) string {

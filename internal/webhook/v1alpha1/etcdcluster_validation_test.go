@@ -292,6 +292,17 @@ func TestValidateUpdate(t *testing.T) {
 		{"1-member on a claim: the data survives the restart", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.15")),
 			cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
 
+		// TLS switched for a running cluster: admitted, with what it does.
+		{"client TLS turned on", cluster(testutil.WithTLS(false, true)), cluster(testutil.WithTLS(true, true)), nil,
+			[]string{"turning TLS on for the client port: every member serves both http:// and https://", "changing spec.tls.client.enabled " + roll}},
+		{"peer TLS turned off", cluster(testutil.WithTLS(true, true)), cluster(testutil.WithTLS(true, false)), nil,
+			[]string{"turning TLS off for the peer port updates each member's peer URL", "changing spec.tls.peer.enabled " + roll}},
+		{"both turned on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true)), nil,
+			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
+		{"1-member emptyDir: a TLS switch would delete the only copy", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithTLS(false, false)),
+			cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), testutil.WithTLS(true, false)),
+			[]problem{{"spec", "changing spec.tls.client.enabled restarts the only member of this 1-member emptyDir cluster"}}, nil},
+
 		// Storage (C11).
 		{"grow storage", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("2Gi")), nil, nil},
 		{"same size written differently", cluster(testutil.WithStorageSize("1Gi")), cluster(testutil.WithStorageSize("1024Mi")), nil, nil},

@@ -1,0 +1,135 @@
+package model
+
+import (
+	"strings"
+	"time"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// The states of a switch of spec.tls for a running cluster, as DesiredTLS gives them, member by member
+// so that no member loses its peers and no client request fails beyond a retry:
+//
+//   - Client port: every member serves both http:// and https:// (etcd serves both schemes on one port
+//     when --listen-client-urls names both), then, once every member has for the grace period
+//     (resources.Options.TLSSwitchGrace, for clients to move), only the scheme the spec asks for.
+//   - Peer port, switched on: every member first carries the peer certificate while its peer port still
+//     serves plain text, so that it can dial peers that serve TLS; then, one member at a time, its peer
+//     URL in etcd's member list becomes https:// and its pod is restarted to serve TLS on it.
+//   - Peer port, switched off: the same the other way round, and the members drop the peer certificate
+//     once no peer URL is https:// any more.
+//
+// A member's peer port always serves the scheme of its peer URL in etcd's member list, the URL its
+// peers dial, so that a pod recreated at any point of a switch reaches its peers.
+
+// RecordedPeerHTTPS reports whether member name's peer URL is https://, as etcd lists it or, when etcd
+// did not answer, as the status last recorded it; ok is false when neither knows the member (or the
+// URL).
+func (c *Cluster) RecordedPeerHTTPS(name string) (https, ok bool) {
+	var u string
+	if m := c.Member(name); m != nil && m.Etcd != nil && len(m.Etcd.PeerURLs) > 0 {
+		u = m.Etcd.PeerURLs[0]
+	} else if c.Etcd == nil {
+		for _, ms := range c.Object.Status.Members {
+			if ms.Name == name {
+				u = ms.PeerURL
+			}
+		}
+	}
+	if u == "" {
+		return false, false
+	}
+	return strings.HasPrefix(u, "https://"), true
+}
+
+// recordedPeers returns how many members have a known peer URL, and how many of those are https://.
+func (c *Cluster) recordedPeers() (known, https int) {
+	names := map[string]bool{}
+	for _, m := range c.Members {
+		names[m.Name] = true
+	}
+	for _, ms := range c.Object.Status.Members {
+		names[ms.Name] = true
+	}
+	for name := range names {
+		if h, ok := c.RecordedPeerHTTPS(name); ok {
+			known++
+			if h {
+				https++
+			}
+		}
+	}
+	return known, https
+}
+
+// NewMemberPeerHTTPS reports whether a member added now gets an https:// peer URL: when the spec asks
+// for peer TLS and every member's peer URL already is https:// (a member added during a switch joins
+// with plain text, which every member can dial, and is switched with the others).
+func (c *Cluster) NewMemberPeerHTTPS() bool {
+	known, https := c.recordedPeers()
+	return c.Object.Spec.PeerTLS() && known == https
+}
+
+// DesiredTLS returns how member name's pod is to serve TLS now (see the states above): the client port
+// as ClientTLS says, the peer certificate while the spec asks for peer TLS or any peer URL is still
+// https://, and the peer port in the scheme of the member's peer URL (NewMemberPeerHTTPS for a member
+// etcd does not list).
+func (c *Cluster) DesiredTLS(name string) resources.PodTLS {
+	t := resources.SpecTLS(c.Object)
+	t.ClientHTTP, t.ClientHTTPS, _ = c.ClientTLS()
+	_, https := c.recordedPeers()
+	t.PeerCertificates = t.PeerCertificates || https > 0
+	var ok bool
+	if t.PeerHTTPS, ok = c.RecordedPeerHTTPS(name); !ok {
+		t.PeerHTTPS = c.NewMemberPeerHTTPS()
+	}
+	return t
+}
+
+// DefaultTLSSwitchGrace is the grace period of a client port switch when the options give none.
+const DefaultTLSSwitchGrace = 2 * time.Minute
+
+// ClientTLS returns the schemes the members' client port is to serve now: both while any member pod
+// still serves only the scheme the spec no longer asks for, and while every member serves both but
+// for less than the grace period (then graceEnds says until when, counted from the newest pod); the
+// spec's scheme otherwise, also once any member serves only it (the switch's last stage is under way).
+func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
+	target := c.Object.Spec.ClientTLS()
+	var old, both, done int
+	var newest time.Time
+	for _, m := range c.Pods() {
+		if !m.HasPod() {
+			continue
+		}
+		switch t := resources.PodTLSOf(m.Pod); {
+		case t.ClientHTTP && t.ClientHTTPS:
+			both++
+			if created := m.Pod.CreationTimestamp.Time; created.After(newest) {
+				newest = created
+			}
+		case t.ClientHTTPS == target && t.ClientHTTP == !target:
+			done++
+		default:
+			old++
+		}
+	}
+	grace := c.Options.TLSSwitchGrace
+	if grace == 0 {
+		grace = DefaultTLSSwitchGrace
+	}
+	switch {
+	case old > 0:
+		return true, true, time.Time{}
+	case both > 0 && done == 0 && c.Now.Before(newest.Add(grace)):
+		return true, true, newest.Add(grace)
+	}
+	return !target, target, time.Time{}
+}
+
+// PodCurrent reports whether member m's pod was built from the current spec (its spec hash annotation
+// is hash, resources.Options.SpecHash) and serves TLS as DesiredTLS says.
+func (c *Cluster) PodCurrent(m *Member, hash string) bool {
+	return m.Pod != nil && m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash &&
+		resources.PodTLSOf(m.Pod) == c.DesiredTLS(m.Name)
+}
