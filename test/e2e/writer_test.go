@@ -17,11 +17,12 @@ import (
 // writer puts keys w/<n> one after another through the client Service for as long as a disruptive
 // step runs, and remembers every write etcd acknowledged.
 type writer struct {
-	cli    *clientv3.Client
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// cli is the client the next write goes through (switchTo replaces it).
+	cli    *clientv3.Client
 	acked  []string
 	failed int
 	// errs counts the failed writes by error message, to say why writes failed.
@@ -42,8 +43,11 @@ func startWriter(t testing.TB, endpoint string) *writer {
 		last := time.Now()
 		for n := 0; ctx.Err() == nil; n++ {
 			key := fmt.Sprintf("w/%08d", n)
+			w.mu.Lock()
+			cli := w.cli
+			w.mu.Unlock()
 			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := w.cli.Put(rctx, key, key)
+			_, err := cli.Put(rctx, key, key)
 			rcancel()
 			w.mu.Lock()
 			if err == nil {
@@ -69,6 +73,16 @@ func startWriter(t testing.TB, endpoint string) *writer {
 		return nil
 	})
 	return w
+}
+
+// switchTo makes the writes after the one under way go through endpoint, as a client that is
+// reconfigured (a new URL scheme, a certificate) and reconnects does.
+func (w *writer) switchTo(t testing.TB, endpoint string) {
+	t.Helper()
+	cli := etcdClient(t, endpoint)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cli = cli
 }
 
 // firstWriteTimeout bounds how long a new client Service may take to carry its first write.
