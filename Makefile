@@ -29,7 +29,7 @@ TEST_LOCK      := /tmp/etcd-operator-make-test.lock
 
 test: envtest s3-server ## Run the unit and integration tests (real kube-apiserver, etcd and S3 server; builds them once per machine).
 	@flock -n $(TEST_LOCK) true || echo "another make test runs on this machine (its etcd members use the same loopback addresses): waiting for it to finish"
-	flock -o $(TEST_LOCK) env KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 $(TEST_PKGS)
+	flock -o $(TEST_LOCK) env KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 -timeout 20m $(TEST_PKGS)
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (brought up if needed).

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"strings"
 	"time"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -24,8 +23,9 @@ import (
 // peers dial, so that a pod recreated at any point of a switch reaches its peers.
 
 // RecordedPeerHTTPS reports whether member name's peer URL is https://, as etcd lists it or, when etcd
-// did not answer, as the status last recorded it; ok is false when neither knows the member (or the
-// URL).
+// did not answer, as the status last recorded it; ok is false when neither knows the member, or the URL
+// is not one the operator gives (resources.Options.PeerURLScheme): its scheme is not the operator's to
+// switch.
 func (c *Cluster) RecordedPeerHTTPS(name string) (https, ok bool) {
 	var u string
 	if m := c.Member(name); m != nil && m.Etcd != nil && len(m.Etcd.PeerURLs) > 0 {
@@ -37,10 +37,13 @@ func (c *Cluster) RecordedPeerHTTPS(name string) (https, ok bool) {
 			}
 		}
 	}
-	if u == "" {
-		return false, false
+	switch u {
+	case c.Options.PeerURLScheme(c.Object, name, true):
+		return true, true
+	case c.Options.PeerURLScheme(c.Object, name, false):
+		return false, true
 	}
-	return strings.HasPrefix(u, "https://"), true
+	return false, false
 }
 
 // recordedPeers returns how many members have a known peer URL, and how many of those are https://.

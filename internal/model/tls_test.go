@@ -129,6 +129,14 @@ func TestDesiredPeerTLS(t *testing.T) {
 		})
 	}
 
+	// a peer URL the operator did not give (a member started by hand at an address) is not switched: the
+	// spec says how its pod serves
+	foreign := Build(Input{Cluster: on, Etcd: &Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{},
+		Members: []etcd.Member{{ID: 1, Name: "p-0", PeerURLs: []string{"http://127.0.0.1:2380"}}}}})
+	if _, known := foreign.RecordedPeerHTTPS("p-0"); known || !foreign.DesiredTLS("p-0").PeerHTTPS || !foreign.PeerSwitch().Members[0].UpToDate {
+		t.Errorf("a foreign peer URL: DesiredTLS %+v, switch view %+v; want the spec's TLS and nothing to switch", foreign.DesiredTLS("p-0"), foreign.PeerSwitch().Members)
+	}
+
 	// etcd did not answer: the status's peer URLs say
 	c := on.DeepCopy()
 	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "p-0", PeerURL: opts.PeerURLScheme(c, "p-0", true)}, {Name: "p-1", PeerURL: opts.PeerURLScheme(c, "p-1", false)}}

@@ -50,7 +50,8 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 }
 
 // PeerSwitch is the view of a switch of the peer port for the rollout planner: a member is up to date
-// when its peer URL in etcd's member list has the scheme the spec asks for. The planner's step to
+// when its peer URL in etcd's member list has the scheme the spec asks for (or is not one the operator
+// gives, RecordedPeerHTTPS). The planner's step to
 // restart a member becomes, for the switch, the update of its peer URL (see DesiredTLS).
 func (c *Cluster) PeerSwitch() rollout.State {
 	st := rollout.State{}
@@ -58,10 +59,10 @@ func (c *Cluster) PeerSwitch() rollout.State {
 		st.Leader = c.Etcd.Leader
 	}
 	for _, m := range c.Listed() {
-		https, _ := c.RecordedPeerHTTPS(m.Name)
+		https, known := c.RecordedPeerHTTPS(m.Name)
 		st.Members = append(st.Members, rollout.Member{
 			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
-			UpToDate: https == c.Object.Spec.PeerTLS(),
+			UpToDate: !known || https == c.Object.Spec.PeerTLS(),
 		})
 	}
 	return st
