@@ -79,6 +79,8 @@ const (
 	ReasonCertificatesCurrent = "CertificatesCurrent"
 	// ReasonCALost: the cluster's CA Secret is gone while certificates it issued are in use.
 	ReasonCALost = "CertificateAuthorityLost"
+	// ReasonTLSSecretUnusable: a Secret of spec.tls.secrets is missing or cannot serve the cluster.
+	ReasonTLSSecretUnusable = "TLSSecretUnusable"
 	// ReasonRotatingCA: the cluster's CA is being rotated (status.tls.caRotation says how far).
 	ReasonRotatingCA = "RotatingCA"
 	// ReasonSwitchingTLS: spec.tls is being switched on or off for the running cluster, member by member.

@@ -179,7 +179,46 @@ type TLSSpec struct {
 	//
 	// +optional
 	Peer *TLSListenerSpec `json:"peer,omitempty"`
+
+	// Secrets, when set, name Secrets you keep, by hand or with cert-manager, that hold the members'
+	// certificates: the operator then creates no CA and issues, renews and rotates no certificate; it
+	// checks the Secrets on every pass, mounts them and reloads them as they change. Each is of type
+	// kubernetes.io/tls with tls.crt, tls.key and ca.crt (the CA certificates to trust), in the cluster's
+	// namespace. See docs/security.md, "Certificates you keep", for the names and usages each needs.
+	//
+	// +optional
+	Secrets *TLSSecrets `json:"secrets,omitempty"`
 }
+
+// TLSSecrets name the Secrets of a cluster's certificates when you keep them yourself.
+type TLSSecrets struct {
+	// Server is the members' serving certificate of the client port (required with client TLS): every
+	// member's name and the client Service's, usable for server and client authentication (etcd's
+	// gateway presents it to its own member); its ca.crt holds the CAs whose client certificates the
+	// members accept.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server,omitempty"`
+
+	// Peer is the members' peer certificate (required with peer TLS): every member's name, usable for
+	// server and client authentication; its ca.crt holds the CAs of the peer certificates the members
+	// accept, so give the peer port a CA of its own.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Peer string `json:"peer,omitempty"`
+
+	// Client is a client certificate the members accept (required with client TLS), which the operator
+	// and backup Jobs present; its ca.crt must hold the CA of the server certificate.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Client string `json:"client,omitempty"`
+}
+
+// UserTLSSecrets reports whether the cluster's certificates are Secrets the user keeps (spec.tls.secrets).
+func (s *EtcdClusterSpec) UserTLSSecrets() bool { return s.TLS != nil && s.TLS.Secrets != nil }
 
 // TLSStatus is what a cluster's certificates are.
 type TLSStatus struct {
@@ -193,7 +232,8 @@ type TLSStatus struct {
 	// RenewAt is when the operator renews the first of them (a third of its life before it expires).
 	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 	// TrustedCAsHash is a short hash of the CA certificates the members trust, set once the CA has been
-	// rotated (empty before): a member pod started trusting other CAs is restarted, one at a time.
+	// rotated (empty before), or always with spec.tls.secrets (their ca.crt): a member pod started
+	// trusting other CAs is restarted, one at a time.
 	TrustedCAsHash string `json:"trustedCAsHash,omitempty"`
 	// CARotation is the rotation of the CA under way; absent when none is.
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`

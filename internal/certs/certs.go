@@ -47,6 +47,8 @@ func Blocked(err error) (reason string, blocked bool) {
 		return etcdv1alpha1.ReasonForeignObject, true
 	case errors.Is(err, ErrCALost):
 		return etcdv1alpha1.ReasonCALost, true
+	case errors.Is(err, ErrUnusableSecret):
+		return etcdv1alpha1.ReasonTLSSecretUnusable, true
 	}
 	return "", false
 }
@@ -98,6 +100,9 @@ type Result struct {
 	// and RotationStarted when it began.
 	TrustedCAsHash, Rotation string
 	RotationStarted          time.Time
+	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
+	// renews (then TrustedCAsHash hashes their ca.crt, and RenewAt is zero).
+	UserSecrets bool
 
 	// ca is the CA Secret as Ensure read it, which AdvanceRotation updates (only if unchanged since).
 	ca *caState
@@ -110,7 +115,8 @@ func (res Result) Observation(at time.Time) *verdict.TLSObservation {
 		return nil
 	}
 	return &verdict.TLSObservation{At: at, ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter,
-		RenewAt: res.RenewAt, TrustedCAsHash: res.TrustedCAsHash, Rotation: res.Rotation, RotationStarted: res.RotationStarted}
+		RenewAt: res.RenewAt, TrustedCAsHash: res.TrustedCAsHash, Rotation: res.Rotation, RotationStarted: res.RotationStarted,
+		UserSecrets: res.UserSecrets}
 }
 
 func (k *Keeper) now() time.Time {
@@ -152,6 +158,9 @@ func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 	if !ports.Client && !ports.Peer {
 		k.Forget(c.Namespace, c.Name)
 		return Result{}, nil
+	}
+	if c.Spec.UserTLSSecrets() {
+		return k.ensureUser(ctx, c, ports)
 	}
 	st, changed, err := k.ensureCA(ctx, c)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -315,4 +316,95 @@ func VerifyServer(roots *x509.CertPool, name string) func(tls.ConnectionState) e
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 		return err
 	}
+}
+
+// CheckUsable returns nil when certPEM (a leaf, then any intermediates) and keyPEM are a pair that
+// chains to a CA of rootsPEM, valid at now for every name of names (a wildcard name is checked with
+// one host it covers) and for the usages of req (Server, Client); otherwise what is wrong with it,
+// saying what to fix. It checks a certificate someone else issued (spec.tls.secrets), which the
+// operator does not renew: a certificate valid now is usable, however little life it has left.
+func CheckUsable(certPEM, keyPEM, rootsPEM []byte, req Request, now time.Time) (*x509.Certificate, error) {
+	chain, err := parseChain(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls.crt: %w", err)
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls.key: %w", err)
+	}
+	leaf := chain[0]
+	if !publicKeysEqual(leaf.PublicKey, key.Public()) {
+		return nil, errors.New("tls.key is not the key of tls.crt")
+	}
+	roots, err := Pool(rootsPEM)
+	if err != nil {
+		return nil, fmt.Errorf("ca.crt: %w", err)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	for _, usage := range req.extKeyUsage() {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
+			KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			return nil, fmt.Errorf("tls.crt is not valid for %s with the CAs of ca.crt at %s: %w", usageName(usage), now.UTC().Format(time.RFC3339), err)
+		}
+	}
+	for _, name := range req.DNSNames {
+		host := strings.Replace(name, "*", "member", 1)
+		if !strings.HasPrefix(name, "*") {
+			host = name
+		}
+		if err := leaf.VerifyHostname(host); err != nil {
+			return nil, fmt.Errorf("tls.crt does not name %s (its DNS names: %s)", name, strings.Join(leaf.DNSNames, ", "))
+		}
+	}
+	return leaf, nil
+}
+
+func usageName(u x509.ExtKeyUsage) string {
+	if u == x509.ExtKeyUsageServerAuth {
+		return "server authentication"
+	}
+	return "client authentication"
+}
+
+// parseChain reads every certificate of a PEM block list; the first is the leaf.
+func parseChain(certPEM []byte) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	for rest := certPEM; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse certificate: %w", err)
+		}
+		chain = append(chain, cert)
+	}
+	if len(chain) == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return chain, nil
+}
+
+// EarliestNotAfter returns when the first certificate of the PEM bundle expires (the zero time when it
+// holds none).
+func EarliestNotAfter(bundlePEM []byte) time.Time {
+	chain, err := parseChain(bundlePEM)
+	if err != nil {
+		return time.Time{}
+	}
+	first := chain[0].NotAfter
+	for _, c := range chain[1:] {
+		if c.NotAfter.Before(first) {
+			first = c.NotAfter
+		}
+	}
+	return first
 }

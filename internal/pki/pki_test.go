@@ -152,3 +152,52 @@ func TestVerifyServer(t *testing.T) {
 		t.Error("no certificate is accepted")
 	}
 }
+
+// TestCheckUsable: a certificate someone else issued is usable when it matches its key, chains to the
+// CAs given, names every name asked (a wildcard checked with one host it covers) and allows the
+// usages asked, at the time given; otherwise the error says which.
+func TestCheckUsable(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	ca, err := NewCA("users' CA", CAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA("another CA", CAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Request{DNSNames: []string{"*.demo-peer.ns.svc.cluster.local", "demo-client.ns.svc.cluster.local"}, Server: true, Client: true}
+	good := Request{DNSNames: []string{"*.demo-peer.ns.svc.cluster.local", "demo-client.ns.svc.cluster.local", "localhost"}, Server: true, Client: true}
+	certPEM, keyPEM, err := ca.Issue(good, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, err := CheckUsable(certPEM, keyPEM, ca.CertPEM, want, now); err != nil || cert == nil {
+		t.Fatalf("a certificate with every name and usage: %v", err)
+	}
+	_, otherKey, _ := ca.Issue(good, now)
+	serverOnly, serverOnlyKey, _ := ca.Issue(Request{DNSNames: good.DNSNames, Server: true}, now)
+	explicit, explicitKey, _ := ca.Issue(Request{DNSNames: []string{"demo-0.demo-peer.ns.svc.cluster.local", "demo-client.ns.svc.cluster.local"}, Server: true, Client: true}, now)
+	foreign, foreignKey, _ := other.Issue(good, now)
+	for _, tc := range []struct {
+		name            string
+		cert, key, root []byte
+		at              time.Time
+		want            string
+	}{
+		{"key of another certificate", certPEM, otherKey, ca.CertPEM, now, "tls.key is not the key of tls.crt"},
+		{"another CA", foreign, foreignKey, ca.CertPEM, now, "not valid for server authentication with the CAs of ca.crt"},
+		{"no client usage", serverOnly, serverOnlyKey, ca.CertPEM, now, "not valid for client authentication"},
+		{"members named one by one", explicit, explicitKey, ca.CertPEM, now, "does not name *.demo-peer.ns.svc.cluster.local"},
+		{"expired", certPEM, keyPEM, ca.CertPEM, now.Add(2 * LeafValidity), "not valid for server authentication"},
+		{"no CA", certPEM, keyPEM, nil, now, "ca.crt: no PEM certificate"},
+		{"no certificate", nil, keyPEM, ca.CertPEM, now, "tls.crt: no PEM certificate"},
+	} {
+		if _, err := CheckUsable(tc.cert, tc.key, tc.root, want, tc.at); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	if got := EarliestNotAfter(append(append([]byte{}, ca.CertPEM...), certPEM...)); !got.Equal(now.Add(LeafValidity)) {
+		t.Errorf("EarliestNotAfter = %v, want the leaf's %v", got, now.Add(LeafValidity))
+	}
+}

@@ -49,20 +49,25 @@ func (m Member) PodTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
 // the version selects, spec.podTemplate and spec.options) and, once the cluster's CA has been rotated,
 // of the CA certificates the members trust (status.tls.trustedCAsHash, while the spec asks for TLS:
-// etcd reads its trusted CA files only when it starts). A member pod whose etcd.etcdkit.dev/spec-hash
-// annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
+// etcd reads its trusted CA files only when it starts), and the names of the Secrets of spec.tls.secrets.
+// A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
 // defaults are not part of it, so that an operator upgrade does not restart etcd.
 func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
 	var trusted string
 	if c.Status.TLS != nil && c.Spec.AnyTLS() {
 		trusted = c.Status.TLS.TrustedCAsHash
 	}
+	var secrets *etcdv1alpha1.TLSSecrets
+	if c.Spec.UserTLSSecrets() {
+		secrets = c.Spec.TLS.Secrets
+	}
 	b, _ := json.Marshal(struct {
 		Image       string                    `json:"image"`
 		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
 		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
 		TrustedCAs  string                    `json:"trustedCAs,omitempty"`
-	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options, trusted})
+		TLSSecrets  *etcdv1alpha1.TLSSecrets  `json:"tlsSecrets,omitempty"`
+	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options, trusted, secrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:5])
 }

@@ -225,6 +225,38 @@ func TestPodTLSDuringSwitch(t *testing.T) {
 	}
 }
 
+// TestPodMountsUserTLSSecrets: with spec.tls.secrets the member pods and backup Jobs mount the user's
+// Secrets, and no peer common name is required (the user's peer CA identifies the members); renaming
+// a Secret changes the spec hash, so the members roll onto it.
+func TestPodMountsUserTLSSecrets(t *testing.T) {
+	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true},
+			Secrets: &etcdv1alpha1.TLSSecrets{Server: "etcd-server", Peer: "etcd-peer", Client: "etcd-client"}}
+	})
+	o := Options{}
+	pod := o.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: "x"})
+	secrets := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	if secrets["server-tls"] != "etcd-server" || secrets["peer-tls"] != "etcd-peer" || len(secrets) != 2 {
+		t.Errorf("secret volumes %v, want the user's server and peer Secrets", secrets)
+	}
+	if slices.ContainsFunc(pod.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--peer-cert-allowed-cn") }) {
+		t.Errorf("args %q require the operator's peer common name of the user's certificate", pod.Spec.Containers[0].Command)
+	}
+	if ClientTLSSecretName(c) != "etcd-client" {
+		t.Errorf("client Secret %s, want the user's", ClientTLSSecretName(c))
+	}
+	renamed := c.DeepCopy()
+	renamed.Spec.TLS.Secrets.Server = "etcd-server-2"
+	if o.SpecHash(renamed) == o.SpecHash(c) {
+		t.Error("renaming the server Secret keeps the spec hash: the members would not mount the new one")
+	}
+}
+
 func TestCertificateNamesCoverMembersAndService(t *testing.T) {
 	c := cluster()
 	o := Options{ClusterDomain: "example.org"}

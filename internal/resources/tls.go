@@ -45,11 +45,27 @@ const ClientCommonName = "etcd-client"
 // OperatorCommonName is the common name of the client certificate the operator uses itself.
 const OperatorCommonName = "etcd-operator"
 
-// CASecretName and the other three name the TLS Secrets of cluster c.
-func CASecretName(c *etcdv1alpha1.EtcdCluster) string        { return c.Name + CASecretSuffix }
-func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + ServerTLSSecretSuffix }
-func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string   { return c.Name + PeerTLSSecretSuffix }
-func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + ClientTLSSecretSuffix }
+// CASecretName and the other three name the TLS Secrets of cluster c: the operator's own, or those
+// spec.tls.secrets names (then there is no CA Secret).
+func CASecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + CASecretSuffix }
+func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.UserTLSSecrets() {
+		return c.Spec.TLS.Secrets.Server
+	}
+	return c.Name + ServerTLSSecretSuffix
+}
+func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.UserTLSSecrets() {
+		return c.Spec.TLS.Secrets.Peer
+	}
+	return c.Name + PeerTLSSecretSuffix
+}
+func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.UserTLSSecrets() {
+		return c.Spec.TLS.Secrets.Client
+	}
+	return c.Name + ClientTLSSecretSuffix
+}
 
 // scheme is "https" when tls is on, "http" otherwise.
 func scheme(tls bool) string {
@@ -89,6 +105,19 @@ func (o Options) ServerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
 		IPs:        []net.IP{net.IPv4(127, 0, 0, 1).To4(), net.IPv6loopback},
 		Server:     true, Client: true,
 	}
+}
+
+// UserCertRequests are what the certificates of spec.tls.secrets must be valid for (pki.CheckUsable,
+// which checks a wildcard name with one host it covers): the server certificate for every member's fully
+// qualified name and the client Service's, for server and client authentication (etcd's gateway
+// presents it to its own member); the peer certificate for every member's fully qualified name, for
+// both; the client certificate for client authentication.
+func (o Options) UserCertRequests(c *etcdv1alpha1.EtcdCluster) (server, peer, client pki.Request) {
+	members := o.memberWildcards(c)[0]
+	services := o.ClientServiceNames(c)
+	return pki.Request{DNSNames: []string{members, services[len(services)-1]}, Server: true, Client: true},
+		pki.Request{DNSNames: []string{members}, Server: true, Client: true},
+		pki.Request{Client: true}
 }
 
 // PeerCommonName is the common name of cluster c's peer certificate, the only one a member accepts on
@@ -143,12 +172,14 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster, t PodTLS) []string {
 			"--peer-key-file="+peerTLSDir+"/"+TLSKeyKey,
 			"--peer-trusted-ca-file="+peerTLSDir+"/"+CAKey,
 			"--peer-client-cert-auth=true",
-			"--peer-cert-allowed-cn="+PeerCommonName(c),
 			// etcd otherwise also requires a peer's address to be one its certificate's DNS names resolve
 			// to; the names are wildcards of the headless Service, which a new member's IP joins only once
 			// its endpoint is published, after it first dials its peers: it would exit and restart. The
-			// common name above is what identifies a member.
+			// common name below (or, with certificates the user keeps, the peer CA) identifies a member.
 			skipPeerSANFlag(c)+"=true")
+		if !c.Spec.UserTLSSecrets() {
+			args = append(args, "--peer-cert-allowed-cn="+PeerCommonName(c))
+		}
 	}
 	return args
 }

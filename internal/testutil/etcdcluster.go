@@ -155,3 +155,10 @@ func PlainTextMemberSpec(args ...string) corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Command: append([]string{"/usr/local/bin/etcd",
 		"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379"}, args...)}}}
 }
+
+// WithTLSSecrets sets spec.tls.secrets (spec.tls must be set first, WithTLS).
+func WithTLSSecrets(server, peer, client string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{Server: server, Peer: peer, Client: client}
+	}
+}

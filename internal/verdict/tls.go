@@ -32,6 +32,9 @@ type TLSObservation struct {
 	// RotationStarted.
 	TrustedCAsHash, Rotation string
 	RotationStarted          time.Time
+	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
+	// renews and rotates.
+	UserSecrets bool
 }
 
 // ApplyTrustedCAs sets status.tls.trustedCAsHash of cluster c from what a pass observed, at once: the
@@ -74,6 +77,14 @@ func applyTLSStatus(s *scope) {
 // CAExpiryWarning), with the condition's reason and a message that says when and what to do.
 func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 	switch {
+	case o.UserSecrets && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"A certificate of spec.tls.secrets expires at %s: renew it (the operator does not renew the Secrets you keep)",
+			o.NotAfter.UTC().Format(time.RFC3339))}
+	case o.UserSecrets && o.CANotAfter.Sub(o.At) < CAExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"A CA certificate in the ca.crt of spec.tls.secrets expires at %s: add its successor to ca.crt, then issue the certificates from it",
+			o.CANotAfter.UTC().Format(time.RFC3339))}
 	case !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate of the cluster expires at %s and was not renewed (due since %s): see the operator's events and logs for why",
@@ -87,6 +98,10 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 	msg := fmt.Sprintf("The CA expires at %s", o.CANotAfter.UTC().Format(time.RFC3339))
 	if !o.RenewAt.IsZero() {
 		msg += fmt.Sprintf("; the first certificate is renewed at %s", o.RenewAt.UTC().Format(time.RFC3339))
+	}
+	if o.UserSecrets {
+		msg = fmt.Sprintf("The first CA certificate of spec.tls.secrets expires at %s, the first certificate at %s (you renew them)",
+			o.CANotAfter.UTC().Format(time.RFC3339), o.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return false, [2]string{etcdv1alpha1.ReasonCertificatesCurrent, msg}
 }

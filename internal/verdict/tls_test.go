@@ -27,6 +27,11 @@ func TestCertificatesExpiring(t *testing.T) {
 		{"fresh", TLSObservation{At: at, CANotAfter: at.Add(10 * year), NotAfter: at.Add(year), RenewAt: at.Add(8 * 30 * 24 * time.Hour)}, false, "renewed at"},
 		{"leaf not renewed", TLSObservation{At: at, CANotAfter: at.Add(10 * year), NotAfter: at.Add(10 * 24 * time.Hour), RenewAt: at.Add(-100 * 24 * time.Hour)}, true, "was not renewed"},
 		{"CA within a year", TLSObservation{At: at, CANotAfter: at.Add(300 * 24 * time.Hour), NotAfter: at.Add(200 * 24 * time.Hour)}, true, "was not rotated"},
+		{"user's Secrets", TLSObservation{At: at, UserSecrets: true, CANotAfter: at.Add(10 * year), NotAfter: at.Add(90 * 24 * time.Hour)}, false, "(you renew them)"},
+		{"user's leaf within a month", TLSObservation{At: at, UserSecrets: true, CANotAfter: at.Add(10 * year), NotAfter: at.Add(20 * 24 * time.Hour)}, true,
+			"renew it (the operator does not renew the Secrets you keep)"},
+		{"user's CA within a year", TLSObservation{At: at, UserSecrets: true, CANotAfter: at.Add(200 * 24 * time.Hour), NotAfter: at.Add(90 * 24 * time.Hour)}, true,
+			"add its successor to ca.crt"},
 	} {
 		got, reason := CertificatesExpiring(&tc.o)
 		if got != tc.expiring || !strings.Contains(reason[1], tc.says) {

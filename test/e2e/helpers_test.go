@@ -152,12 +152,17 @@ func tlsFor(endpoint string) *tls.Config {
 }
 
 // clusterClientTLS is what a user of cluster namespace/name dials it with: the client certificate the
-// operator issued (Secret "<cluster>-client-tls"), and a check that the member's certificate is the
-// cluster CA's for the client Service's name. The tests dial pod and Service IPs, which no certificate
-// names, so the name is checked by VerifyConnection.
+// operator issued (Secret "<cluster>-client-tls", or the user's of spec.tls.secrets.client), and a
+// check that the member's certificate is the cluster CA's for the client Service's name. The tests dial
+// pod and Service IPs, which no certificate names, so the name is checked by VerifyConnection.
 func clusterClientTLS(ctx context.Context, namespace, name string) (*tls.Config, error) {
+	secret := name + resources.ClientTLSSecretSuffix
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c); err == nil {
+		secret = resources.ClientTLSSecretName(c) // spec.tls.secrets.client when the user keeps the certificates
+	}
 	s := &corev1.Secret{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + resources.ClientTLSSecretSuffix}, s); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: secret}, s); err != nil {
 		return nil, err
 	}
 	pair, err := tls.X509KeyPair(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey])

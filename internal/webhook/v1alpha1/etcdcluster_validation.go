@@ -92,6 +92,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	errs = append(errs, validateAuth(c)...)
 	errs = append(errs, validateAuthRecovery(c)...)
+	errs = append(errs, validateTLSSecrets(c)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if len(errs) > 0 {
 		warnings = nil
@@ -466,8 +467,9 @@ func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
 	return s.RetainPolicy
 }
 
-// tlsSwitches returns the spec.tls fields that switch a port's TLS on or off from o to s, which roll
-// the members, and a warning for each that says what the switch does.
+// tlsSwitches returns the spec.tls fields that switch a port's TLS on or off from o to s, or rename
+// the Secrets of spec.tls.secrets, which roll the members, and a warning for each switch that says what
+// it does.
 func tlsSwitches(o, s *etcdv1alpha1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
 	for _, p := range []struct {
 		name     string
@@ -477,6 +479,9 @@ func tlsSwitches(o, s *etcdv1alpha1.EtcdClusterSpec) (rolled []string, warnings 
 			rolled = append(rolled, "spec.tls."+p.name+".enabled")
 			warnings = append(warnings, fmt.Sprintf(warnTLSSwitch[p.name], onOff(p.new)))
 		}
+	}
+	if o.UserTLSSecrets() && s.UserTLSSecrets() && !equality.Semantic.DeepEqual(o.TLS.Secrets, s.TLS.Secrets) {
+		rolled = append(rolled, "spec.tls.secrets") // the pods mount them
 	}
 	return rolled, warnings
 }
@@ -488,8 +493,8 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// validateSecurityUpdate checks what changed of spec.networkPolicy, and of spec.auth with
-// spec.recovery together (validateNetworkPolicy, validateAuthRecovery).
+// validateSecurityUpdate checks what changed of spec.networkPolicy, of spec.auth with spec.recovery
+// together, and of spec.tls (validateNetworkPolicy, validateAuthRecovery, validateTLSUpdate).
 func validateSecurityUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	o, s := &old.Spec, &c.Spec
 	var errs field.ErrorList
@@ -498,6 +503,9 @@ func validateSecurityUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	}
 	if !equality.Semantic.DeepEqual(o.Recovery, s.Recovery) || !equality.Semantic.DeepEqual(o.Auth, s.Auth) {
 		errs = append(errs, validateAuthRecovery(c)...)
+	}
+	if !equality.Semantic.DeepEqual(o.TLS, s.TLS) {
+		errs = append(errs, validateTLSUpdate(old, c)...)
 	}
 	return errs
 }

@@ -168,6 +168,19 @@ func TestValidateCreate(t *testing.T) {
 			{"spec.options.extraArgs[name]", "the operator names each member after its pod"},
 		}, nil},
 		{"errors drop warnings", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.4.0")), []problem{{"spec.version", "not supported"}}, nil},
+
+		// Certificates the user keeps (spec.tls.secrets).
+		{"TLS Secrets of the user", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("etcd-server", "etcd-peer", "etcd-client")), nil, nil},
+		{"peer port only", cluster(testutil.WithTLS(false, true), testutil.WithTLSSecrets("", "etcd-peer", "")), nil, nil},
+		{"TLS Secrets missing for the ports", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("etcd-server", "", "")), []problem{
+			{"spec.tls.secrets.client", "name the Secret of the client certificate: TLS is on on the client port"},
+			{"spec.tls.secrets.peer", "name the Secret of the peer certificate"},
+		}, nil},
+		{"TLS Secrets without TLS", cluster(testutil.WithTLS(false, false), testutil.WithTLSSecrets("a", "b", "c")), []problem{{"spec.tls.secrets", "TLS is off on both ports"}}, nil},
+		{"TLS Secret names", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("Etcd_Server", "", "demo-ca")), []problem{
+			{"spec.tls.secrets.server", "is not a Secret name"},
+			{"spec.tls.secrets.client", "is a name the operator uses for the cluster's own Secrets"},
+		}, nil},
 		{"restore on quorum loss with a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
 			"writes after that copy are lost"}},
 		{"restore on quorum loss without a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
@@ -291,6 +304,18 @@ func TestValidateUpdate(t *testing.T) {
 			cluster(testutil.WithReplicas(3), testutil.WithEmptyDir(), testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
 		{"1-member on a claim: the data survives the restart", cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.15")),
 			cluster(testutil.WithReplicas(1), testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
+
+		// Certificates the user keeps: only with TLS off on both ports can they be added or removed.
+		{"TLS Secrets added to a TLS cluster", cluster(testutil.WithTLS(true, true)), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")),
+			[]problem{{"spec.tls.secrets", "cannot be added while TLS is on: the members trust only the CAs they started with"}}, nil},
+		{"TLS Secrets removed", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")), cluster(testutil.WithTLS(true, true)),
+			[]problem{{"spec.tls.secrets", "cannot be removed while TLS is on"}}, nil},
+		{"TLS Secrets added while switching TLS on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")), nil,
+			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
+		{"TLS Secret renamed", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s2", "p", "c")), nil,
+			[]string{"changing spec.tls.secrets " + roll}},
+		{"peer port turned on without its Secret", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "", "c")), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "", "c")),
+			[]problem{{"spec.tls.secrets.peer", "name the Secret of the peer certificate"}}, nil},
 
 		// TLS switched for a running cluster: admitted, with what it does.
 		{"client TLS turned on", cluster(testutil.WithTLS(false, true)), cluster(testutil.WithTLS(true, true)), nil,

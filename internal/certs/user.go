@@ -1,0 +1,143 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// ErrUnusableSecret is wrapped by EnsureFor's error when a Secret of spec.tls.secrets is missing, or
+// its certificate cannot serve the cluster (wrong names or usages, not of the CA it must chain to,
+// expired, not matching its key).
+var ErrUnusableSecret = errors.New("not usable")
+
+// userLeaf is one Secret of spec.tls.secrets that the ports in use need, and what it must be valid for.
+type userLeaf struct {
+	kind, field, name string
+	req               pki.Request
+	secret            *corev1.Secret
+	cert              *x509.Certificate
+}
+
+// ensureUser checks the Secrets of cluster c's spec.tls.secrets that ports need, and writes nothing:
+// the server and client certificates with client TLS (the client's chains to the CAs the members trust
+// on the client port, the server's to the CAs of the client's ca.crt, which the operator dials with),
+// the peer certificate with peer TLS. It returns what the certificates are, and keeps the operator's
+// client configuration (the client Secret's certificate and ca.crt).
+func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+	serverReq, peerReq, clientReq := k.Options.UserCertRequests(c)
+	var leaves []*userLeaf
+	if ports.Client {
+		leaves = append(leaves, &userLeaf{kind: "server", field: "server", name: resources.ServerTLSSecretName(c), req: serverReq},
+			&userLeaf{kind: "client", field: "client", name: resources.ClientTLSSecretName(c), req: clientReq})
+	}
+	if ports.Peer {
+		leaves = append(leaves, &userLeaf{kind: "peer", field: "peer", name: resources.PeerTLSSecretName(c), req: peerReq})
+	}
+	res := Result{UserSecrets: true}
+	var trusted []byte
+	for _, l := range leaves {
+		if err := k.readUser(ctx, c, l); err != nil {
+			return Result{}, err
+		}
+		roots := l.secret.Data[resources.CAKey]
+		if l.kind == "client" {
+			roots = leaves[0].secret.Data[resources.CAKey] // the members accept clients of the server Secret's CAs
+		} else {
+			trusted = append(trusted, roots...)
+			if ca := pki.EarliestNotAfter(roots); res.CANotAfter.IsZero() || (!ca.IsZero() && ca.Before(res.CANotAfter)) {
+				res.CANotAfter = ca
+			}
+		}
+		cert, err := pki.CheckUsable(l.secret.Data[resources.TLSCertKey], l.secret.Data[resources.TLSKeyKey], roots, l.req, k.now())
+		if err != nil {
+			return Result{}, unusable(l, err)
+		}
+		l.cert = cert
+		metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, l.kind).Set(float64(cert.NotAfter.Unix()))
+		if res.NotAfter.IsZero() || cert.NotAfter.Before(res.NotAfter) {
+			res.NotAfter = cert.NotAfter
+		}
+	}
+	sum := sha256.Sum256(trusted)
+	res.TrustedCAsHash = hex.EncodeToString(sum[:5])
+	if ports.Client {
+		res.ClientSecret = resources.ClientTLSSecretName(c)
+		if err := k.userOperator(c, leaves[0], leaves[1]); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// readUser reads the Secret of l into it: any Secret of that name, whoever made it.
+func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
+	s := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: l.name}
+	err := k.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && k.APIReader != nil {
+		err = k.APIReader.Get(ctx, key, s)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return unusable(l, errors.New("it does not exist: create it (kubernetes.io/tls with tls.crt, tls.key and ca.crt), or have cert-manager write it"))
+	case err != nil:
+		return fmt.Errorf("read secret %s: %w", l.name, err)
+	}
+	l.secret = s
+	return nil
+}
+
+func unusable(l *userLeaf, err error) error {
+	return fmt.Errorf("secret %s (spec.tls.secrets.%s) is %w: %w", l.name, l.field, ErrUnusableSecret, err)
+}
+
+// userOperator keeps the operator's client configuration of cluster c from the client Secret of
+// spec.tls.secrets: it presents that certificate, and accepts a member whose certificate chains to the
+// Secret's ca.crt and names the client Service, which the server certificate must then do.
+func (k *Keeper) userOperator(c *etcdv1alpha1.EtcdCluster, server, client *userLeaf) error {
+	caPEM, certPEM := client.secret.Data[resources.CAKey], client.secret.Data[resources.TLSCertKey]
+	names := k.Options.ClientServiceNames(c)
+	svc := names[len(names)-1]
+	if _, err := pki.CheckUsable(server.secret.Data[resources.TLSCertKey], server.secret.Data[resources.TLSKeyKey], caPEM,
+		pki.Request{DNSNames: []string{svc}, Server: true}, k.now()); err != nil {
+		return unusable(client, fmt.Errorf("its ca.crt does not verify the server certificate of Secret %s: %w", server.name, err))
+	}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if id, ok := k.operator[key]; ok && id.uid == c.UID && bytes.Equal(id.caPEM, caPEM) && bytes.Equal(id.trust, certPEM) {
+		return nil
+	}
+	pair, err := tls.X509KeyPair(certPEM, client.secret.Data[resources.TLSKeyKey])
+	if err != nil {
+		return unusable(client, err)
+	}
+	roots, err := pki.Pool(caPEM)
+	if err != nil {
+		return unusable(client, err)
+	}
+	if k.operator == nil {
+		k.operator = map[types.NamespacedName]operatorIdentity{}
+	}
+	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: caPEM, trust: certPEM, config: &tls.Config{
+		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection, as for the operator's own certificate
+		VerifyConnection:   pki.VerifyServer(roots, svc),
+	}}
+	return nil
+}
