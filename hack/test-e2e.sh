@@ -17,7 +17,7 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   export E2E_SHELL_IMAGE=${E2E_SHELL_IMAGE:-docker.io/local/busybox:$BUSYBOX_TAG}
 fi
 bash hack/install-operator.sh
-log "running the end-to-end tests (about 52 minutes, a chaos run of 20 faults, a CA rotation and TLS switched on and off included)"
+log "running the end-to-end tests (about 55 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps included)"
 rc=0
 go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
