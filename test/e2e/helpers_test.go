@@ -366,3 +366,38 @@ func reloadingClientTLS(namespace, name string) *tls.Config {
 		},
 	}
 }
+
+// statusSamples is what sampleStatus saw: each moment a quorum was not available (fewer than 2 ready
+// or Available not True), and each change of what step said, with the time since sampling began.
+type statusSamples struct{ unavailable, steps []string }
+
+// sampleStatus reads cluster c every 500 ms until the returned function is called, which returns what
+// it saw; step names what the cluster is doing in a status ("" to record nothing).
+func sampleStatus(c *etcdv1alpha1.EtcdCluster, step func(*etcdv1alpha1.EtcdCluster) string) func() statusSamples {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan statusSamples, 1)
+	start := time.Now()
+	go func() {
+		var s statusSamples
+		last := ""
+		for ctx.Err() == nil {
+			if got, err := getCluster(ctx, c); err == nil {
+				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+					s.unavailable = append(s.unavailable, fmt.Sprintf("%s: %d/3 ready, phase %s", time.Now().Format(time.TimeOnly), got.Status.ReadyReplicas, got.Status.Phase))
+				}
+				if now := step(got); now != "" && now != last {
+					s.steps, last = append(s.steps, fmt.Sprintf("%s at %s", now, time.Since(start).Round(time.Second))), now
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		done <- s
+	}()
+	return func() statusSamples {
+		cancel()
+		return <-done
+	}
+}

@@ -46,31 +46,12 @@ func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on
 	ctx := context.Background()
 	word := map[bool]string{true: "on", false: "off"}[on]
 	// sample the status: a quorum available throughout, and what the switch said it was doing
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	type sample struct{ bad, steps []string }
-	sampled := make(chan sample, 1)
-	start := time.Now()
-	go func() {
-		var s sample
-		for sampleCtx.Err() == nil {
-			if got, err := getCluster(sampleCtx, c); err == nil {
-				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
-					s.bad = append(s.bad, fmt.Sprintf("%s: %d/3 ready, phase %s", time.Now().Format(time.TimeOnly), got.Status.ReadyReplicas, got.Status.Phase))
-				}
-				if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == "True" {
-					step := p.Reason + ": " + p.Message
-					if len(s.steps) == 0 || !strings.HasSuffix(s.steps[len(s.steps)-1], step) {
-						s.steps = append(s.steps, fmt.Sprintf("%s %s", time.Since(start).Round(time.Second), step))
-					}
-				}
-			}
-			select {
-			case <-sampleCtx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
+	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == "True" {
+			return p.Reason + ": " + p.Message
 		}
-		sampled <- s
-	}()
+		return ""
+	})
 
 	patch := fmt.Sprintf(`{"spec":{"tls":{"client":{"enabled":%v},"peer":{"enabled":%v}}}}`, on, on)
 	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -133,11 +114,10 @@ func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on
 		return nil
 	})
 	t.Logf("spec.tls %s -> switched on both ports, all 3 members ready, in %s", word, (bothAt + took).Round(time.Second))
-	stopSampling()
-	s := <-sampled
+	s := stopSampling()
 	t.Logf("steps: %s", strings.Join(s.steps, " | "))
-	if len(s.bad) > 0 {
-		t.Errorf("quorum not available throughout the switch %s: %v", word, s.bad)
+	if len(s.unavailable) > 0 {
+		t.Errorf("quorum not available throughout the switch %s: %v", word, s.unavailable)
 	}
 	if !strings.Contains(strings.Join(s.steps, "|"), etcdv1alpha1.ReasonSwitchingTLS) {
 		t.Errorf("the Progressing condition never said %s: %v", etcdv1alpha1.ReasonSwitchingTLS, s.steps)

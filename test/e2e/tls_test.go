@@ -20,7 +20,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -331,35 +330,13 @@ func TestCARotationUnderLoad(t *testing.T) {
 	}
 
 	// sample the status: a quorum available throughout, and the phases the rotation goes through
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	type sample struct {
-		bad    []string
-		phases []string
-	}
-	sampled := make(chan sample, 1)
 	start := time.Now()
-	go func() {
-		var s sample
-		for sampleCtx.Err() == nil {
-			if got, err := getCluster(sampleCtx, c); err == nil {
-				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
-					s.bad = append(s.bad, fmt.Sprintf("%s: %d/3 ready, phase %s", time.Now().Format(time.TimeOnly), got.Status.ReadyReplicas, got.Status.Phase))
-				}
-				phase := "none"
-				if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
-					phase = got.Status.TLS.CARotation.Phase
-				}
-				if len(s.phases) == 0 || !strings.HasPrefix(s.phases[len(s.phases)-1], phase+" ") {
-					s.phases = append(s.phases, fmt.Sprintf("%s at %s", phase, time.Since(start).Round(time.Second)))
-				}
-			}
-			select {
-			case <-sampleCtx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
+	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
+		if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
+			return got.Status.TLS.CARotation.Phase
 		}
-		sampled <- s
-	}()
+		return "none"
+	})
 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1alpha1.AnnotationRotateCA, start.Add(time.Second).UTC().Format(time.RFC3339))
 	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -385,11 +362,10 @@ func TestCARotationUnderLoad(t *testing.T) {
 		return nil
 	})
 	t.Logf("annotation -> CA rotation finished in %s", took.Round(time.Second))
-	stopSampling()
-	s := <-sampled
-	t.Logf("phases: %s", strings.Join(s.phases, ", "))
-	if len(s.bad) > 0 {
-		t.Errorf("quorum not available throughout the rotation: %v", s.bad)
+	s := stopSampling()
+	t.Logf("phases: %s", strings.Join(s.steps, ", "))
+	if len(s.unavailable) > 0 {
+		t.Errorf("quorum not available throughout the rotation: %v", s.unavailable)
 	}
 
 	newCA, err := secretCert(ctx, c, c.Name+resources.CASecretSuffix)
