@@ -106,6 +106,7 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.StringVar(&o.webhook.CertDir, "webhook-cert-dir", webhook.DefaultCertDir, "Directory of the webhook server's tls.crt and tls.key: written by the operator with --webhook-cert-provisioner=self, mounted with external")
 	f.StringVar((*string)(&o.webhook.Provisioner), "webhook-cert-provisioner", string(webhook.ProvisionerSelf), "Where the webhook serving certificate comes from: self (the operator generates a CA and a certificate into --webhook-secret-name, puts the CA into its webhook configurations and renews both before they expire) or external (mounted into --webhook-cert-dir, for example by cert-manager; nothing is generated)")
 	f.StringVar(&o.webhook.SecretName, "webhook-secret-name", webhook.DefaultSecretName, "Secret in the operator's namespace (POD_NAMESPACE) that holds the generated CA and certificate (self provisioner); it must exist, possibly empty")
+	f.BoolVar(&o.webhook.Defaults.NetworkPolicy, "network-policy-by-default", false, "Give every new EtcdCluster that does not mention spec.networkPolicy a NetworkPolicy (spec.networkPolicy.enabled: true); turn it on where the cluster's network plugin enforces NetworkPolicies")
 	f.StringVar(&o.webhook.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service in front of the webhook server; the generated certificate is for <name>.<namespace>.svc")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(zfs)

@@ -96,6 +96,8 @@ type Options struct {
 	// controller names are unique per process, so a second manager in one process (a test) needs
 	// another.
 	RotatorName string
+	// Defaults are what the defaulting webhook gives a new EtcdCluster besides TLS.
+	Defaults webhookv1alpha1.Defaults
 }
 
 // withDefaults returns o with every empty field set to its default, or an error when o cannot work.
@@ -163,7 +165,7 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &registration{mgr: mgr, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
+	r := &registration{mgr: mgr, defaults: o.Defaults, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
 		log: mgr.GetLogger().WithName("webhook"), last: "unknown"}
 	if o.Provisioner == ProvisionerExternal {
 		if err := r.register(); err != nil {
@@ -216,10 +218,11 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 
 // registration registers the webhooks once and tells the readiness check.
 type registration struct {
-	mgr   ctrl.Manager
-	done  chan struct{}
-	trust *trustCheck
-	log   logr.Logger
+	mgr      ctrl.Manager
+	defaults webhookv1alpha1.Defaults
+	done     chan struct{}
+	trust    *trustCheck
+	log      logr.Logger
 
 	// mu guards last, the previous verdict of check ("" when ready).
 	mu   sync.Mutex
@@ -228,7 +231,7 @@ type registration struct {
 
 // register registers the EtcdCluster webhooks, which adds (and, when mgr runs, starts) the server.
 func (r *registration) register() error {
-	if err := webhookv1alpha1.SetupEtcdClusterWebhookWithManager(r.mgr); err != nil {
+	if err := webhookv1alpha1.SetupEtcdClusterWebhookWithManager(r.mgr, r.defaults); err != nil {
 		return fmt.Errorf("register the EtcdCluster webhooks: %w", err)
 	}
 	close(r.done)

@@ -1,12 +1,15 @@
 package v1alpha1
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -434,5 +437,30 @@ func TestDefaultOnCreateKeepsWhatIsSet(t *testing.T) {
 	// plain text
 	if legacy := (&etcdv1alpha1.EtcdCluster{}); legacy.Spec.AnyTLS() {
 		t.Error("a cluster without spec.tls is read as TLS")
+	}
+}
+
+// TestNetworkPolicyByDefault: with the installer's NetworkPolicy default, a new cluster that does not
+// mention spec.networkPolicy gets one; a cluster that says otherwise, and an update, keep what they say.
+func TestNetworkPolicyByDefault(t *testing.T) {
+	create := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create}})
+	update := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}})
+	on := &EtcdClusterDefaulter{Defaults: Defaults{NetworkPolicy: true}}
+	c := cluster()
+	if err := on.Default(create, c); err != nil || !c.Spec.NetworkPolicyEnabled() || !c.Spec.ClientTLS() {
+		t.Errorf("new cluster: %v, networkPolicy %+v, client TLS %v; want both on", err, c.Spec.NetworkPolicy, c.Spec.ClientTLS())
+	}
+	optOut := cluster()
+	optOut.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: false}
+	if err := on.Default(create, optOut); err != nil || optOut.Spec.NetworkPolicyEnabled() {
+		t.Errorf("a new cluster that opts out: %v, networkPolicy %+v", err, optOut.Spec.NetworkPolicy)
+	}
+	existing := cluster()
+	if err := on.Default(update, existing); err != nil || existing.Spec.NetworkPolicy != nil {
+		t.Errorf("an update: %v, networkPolicy %+v; want it left alone", err, existing.Spec.NetworkPolicy)
+	}
+	plain := cluster()
+	if err := (&EtcdClusterDefaulter{}).Default(create, plain); err != nil || plain.Spec.NetworkPolicy != nil {
+		t.Errorf("without the default: %v, networkPolicy %+v", err, plain.Spec.NetworkPolicy)
 	}
 }

@@ -25,13 +25,13 @@ const (
 	ValidatePath = "/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
 )
 
-// SetupEtcdClusterWebhookWithManager registers the defaulting and the validating webhook of
-// EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath. Calling it adds the webhook
-// server to mgr (which starts it at once if mgr runs), so the serving certificate must be in place
-// first.
-func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager) error {
+// SetupEtcdClusterWebhookWithManager registers the defaulting (with defaults d) and the validating
+// webhook of EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath. Calling it adds the
+// webhook server to mgr (which starts it at once if mgr runs), so the serving certificate must be in
+// place first.
+func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults) error {
 	return ctrl.NewWebhookManagedBy(mgr, &etcdv1alpha1.EtcdCluster{}).
-		WithDefaulter(&EtcdClusterDefaulter{}).
+		WithDefaulter(&EtcdClusterDefaulter{Defaults: d}).
 		WithValidator(&EtcdClusterValidator{Reader: mgr.GetAPIReader()}).
 		Complete()
 }
@@ -44,17 +44,30 @@ func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:webhook:path=/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=true,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=metcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=vetcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
+// Defaults are the defaults of a new EtcdCluster that the operator's installer chooses.
+type Defaults struct {
+	// NetworkPolicy gives a new cluster that does not mention spec.networkPolicy one
+	// (spec.networkPolicy.enabled: true): for Kubernetes clusters whose network plugin enforces
+	// NetworkPolicies, which the operator cannot find out by itself.
+	NetworkPolicy bool
+}
+
 // EtcdClusterDefaulter sets the defaults the CRD's schema cannot: see Default.
-type EtcdClusterDefaulter struct{}
+type EtcdClusterDefaulter struct {
+	Defaults Defaults
+}
 
 var _ admission.Defaulter[*etcdv1alpha1.EtcdCluster] = &EtcdClusterDefaulter{}
 
-// Default implements admission.Defaulter by calling Default, and DefaultOnCreate when the cluster is
-// being created. It never fails.
-func (*EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+// Default implements admission.Defaulter by calling Default, and, when the cluster is being created,
+// DefaultOnCreate and the installer's Defaults. It never fails.
+func (d *EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
 	Default(c)
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create {
 		DefaultOnCreate(c)
+		if d.Defaults.NetworkPolicy && c.Spec.NetworkPolicy == nil {
+			c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true}
+		}
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func apiServer(t *testing.T) *rest.Config {
 			envErr = err
 			return
 		}
-		if envErr = SetupEtcdClusterWebhookWithManager(mgr); envErr != nil {
+		if envErr = SetupEtcdClusterWebhookWithManager(mgr, Defaults{}); envErr != nil {
 			return
 		}
 		ctx, cancel := context.WithCancel(context.Background())
