@@ -114,9 +114,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 		return nil
 	})
 	c = waitAvailable(t, c, 3)
-	if err := findEvent(ctx, c, "DisarmedNoSpace", "Disarmed the NOSPACE alarm of full-1"); err != nil {
-		t.Error(err)
-	}
+	waitEvent(t, c, "DisarmedNoSpace", "Disarmed the NOSPACE alarm of full-1")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cli.Put(pctx, "after", "disarm"); err != nil {

@@ -129,9 +129,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	if c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.ClusterID != "" {
 		t.Errorf("phase %s clusterID %q while restoring", c.Status.Phase, c.Status.ClusterID)
 	}
-	if err := findEvent(ctx, c, etcdv1alpha1.ReasonRestoringFromBackup, "recreating the cluster from EtcdBackup c05-nightly"); err != nil {
-		t.Error(err)
-	}
+	waitEvent(t, c, etcdv1alpha1.ReasonRestoringFromBackup, "recreating the cluster from EtcdBackup c05-nightly")
 
 	// The members restore and form a new cluster (here: a new embedded cluster at the pods' addresses,
 	// with the token the operator chose; the token of the lost one would make the same cluster ID).
@@ -154,6 +152,13 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	if n := promtestutil.ToFloat64(metrics.QuorumRestores.WithLabelValues("succeeded")); n < 1 {
 		t.Errorf("etcd_operator_quorum_loss_restores_total{result=succeeded} = %v", n)
 	}
+}
+
+// waitEvent waits until cluster c has an event of reason whose note contains text: events are written
+// asynchronously, so what they tell of may be seen before them.
+func waitEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason, text string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, reason, text) })
 }
 
 // findEvent returns nil when an event of the given reason about c has a note containing text.

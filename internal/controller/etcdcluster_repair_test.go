@@ -214,7 +214,7 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 		return nil
 	})
 	for reason, text := range map[string]string{"MemberRemoved": "CORRUPT alarm", "DisarmedCorrupt": etcd.FormatID(oldID)} {
-		testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, reason, text) })
+		waitEvent(t, c, reason, text)
 	}
 	testutil.Eventually(t, waitTimeout, "Available again", func(context.Context) error {
 		if a := condition(getCluster(t, c), etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
@@ -286,9 +286,7 @@ func TestLearnerRestartedWithCurrentMemberList(t *testing.T) {
 		}
 		return nil
 	})
-	if err := findEvent(context.Background(), c, "RestartingLearner", "lst-3"); err != nil {
-		t.Error(err)
-	}
+	waitEvent(t, c, "RestartingLearner", "lst-3")
 }
 
 // TestDataNotOwnReplacedAtOnce: a member's pod reports that its verify-data init container found the
@@ -322,9 +320,7 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("removed %s after the data check failed, want within 30 s", took)
 	}
-	if err := findEvent(context.Background(), c, "MemberRemoved", "its data directory is not its own ("+why); err != nil {
-		t.Error(err)
-	}
+	waitEvent(t, c, "MemberRemoved", "its data directory is not its own ("+why)
 }
 
 // TestStuckTerminatingMemberReplaced: a member's node is gone: its etcd stops answering and its pod,
@@ -367,9 +363,7 @@ func TestStuckTerminatingMemberReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	if err := findEvent(ctx, c, "DeletedMemberResources", "stuck terminating"); err != nil {
-		t.Error(err)
-	}
+	waitEvent(t, c, "DeletedMemberResources", "stuck terminating")
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("stuck-2")}, claim); err == nil {
 		finishClaimDeletion(t, c, claim.UID)
