@@ -113,7 +113,7 @@ func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on
 		}
 		return nil
 	})
-	t.Logf("spec.tls %s -> switched on both ports, all 3 members ready, in %s", word, (bothAt + took).Round(time.Second))
+	t.Logf("spec.tls %s -> the switch finished on both ports, all 3 members ready, in %s", word, (bothAt + took).Round(time.Second))
 	s := stopSampling()
 	t.Logf("steps: %s", strings.Join(s.steps, " | "))
 	if len(s.unavailable) > 0 {
