@@ -203,11 +203,20 @@ type TLSSecrets struct {
 
 	// Peer is the members' peer certificate (required with peer TLS): every member's name, usable for
 	// server and client authentication; its ca.crt holds the CAs of the peer certificates the members
-	// accept, so give the peer port a CA of its own.
+	// accept.
 	//
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Peer string `json:"peer,omitempty"`
+
+	// PeerCommonName is the common name of the peer certificate: the members then accept on the peer
+	// port only certificates of that name (etcd's --peer-cert-allowed-cn). Without it any certificate
+	// of the peer CA is accepted as a member's, so the operator requires the peer Secret's ca.crt to
+	// share no CA with the server Secret's (whose client certificates could otherwise join as members).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PeerCommonName string `json:"peerCommonName,omitempty"`
 
 	// Client is a client certificate the members accept (required with client TLS), which the operator
 	// and backup Jobs present; its ca.crt must hold the CA of the server certificate.

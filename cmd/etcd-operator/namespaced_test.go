@@ -64,6 +64,10 @@ func TestNamespacedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// the API server drops a deleted webhook configuration from its admission chain asynchronously
+	testutil.Eventually(t, namespacedTimeout, "admission without the webhooks", func(ctx context.Context) error {
+		return k8s.Create(ctx, testutil.EtcdCluster("probe", testutil.InNamespace(ns), testutil.WithStorageSize("1Gi")), client.DryRunAll)
+	})
 	t.Run("reconciles the watched namespace", func(t *testing.T) { testReconcilesWatched(t, k8s, ns) })
 	t.Run("leaves other namespaces alone", func(t *testing.T) { testLeavesOthersAlone(t, k8s, other) })
 	t.Run("foreign Service without labels", func(t *testing.T) { testForeignUnlabelledService(t, k8s, ns) })

@@ -133,15 +133,26 @@ func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Resul
 
 // Ports says which ports of a cluster's members serve or are to serve TLS: the spec's, and while TLS is
 // being switched off for a running cluster, also those its member pods still serve TLS on.
-type Ports struct{ Client, Peer bool }
+type Ports struct {
+	Client, Peer bool
+	// Unnamed is a Secret of certificates that a member pod mounts but spec.tls no longer names (its
+	// spec.tls.secrets were removed before a switch off finished); empty when there is none.
+	Unnamed string
+}
 
 // PortsOf returns the ports cluster c's spec enables TLS on, and those any of pods (its member pods)
 // serves TLS on or carries the certificate of.
 func PortsOf(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Ports {
 	p := Ports{Client: c.Spec.ClientTLS(), Peer: c.Spec.PeerTLS()}
+	named := map[string]bool{resources.ServerTLSSecretName(c): true, resources.PeerTLSSecretName(c): true}
 	for i := range pods {
 		t := resources.PodTLSOf(&pods[i])
 		p.Client, p.Peer = p.Client || t.ClientHTTPS, p.Peer || t.PeerCertificates
+		for _, v := range pods[i].Spec.Volumes {
+			if v.Secret != nil && (v.Name == "server-tls" || v.Name == "peer-tls") && !named[v.Secret.SecretName] && !c.Spec.UserTLSSecrets() {
+				p.Unnamed = v.Secret.SecretName
+			}
+		}
 	}
 	return p
 }
@@ -161,6 +172,10 @@ func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 	}
 	if c.Spec.UserTLSSecrets() {
 		return k.ensureUser(ctx, c, ports)
+	}
+	if ports.Unnamed != "" {
+		return Result{}, fmt.Errorf("member pods mount Secret %s, which spec.tls no longer names, and the operator's CA would not be trusted by them: %w; "+
+			"set spec.tls.secrets back until the switch off has finished (status.tls goes when it has)", ports.Unnamed, ErrUnusableSecret)
 	}
 	st, changed, err := k.ensureCA(ctx, c)
 	if err != nil {

@@ -73,6 +73,9 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 			res.NotAfter = cert.NotAfter
 		}
 	}
+	if err := peerIdentity(c, leaves); err != nil {
+		return Result{}, err
+	}
 	sum := sha256.Sum256(trusted)
 	res.TrustedCAsHash = hex.EncodeToString(sum[:5])
 	if ports.Client {
@@ -86,6 +89,10 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 
 // readUser reads the Secret of l into it: any Secret of that name, whoever made it.
 func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
+	if l.name == "" {
+		return fmt.Errorf("spec.tls.secrets.%s is %w: it is empty, but the member pods still use the %s certificate; "+
+			"set it back until the switch off of its port has finished (status.tls goes once no port uses TLS)", l.field, ErrUnusableSecret, l.kind)
+	}
 	s := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: l.name}
 	err := k.Client.Get(ctx, key, s)
@@ -99,6 +106,41 @@ func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *u
 		return fmt.Errorf("read secret %s: %w", l.name, err)
 	}
 	l.secret = s
+	return nil
+}
+
+// peerIdentity checks what identifies a member on the peer port: the peer certificate's common name is
+// spec.tls.secrets.peerCommonName when that is set; otherwise the peer CA must be no CA of the server
+// Secret's ca.crt, whose client certificates would otherwise be accepted as members'.
+func peerIdentity(c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf) error {
+	var server, peer *userLeaf
+	for _, l := range leaves {
+		switch l.kind {
+		case "server":
+			server = l
+		case "peer":
+			peer = l
+		}
+	}
+	if peer == nil {
+		return nil
+	}
+	if cn := c.Spec.TLS.Secrets.PeerCommonName; cn != "" {
+		if peer.cert.Subject.CommonName != cn {
+			return unusable(peer, fmt.Errorf("its certificate's common name is %q, not spec.tls.secrets.peerCommonName %q", peer.cert.Subject.CommonName, cn))
+		}
+		return nil
+	}
+	if server == nil {
+		return nil
+	}
+	for _, ca := range pki.Certs(peer.secret.Data[resources.CAKey]) {
+		if pki.ContainsCert(server.secret.Data[resources.CAKey], ca) {
+			return unusable(peer, fmt.Errorf("its ca.crt shares the CA %q with the server Secret %s, so any client certificate of that CA would be "+
+				"accepted as a member: set spec.tls.secrets.peerCommonName to the peer certificate's common name, or give the peer port a CA of its own",
+				ca.Subject.CommonName, server.name))
+		}
+	}
 	return nil
 }
 

@@ -52,6 +52,7 @@ func TestUserSecrets(t *testing.T) {
 	}
 	opts := resources.Options{}
 	serverReq, peerReq, clientReq := opts.UserCertRequests(c)
+	peerReq.CommonName = "demo-peer"
 	serverReq.DNSNames = append(serverReq.DNSNames, "localhost")
 	serverReq.IPs = resources.Options{}.ServerCertRequest(c).IPs
 	ca, err := pki.NewCA("users' CA", time.Hour, time.Now())
@@ -68,6 +69,15 @@ func TestUserSecrets(t *testing.T) {
 		t.Fatalf("the peer Secret is missing: %v (reason %s), want it blocked, naming the Secret", err, reason)
 	}
 	peer := userSecret(t, c.Namespace, "etcd-peer", ca, peerReq, ca.CertPEM)
+	// one CA for every certificate: without a peer common name, a client certificate would pass as a member
+	if _, err := k.Ensure(ctx, c); !errors.Is(err, certs.ErrUnusableSecret) || !strings.Contains(err.Error(), "shares the CA \"users' CA\" with the server Secret etcd-server") {
+		t.Errorf("one CA for the peer and the client port, no peer common name: %v; want it refused", err)
+	}
+	c.Spec.TLS.Secrets.PeerCommonName = "etcd-peer"
+	if _, err := k.Ensure(ctx, c); !errors.Is(err, certs.ErrUnusableSecret) || !strings.Contains(err.Error(), `common name is "demo-peer", not spec.tls.secrets.peerCommonName "etcd-peer"`) {
+		t.Errorf("a peer common name the certificate does not have: %v; want it refused", err)
+	}
+	c.Spec.TLS.Secrets.PeerCommonName = "demo-peer"
 	res, err := k.Ensure(ctx, c)
 	if err != nil {
 		t.Fatal(err)

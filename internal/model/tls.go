@@ -94,9 +94,11 @@ func (c *Cluster) DesiredTLS(name string) resources.PodTLS {
 const DefaultTLSSwitchGrace = 2 * time.Minute
 
 // ClientTLS returns the schemes the members' client port is to serve now: both while any member pod
-// still serves only the scheme the spec no longer asks for, and while every member serves both but
-// for less than the grace period (then graceEnds says until when, counted from the newest pod); the
-// spec's scheme otherwise, also once any member serves only it (the switch's last stage is under way).
+// still serves only the scheme the spec no longer asks for, while every member that has a pod serves
+// both but a member has none (it is being recreated: it has not served both yet), and while every
+// member serves both but for less than the grace period (then graceEnds says until when, counted from
+// the newest pod); the spec's scheme otherwise, also once any member serves only it (the switch's last
+// stage is under way).
 func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 	target := c.Object.Spec.ClientTLS()
 	var old, both, done int
@@ -122,7 +124,7 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 		grace = DefaultTLSSwitchGrace
 	}
 	switch {
-	case old > 0:
+	case old > 0, both > 0 && done == 0 && both < c.Desired:
 		return true, true, time.Time{}
 	case both > 0 && done == 0 && c.Now.Before(newest.Add(grace)):
 		return true, true, newest.Add(grace)

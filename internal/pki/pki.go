@@ -393,6 +393,12 @@ func parseChain(certPEM []byte) ([]*x509.Certificate, error) {
 	return chain, nil
 }
 
+// Certs returns the certificates of a PEM bundle (none when it holds none).
+func Certs(bundlePEM []byte) []*x509.Certificate {
+	chain, _ := parseChain(bundlePEM)
+	return chain
+}
+
 // EarliestNotAfter returns when the first certificate of the PEM bundle expires (the zero time when it
 // holds none).
 func EarliestNotAfter(bundlePEM []byte) time.Time {

@@ -250,6 +250,11 @@ func TestPodMountsUserTLSSecrets(t *testing.T) {
 	if ClientTLSSecretName(c) != "etcd-client" {
 		t.Errorf("client Secret %s, want the user's", ClientTLSSecretName(c))
 	}
+	named := c.DeepCopy()
+	named.Spec.TLS.Secrets.PeerCommonName = "etcd-peer"
+	if args := o.BuildPod(named, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: "x"}).Spec.Containers[0].Command; !slices.Contains(args, "--peer-cert-allowed-cn=etcd-peer") {
+		t.Errorf("args %q lack the peer common name of spec.tls.secrets", args)
+	}
 	renamed := c.DeepCopy()
 	renamed.Spec.TLS.Secrets.Server = "etcd-server-2"
 	if o.SpecHash(renamed) == o.SpecHash(c) {

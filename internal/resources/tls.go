@@ -122,7 +122,14 @@ func (o Options) UserCertRequests(c *etcdv1alpha1.EtcdCluster) (server, peer, cl
 
 // PeerCommonName is the common name of cluster c's peer certificate, the only one a member accepts on
 // its peer port (--peer-cert-allowed-cn): the users' client certificate, of the same CA, is refused there.
-func PeerCommonName(c *etcdv1alpha1.EtcdCluster) string { return PeerServiceName(c) }
+// With spec.tls.secrets it is spec.tls.secrets.peerCommonName, empty when unset (then the peer CA alone
+// identifies a member).
+func PeerCommonName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.UserTLSSecrets() {
+		return c.Spec.TLS.Secrets.PeerCommonName
+	}
+	return PeerServiceName(c)
+}
 
 // PeerCertRequest is the members' peer certificate: every member's DNS name, server and client.
 func (o Options) PeerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
@@ -177,8 +184,8 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster, t PodTLS) []string {
 			// its endpoint is published, after it first dials its peers: it would exit and restart. The
 			// common name below (or, with certificates the user keeps, the peer CA) identifies a member.
 			skipPeerSANFlag(c)+"=true")
-		if !c.Spec.UserTLSSecrets() {
-			args = append(args, "--peer-cert-allowed-cn="+PeerCommonName(c))
+		if cn := PeerCommonName(c); cn != "" {
+			args = append(args, "--peer-cert-allowed-cn="+cn)
 		}
 	}
 	return args

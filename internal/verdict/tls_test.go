@@ -85,7 +85,7 @@ func TestClientTLSGrace(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	both := resources.PodTLS{ClientHTTP: true, ClientHTTPS: true}
 	build := func(clientTLS bool, created time.Time) *model.Cluster {
-		c := testutil.EtcdCluster("g", testutil.WithTLS(clientTLS, false))
+		c := testutil.EtcdCluster("g", testutil.WithTLS(clientTLS, false), testutil.WithReplicas(1))
 		p := resources.Options{}.BuildPod(c, resources.Member{Name: "g-0", InitialClusterState: resources.StateNew, TLS: &both})
 		p.CreationTimestamp = metav1.NewTime(created)
 		return model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{*p}, Now: now})

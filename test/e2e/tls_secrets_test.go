@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -64,12 +65,15 @@ func TestUserTLSSecrets(t *testing.T) {
 	short := fmt.Sprintf("*.%s-peer.%s.svc", name, ns)
 	server.DNSNames = append(server.DNSNames, short, fmt.Sprintf("%s-client.%s.svc", name, ns))
 	peer.DNSNames = append(peer.DNSNames, short)
-	clientReq.CommonName = "app"
+	clientReq.CommonName, peer.CommonName = "app", "etcd-peer"
 	servedBefore := putUserSecret(t, ns, "etcd-server", ca, server)
 	putUserSecret(t, ns, "etcd-peer", ca, peer)
 	putUserSecret(t, ns, "etcd-client", ca, clientReq)
 
-	c = newCluster(t, ns, name, 3, testutil.WithTLS(true, true), testutil.WithTLSSecrets("etcd-server", "etcd-peer", "etcd-client"))
+	// one CA for every certificate, as a single cert-manager Issuer gives: the peer common name tells a
+	// member's certificate from a client's
+	c = newCluster(t, ns, name, 3, testutil.WithTLS(true, true), testutil.WithTLSSecrets("etcd-server", "etcd-peer", "etcd-client"),
+		func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Secrets.PeerCommonName = "etcd-peer" })
 	took, got := assertAvailable(t, c, availableTimeout)
 	t.Logf("apply -> Available with the user's certificates in %s", took.Round(100*time.Millisecond))
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + resources.CASecretSuffix}, &corev1.Secret{}); !apierrors.IsNotFound(err) {

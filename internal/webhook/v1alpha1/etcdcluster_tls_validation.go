@@ -12,18 +12,20 @@ import (
 )
 
 // validateTLSSecrets returns what is wrong with spec.tls.secrets of cluster c: a name that is not a
-// Secret name or is one the operator creates for c; the server or client Secret missing with client
-// TLS, the peer Secret with peer TLS; Secrets named without TLS on any port.
+// Secret name or is one the operator uses for c's own Secrets; the server or client Secret missing with
+// client TLS, the peer Secret with peer TLS. (With TLS off on both ports the names may stay: the members
+// use them until a switch off has finished.)
 func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	s := &c.Spec
 	if !s.UserTLSSecrets() {
 		return nil
 	}
 	p := specPath.Child("tls", "secrets")
-	if !s.AnyTLS() {
-		return field.ErrorList{field.Forbidden(p, "names the Secrets of certificates, but TLS is off on both ports: set spec.tls.client.enabled or spec.tls.peer.enabled, or remove spec.tls.secrets")}
-	}
 	refs := s.TLS.Secrets
+	own := map[string]bool{}
+	for _, suffix := range []string{resources.CASecretSuffix, resources.ServerTLSSecretSuffix, resources.PeerTLSSecretSuffix, resources.ClientTLSSecretSuffix, resources.RootSecretSuffix} {
+		own[c.Name+suffix] = true
+	}
 	var errs field.ErrorList
 	for _, f := range []struct {
 		name, value, port string
@@ -37,22 +39,38 @@ func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 		case f.value == "":
 		case len(validation.IsDNS1123Subdomain(f.value)) > 0:
 			errs = append(errs, field.Invalid(fp, f.value, "is not a Secret name: "+strings.Join(validation.IsDNS1123Subdomain(f.value), "; ")))
-		case f.value == c.Name+resources.CASecretSuffix || f.value == c.Name+resources.RootSecretSuffix:
+		case own[f.value]:
 			errs = append(errs, field.Invalid(fp, f.value, "is a name the operator uses for the cluster's own Secrets: name another Secret"))
 		}
 	}
 	return errs
 }
 
-// validateTLSUpdate checks a change of spec.tls from o to s: validateTLSSecrets, and adding or removing
-// spec.tls.secrets while TLS is on, which is refused: the members trust only the CAs they started with,
-// so certificates of another CA would lock them out of each other.
+// validateTLSUpdate checks a change of spec.tls from o to s: validateTLSSecrets; adding or removing
+// spec.tls.secrets while TLS is on, which is refused (the members trust only the CAs they started with,
+// so certificates of another CA would lock them out of each other); and clearing the name of a Secret
+// whose port had TLS on, which is refused too (the members use it until a switch off has finished).
 func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	errs := validateTLSSecrets(c)
-	if o := &old.Spec; o.UserTLSSecrets() != c.Spec.UserTLSSecrets() && o.AnyTLS() {
-		errs = append(errs, field.Forbidden(specPath.Child("tls", "secrets"), fmt.Sprintf(
+	o, s := &old.Spec, &c.Spec
+	p := specPath.Child("tls", "secrets")
+	if o.UserTLSSecrets() != s.UserTLSSecrets() && o.AnyTLS() {
+		return append(errs, field.Forbidden(p, fmt.Sprintf(
 			"cannot be %s while TLS is on: the members trust only the CAs they started with, so certificates of another CA would lock them out of each other; "+
-				"switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false), or restore a backup into a new EtcdCluster", addedRemoved(c.Spec.UserTLSSecrets()))))
+				"switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch to finish, or restore a backup into a new EtcdCluster", addedRemoved(s.UserTLSSecrets()))))
+	}
+	if !o.UserTLSSecrets() || !s.UserTLSSecrets() {
+		return errs
+	}
+	for _, f := range []struct {
+		name, old, new string
+		on             bool
+	}{{"server", o.TLS.Secrets.Server, s.TLS.Secrets.Server, o.ClientTLS()}, {"client", o.TLS.Secrets.Client, s.TLS.Secrets.Client, o.ClientTLS()},
+		{"peer", o.TLS.Secrets.Peer, s.TLS.Secrets.Peer, o.PeerTLS()}} {
+		if f.old != "" && f.new == "" && f.on {
+			errs = append(errs, field.Forbidden(p.Child(f.name), fmt.Sprintf(
+				"cannot be removed while its port has TLS on, nor when it is switched off: the members use Secret %s until the switch off has finished; remove it afterwards", f.old)))
+		}
 	}
 	return errs
 }

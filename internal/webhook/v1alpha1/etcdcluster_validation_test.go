@@ -179,10 +179,10 @@ func TestValidateCreate(t *testing.T) {
 			{"spec.tls.secrets.client", "name the Secret of the client certificate: TLS is on on the client port"},
 			{"spec.tls.secrets.peer", "name the Secret of the peer certificate"},
 		}, nil},
-		{"TLS Secrets without TLS", cluster(testutil.WithTLS(false, false), testutil.WithTLSSecrets("a", "b", "c")), []problem{{"spec.tls.secrets", "TLS is off on both ports"}}, nil},
-		{"TLS Secret names", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("Etcd_Server", "", "demo-ca")), []problem{
+		{"TLS Secret names", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("Etcd_Server", "demo-peer-tls", "demo-ca")), []problem{
 			{"spec.tls.secrets.server", "is not a Secret name"},
 			{"spec.tls.secrets.client", "is a name the operator uses for the cluster's own Secrets"},
+			{"spec.tls.secrets.peer", "is a name the operator uses for the cluster's own Secrets"},
 		}, nil},
 		{"restore on quorum loss with a schedule", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), nil, []string{
 			"writes after that copy are lost"}},
@@ -317,6 +317,15 @@ func TestValidateUpdate(t *testing.T) {
 			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
 		{"TLS Secret renamed", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s2", "p", "c")), nil,
 			[]string{"changing spec.tls.secrets " + roll}},
+		{"TLS switched off on both ports, the Secrets kept", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")),
+			cluster(testutil.WithTLS(false, false), testutil.WithTLSSecrets("s", "p", "c")), nil,
+			[]string{"turning TLS off for the client port", "turning TLS off for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
+		{"TLS Secrets removed once TLS is off", cluster(testutil.WithTLS(false, false), testutil.WithTLSSecrets("s", "p", "c")), cluster(testutil.WithTLS(false, false)), nil, nil},
+		{"peer Secret dropped with the switch off of its port", cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c")),
+			cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "", "c")),
+			[]problem{{"spec.tls.secrets.peer", "the members use Secret p until the switch off has finished; remove it afterwards"}}, nil},
+		{"peer Secret dropped after its port is off", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "p", "c")),
+			cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "", "c")), nil, []string{"changing spec.tls.secrets " + roll}},
 		{"peer port turned on without its Secret", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "", "c")), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "", "c")),
 			[]problem{{"spec.tls.secrets.peer", "name the Secret of the peer certificate"}}, nil},
 
