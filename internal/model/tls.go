@@ -94,11 +94,13 @@ func (c *Cluster) DesiredTLS(name string) resources.PodTLS {
 const DefaultTLSSwitchGrace = 2 * time.Minute
 
 // ClientTLS returns the schemes the members' client port is to serve now: both while any member pod
-// still serves only the scheme the spec no longer asks for, while every member that has a pod serves
-// both but a member has none (it is being recreated: it has not served both yet), and while every
-// member serves both but for less than the grace period (then graceEnds says until when, counted from
-// the newest pod); the spec's scheme otherwise, also once any member serves only it (the switch's last
-// stage is under way).
+// still serves only the scheme the spec no longer asks for, and while every member serves both but
+// for less than the grace period (then graceEnds says until when, counted from the newest pod); the
+// spec's scheme otherwise, also once any member serves only it (the switch's last stage is under way).
+// A member whose pod is being recreated is not counted: once the grace period is over it is recreated
+// serving the spec's scheme only. (So a switch changed back during its last stage, once the member that
+// served only the new scheme is gone, finds the grace period over already: clients must move back at
+// once.)
 func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 	target := c.Object.Spec.ClientTLS()
 	var old, both, done int
@@ -124,7 +126,7 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 		grace = DefaultTLSSwitchGrace
 	}
 	switch {
-	case old > 0, both > 0 && done == 0 && both < c.Desired:
+	case old > 0:
 		return true, true, time.Time{}
 	case both > 0 && done == 0 && c.Now.Before(newest.Add(grace)):
 		return true, true, newest.Add(grace)
