@@ -281,22 +281,7 @@ func (m *Member) StartedAs() resources.Member {
 
 // PodFlag returns the value of etcd flag name (without "--") that the member's pod runs etcd with, ""
 // when it has no pod or does not set the flag.
-func (m *Member) PodFlag(name string) string {
-	if m.Pod == nil {
-		return ""
-	}
-	for _, ctr := range m.Pod.Spec.Containers {
-		if ctr.Name != resources.EtcdContainer {
-			continue
-		}
-		for _, arg := range ctr.Command {
-			if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
-				return v
-			}
-		}
-	}
-	return ""
-}
+func (m *Member) PodFlag(name string) string { return resources.PodFlag(m.Pod, name) }
 
 // Cluster is what one pass observed of an EtcdCluster.
 type Cluster struct {

@@ -259,12 +259,12 @@ func SpecTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
 // whatever the spec says now.
 func PodTLSOf(p *corev1.Pod) PodTLS {
 	var t PodTLS
-	for _, u := range strings.Split(flagValue(p, "--listen-client-urls="), ",") {
+	for _, u := range strings.Split(PodFlag(p, "listen-client-urls"), ",") {
 		t.ClientHTTP = t.ClientHTTP || strings.HasPrefix(u, "http://")
 		t.ClientHTTPS = t.ClientHTTPS || strings.HasPrefix(u, "https://")
 	}
-	t.PeerCertificates = flagValue(p, "--peer-cert-file=") != ""
-	t.PeerHTTPS = strings.HasPrefix(flagValue(p, "--listen-peer-urls="), "https://")
+	t.PeerCertificates = PodFlag(p, "peer-cert-file") != ""
+	t.PeerHTTPS = strings.HasPrefix(PodFlag(p, "listen-peer-urls"), "https://")
 	return t
 }
 
@@ -292,15 +292,18 @@ func (t PodTLS) clientURLs(host string) string {
 // ServesClientTLS reports whether the etcd container of member pod p serves TLS on its client port.
 func ServesClientTLS(p *corev1.Pod) bool { return PodTLSOf(p).ClientHTTPS }
 
-// flagValue returns the value of the first argument of the etcd container of pod p that starts with
-// prefix ("--name="), "" when there is none.
-func flagValue(p *corev1.Pod, prefix string) string {
+// PodFlag returns the value of etcd flag name (without "--") that the etcd container of pod p runs
+// with, "" when p is nil or the container does not set the flag.
+func PodFlag(p *corev1.Pod, name string) string {
+	if p == nil {
+		return ""
+	}
 	for _, ctr := range p.Spec.Containers {
 		if ctr.Name != EtcdContainer {
 			continue
 		}
 		for _, a := range ctr.Command {
-			if v, ok := strings.CutPrefix(a, prefix); ok {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
 				return v
 			}
 		}
