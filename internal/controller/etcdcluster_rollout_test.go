@@ -112,6 +112,8 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	type restart struct{ member, leader string }
 	var order []restart
 	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond) // sampling interval: sees every restart and who led then
+	defer tick.Stop()
 	for len(order) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("rollout did not finish in 60s; restarts so far: %+v", order)
@@ -139,7 +141,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 			}
 			runPods(t, c, map[string]string{n: ipOf[n]})
 		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+		<-tick.C
 	}
 	for i, r := range order {
 		if r.member == r.leader {

@@ -59,6 +59,8 @@ func watchRollout(c *etcdv1alpha1.EtcdCluster) *rolloutWatch {
 	leader := ""
 	go func() {
 		defer close(w.done)
+		tick := time.NewTicker(100 * time.Millisecond) // sampling interval: sees every restart
+		defer tick.Stop()
 		for ctx.Err() == nil {
 			pods, err := memberPods(ctx, c)
 			if err == nil {
@@ -98,7 +100,10 @@ func watchRollout(c *etcdv1alpha1.EtcdCluster) *rolloutWatch {
 				}
 				w.mu.Unlock()
 			}
-			time.Sleep(100 * time.Millisecond) // poll interval
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}()
 	return w
