@@ -246,6 +246,15 @@ type TLSStatus struct {
 	TrustedCAsHash string `json:"trustedCAsHash,omitempty"`
 	// CARotation is the rotation of the CA under way; absent when none is.
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+	// ClientScheme is the scheme spec.tls.client asked for when the operator last looked: https or http.
+	// +kubebuilder:validation:Enum=http;https
+	// +optional
+	ClientScheme string `json:"clientScheme,omitempty"`
+	// ClientSchemeChangedAt is when the operator saw spec.tls.client.enabled change to ClientScheme;
+	// absent when it has not seen it change. A switch of the client port keeps its grace period at
+	// least until this time plus the grace period, also when it was changed back midway.
+	// +optional
+	ClientSchemeChangedAt *metav1.Time `json:"clientSchemeChangedAt,omitempty"`
 }
 
 // CARotationStatus is where a rotation of a cluster's CA is. It goes through three phases, each on a

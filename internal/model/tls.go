@@ -93,18 +93,43 @@ func (c *Cluster) DesiredTLS(name string) resources.PodTLS {
 // DefaultTLSSwitchGrace is the grace period of a client port switch when the options give none.
 const DefaultTLSSwitchGrace = 2 * time.Minute
 
+// ClientScheme returns the scheme spec.tls.client asks for: "https" or "http".
+func (c *Cluster) ClientScheme() string {
+	if c.Object.Spec.ClientTLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// ClientSchemeChangedAt returns when the operator saw spec.tls.client.enabled change to what it asks
+// now, from status.tls (ClientScheme, ClientSchemeChangedAt): this pass's time when the status records
+// the other scheme, the recorded time when it records this one, the zero time when it records none.
+func (c *Cluster) ClientSchemeChangedAt() time.Time {
+	st := c.Object.Status.TLS
+	switch {
+	case st == nil || st.ClientScheme == "":
+		return time.Time{}
+	case st.ClientScheme != c.ClientScheme():
+		return c.Now
+	case st.ClientSchemeChangedAt != nil:
+		return st.ClientSchemeChangedAt.Time
+	}
+	return time.Time{}
+}
+
 // ClientTLS returns the schemes the members' client port is to serve now: both while any member pod
 // still serves only the scheme the spec no longer asks for, and while every member serves both but
-// for less than the grace period (then graceEnds says until when, counted from the newest pod); the
-// spec's scheme otherwise, also once any member serves only it (the switch's last stage is under way).
-// A member whose pod is being recreated is not counted: once the grace period is over it is recreated
-// serving the spec's scheme only. (So a switch changed back during its last stage, once the member that
-// served only the new scheme is gone, finds the grace period over already: clients must move back at
-// once.)
+// for less than the grace period (then graceEnds says until when); the spec's scheme otherwise, also
+// once any member serves only it (the switch's last stage is under way). The grace period counts from
+// the later of the newest pod that serves both and when the spec last changed (ClientSchemeChangedAt),
+// so that a switch changed back during its last stage gives clients the whole grace period to move
+// back, also while the member that served only the new scheme is being recreated. A member whose pod
+// is being recreated is not counted otherwise: once the grace period is over it is recreated serving
+// the spec's scheme only.
 func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 	target := c.Object.Spec.ClientTLS()
 	var old, both, done int
-	var newest time.Time
+	start := c.ClientSchemeChangedAt()
 	for _, m := range c.Pods() {
 		if !m.HasPod() {
 			continue
@@ -112,8 +137,8 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 		switch t := resources.PodTLSOf(m.Pod); {
 		case t.ClientHTTP && t.ClientHTTPS:
 			both++
-			if created := m.Pod.CreationTimestamp.Time; created.After(newest) {
-				newest = created
+			if created := m.Pod.CreationTimestamp.Time; created.After(start) {
+				start = created
 			}
 		case t.ClientHTTPS == target && t.ClientHTTP == !target:
 			done++
@@ -128,8 +153,8 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 	switch {
 	case old > 0:
 		return true, true, time.Time{}
-	case both > 0 && done == 0 && c.Now.Before(newest.Add(grace)):
-		return true, true, newest.Add(grace)
+	case both > 0 && done == 0 && c.Now.Before(start.Add(grace)):
+		return true, true, start.Add(grace)
 	}
 	return !target, target, time.Time{}
 }

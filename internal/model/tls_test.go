@@ -55,6 +55,14 @@ func TestClientTLSSwitch(t *testing.T) {
 		{"no pod yet", on, nil, nil, secure, time.Time{}},
 		{"the last stage: a member recreated to serve TLS only has no pod yet", on,
 			[]resources.PodTLS{both, both}, []time.Duration{time.Hour, time.Hour}, secure, time.Time{}},
+		{"changed back off during the last stage, seen now: the member that served TLS only has no pod yet", changedBack(off, "https", time.Time{}),
+			[]resources.PodTLS{both, both}, []time.Duration{time.Hour, time.Hour}, both, now.Add(DefaultTLSSwitchGrace)},
+		{"changed back off a minute ago: the grace period counts from the change", changedBack(off, "http", now.Add(-time.Minute)),
+			[]resources.PodTLS{both, both, both}, []time.Duration{time.Hour, time.Hour, time.Hour}, both, now.Add(time.Minute)},
+		{"changed back off an hour ago: the grace period is over", changedBack(off, "http", now.Add(-time.Hour)),
+			[]resources.PodTLS{both, both, both}, []time.Duration{time.Hour, time.Hour, time.Hour}, plain, time.Time{}},
+		{"a pod newer than the change: the grace period counts from the pod", changedBack(on, "https", now.Add(-time.Hour)),
+			[]resources.PodTLS{both, both, both}, []time.Duration{time.Hour, time.Minute, time.Hour}, both, now.Add(time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pods []corev1.Pod
@@ -80,6 +88,17 @@ func TestClientTLSSwitch(t *testing.T) {
 	if _, https, ends := m.ClientTLS(); !https || !ends.IsZero() {
 		t.Errorf("a 5 s grace period 10 s after the pod: https %v grace ends %v, want https only", https, ends)
 	}
+}
+
+// changedBack returns a copy of c whose status.tls records client scheme scheme, changed at changed (none
+// when zero).
+func changedBack(c *etcdv1alpha1.EtcdCluster, scheme string, changed time.Time) *etcdv1alpha1.EtcdCluster {
+	c = c.DeepCopy()
+	c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: scheme}
+	if !changed.IsZero() {
+		c.Status.TLS.ClientSchemeChangedAt = &metav1.Time{Time: changed}
+	}
+	return c
 }
 
 // TestDesiredPeerTLS: each member's peer port serves the scheme of its peer URL in etcd's member list

@@ -52,7 +52,8 @@ func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
 
 // applyTLSStatus sets status.tls and the CertificatesExpiring condition from what the pass observed of
 // the certificates, and removes both once no port uses TLS any more (TLS switched off); nothing when it
-// did not look (the status keeps what it said).
+// did not look (the status keeps what it said) but the client scheme the spec asks for and when it
+// changed (model.Cluster.ClientSchemeChangedAt).
 func applyTLSStatus(s *scope) {
 	st := &s.cluster.Status
 	if s.report.NoTLS {
@@ -60,6 +61,12 @@ func applyTLSStatus(s *scope) {
 		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionCertificatesExpiring)
 		return
 	}
+	changed := s.m.ClientSchemeChangedAt()
+	defer func() {
+		if st.TLS != nil {
+			st.TLS.ClientScheme, st.TLS.ClientSchemeChangedAt = s.m.ClientScheme(), timeOrNil(changed)
+		}
+	}()
 	o := s.report.TLS
 	if o == nil {
 		return

@@ -46,7 +46,8 @@ func TestCertificatesExpiring(t *testing.T) {
 func TestTLSStatusApplied(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	c := &etcdv1alpha1.EtcdCluster{}
-	s := &scope{cluster: c, report: &Report{TLS: &TLSObservation{At: at, ClientSecret: "demo-client-tls",
+	m := model.Build(model.Input{Cluster: c, Now: at})
+	s := &scope{cluster: c, m: m, report: &Report{TLS: &TLSObservation{At: at, ClientSecret: "demo-client-tls",
 		CANotAfter: at.Add(10 * 365 * 24 * time.Hour), NotAfter: at.Add(365 * 24 * time.Hour), RenewAt: at.Add(240 * 24 * time.Hour)}}}
 	applyTLSStatus(s)
 	st := c.Status.TLS
@@ -58,9 +59,32 @@ func TestTLSStatusApplied(t *testing.T) {
 		t.Errorf("conditions %+v; want CertificatesExpiring False", c.Status.Conditions)
 	}
 	// a pass that did not look keeps what the status said
-	applyTLSStatus(&scope{cluster: c, report: &Report{}})
+	applyTLSStatus(&scope{cluster: c, m: m, report: &Report{}})
 	if c.Status.TLS != st {
 		t.Error("a pass without an observation changed status.tls")
+	}
+}
+
+// TestClientSchemeRecorded: status.tls records the client scheme the spec asks for and, once it saw it
+// change, when; a pass that did not look at the certificates records it too.
+func TestClientSchemeRecorded(t *testing.T) {
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	c := testutil.EtcdCluster("r", testutil.WithTLS(true, true))
+	pass := func(now time.Time, o *TLSObservation) {
+		applyTLSStatus(&scope{cluster: c, m: model.Build(model.Input{Cluster: c, Now: now}), report: &Report{TLS: o}})
+	}
+	pass(at, &TLSObservation{At: at, CANotAfter: at.Add(10 * 365 * 24 * time.Hour)})
+	if st := c.Status.TLS; st == nil || st.ClientScheme != "https" || st.ClientSchemeChangedAt != nil {
+		t.Fatalf("first pass: status.tls %+v; want clientScheme https without a change time", st)
+	}
+	c.Spec.TLS.Client.Enabled = false
+	pass(at.Add(time.Minute), nil)
+	if st := c.Status.TLS; st.ClientScheme != "http" || st.ClientSchemeChangedAt == nil || !st.ClientSchemeChangedAt.Time.Equal(at.Add(time.Minute)) {
+		t.Fatalf("after the switch off: status.tls %+v; want clientScheme http changed at %v", st, at.Add(time.Minute))
+	}
+	pass(at.Add(time.Hour), &TLSObservation{At: at.Add(time.Hour), CANotAfter: at.Add(10 * 365 * 24 * time.Hour)})
+	if st := c.Status.TLS; st.ClientScheme != "http" || st.ClientSchemeChangedAt == nil || !st.ClientSchemeChangedAt.Time.Equal(at.Add(time.Minute)) {
+		t.Errorf("a later pass: status.tls %+v; want the change time kept (%v)", st, at.Add(time.Minute))
 	}
 }
 
@@ -69,11 +93,12 @@ func TestTLSStatusApplied(t *testing.T) {
 func TestTLSStatusClearedWhenTLSIsOff(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	c := &etcdv1alpha1.EtcdCluster{}
-	applyTLSStatus(&scope{cluster: c, report: &Report{TLS: &TLSObservation{At: at, CANotAfter: at.Add(10 * 365 * 24 * time.Hour)}}})
+	m := model.Build(model.Input{Cluster: c, Now: at})
+	applyTLSStatus(&scope{cluster: c, m: m, report: &Report{TLS: &TLSObservation{At: at, CANotAfter: at.Add(10 * 365 * 24 * time.Hour)}}})
 	if c.Status.TLS == nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) == nil {
 		t.Fatalf("status.tls %+v, conditions %+v; want both set", c.Status.TLS, c.Status.Conditions)
 	}
-	applyTLSStatus(&scope{cluster: c, report: &Report{NoTLS: true}})
+	applyTLSStatus(&scope{cluster: c, m: m, report: &Report{NoTLS: true}})
 	if c.Status.TLS != nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) != nil {
 		t.Errorf("status.tls %+v, conditions %+v; want both gone", c.Status.TLS, c.Status.Conditions)
 	}
