@@ -2,7 +2,8 @@
 # Stops the local cluster started by cluster-up.sh: the daemons recorded in $LK/run (only when the PID
 # still runs that daemon's binary for this $LK, so a reused PID is never killed), the pods (torn down
 # through CRI so CNI releases veths and addresses), and what the stack leaves outside $LK: kube-proxy's
-# and kubelet's iptables chains, the cni0 bridge, pod network namespaces, mounts, kubepods cgroups,
+# and kubelet's iptables chains, the NetworkPolicy enforcer a test may have left (netpol-enforcer.sh)
+# with its chains and ipsets, the cni0 bridge, pod network namespaces, mounts, kubepods cgroups,
 # libcni's cache, /var/log/containers links, sysctls.
 #   cluster-down.sh          keep the cluster state (etcd data, PVs, pki): cluster-up.sh brings it back
 #   cluster-down.sh --purge  also delete $LK, so the next cluster-up.sh starts from scratch
@@ -36,6 +37,8 @@ stop() {
   rm -f "$LK/run/$n.pid"
 }
 
+# the NetworkPolicy enforcer a test may have left running, and its iptables rules and ipsets
+bash "$H/netpol-enforcer.sh" stop
 stop kubelet
 # all pod sandboxes, through CRI while containerd still runs (CNI DEL frees addresses and veths)
 CRICTL=$TOOLS_BIN/crictl

@@ -16,6 +16,7 @@ export ETCD_VERSIONS="${ETCD_VERSIONS:-v3.5.35 v3.6.16}"   # etcd server images 
 export COREDNS_VERSION=v1.14.7
 export CRICTL_VERSION=v1.34.0
 export VERSITYGW_VERSION=v1.8.0      # S3-compatible server of the backup tests (hack/build-s3.sh)
+export KUBE_ROUTER_VERSION=v2.1.0    # NetworkPolicy enforcer of the end-to-end tests (hack/build-kube-router.sh)
 
 export K8S_BIN=$EO_CACHE/k8s-$K8S_VERSION/bin       # kube-apiserver, kubelet, ..., kubectl
 export TOOLS_BIN=$EO_CACHE/tools/bin                # crictl, coredns, pause
