@@ -17,6 +17,7 @@ export COREDNS_VERSION=v1.14.7
 export CRICTL_VERSION=v1.34.0
 export VERSITYGW_VERSION=v1.8.0      # S3-compatible server of the backup tests (hack/build-s3.sh)
 export KUBE_ROUTER_VERSION=v2.1.0    # NetworkPolicy enforcer of the end-to-end tests (hack/build-kube-router.sh)
+export CERT_MANAGER_VERSION=v1.21.2  # certificate controllers of the issuerRef tests (hack/build-cert-manager.sh)
 
 export K8S_BIN=$EO_CACHE/k8s-$K8S_VERSION/bin       # kube-apiserver, kubelet, ..., kubectl
 export TOOLS_BIN=$EO_CACHE/tools/bin                # crictl, coredns, pause
