@@ -194,6 +194,22 @@ func waitBackup(t testing.TB, ns, name string, want etcdv1alpha1.BackupPhase) (*
 	return b, took
 }
 
+// backupClaim creates a 256 MiB claim "backups" in ns for backups to a PVC.
+func backupClaim(t testing.TB, ns string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "backups", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
+		},
+	}
+	if err := k8s.Create(context.Background(), pvc); err != nil {
+		t.Fatalf("create claim backups in %s: %v", ns, err)
+	}
+	return pvc
+}
+
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // TestBackupToS3AndPVC: an on-demand backup to S3 succeeds with its size, revision and sha256 and the
@@ -224,16 +240,7 @@ func TestBackupToS3AndPVC(t *testing.T) {
 		t.Errorf("object e2e/%s: %+v %v", key, info, err)
 	}
 
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "backups", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
-		},
-	}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := backupClaim(t, ns)
 	createBackup(t, ns, "to-pvc", c.Name, &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}})
 	b, took = waitBackup(t, ns, "to-pvc", etcdv1alpha1.BackupSucceeded)
 	t.Logf("backup to a PVC: %s after creation (the claim binds with the Job's pod), %d bytes", took.Round(100*time.Millisecond), b.Status.SizeBytes)

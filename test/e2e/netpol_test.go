@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -184,16 +183,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	probeFrom(t, ns, allowed, ports(true, false))
 
 	// a backup Job reaches the client port
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "backups", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
-		},
-	}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	backupClaim(t, ns)
 	createBackup(t, ns, "under-policy", c.Name, &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}})
 	b, took := waitBackup(t, ns, "under-policy", etcdv1alpha1.BackupSucceeded)
 	t.Logf("backup under the policy: succeeded %s after creation, %d bytes", took.Round(100*time.Millisecond), b.Status.SizeBytes)
