@@ -20,7 +20,7 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   export E2E_NETPOL_ENFORCER=${E2E_NETPOL_ENFORCER:-$PWD/hack/netpol-enforcer.sh}
 fi
 bash hack/install-operator.sh
-log "running the end-to-end tests (about 55 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps and a NetworkPolicy under an enforcing plugin included)"
+log "running the end-to-end tests (about 58 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps and a NetworkPolicy under an enforcing plugin included)"
 rc=0
 go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
