@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -311,17 +313,34 @@ func cacheSynced(mgr ctrl.Manager) healthz.Checker {
 	}
 }
 
+// ownPodBackoff is how long ownPod retries while the API server does not answer: about 25 s.
+var ownPodBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 6, Cap: 8 * time.Second}
+
 // ownPod returns the operator's own pod, named by the POD_NAME and POD_NAMESPACE environment variables
-// (the downward API in config/manager).
+// (the downward API in config/manager). It retries (ownPodBackoff) while the read fails for a reason
+// other than the pod being missing or the read forbidden, so that an API server that does not answer
+// at start-up does not leave the operator without its pod (and so without NetworkPolicies and backup
+// Jobs) until its next restart.
 func ownPod(ctx context.Context, r client.Reader) (*corev1.Pod, error) {
 	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if name == "" || ns == "" {
 		return nil, errors.New("POD_NAME and POD_NAMESPACE are not set")
 	}
 	pod := &corev1.Pod{}
-	getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := r.Get(getCtx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, ownPodBackoff, func(ctx context.Context) (bool, error) {
+		getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		last = r.Get(getCtx, client.ObjectKey{Namespace: ns, Name: name}, pod)
+		if apierrors.IsNotFound(last) || apierrors.IsForbidden(last) {
+			return false, last
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
 		return nil, fmt.Errorf("read the operator's own pod %s/%s: %w", ns, name, err)
 	}
 	return pod, nil
