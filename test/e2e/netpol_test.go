@@ -38,7 +38,7 @@ func enforceNetworkPolicies(t *testing.T) {
 	run := func(arg string) error {
 		out, err := exec.Command("bash", enforcer, arg).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%s %s: %v\n%s", enforcer, arg, err, out)
+			return fmt.Errorf("%s %s: %w\n%s", enforcer, arg, err, out)
 		}
 		t.Logf("%s %s: %s", enforcer, arg, strings.TrimSpace(string(out)))
 		return nil
@@ -219,7 +219,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 	pods, err = memberPods(ctx, c)
 	if err != nil {
