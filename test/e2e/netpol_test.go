@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -215,11 +216,13 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, statusTimeout, "the NetworkPolicy deleted", func(ctx context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{})
-		if apierrors.IsNotFound(err) {
+		switch err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{}); {
+		case apierrors.IsNotFound(err):
 			return nil
+		case err != nil:
+			return err
 		}
-		return fmt.Errorf("still there (%w)", err)
+		return errors.New("still there")
 	})
 	pods, err = memberPods(ctx, c)
 	if err != nil {
