@@ -103,11 +103,23 @@ func (c *Cluster) ClientScheme() string {
 
 // ClientSchemeChangedAt returns when the operator saw spec.tls.client.enabled change to what it asks
 // now, from status.tls (ClientScheme, ClientSchemeChangedAt): this pass's time when the status records
-// the other scheme, the recorded time when it records this one, the zero time when it records none.
+// the other scheme, the recorded time when it records this one. When it records none (TLS was off on
+// both ports, or an operator version before these fields wrote the status), this pass's time while a
+// member pod serves another client scheme than the spec's alone (a switch is under way: at most one
+// grace period too many), the zero time otherwise.
 func (c *Cluster) ClientSchemeChangedAt() time.Time {
 	st := c.Object.Status.TLS
 	switch {
 	case st == nil || st.ClientScheme == "":
+		target := c.Object.Spec.ClientTLS()
+		for _, m := range c.Pods() {
+			if !m.HasPod() {
+				continue
+			}
+			if t := resources.PodTLSOf(m.Pod); t.ClientHTTPS != target || t.ClientHTTP == target {
+				return c.Now
+			}
+		}
 		return time.Time{}
 	case st.ClientScheme != c.ClientScheme():
 		return c.Now
@@ -117,15 +129,25 @@ func (c *Cluster) ClientSchemeChangedAt() time.Time {
 	return time.Time{}
 }
 
+// TLSSwitchGrace returns the grace period of a client port switch: resources.Options.TLSSwitchGrace,
+// or DefaultTLSSwitchGrace when the options give none.
+func (c *Cluster) TLSSwitchGrace() time.Duration {
+	if c.Options.TLSSwitchGrace == 0 {
+		return DefaultTLSSwitchGrace
+	}
+	return c.Options.TLSSwitchGrace
+}
+
 // ClientTLS returns the schemes the members' client port is to serve now: both while any member pod
 // still serves only the scheme the spec no longer asks for, and while every member serves both but
 // for less than the grace period (then graceEnds says until when); the spec's scheme otherwise, also
 // once any member serves only it (the switch's last stage is under way). The grace period counts from
 // the later of the newest pod that serves both and when the spec last changed (ClientSchemeChangedAt),
 // so that a switch changed back during its last stage gives clients the whole grace period to move
-// back, also while the member that served only the new scheme is being recreated. A member whose pod
-// is being recreated is not counted otherwise: once the grace period is over it is recreated serving
-// the spec's scheme only.
+// back, also while the member that served only the new scheme is being recreated, and so that the
+// only member of a 1-member cluster serves both before only the new scheme. A member whose pod is
+// being recreated is not counted otherwise: once the grace period is over it is recreated serving the
+// spec's scheme only.
 func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 	target := c.Object.Spec.ClientTLS()
 	var old, both, done int
@@ -146,14 +168,13 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 			old++
 		}
 	}
-	grace := c.Options.TLSSwitchGrace
-	if grace == 0 {
-		grace = DefaultTLSSwitchGrace
-	}
+	grace := c.TLSSwitchGrace()
 	switch {
 	case old > 0:
 		return true, true, time.Time{}
-	case both > 0 && done == 0 && c.Now.Before(start.Add(grace)):
+	case done == 0 && (both > 0 || !start.IsZero()) && c.Now.Before(start.Add(grace)):
+		// also with no pod at all within the grace period of a change: the member of a 1-member
+		// cluster, recreated, serves both schemes first
 		return true, true, start.Add(grace)
 	}
 	return !target, target, time.Time{}

@@ -31,8 +31,9 @@ func memberPod(c *etcdv1alpha1.EtcdCluster, name string, t resources.PodTLS, cre
 // period; then only the spec's scheme, also once any member does.
 func TestClientTLSSwitch(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	on := testutil.EtcdCluster("s", testutil.WithTLS(true, false))
-	off := testutil.EtcdCluster("s", testutil.WithTLS(false, false))
+	// the status records the spec's scheme, as after the operator's first pass since the change
+	on := changedBack(testutil.EtcdCluster("s", testutil.WithTLS(true, false)), "https", time.Time{})
+	off := changedBack(testutil.EtcdCluster("s", testutil.WithTLS(false, false)), "http", time.Time{})
 	names := []string{"s-0", "s-1", "s-2"}
 	for _, tc := range []struct {
 		name      string
@@ -63,6 +64,16 @@ func TestClientTLSSwitch(t *testing.T) {
 			[]resources.PodTLS{both, both, both}, []time.Duration{time.Hour, time.Hour, time.Hour}, plain, time.Time{}},
 		{"a pod newer than the change: the grace period counts from the pod", changedBack(on, "https", now.Add(-time.Hour)),
 			[]resources.PodTLS{both, both, both}, []time.Duration{time.Hour, time.Minute, time.Hour}, both, now.Add(time.Minute)},
+		{"1 member switched on a minute ago, its pod being recreated: it serves both first", changedBack(on, "https", now.Add(-time.Minute)),
+			nil, nil, both, now.Add(time.Minute)},
+		{"1 member changed back off during the last stage, its pod being recreated", changedBack(off, "https", time.Time{}),
+			nil, nil, both, now.Add(DefaultTLSSwitchGrace)},
+		{"1 member switched on an hour ago, its pod being recreated: the grace period is over", changedBack(on, "https", now.Add(-time.Hour)),
+			nil, nil, secure, time.Time{}},
+		{"no change recorded (an older operator wrote the status) while members serve both: from now on", changedBack(off, "", time.Time{}),
+			[]resources.PodTLS{both, both}, []time.Duration{time.Hour, time.Hour}, both, now.Add(DefaultTLSSwitchGrace)},
+		{"no change recorded and every member serves the spec's scheme: none under way", changedBack(on, "", time.Time{}),
+			[]resources.PodTLS{secure, secure, secure}, nil, secure, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pods []corev1.Pod
@@ -91,9 +102,13 @@ func TestClientTLSSwitch(t *testing.T) {
 }
 
 // changedBack returns a copy of c whose status.tls records client scheme scheme, changed at changed (none
-// when zero).
+// when zero); no status.tls when scheme is empty.
 func changedBack(c *etcdv1alpha1.EtcdCluster, scheme string, changed time.Time) *etcdv1alpha1.EtcdCluster {
 	c = c.DeepCopy()
+	if scheme == "" {
+		c.Status.TLS = nil
+		return c
+	}
 	c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: scheme}
 	if !changed.IsZero() {
 		c.Status.TLS.ClientSchemeChangedAt = &metav1.Time{Time: changed}

@@ -51,18 +51,26 @@ func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
 }
 
 // applyTLSStatus sets status.tls and the CertificatesExpiring condition from what the pass observed of
-// the certificates, and removes both once no port uses TLS any more (TLS switched off); nothing when it
+// the certificates, and removes both once no port uses TLS any more (TLS switched off; status.tls keeps
+// the client scheme and when it changed until the grace period of that change is over); nothing when it
 // did not look (the status keeps what it said) but the client scheme the spec asks for and when it
 // changed (model.Cluster.ClientSchemeChangedAt).
 func applyTLSStatus(s *scope) {
 	st := &s.cluster.Status
+	changed := s.m.ClientSchemeChangedAt()
 	if s.report.NoTLS {
 		st.TLS = nil
 		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionCertificatesExpiring)
+		if !changed.IsZero() && s.m.Now.Before(changed.Add(s.m.TLSSwitchGrace())) {
+			// the only member is being recreated within the grace period of a change: keep when
+			st.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: s.m.ClientScheme(), ClientSchemeChangedAt: timeOrNil(changed)}
+		}
 		return
 	}
-	changed := s.m.ClientSchemeChangedAt()
 	defer func() {
+		if st.TLS == nil && !changed.IsZero() {
+			st.TLS = &etcdv1alpha1.TLSStatus{} // a switch is under way: record when it began
+		}
 		if st.TLS != nil {
 			st.TLS.ClientScheme, st.TLS.ClientSchemeChangedAt = s.m.ClientScheme(), timeOrNil(changed)
 		}

@@ -88,6 +88,26 @@ func TestClientSchemeRecorded(t *testing.T) {
 	}
 }
 
+// TestClientSchemeKeptWhileNoPodUsesTLS: switched off while the only member's pod is being recreated
+// (no pod uses TLS), status.tls keeps the change until its grace period is over, so the pod comes back
+// serving both schemes first.
+func TestClientSchemeKeptWhileNoPodUsesTLS(t *testing.T) {
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	c := testutil.EtcdCluster("k", testutil.WithTLS(false, false), testutil.WithReplicas(1))
+	c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: "http", ClientSchemeChangedAt: &metav1.Time{Time: at}}
+	applyTLSStatus(&scope{cluster: c, m: model.Build(model.Input{Cluster: c, Now: at.Add(time.Minute)}), report: &Report{NoTLS: true}})
+	if st := c.Status.TLS; st == nil || st.ClientScheme != "http" || st.ClientSchemeChangedAt == nil || !st.ClientSchemeChangedAt.Time.Equal(at) {
+		t.Fatalf("a minute after the change: status.tls %+v; want the change kept", st)
+	}
+	if http, https, _ := model.Build(model.Input{Cluster: c, Now: at.Add(time.Minute)}).ClientTLS(); !http || !https {
+		t.Errorf("the member recreated a minute after the change serves http %v https %v; want both", http, https)
+	}
+	applyTLSStatus(&scope{cluster: c, m: model.Build(model.Input{Cluster: c, Now: at.Add(time.Hour)}), report: &Report{NoTLS: true}})
+	if c.Status.TLS != nil {
+		t.Errorf("an hour after the change: status.tls %+v; want none", c.Status.TLS)
+	}
+}
+
 // TestTLSStatusClearedWhenTLSIsOff: once neither the spec nor any member pod uses TLS (switched off),
 // status.tls and the CertificatesExpiring condition go.
 func TestTLSStatusClearedWhenTLSIsOff(t *testing.T) {
@@ -111,6 +131,7 @@ func TestClientTLSGrace(t *testing.T) {
 	both := resources.PodTLS{ClientHTTP: true, ClientHTTPS: true}
 	build := func(clientTLS bool, created time.Time) *model.Cluster {
 		c := testutil.EtcdCluster("g", testutil.WithTLS(clientTLS, false), testutil.WithReplicas(1))
+		c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: map[bool]string{true: "https", false: "http"}[clientTLS]}
 		p := resources.Options{}.BuildPod(c, resources.Member{Name: "g-0", InitialClusterState: resources.StateNew, TLS: &both})
 		p.CreationTimestamp = metav1.NewTime(created)
 		return model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{*p}, Now: now})
