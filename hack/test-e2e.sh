@@ -18,6 +18,8 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   # the NetworkPolicy test runs an enforcer for its duration (the local cluster has none otherwise)
   bash hack/build-kube-router.sh
   export E2E_NETPOL_ENFORCER=${E2E_NETPOL_ENFORCER:-$PWD/hack/netpol-enforcer.sh}
+  # stopped also when go test is killed or times out (its t.Cleanup does not run then)
+  trap 'bash hack/netpol-enforcer.sh stop >/dev/null 2>&1 || true' EXIT
 fi
 bash hack/install-operator.sh
 log "running the end-to-end tests (about 58 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps and a NetworkPolicy under an enforcing plugin included)"

@@ -251,8 +251,9 @@ type TLSStatus struct {
 	// +optional
 	ClientScheme string `json:"clientScheme,omitempty"`
 	// ClientSchemeChangedAt is when the operator saw spec.tls.client.enabled change to ClientScheme;
-	// absent when it has not seen it change. A switch of the client port keeps its grace period at
-	// least until this time plus the grace period, also when it was changed back midway.
+	// absent when it has not seen it change. While no member serves only ClientScheme, the grace
+	// period of a client port switch (every member serves both schemes) lasts at least until this
+	// time plus the grace period, also when the switch was changed back midway.
 	// +optional
 	ClientSchemeChangedAt *metav1.Time `json:"clientSchemeChangedAt,omitempty"`
 }

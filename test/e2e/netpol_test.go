@@ -170,11 +170,14 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.ClientService}, svc); err != nil {
 		t.Fatalf("client Service: %v", err)
 	}
+	// each probe also reaches the metrics port, which the policy opens to every source (metricsFrom
+	// is empty): a probe pod without a network fails
 	ports := func(client, peer bool) []target {
 		out := []target{{"client Service", fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort), client}}
 		for name, p := range pods {
 			out = append(out, target{name + " client port", fmt.Sprintf("%s:%d", p.Status.PodIP, resources.ClientPort), client},
-				target{name + " peer port", fmt.Sprintf("%s:%d", p.Status.PodIP, resources.PeerPort), peer})
+				target{name + " peer port", fmt.Sprintf("%s:%d", p.Status.PodIP, resources.PeerPort), peer},
+				target{name + " metrics port", fmt.Sprintf("%s:%d", p.Status.PodIP, resources.MetricsPort), true})
 		}
 		return out
 	}

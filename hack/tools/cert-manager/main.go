@@ -74,8 +74,9 @@ func run(ctx context.Context, kubeconfig, clusterNS string, workers int) error {
 		KubernetesAPIBurst: 50,
 		IssuerOptions:      controller.IssuerOptions{ClusterResourceNamespace: clusterNS},
 		CertificateOptions: controller.CertificateOptions{
-			CertificateRequestMinimumBackoffDuration: time.Hour,
-			CertificateRequestMaximumBackoffDuration: 32 * time.Hour,
+			// a test that creates a Certificate before its Issuer is ready must not wait an hour
+			CertificateRequestMinimumBackoffDuration: 2 * time.Second,
+			CertificateRequestMaximumBackoffDuration: time.Minute,
 		},
 	})
 	if err != nil {
