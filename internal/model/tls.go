@@ -116,7 +116,7 @@ func (c *Cluster) ClientSchemeChangedAt() time.Time {
 			if !m.HasPod() {
 				continue
 			}
-			if t := resources.PodTLSOf(m.Pod); t.ClientHTTPS != target || t.ClientHTTP == target {
+			if !servesOnly(resources.PodTLSOf(m.Pod), target) {
 				return c.Now
 			}
 		}
@@ -127,6 +127,12 @@ func (c *Cluster) ClientSchemeChangedAt() time.Time {
 		return st.ClientSchemeChangedAt.Time
 	}
 	return time.Time{}
+}
+
+// servesOnly reports whether a pod serving as t serves its client port in one scheme only: https://
+// when https, http:// otherwise.
+func servesOnly(t resources.PodTLS, https bool) bool {
+	return t.ClientHTTPS == https && t.ClientHTTP == !https
 }
 
 // TLSSwitchGrace returns the grace period of a client port switch: resources.Options.TLSSwitchGrace,
@@ -162,7 +168,7 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 			if created := m.Pod.CreationTimestamp.Time; created.After(start) {
 				start = created
 			}
-		case t.ClientHTTPS == target && t.ClientHTTP == !target:
+		case servesOnly(t, target):
 			done++
 		default:
 			old++

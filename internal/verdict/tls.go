@@ -58,34 +58,28 @@ func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
 func applyTLSStatus(s *scope) {
 	st := &s.cluster.Status
 	changed := s.m.ClientSchemeChangedAt()
-	if s.report.NoTLS {
+	switch o := s.report.TLS; {
+	case s.report.NoTLS:
 		st.TLS = nil
 		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionCertificatesExpiring)
-		if !changed.IsZero() && s.m.Now.Before(changed.Add(s.m.TLSSwitchGrace())) {
-			// the only member is being recreated within the grace period of a change: keep when
-			st.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: s.m.ClientScheme(), ClientSchemeChangedAt: timeOrNil(changed)}
+		if changed.IsZero() || !s.m.Now.Before(changed.Add(s.m.TLSSwitchGrace())) {
+			return
+		} // else the only member is being recreated within the grace period of a change: keep when
+	case o != nil:
+		st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
+			NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt), TrustedCAsHash: o.TrustedCAsHash}
+		if o.Rotation != "" {
+			st.TLS.CARotation = &etcdv1alpha1.CARotationStatus{Phase: o.Rotation, StartedAt: timeOrNil(o.RotationStarted)}
 		}
-		return
+		expiring, reason := CertificatesExpiring(o)
+		setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionCertificatesExpiring, expiring, reason)
 	}
-	defer func() {
-		if st.TLS == nil && !changed.IsZero() {
-			st.TLS = &etcdv1alpha1.TLSStatus{} // a switch is under way: record when it began
-		}
-		if st.TLS != nil {
-			st.TLS.ClientScheme, st.TLS.ClientSchemeChangedAt = s.m.ClientScheme(), timeOrNil(changed)
-		}
-	}()
-	o := s.report.TLS
-	if o == nil {
-		return
+	if st.TLS == nil && !changed.IsZero() {
+		st.TLS = &etcdv1alpha1.TLSStatus{} // a switch is under way: record when it began
 	}
-	st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
-		NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt), TrustedCAsHash: o.TrustedCAsHash}
-	if o.Rotation != "" {
-		st.TLS.CARotation = &etcdv1alpha1.CARotationStatus{Phase: o.Rotation, StartedAt: timeOrNil(o.RotationStarted)}
+	if st.TLS != nil {
+		st.TLS.ClientScheme, st.TLS.ClientSchemeChangedAt = s.m.ClientScheme(), timeOrNil(changed)
 	}
-	expiring, reason := CertificatesExpiring(o)
-	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionCertificatesExpiring, expiring, reason)
 }
 
 // CertificatesExpiring returns whether a certificate of o expires soon (see LeafExpiryWarning and
