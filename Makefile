@@ -27,9 +27,9 @@ demo: ## Bring up a local Kubernetes (unless KUBECONFIG is set), install the ope
 # checkouts) would collide: the second waits for the first, and says so.
 TEST_LOCK      := /tmp/etcd-operator-make-test.lock
 
-test: envtest s3-server ## Run the unit and integration tests (real kube-apiserver, etcd and S3 server; builds them once per machine).
+test: envtest s3-server cert-manager ## Run the unit and integration tests (real kube-apiserver, etcd, S3 server and cert-manager; builds them once per machine).
 	@flock -n $(TEST_LOCK) true || echo "another make test runs on this machine (its etcd members use the same loopback addresses): waiting for it to finish"
-	flock -o $(TEST_LOCK) env KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" go test -count=1 -timeout 20m $(TEST_PKGS)
+	flock -o $(TEST_LOCK) env KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" CERT_MANAGER="$$(bash hack/build-cert-manager.sh --print)" go test -count=1 -timeout 20m $(TEST_PKGS)
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests against KUBECONFIG, or the local cluster (brought up if needed).
@@ -92,6 +92,10 @@ envtest: ## Build kube-apiserver and etcd for the integration tests (once per ma
 .PHONY: s3-server
 s3-server: ## Build the S3-compatible server (versitygw) the backup tests write to (once per machine).
 	bash hack/build-s3.sh
+
+.PHONY: cert-manager
+cert-manager: ## Build cert-manager's certificate controllers the tests of spec.tls.issuerRef run (once per machine, ~8 min cold).
+	bash hack/build-cert-manager.sh
 
 .PHONY: cluster-up
 cluster-up: ## Bring up the local single-node Kubernetes (builds it once per machine, ~15 min cold).

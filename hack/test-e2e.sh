@@ -21,8 +21,14 @@ if [ "$KUBECONFIG" = "$LOCAL_KUBECONFIG" ]; then
   # stopped also when go test is killed or times out (its t.Cleanup does not run then)
   trap 'bash hack/netpol-enforcer.sh stop >/dev/null 2>&1 || true' EXIT
 fi
+# the cert-manager test runs cert-manager's certificate controllers as a process of its own, unless
+# E2E_CERT_MANAGER=cluster says the cluster runs cert-manager
+if [ "${E2E_CERT_MANAGER:-}" != cluster ]; then
+  bash hack/build-cert-manager.sh
+  export CERT_MANAGER=${CERT_MANAGER:-$(bash hack/build-cert-manager.sh --print)}
+fi
 bash hack/install-operator.sh
-log "running the end-to-end tests (about 58 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps and a NetworkPolicy under an enforcing plugin included)"
+log "running the end-to-end tests (about 58 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps or cert-manager issues and a NetworkPolicy under an enforcing plugin included)"
 rc=0
 go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then

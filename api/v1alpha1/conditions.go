@@ -81,6 +81,12 @@ const (
 	ReasonCALost = "CertificateAuthorityLost"
 	// ReasonTLSSecretUnusable: a Secret of spec.tls.secrets is missing or cannot serve the cluster.
 	ReasonTLSSecretUnusable = "TLSSecretUnusable"
+	// ReasonCertificateNotReady: a cert-manager Certificate of spec.tls.issuerRef is not Ready and not
+	// being issued, or cert-manager is not installed.
+	ReasonCertificateNotReady = "CertificateNotReady"
+	// ReasonWaitingForCertificates: cert-manager is issuing a certificate of spec.tls.issuerRef that the
+	// cluster needs.
+	ReasonWaitingForCertificates = "WaitingForCertificates"
 	// ReasonRotatingCA: the cluster's CA is being rotated (status.tls.caRotation says how far).
 	ReasonRotatingCA = "RotatingCA"
 	// ReasonSwitchingTLS: spec.tls is being switched on or off for the running cluster, member by member.

@@ -167,6 +167,7 @@ type AuthStatus struct {
 // TLSSpec says which of a cluster's ports serve TLS. Either port can be switched on or off for a
 // running cluster: the operator moves the members over one at a time, without losing quorum (see
 // docs/security.md, "Switching TLS on or off").
+// +kubebuilder:validation:XValidation:rule="!has(self.secrets) || !has(self.issuerRef)",message="spec.tls.secrets and spec.tls.issuerRef cannot both be set: either you keep the certificates' Secrets, or cert-manager does"
 type TLSSpec struct {
 	// Client is TLS on the client port (2379): members serve a certificate for their DNS names and the
 	// client Service's, and accept only clients with a certificate of the cluster's CA.
@@ -188,6 +189,37 @@ type TLSSpec struct {
 	//
 	// +optional
 	Secrets *TLSSecrets `json:"secrets,omitempty"`
+
+	// IssuerRef, when set, names a cert-manager Issuer or ClusterIssuer that issues the members'
+	// certificates: the operator then creates no CA and issues no certificate itself; it keeps one
+	// cert-manager Certificate per Secret ("<cluster>-server-tls", "<cluster>-peer-tls" and
+	// "<cluster>-client-tls"), and checks, mounts and reloads the Secrets cert-manager writes, as it does
+	// those of spec.tls.secrets. The issuer must write ca.crt (cert-manager's CA and Vault issuers do;
+	// ACME issuers do not). It cannot be added, removed or changed while TLS is on. See
+	// docs/security.md, "Certificates from cert-manager".
+	//
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+}
+
+// IssuerReference names a cert-manager issuer.
+type IssuerReference struct {
+	// Name is the issuer's name; an Issuer must be in the cluster's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Kind is Issuer (default) or ClusterIssuer.
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +kubebuilder:default=Issuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Group is the issuer's API group: cert-manager.io (default), or that of an external issuer.
+	// +kubebuilder:default=cert-manager.io
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // TLSSecrets name the Secrets of a cluster's certificates when you keep them yourself.
@@ -228,6 +260,13 @@ type TLSSecrets struct {
 
 // UserTLSSecrets reports whether the cluster's certificates are Secrets the user keeps (spec.tls.secrets).
 func (s *EtcdClusterSpec) UserTLSSecrets() bool { return s.TLS != nil && s.TLS.Secrets != nil }
+
+// TLSIssuer reports whether cert-manager issues the cluster's certificates (spec.tls.issuerRef).
+func (s *EtcdClusterSpec) TLSIssuer() bool { return s.TLS != nil && s.TLS.IssuerRef != nil }
+
+// ExternalCertificates reports whether someone other than the operator issues the cluster's
+// certificates: the user (spec.tls.secrets) or cert-manager (spec.tls.issuerRef).
+func (s *EtcdClusterSpec) ExternalCertificates() bool { return s.UserTLSSecrets() || s.TLSIssuer() }
 
 // TLSStatus is what a cluster's certificates are.
 type TLSStatus struct {

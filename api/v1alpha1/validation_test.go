@@ -257,6 +257,23 @@ func TestAuthCannotBeTurnedOff(t *testing.T) {
 	}
 }
 
+// TestTLSIssuerRejected: spec.tls.issuerRef and spec.tls.secrets exclude each other, and the issuer's
+// kind is Issuer or ClusterIssuer (Issuer and cert-manager.io by default).
+func TestTLSIssuerRejected(t *testing.T) {
+	ctx := context.Background()
+	both := newCluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "p", "c"), testutil.WithIssuer("ca", ""))
+	assertInvalid(t, k8s.Create(ctx, both), "spec.tls.secrets and spec.tls.issuerRef cannot both be set")
+	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "Vault"))), "spec.tls.issuerRef.kind")
+	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("", ""))), "spec.tls.issuerRef.name")
+	ok := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""))
+	if err := k8s.Create(ctx, ok); err != nil {
+		t.Fatalf("an Issuer alone was rejected: %v", err)
+	}
+	if ref := ok.Spec.TLS.IssuerRef; ref.Kind != "Issuer" || ref.Group != "cert-manager.io" {
+		t.Errorf("issuerRef defaults: kind %q, group %q; want Issuer, cert-manager.io", ref.Kind, ref.Group)
+	}
+}
+
 func assertInvalid(t *testing.T, err error, message string) {
 	t.Helper()
 	if err == nil {

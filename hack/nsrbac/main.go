@@ -24,7 +24,7 @@ import (
 var namespaced = map[string]bool{
 	"/pods": true, "/pods/eviction": true, "/persistentvolumeclaims": true, "/services": true, "/secrets": true,
 	"batch/jobs": true, "policy/poddisruptionbudgets": true, "events.k8s.io/events": true,
-	"networking.k8s.io/networkpolicies": true, "coordination.k8s.io/leases": true, "/configmaps": true, "/events": true,
+	"networking.k8s.io/networkpolicies": true, "cert-manager.io/certificates": true, "cert-manager.io/issuers": true, "coordination.k8s.io/leases": true, "/configmaps": true, "/events": true,
 	"etcd.etcdkit.dev/etcdclusters": true, "etcd.etcdkit.dev/etcdclusters/status": true,
 	"etcd.etcdkit.dev/etcdclusters/finalizers": true, "etcd.etcdkit.dev/etcdbackups": true,
 	"etcd.etcdkit.dev/etcdbackups/status": true, "etcd.etcdkit.dev/etcdbackups/finalizers": true,
@@ -36,6 +36,7 @@ var clusterScoped = map[string]string{
 	"admissionregistration.k8s.io/mutatingwebhookconfigurations":   webhookWhy,
 	"authentication.k8s.io/tokenreviews":                           "the metrics endpoint (--metrics-secure): who is the scraper whose bearer token came with the request",
 	"authorization.k8s.io/subjectaccessreviews":                    "the metrics endpoint (--metrics-secure): may that scraper get /metrics",
+	"cert-manager.io/clusterissuers":                               "spec.tls.issuerRef: whether the ClusterIssuer a cluster names exists and is Ready (get by name, uncached)",
 	"storage.k8s.io/storageclasses":                                "volume expansion: whether the StorageClass of a claim to grow allows expansion (get by name, uncached)",
 }
 
@@ -65,7 +66,7 @@ func run(root string) error {
 	}
 	var ns, cluster []rbacv1.PolicyRule
 	var errs []error
-	for _, r := range cr.Rules {
+	for _, r := range splitScopes(cr.Rules) {
 		isNS, err := scope(r)
 		switch {
 		case err != nil:
@@ -105,6 +106,34 @@ func run(root string) error {
 }
 
 func key(group, resource string) string { return group + "/" + resource }
+
+// splitScopes splits a rule of one API group whose resources are some namespaced, some cluster-scoped
+// (controller-gen merges the rules of one group and verbs) into one rule of each.
+func splitScopes(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		if len(r.APIGroups) != 1 || len(r.NonResourceURLs) > 0 {
+			out = append(out, r)
+			continue
+		}
+		var nsRes, clusterRes []string
+		for _, res := range r.Resources {
+			if clusterScoped[key(r.APIGroups[0], res)] != "" {
+				clusterRes = append(clusterRes, res)
+			} else {
+				nsRes = append(nsRes, res)
+			}
+		}
+		if len(nsRes) == 0 || len(clusterRes) == 0 {
+			out = append(out, r)
+			continue
+		}
+		a, b := r, r
+		a.Resources, b.Resources = nsRes, clusterRes
+		out = append(out, a, b)
+	}
+	return out
+}
 
 // scope says whether every resource of r is namespaced, or every one cluster-scoped; a rule that
 // mixes them, or names a resource of unknown scope, is an error.

@@ -47,6 +47,8 @@ func Blocked(err error) (reason string, blocked bool) {
 		return etcdv1alpha1.ReasonForeignObject, true
 	case errors.Is(err, ErrCALost):
 		return etcdv1alpha1.ReasonCALost, true
+	case errors.Is(err, ErrCertificateNotReady):
+		return etcdv1alpha1.ReasonCertificateNotReady, true
 	case errors.Is(err, ErrUnusableSecret):
 		return etcdv1alpha1.ReasonTLSSecretUnusable, true
 	}
@@ -103,6 +105,9 @@ type Result struct {
 	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
 	// renews (then TrustedCAsHash hashes their ca.crt, and RenewAt is zero).
 	UserSecrets bool
+	// Issuer names the cert-manager issuer of spec.tls.issuerRef ("Issuer ca"), which renews the
+	// certificates; empty without it (UserSecrets is true with it too).
+	Issuer string
 
 	// ca is the CA Secret as Ensure read it, which AdvanceRotation updates (only if unchanged since).
 	ca *caState
@@ -116,7 +121,7 @@ func (res Result) Observation(at time.Time) *verdict.TLSObservation {
 	}
 	return &verdict.TLSObservation{At: at, ClientSecret: res.ClientSecret, CANotAfter: res.CANotAfter, NotAfter: res.NotAfter,
 		RenewAt: res.RenewAt, TrustedCAsHash: res.TrustedCAsHash, Rotation: res.Rotation, RotationStarted: res.RotationStarted,
-		UserSecrets: res.UserSecrets}
+		UserSecrets: res.UserSecrets, Issuer: res.Issuer}
 }
 
 func (k *Keeper) now() time.Time {
@@ -176,6 +181,9 @@ func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 	if ports.Unnamed != "" {
 		return Result{}, fmt.Errorf("member pods mount Secret %s, which spec.tls no longer names, and the operator's CA would not be trusted by them: %w; "+
 			"set spec.tls.secrets back until the switch off has finished (status.tls goes when it has)", ports.Unnamed, ErrUnusableSecret)
+	}
+	if c.Spec.TLSIssuer() {
+		return k.ensureIssued(ctx, c, ports)
 	}
 	st, changed, err := k.ensureCA(ctx, c)
 	if err != nil {

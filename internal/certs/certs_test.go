@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
@@ -26,7 +27,10 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 )
 
-var k8s client.Client
+var (
+	k8s     client.Client
+	restCfg *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	env, cfg, err := testenv.Start()
@@ -34,6 +38,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	restCfg = cfg
 	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -27,7 +27,10 @@ var ErrUnusableSecret = errors.New("not usable")
 
 // userLeaf is one Secret of spec.tls.secrets that the ports in use need, and what it must be valid for.
 type userLeaf struct {
+	// kind is the certificate's ("server", "peer" or "client"); field its field of spec.tls.secrets;
+	// issued is true when cert-manager writes the Secret (spec.tls.issuerRef).
 	kind, field, name string
+	issued            bool
 	req               pki.Request
 	secret            *corev1.Secret
 	cert              *x509.Certificate
@@ -40,13 +43,14 @@ type userLeaf struct {
 // client configuration (the client Secret's certificate and ca.crt).
 func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
 	serverReq, peerReq, clientReq := k.Options.UserCertRequests(c)
+	issued := c.Spec.TLSIssuer()
 	var leaves []*userLeaf
 	if ports.Client {
-		leaves = append(leaves, &userLeaf{kind: "server", field: "server", name: resources.ServerTLSSecretName(c), req: serverReq},
-			&userLeaf{kind: "client", field: "client", name: resources.ClientTLSSecretName(c), req: clientReq})
+		leaves = append(leaves, &userLeaf{kind: "server", field: "server", name: resources.ServerTLSSecretName(c), req: serverReq, issued: issued},
+			&userLeaf{kind: "client", field: "client", name: resources.ClientTLSSecretName(c), req: clientReq, issued: issued})
 	}
 	if ports.Peer {
-		leaves = append(leaves, &userLeaf{kind: "peer", field: "peer", name: resources.PeerTLSSecretName(c), req: peerReq})
+		leaves = append(leaves, &userLeaf{kind: "peer", field: "peer", name: resources.PeerTLSSecretName(c), req: peerReq, issued: issued})
 	}
 	res := Result{UserSecrets: true}
 	var trusted []byte
@@ -100,6 +104,8 @@ func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *u
 		err = k.APIReader.Get(ctx, key, s)
 	}
 	switch {
+	case apierrors.IsNotFound(err) && l.issued:
+		return unusable(l, errors.New("it does not exist yet: cert-manager writes it once it has issued the certificate"))
 	case apierrors.IsNotFound(err):
 		return unusable(l, errors.New("it does not exist: create it (kubernetes.io/tls with tls.crt, tls.key and ca.crt), or have cert-manager write it"))
 	case err != nil:
@@ -110,7 +116,8 @@ func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *u
 }
 
 // peerIdentity checks what identifies a member on the peer port: the peer certificate's common name is
-// spec.tls.secrets.peerCommonName when that is set; otherwise the peer CA must be no CA of the server
+// resources.PeerCommonName (spec.tls.secrets.peerCommonName, or the name the Certificate of
+// spec.tls.issuerRef asks for) when that is set; otherwise the peer CA must be no CA of the server
 // Secret's ca.crt, whose client certificates would otherwise be accepted as members'.
 func peerIdentity(c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf) error {
 	var server, peer *userLeaf
@@ -125,9 +132,13 @@ func peerIdentity(c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf) error {
 	if peer == nil {
 		return nil
 	}
-	if cn := c.Spec.TLS.Secrets.PeerCommonName; cn != "" {
+	if cn := resources.PeerCommonName(c); cn != "" {
 		if peer.cert.Subject.CommonName != cn {
-			return unusable(peer, fmt.Errorf("its certificate's common name is %q, not spec.tls.secrets.peerCommonName %q", peer.cert.Subject.CommonName, cn))
+			want := "spec.tls.secrets.peerCommonName"
+			if peer.issued {
+				want = "the common name its Certificate asks for"
+			}
+			return unusable(peer, fmt.Errorf("its certificate's common name is %q, not %s %q", peer.cert.Subject.CommonName, want, cn))
 		}
 		return nil
 	}
@@ -145,8 +156,20 @@ func peerIdentity(c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf) error {
 }
 
 func unusable(l *userLeaf, err error) error {
-	return fmt.Errorf("secret %s (spec.tls.secrets.%s) is %w: %w", l.name, l.field, ErrUnusableSecret, err)
+	if l.issued {
+		return &unusableSecret{l.name, fmt.Errorf("secret %s (of Certificate %s, spec.tls.issuerRef) is %w: %w", l.name, l.name, ErrUnusableSecret, err)}
+	}
+	return &unusableSecret{l.name, fmt.Errorf("secret %s (spec.tls.secrets.%s) is %w: %w", l.name, l.field, ErrUnusableSecret, err)}
 }
+
+// unusableSecret is the error of a Secret that is missing or cannot serve the cluster.
+type unusableSecret struct {
+	name string
+	err  error
+}
+
+func (e *unusableSecret) Error() string { return e.err.Error() }
+func (e *unusableSecret) Unwrap() error { return e.err }
 
 // userOperator keeps the operator's client configuration of cluster c from the client Secret of
 // spec.tls.secrets: it presents that certificate, and accepts a member whose certificate chains to the

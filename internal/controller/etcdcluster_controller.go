@@ -261,6 +261,8 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
+		// and by label: cert-manager writes the Secrets of spec.tls.issuerRef with the cluster's labels
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfBackup)).

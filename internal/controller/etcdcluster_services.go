@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -47,6 +48,11 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;update
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;clusterissuers,verbs=get
+
+// certificateRetry is how soon a pass looks again at a cluster whose cert-manager Certificate is not Ready.
+const certificateRetry = 10 * time.Second
 
 // reconcileTLS keeps the cluster's CA and certificates current (package certs) before any member pod
 // mounts them, for the ports the spec or any member pod uses TLS on (certs.PortsOf), with an event for
@@ -63,8 +69,15 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 	for _, ch := range res.Changed {
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
+	if errors.Is(err, certs.ErrCertificateIssuing) {
+		return verdict.Acting(etcdv1alpha1.ReasonWaitingForCertificates, "Waiting for cert-manager: "+err.Error()), nil
+	}
 	if reason, blocked := certs.Blocked(err); blocked {
-		return verdict.Blocked(reason, err.Error()), nil
+		st := verdict.Blocked(reason, err.Error())
+		if reason == etcdv1alpha1.ReasonCertificateNotReady {
+			st.After = certificateRetry // cert-manager retries on its own, without an event here
+		}
+		return st, nil
 	}
 	return nil, err
 }

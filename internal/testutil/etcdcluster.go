@@ -162,3 +162,11 @@ func WithTLSSecrets(server, peer, client string) ClusterOption {
 		c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{Server: server, Peer: peer, Client: client}
 	}
 }
+
+// WithIssuer sets spec.tls.issuerRef to the Issuer (kind "" or Issuer) or ClusterIssuer name (spec.tls
+// must be set first, WithTLS).
+func WithIssuer(name, kind string) ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: name, Kind: kind}
+	}
+}

@@ -35,6 +35,9 @@ type TLSObservation struct {
 	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
 	// renews and rotates.
 	UserSecrets bool
+	// Issuer names the cert-manager issuer of spec.tls.issuerRef ("Issuer ca") when it issues the
+	// certificates (UserSecrets is then true too): cert-manager renews them.
+	Issuer string
 }
 
 // ApplyTrustedCAs sets status.tls.trustedCAsHash of cluster c from what a pass observed, at once: the
@@ -86,6 +89,14 @@ func applyTLSStatus(s *scope) {
 // CAExpiryWarning), with the condition's reason and a message that says when and what to do.
 func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 	switch {
+	case o.Issuer != "" && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"A certificate from cert-manager (%s, spec.tls.issuerRef) expires at %s and was not renewed: see the status of the cluster's Certificates "+
+				"(kubectl describe certificates in the cluster's namespace) and cert-manager's logs", o.Issuer, o.NotAfter.UTC().Format(time.RFC3339))}
+	case o.Issuer != "" && o.CANotAfter.Sub(o.At) < CAExpiryWarning:
+		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+			"The CA of %s (spec.tls.issuerRef) expires at %s: plan its rotation (docs/security.md, \"Certificates from cert-manager\")",
+			o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
 	case o.UserSecrets && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate of spec.tls.secrets expires at %s: renew it (the operator does not renew the Secrets you keep)",
@@ -108,7 +119,14 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 	if !o.RenewAt.IsZero() {
 		msg += fmt.Sprintf("; the first certificate is renewed at %s", o.RenewAt.UTC().Format(time.RFC3339))
 	}
-	if o.UserSecrets {
+	switch {
+	case o.Issuer != "":
+		msg = fmt.Sprintf("The CA of %s expires at %s, the first certificate at %s", o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339),
+			o.NotAfter.UTC().Format(time.RFC3339))
+		if !o.RenewAt.IsZero() {
+			msg += fmt.Sprintf("; cert-manager renews it at %s", o.RenewAt.UTC().Format(time.RFC3339))
+		}
+	case o.UserSecrets:
 		msg = fmt.Sprintf("The first CA certificate of spec.tls.secrets expires at %s, the first certificate at %s (you renew them)",
 			o.CANotAfter.UTC().Format(time.RFC3339), o.NotAfter.UTC().Format(time.RFC3339))
 	}

@@ -1,9 +1,11 @@
 package v1alpha1
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -48,7 +50,8 @@ func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 
 // validateTLSUpdate checks a change of spec.tls from o to s: validateTLSSecrets; adding or removing
 // spec.tls.secrets while TLS is on, which is refused (the members trust only the CAs they started with,
-// so certificates of another CA would lock them out of each other); and clearing the name of a Secret
+// so certificates of another CA would lock them out of each other), as is adding, removing or changing
+// spec.tls.issuerRef; and clearing the name of a Secret
 // whose port had TLS on, which is refused too (the members use it until a switch off has finished).
 func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	errs := validateTLSSecrets(c)
@@ -58,6 +61,12 @@ func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 		return append(errs, field.Forbidden(p, fmt.Sprintf(
 			"cannot be %s while TLS is on: the members trust only the CAs they started with, so certificates of another CA would lock them out of each other; "+
 				"switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch to finish, or restore a backup into a new EtcdCluster", addedRemoved(s.UserTLSSecrets()))))
+	}
+	if o.AnyTLS() && !equality.Semantic.DeepEqual(issuerOf(o), issuerOf(s)) {
+		errs = append(errs, field.Forbidden(specPath.Child("tls", "issuerRef"), fmt.Sprintf(
+			"cannot be added, removed or changed while TLS is on: the members trust only the CAs they started with, so certificates of another issuer "+
+				"would lock them out of each other; switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch "+
+				"to finish, or restore a backup into a new EtcdCluster")))
 	}
 	if !o.UserTLSSecrets() || !s.UserTLSSecrets() {
 		return errs
@@ -80,4 +89,14 @@ func addedRemoved(added bool) string {
 		return "added"
 	}
 	return "removed"
+}
+
+// issuerOf is spec.tls.issuerRef of s with its defaults filled in; nil without one.
+func issuerOf(s *etcdv1alpha1.EtcdClusterSpec) *etcdv1alpha1.IssuerReference {
+	if !s.TLSIssuer() {
+		return nil
+	}
+	ref := *s.TLS.IssuerRef
+	ref.Kind, ref.Group = cmp.Or(ref.Kind, "Issuer"), cmp.Or(ref.Group, "cert-manager.io")
+	return &ref
 }

@@ -329,6 +329,18 @@ func TestValidateUpdate(t *testing.T) {
 		{"peer port turned on without its Secret", cluster(testutil.WithTLS(true, false), testutil.WithTLSSecrets("s", "", "c")), cluster(testutil.WithTLS(true, true), testutil.WithTLSSecrets("s", "", "c")),
 			[]problem{{"spec.tls.secrets.peer", "name the Secret of the peer certificate"}}, nil},
 
+		// A cert-manager issuer: only with TLS off on both ports can it be added, removed or changed.
+		{"issuer added to a TLS cluster", cluster(testutil.WithTLS(true, true)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")),
+			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on: the members trust only the CAs they started with"}}, nil},
+		{"issuer removed", cluster(testutil.WithTLS(true, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, false)),
+			[]problem{{"spec.tls.issuerRef", "switch TLS off first"}}, nil},
+		{"issuer changed", cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "ClusterIssuer")),
+			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on"}}, nil},
+		{"issuer's default kind written out", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "Issuer")), nil, nil},
+		{"issuer added while switching TLS on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), nil,
+			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
+		{"issuer removed once TLS is off", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, false)), nil, nil},
+
 		// TLS switched for a running cluster: admitted, with what it does.
 		{"client TLS turned on", cluster(testutil.WithTLS(false, true)), cluster(testutil.WithTLS(true, true)), nil,
 			[]string{"turning TLS on for the client port: every member serves both http:// and https://", "changing spec.tls.client.enabled " + roll}},

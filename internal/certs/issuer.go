@@ -1,0 +1,202 @@
+package certs
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// ErrCertificateIssuing is wrapped by EnsureFor's error while cert-manager is issuing a certificate of
+// spec.tls.issuerRef that the cluster needs and has no usable one yet: the pass waits for it.
+var ErrCertificateIssuing = errors.New("being issued by cert-manager")
+
+// ErrCertificateNotReady is wrapped by EnsureFor's error when a certificate of spec.tls.issuerRef that
+// the cluster needs cannot be issued: cert-manager is not installed, or its Certificate is not Ready and
+// not being issued (the issuer is missing or refuses it). The message says what cert-manager says.
+var ErrCertificateNotReady = errors.New("not ready")
+
+// ensureIssued keeps the cert-manager Certificates of cluster c's spec.tls.issuerRef for the ports that
+// need them (resources.Options.IssuedCertificates), then checks the Secrets cert-manager writes as it
+// checks those of spec.tls.secrets (ensureUser). While a Secret is missing or not yet usable, it returns
+// ErrCertificateIssuing or ErrCertificateNotReady with what the Certificate's conditions say. RenewAt is
+// the earliest renewal time cert-manager reports.
+func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+	wanted := k.Options.IssuedCertificates(c, ports.Client, ports.Peer)
+	current := make([]*unstructured.Unstructured, 0, len(wanted))
+	for _, w := range wanted {
+		got, err := k.applyCertificate(ctx, c, w.Object)
+		if err != nil {
+			return Result{}, err
+		}
+		current = append(current, got)
+	}
+	res, err := k.ensureUser(ctx, c, ports)
+	if err != nil {
+		if !errors.Is(err, ErrUnusableSecret) {
+			return Result{}, err
+		}
+		if ierr := k.issuerReady(ctx, c); ierr != nil {
+			return Result{}, ierr
+		}
+		// what cert-manager says of the Certificate of the Secret that is not usable
+		var bad *unusableSecret
+		for _, got := range current {
+			if errors.As(err, &bad) && got.GetName() == bad.name {
+				if perr := certificatePending(got); perr != nil {
+					return Result{}, fmt.Errorf("%w; %s", perr, err.Error())
+				}
+			}
+		}
+		return Result{}, err
+	}
+	for _, got := range current {
+		s, _, _ := unstructured.NestedString(got.Object, "status", "renewalTime")
+		if at, perr := time.Parse(time.RFC3339, s); perr == nil && (res.RenewAt.IsZero() || at.Before(res.RenewAt)) {
+			res.RenewAt = at
+		}
+	}
+	res.Issuer = issuerOf(c)
+	return res, nil
+}
+
+// applyCertificate creates Certificate want, or updates the spec fields the operator sets of the one of
+// its name that cluster c controls, and returns it as the API server has it.
+func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(resources.CertificateGVK)
+	err := k.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: want.GetName()}, got)
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, fmt.Errorf("certificate %s of spec.tls.issuerRef is %w: cert-manager is not installed in this Kubernetes cluster "+
+			"(the API server serves no %s): install cert-manager, or delete the EtcdCluster and create it without spec.tls.issuerRef",
+			want.GetName(), ErrCertificateNotReady, resources.CertificateGVK.GroupKind())
+	case apierrors.IsNotFound(err):
+		if err := k.Client.Create(ctx, want); err != nil {
+			return nil, fmt.Errorf("create certificate %s: %w", want.GetName(), err)
+		}
+		return want, nil
+	case err != nil:
+		return nil, fmt.Errorf("read certificate %s: %w", want.GetName(), err)
+	}
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != c.UID {
+		return nil, fmt.Errorf("certificate %s exists and is %w (no owner reference to it): rename or delete it, or give the cluster another name; "+
+			"the operator creates its own", want.GetName(), ErrForeignSecret)
+	}
+	spec, _, _ := unstructured.NestedMap(got.Object, "spec")
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	changed := false
+	for field, v := range want.Object["spec"].(map[string]any) {
+		a, _ := json.Marshal(spec[field])
+		b, _ := json.Marshal(v)
+		if string(a) != string(b) {
+			spec[field], changed = v, true
+		}
+	}
+	if !changed {
+		return got, nil
+	}
+	if err := unstructured.SetNestedMap(got.Object, spec, "spec"); err != nil {
+		return nil, fmt.Errorf("certificate %s: %w", want.GetName(), err)
+	}
+	if err := k.Client.Update(ctx, got); err != nil {
+		return nil, fmt.Errorf("update certificate %s: %w", want.GetName(), err)
+	}
+	return got, nil
+}
+
+// certificatePending returns why Certificate u has not written a usable Secret, from its Ready and
+// Issuing conditions (cert-manager's): ErrCertificateIssuing while it is being issued or has not been
+// looked at, ErrCertificateNotReady when it is not Ready otherwise; nil when it is Ready for its spec.
+func certificatePending(u *unstructured.Unstructured) error {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var ready, issuing map[string]any
+	for _, x := range conds {
+		if m, ok := x.(map[string]any); ok {
+			switch m["type"] {
+			case "Ready":
+				ready = m
+			case "Issuing":
+				issuing = m
+			}
+		}
+	}
+	observed, _, _ := unstructured.NestedInt64(ready, "observedGeneration")
+	switch {
+	case ready == nil && issuing == nil:
+		return fmt.Errorf("certificate %s is %w: it has no status yet (cert-manager's controller sets one within seconds: check that it runs)",
+			u.GetName(), ErrCertificateIssuing)
+	case ready == nil || (issuing != nil && issuing["status"] == "True") || observed < u.GetGeneration():
+		return fmt.Errorf("certificate %s is %w%s", u.GetName(), ErrCertificateIssuing, conditionText(issuing))
+	case ready["status"] != "True":
+		return fmt.Errorf("certificate %s is %w%s: see `kubectl describe certificate -n %s %s` and its CertificateRequests",
+			u.GetName(), ErrCertificateNotReady, conditionText(ready), u.GetNamespace(), u.GetName())
+	}
+	return nil
+}
+
+// conditionText is ": <reason>: <message>" of condition m, or "" when it has neither.
+func conditionText(m map[string]any) string {
+	var parts []string
+	for _, k := range []string{"reason", "message"} {
+		if s, _ := m[k].(string); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ": ")
+}
+
+// issuerOf names cluster c's issuer for messages: "Issuer ca" or "ClusterIssuer ca".
+func issuerOf(c *etcdv1alpha1.EtcdCluster) string {
+	ref := c.Spec.TLS.IssuerRef
+	return cmp.Or(ref.Kind, "Issuer") + " " + ref.Name
+}
+
+// issuerReady returns ErrCertificateNotReady, saying why, when the issuer of cluster c's
+// spec.tls.issuerRef is one of cert-manager's (group cert-manager.io) and does not exist or is not
+// Ready; nil otherwise (an external issuer's kinds are not known here).
+func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+	ref := c.Spec.TLS.IssuerRef
+	if ref.Group != "" && ref.Group != resources.CertificateGVK.Group {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(cmp.Or(ref.Kind, "Issuer")))
+	key := types.NamespacedName{Name: ref.Name}
+	where := ""
+	if u.GetKind() == "Issuer" {
+		key.Namespace, where = c.Namespace, " in namespace "+c.Namespace
+	}
+	err := k.Client.Get(ctx, key, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the %s of spec.tls.issuerRef is %w: it does not exist%s; create it, or correct spec.tls.issuerRef while TLS is off",
+			issuerOf(c), ErrCertificateNotReady, where)
+	case err != nil:
+		return nil // not readable (RBAC of an older install, say): the Certificates' conditions tell
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, x := range conds {
+		if m, ok := x.(map[string]any); ok && m["type"] == "Ready" && m["status"] != "True" {
+			return fmt.Errorf("the %s of spec.tls.issuerRef is %w%s", issuerOf(c), ErrCertificateNotReady, conditionText(m))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package certs_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/certs"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// certManagerObject creates the cert-manager object kind named name in namespace ns, with spec.
+func certManagerObject(t *testing.T, kind, ns, name string, spec map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(kind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if err := k8s.Create(context.Background(), u); err != nil {
+		t.Fatalf("create %s %s: %v", kind, name, err)
+	}
+}
+
+// certificate reads the Certificate named name of cluster c.
+func certificate(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.CertificateGVK)
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: name}, u); err != nil {
+		t.Fatalf("certificate %s: %v", name, err)
+	}
+	return u
+}
+
+// leaf parses the first certificate of the tls.crt of Secret name of cluster c.
+func leaf(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(secret(t, c, name).Data[resources.TLSCertKey])
+	if b == nil {
+		t.Fatalf("secret %s: tls.crt holds no PEM block", name)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// TestIssuedCertificates: with spec.tls.issuerRef the keeper creates one cert-manager Certificate per
+// Secret, controlled by the cluster, and issues nothing itself. While the Issuer is missing it blocks,
+// saying so; once a CA Issuer exists, real cert-manager issues the Secrets and the keeper reports them
+// (issuer, expiries, cert-manager's renewal time), and the operator reaches a real member serving them
+// with the issued client certificate. A Secret deleted is issued again; a Certificate of the cluster's
+// name that is not its own blocks it.
+func TestIssuedCertificates(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	c.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartCertManager(t, restCfg, c.Namespace)
+	opts := resources.Options{}
+	k := &certs.Keeper{Client: k8s, Options: opts}
+
+	_, err := k.Ensure(ctx, c)
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCertificateNotReady ||
+		!strings.Contains(err.Error(), "the Issuer ca of spec.tls.issuerRef is not ready: it does not exist in namespace "+c.Namespace) {
+		t.Fatalf("the Issuer is missing: %v (reason %q); want it blocked, naming the Issuer", err, reason)
+	}
+	for _, name := range []string{"demo-server-tls", "demo-peer-tls", "demo-client-tls"} {
+		u := certificate(t, c, name)
+		if ref := metav1.GetControllerOf(u); ref == nil || ref.UID != c.UID {
+			t.Errorf("certificate %s is not controlled by the cluster: %v", name, u.GetOwnerReferences())
+		}
+		if got, _, _ := unstructured.NestedString(u.Object, "spec", "secretName"); got != name {
+			t.Errorf("certificate %s writes Secret %q", name, got)
+		}
+		if got, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name"); got != "ca" {
+			t.Errorf("certificate %s names issuer %q, want ca", name, got)
+		}
+		if got, _, _ := unstructured.NestedString(u.Object, "spec", "secretTemplate", "labels", etcdv1alpha1.LabelCluster); got != "demo" {
+			t.Errorf("certificate %s does not label its Secret with the cluster: %q", name, got)
+		}
+	}
+	if cn, _, _ := unstructured.NestedString(certificate(t, c, "demo-peer-tls").Object, "spec", "commonName"); cn != resources.PeerCommonName(c) {
+		t.Errorf("the peer Certificate's common name is %q, want %q (the members' --peer-cert-allowed-cn)", cn, resources.PeerCommonName(c))
+	}
+	dns, _, _ := unstructured.NestedStringSlice(certificate(t, c, "demo-server-tls").Object, "spec", "dnsNames")
+	if svc := "demo-client." + c.Namespace + ".svc.cluster.local"; !slices.Contains(dns, svc) || !slices.Contains(dns, "*.demo-peer."+c.Namespace+".svc.cluster.local") {
+		t.Errorf("the server Certificate's names %v lack the client Service %s or the members' wildcard", dns, svc)
+	}
+
+	// a CA Issuer whose CA a SelfSigned Issuer issues
+	certManagerObject(t, "Issuer", c.Namespace, "selfsigned", map[string]any{"selfSigned": map[string]any{}})
+	certManagerObject(t, "Certificate", c.Namespace, "root", map[string]any{"isCA": true, "commonName": "test root CA", "secretName": "root-ca",
+		"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}, "issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}})
+	certManagerObject(t, "Issuer", c.Namespace, "ca", map[string]any{"ca": map[string]any{"secretName": "root-ca"}})
+	var res certs.Result
+	var seen []string
+	took := testutil.Eventually(t, 60*time.Second, "cert-manager issues the cluster's certificates", func(ctx context.Context) error {
+		res, err = k.Ensure(ctx, c)
+		if err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrCertificateNotReady) {
+			t.Fatalf("while cert-manager issues: %v; want ErrCertificateIssuing or ErrCertificateNotReady", err)
+		}
+		if err != nil {
+			seen = append(seen, err.Error())
+			return err
+		}
+		if res.RenewAt.IsZero() { // cert-manager writes the Secret, then the Certificate's status
+			return errors.New("no renewal time yet")
+		}
+		return nil
+	})
+	t.Logf("issued %.1f s after the Issuer was created; waited through: %q", took.Seconds(), seen)
+	rootCA := leaf(t, c, "root-ca")
+	if !res.UserSecrets || res.Issuer != "Issuer ca" || res.ClientSecret != "demo-client-tls" || res.TrustedCAsHash == "" || len(res.Changed) != 0 ||
+		!res.CANotAfter.Equal(rootCA.NotAfter) || res.NotAfter.IsZero() || res.RenewAt.IsZero() || !res.RenewAt.Before(res.NotAfter) {
+		t.Errorf("result %+v: want the issuer, the client Secret, a trust hash, the root CA's expiry, a renewal before expiry and nothing changed by the operator", res)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-ca"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the operator created a CA Secret of its own: %v", err)
+	}
+	if cn := leaf(t, c, "demo-peer-tls").Subject.CommonName; cn != resources.PeerCommonName(c) {
+		t.Errorf("the issued peer certificate's common name is %q, want %q", cn, resources.PeerCommonName(c))
+	}
+
+	// the operator reaches a real member serving the issued certificates, with the issued client certificate
+	const host = "127.0.0.96"
+	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-server-tls")), writeSecret(t, secret(t, c, "demo-peer-tls")))
+	dial := func() error {
+		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cl, err := etcd.New(opCtx, etcd.Config{Endpoints: []string{"https://" + host + ":2379"}, TLS: k.ClientTLS(c.Namespace, c.Name), DialTimeout: 2 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cl.Close() }()
+		_, _, err = cl.MemberList(opCtx)
+		return err
+	}
+	if err := dial(); err != nil {
+		t.Fatalf("the operator's client configuration from the issued Secrets is refused: %v", err)
+	}
+
+	// a Secret deleted is issued again by cert-manager, and the keeper waits for it meanwhile
+	before := leaf(t, c, "demo-server-tls").SerialNumber
+	if err := k8s.Delete(ctx, secret(t, c, "demo-server-tls")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Ensure(ctx, c); !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) && err != nil {
+		t.Errorf("the server Secret deleted: %v", err)
+	}
+	testutil.Eventually(t, 60*time.Second, "the server certificate is issued again", func(ctx context.Context) error {
+		if _, err := k.Ensure(ctx, c); err != nil {
+			return err
+		}
+		if leaf(t, c, "demo-server-tls").SerialNumber.Cmp(before) == 0 {
+			return fmt.Errorf("serial %s unchanged", before)
+		}
+		return nil
+	})
+
+	// a Certificate of the name the cluster needs that is not its own
+	other := newCluster(t)
+	other.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
+	if err := k8s.Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	certManagerObject(t, "Certificate", other.Namespace, "demo-server-tls", map[string]any{"secretName": "someone-else", "commonName": "x",
+		"issuerRef": map[string]any{"name": "ca"}})
+	if _, err := k.Ensure(ctx, other); !errors.Is(err, certs.ErrForeignSecret) || !strings.Contains(err.Error(), "certificate demo-server-tls exists") {
+		t.Errorf("a Certificate of the cluster's name that is someone else's: %v; want ErrForeignSecret naming it", err)
+	}
+}
