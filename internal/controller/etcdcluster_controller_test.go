@@ -432,3 +432,29 @@ func TestForeignObjectsReported(t *testing.T) {
 		return err
 	})
 }
+
+// TestCertManagerMissingReported: a cluster whose certificates a cert-manager issuer is to issue
+// (spec.tls.issuerRef) where cert-manager is not installed is blocked before any member is created,
+// and Progressing says what to do.
+func TestCertManagerMissingReported(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-no-cert-manager"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	c := testutil.EtcdCluster("cm", testutil.InNamespace(ns.Name), testutil.WithReplicas(1), testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "Progressing says cert-manager is not installed", func(context.Context) error {
+		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonCertificateNotReady ||
+			!strings.Contains(p.Message, "cert-manager is not installed in this Kubernetes cluster") || !strings.Contains(p.Message, "install cert-manager") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if _, err := getPod(c, "cm-0"); !apierrors.IsNotFound(err) {
+		t.Fatalf("a member pod was created without its certificates: %v", err)
+	}
+}
