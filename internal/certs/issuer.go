@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -73,8 +74,21 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 }
 
 // applyCertificate creates Certificate want, or updates the spec fields the operator sets of the one of
-// its name that cluster c controls, and returns it as the API server has it.
+// its name that cluster c controls, and returns it as the API server has it. An update that conflicts
+// with cert-manager's own (of the status) is tried again on a fresh read.
 func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	var got *unstructured.Unstructured
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		got, err = k.applyCertificateOnce(ctx, c, want)
+		return err
+	})
+	return got, err
+}
+
+// applyCertificateOnce is one attempt of applyCertificate; its error wraps the API server's, so that a
+// conflict is seen as one.
+func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(resources.CertificateGVK)
 	err := k.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: want.GetName()}, got)
@@ -120,8 +134,11 @@ func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdClust
 }
 
 // certificatePending returns why Certificate u has not written a usable Secret, from its Ready and
-// Issuing conditions (cert-manager's): ErrCertificateIssuing while it is being issued or has not been
-// looked at, ErrCertificateNotReady when it is not Ready otherwise; nil when it is Ready for its spec.
+// Issuing conditions (cert-manager's): ErrCertificateNotReady when its last issuance failed (Issuing
+// False with reason Failed, or a failure time and no issuance under way: cert-manager then retries with
+// a backoff of its own); ErrCertificateIssuing otherwise while it is not Ready for its spec (being
+// issued, or about to be: cert-manager marks a Certificate not Ready before it starts issuing it); nil
+// when it is Ready for its spec.
 func certificatePending(u *unstructured.Unstructured) error {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	var ready, issuing map[string]any
@@ -136,17 +153,21 @@ func certificatePending(u *unstructured.Unstructured) error {
 		}
 	}
 	observed, _, _ := unstructured.NestedInt64(ready, "observedGeneration")
+	failedAt, _, _ := unstructured.NestedString(u.Object, "status", "lastFailureTime")
+	failed := (issuing != nil && issuing["status"] == "False" && issuing["reason"] == "Failed") || (issuing == nil && failedAt != "")
 	switch {
+	case ready != nil && ready["status"] == "True" && observed >= u.GetGeneration():
+		return nil
+	case failed:
+		return fmt.Errorf("certificate %s is %w: its issuance failed%s%s: see `kubectl describe certificate -n %s %s` and its CertificateRequests",
+			u.GetName(), ErrCertificateNotReady, conditionText(issuing), conditionText(ready), u.GetNamespace(), u.GetName())
 	case ready == nil && issuing == nil:
 		return fmt.Errorf("certificate %s is %w: it has no status yet (cert-manager's controller sets one within seconds: check that it runs)",
 			u.GetName(), ErrCertificateIssuing)
-	case ready == nil || (issuing != nil && issuing["status"] == "True") || observed < u.GetGeneration():
+	case issuing != nil:
 		return fmt.Errorf("certificate %s is %w%s", u.GetName(), ErrCertificateIssuing, conditionText(issuing))
-	case ready["status"] != "True":
-		return fmt.Errorf("certificate %s is %w%s: see `kubectl describe certificate -n %s %s` and its CertificateRequests",
-			u.GetName(), ErrCertificateNotReady, conditionText(ready), u.GetNamespace(), u.GetName())
 	}
-	return nil
+	return fmt.Errorf("certificate %s is %w%s", u.GetName(), ErrCertificateIssuing, conditionText(ready))
 }
 
 // conditionText is ": <reason>: <message>" of condition m, or "" when it has neither.

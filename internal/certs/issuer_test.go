@@ -177,6 +177,27 @@ func TestIssuedCertificates(t *testing.T) {
 		return nil
 	})
 
+	// a Certificate changed by hand is put back; fields the operator does not set are kept
+	u := certificate(t, c, "demo-peer-tls")
+	if err := unstructured.SetNestedStringSlice(u.Object, []string{"elsewhere.example"}, "spec", "dnsNames"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, "2160h", "spec", "duration"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Ensure(ctx, c); err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) {
+		t.Fatalf("after the peer Certificate was changed by hand: %v", err)
+	}
+	u = certificate(t, c, "demo-peer-tls")
+	dns, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "dnsNames")
+	duration, _, _ := unstructured.NestedString(u.Object, "spec", "duration")
+	if !slices.Contains(dns, "*.demo-peer."+c.Namespace+".svc.cluster.local") || slices.Contains(dns, "elsewhere.example") || duration != "2160h" {
+		t.Errorf("the peer Certificate after a pass: names %v, duration %q; want the members' names back and the duration kept", dns, duration)
+	}
+
 	// a Certificate of the name the cluster needs that is not its own
 	other := newCluster(t)
 	other.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
