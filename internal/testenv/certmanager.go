@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,18 +20,7 @@ import (
 // CertManagerPath returns cert-manager's controller binary the tests run: $CERT_MANAGER when set (make
 // test sets it), else what hack/build-cert-manager.sh --print names. Its CRDs are in ../crds beside
 // the binary's directory.
-func CertManagerPath() (string, error) {
-	if p := os.Getenv("CERT_MANAGER"); p != "" {
-		return p, nil
-	}
-	_, file, _, _ := goruntime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-cert-manager.sh")
-	out, err := exec.Command("bash", script, "--print").Output()
-	if err != nil {
-		return "", fmt.Errorf("bash %s --print: %w", script, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
+func CertManagerPath() (string, error) { return toolPath("CERT_MANAGER", "build-cert-manager.sh") }
 
 // StartCertManager installs cert-manager's CRDs into the API server of cfg and runs cert-manager's
 // certificate controllers (CA and SelfSigned issuers, hack/tools/cert-manager) against it until the

@@ -46,15 +46,19 @@ type S3Server struct {
 
 // VersitygwPath returns the versitygw binary the tests run: $VERSITYGW when set (make test sets
 // it), else what hack/build-s3.sh --print names.
-func VersitygwPath() (string, error) {
-	if p := os.Getenv("VERSITYGW"); p != "" {
+func VersitygwPath() (string, error) { return toolPath("VERSITYGW", "build-s3.sh") }
+
+// toolPath returns the path in environment variable env when it is set, else what the build script
+// hack/<script> --print names.
+func toolPath(env, script string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		return p, nil
 	}
 	_, file, _, _ := goruntime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-s3.sh")
-	out, err := exec.Command("bash", script, "--print").Output()
+	path := filepath.Join(filepath.Dir(file), "..", "..", "hack", script)
+	out, err := exec.Command("bash", path, "--print").Output()
 	if err != nil {
-		return "", fmt.Errorf("bash %s --print: %w", script, err)
+		return "", fmt.Errorf("bash %s --print: %w", path, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

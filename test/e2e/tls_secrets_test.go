@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"testing"
 	"time"
 
@@ -111,7 +112,23 @@ func TestUserTLSSecrets(t *testing.T) {
 	if renewed.SerialNumber.Cmp(before.SerialNumber) == 0 {
 		t.Fatal("the renewed certificate has the old serial")
 	}
-	took = poll.Eventually(t, 5*time.Minute, "every member serves the renewed server certificate", func(ctx context.Context) error {
+	took = assertRenewedInPlace(t, c, uids, w, ep, func(context.Context) (*big.Int, error) { return renewed.SerialNumber, nil })
+	t.Logf("server Secret renewed -> every member serves it in %s", took.Round(time.Second))
+}
+
+// assertRenewedInPlace waits (up to 5 minutes) until every member of cluster c serves on its client
+// port the server certificate whose serial renewed returns (an error while there is none yet), then
+// checks that no member pod was restarted (uids are their UIDs from before) and that writer w, which
+// writes through ep, saw no request fail for a certificate reason and lost no acknowledged write. It
+// returns how long the members took.
+func assertRenewedInPlace(t *testing.T, c *etcdv1alpha1.EtcdCluster, uids map[string]string, w *writer, ep string,
+	renewed func(context.Context) (*big.Int, error)) time.Duration {
+	t.Helper()
+	took := poll.Eventually(t, 5*time.Minute, "every member serves the renewed server certificate", func(ctx context.Context) error {
+		serial, err := renewed(ctx)
+		if err != nil {
+			return err
+		}
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -121,14 +138,13 @@ func TestUserTLSSecrets(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if cert.SerialNumber.Cmp(renewed.SerialNumber) != 0 {
-				return fmt.Errorf("%s serves serial %s", n, cert.SerialNumber)
+			if cert.SerialNumber.Cmp(serial) != 0 {
+				return fmt.Errorf("%s serves serial %s, not the renewed %s", n, cert.SerialNumber, serial)
 			}
 		}
 		return nil
 	})
-	t.Logf("server Secret renewed -> every member serves it in %s", took.Round(time.Second))
-	pods, err = memberPods(ctx, c)
+	pods, err := memberPods(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +155,5 @@ func TestUserTLSSecrets(t *testing.T) {
 	}
 	assertNoCertificateFailures(t, w)
 	w.stopAndVerify(t, ep)
+	return took
 }
