@@ -25,8 +25,8 @@ import (
 var ErrCertificateIssuing = errors.New("being issued by cert-manager")
 
 // ErrCertificateNotReady is wrapped by EnsureFor's error when a certificate of spec.tls.issuerRef that
-// the cluster needs cannot be issued: cert-manager is not installed, or its Certificate is not Ready and
-// not being issued (the issuer is missing or refuses it). The message says what cert-manager says.
+// the cluster needs cannot be issued: cert-manager is not installed, the issuer does not exist or is not
+// Ready, or the Certificate's last issuance failed. The message says what cert-manager says.
 var ErrCertificateNotReady = errors.New("not ready")
 
 // ensureIssued keeps the cert-manager Certificates of cluster c's spec.tls.issuerRef for the ports that

@@ -141,6 +141,17 @@ func TestIssuedCertificates(t *testing.T) {
 		t.Errorf("the issued peer certificate's common name is %q, want %q", cn, resources.PeerCommonName(c))
 	}
 
+	// a pass over Certificates that are as they should be writes none of them
+	gen := certificate(t, c, "demo-server-tls").GetGeneration()
+	for range 2 {
+		if _, err := k.Ensure(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := certificate(t, c, "demo-server-tls").GetGeneration(); got != gen {
+		t.Errorf("passes over an unchanged cluster updated its server Certificate (generation %d, then %d)", gen, got)
+	}
+
 	// the operator reaches a real member serving the issued certificates, with the issued client certificate
 	const host = "127.0.0.96"
 	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-server-tls")), writeSecret(t, secret(t, c, "demo-peer-tls")))
