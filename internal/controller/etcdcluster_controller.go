@@ -82,6 +82,8 @@ type scope struct {
 	m *model.Cluster
 	// etcdClient reaches the members that run; nil when none does. Closed at the end of the pass.
 	etcdClient etcd.Client
+	// etcdBase is etcdClient's configuration but for its endpoints: TLS and credentials.
+	etcdBase etcd.Config
 	// restore is the snapshot the initial members restore, once resolved in this pass (it reads the
 	// EtcdBackup it names).
 	restore *resources.RestorePlan

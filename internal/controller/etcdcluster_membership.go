@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/observe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -59,12 +60,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)), nil
 
 	case membership.Remove:
-		if err := cli.RemoveMember(callCtx, a.ID); err != nil {
-			return retryLater("remove", err, "remove member "+a.Member)
-		}
-		metrics.CountMembership("remove", nil, false)
-		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
+		return r.removeMember(ctx, s, a)
 
 	case membership.DeleteResources:
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
@@ -104,7 +100,9 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 			return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
 		}
 	}
-	added, members, err := s.etcdClient.AddLearner(callCtx, r.Options.PeerURLScheme(c, a.Member, s.m.NewMemberPeerHTTPS()))
+	leader, done := r.leaderClient(ctx, s)
+	defer done()
+	added, members, err := leader.AddLearner(callCtx, r.Options.PeerURLScheme(c, a.Member, s.m.NewMemberPeerHTTPS()))
 	if err != nil {
 		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}
@@ -114,6 +112,42 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 		return st, err
 	}
 	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
+}
+
+// removeMember removes member a.Member from etcd's membership, through the leader.
+func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	leader, done := r.leaderClient(ctx, s)
+	defer done()
+	if err := leader.RemoveMember(callCtx, a.ID); err != nil {
+		return retryLater("remove", err, "remove member "+a.Member)
+	}
+	metrics.CountMembership("remove", nil, false)
+	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
+	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
+}
+
+// leaderClient returns a client of the leader alone, for a member add or remove, and what closes it.
+// etcd checks such a change against how long the member that takes the call has been connected to its
+// peers (its strict reconfiguration check: at least 5 s, etcdserver.HealthInterval), so a member that
+// joined or restarted moments ago refuses it ("unhealthy cluster"), and the pass's client, which
+// balances its calls over every member, would hand the call to such a member now and then; the leader
+// has been connected for longest. Without an agreed leader, or when it cannot be dialled, it returns
+// the pass's client.
+func (r *EtcdClusterReconciler) leaderClient(ctx context.Context, s *scope) (etcd.Client, func()) {
+	ep := observe.MemberEndpoint(s.m, s.m.Leader())
+	if ep == "" {
+		return s.etcdClient, func() {}
+	}
+	cfg := s.etcdBase
+	cfg.Endpoints, cfg.DialTimeout = []string{ep}, r.etcdTimeout()
+	cli, err := r.EtcdClient(ctx, cfg)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("Dialling the leader alone failed; using every member", "endpoint", ep, "error", err.Error())
+		return s.etcdClient, func() {}
+	}
+	return cli, func() { _ = cli.Close() }
 }
 
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a

@@ -38,8 +38,8 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	}
 	in := model.Input{Cluster: c, Options: r.Options, Pods: s.pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
-	base := s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
-	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), base)
+	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
+	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)
 	s.m = model.Build(in)
 	return auth.Refused(in.EtcdErr, s.creds), nil
 }

@@ -36,6 +36,15 @@ func Endpoint(p *corev1.Pod, preferHTTPS bool) string {
 	return scheme + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
 }
 
+// MemberEndpoint is the client URL the operator dials member mem of m at, of the scheme it dials every
+// member with (see Etcd); empty when mem has no running pod with an IP.
+func MemberEndpoint(m *model.Cluster, mem *model.Member) string {
+	if mem == nil {
+		return ""
+	}
+	return Endpoint(mem.Pod, preferHTTPS(m))
+}
+
 // preferHTTPS reports whether every member pod of m serves https:// on its client port: then the
 // operator dials them all so (one client balances its calls over endpoints of one scheme only).
 func preferHTTPS(m *model.Cluster) bool {
