@@ -192,32 +192,37 @@ type TLSSpec struct {
 
 	// IssuerRef, when set, names a cert-manager Issuer or ClusterIssuer that issues the members'
 	// certificates: the operator then creates no CA and issues no certificate itself; it keeps one
-	// cert-manager Certificate per Secret ("<cluster>-server-tls", "<cluster>-peer-tls" and
-	// "<cluster>-client-tls"), and checks, mounts and reloads the Secrets cert-manager writes, as it does
-	// those of spec.tls.secrets. The issuer must write ca.crt (cert-manager's CA and Vault issuers do;
-	// ACME issuers do not). It cannot be added, removed or changed while TLS is on. See
-	// docs/security.md, "Certificates from cert-manager".
+	// cert-manager Certificate per Secret ("<cluster>-cm-server-tls", "<cluster>-cm-peer-tls" and
+	// "<cluster>-cm-client-tls"), and checks, mounts and reloads the Secrets cert-manager writes for that
+	// issuer, as it does those of spec.tls.secrets. The issuer must write ca.crt (cert-manager's CA and
+	// Vault issuers do; ACME issuers do not). It cannot be added, removed or changed while TLS is on or
+	// a switch off has not finished. See docs/security.md, "Certificates from cert-manager".
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
 }
 
 // IssuerReference names a cert-manager issuer.
+// +kubebuilder:validation:XValidation:rule="(has(self.group) && self.group != 'cert-manager.io') || !has(self.kind) || self.kind == 'Issuer' || self.kind == 'ClusterIssuer'",message="spec.tls.issuerRef.kind must be Issuer or ClusterIssuer for group cert-manager.io"
 type IssuerReference struct {
 	// Name is the issuer's name; an Issuer must be in the cluster's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
-	// Kind is Issuer (default) or ClusterIssuer.
-	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// Kind is Issuer (default) or ClusterIssuer, or with another group the kind of that external issuer.
 	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
 	// +optional
 	Kind string `json:"kind,omitempty"`
 
 	// Group is the issuer's API group: cert-manager.io (default), or that of an external issuer.
 	// +kubebuilder:default=cert-manager.io
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	Group string `json:"group,omitempty"`
 }
@@ -263,10 +268,6 @@ func (s *EtcdClusterSpec) UserTLSSecrets() bool { return s.TLS != nil && s.TLS.S
 
 // TLSIssuer reports whether cert-manager issues the cluster's certificates (spec.tls.issuerRef).
 func (s *EtcdClusterSpec) TLSIssuer() bool { return s.TLS != nil && s.TLS.IssuerRef != nil }
-
-// ExternalCertificates reports whether someone other than the operator issues the cluster's
-// certificates: the user (spec.tls.secrets) or cert-manager (spec.tls.issuerRef).
-func (s *EtcdClusterSpec) ExternalCertificates() bool { return s.UserTLSSecrets() || s.TLSIssuer() }
 
 // TLSStatus is what a cluster's certificates are.
 type TLSStatus struct {

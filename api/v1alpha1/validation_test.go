@@ -265,6 +265,14 @@ func TestTLSIssuerRejected(t *testing.T) {
 	assertInvalid(t, k8s.Create(ctx, both), "spec.tls.secrets and spec.tls.issuerRef cannot both be set")
 	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "Vault"))), "spec.tls.issuerRef.kind")
 	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("", ""))), "spec.tls.issuerRef.name")
+	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("Not A Name!", ""))), "spec.tls.issuerRef.name")
+	external := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("step", "StepClusterIssuer"),
+		func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "certmanager.step.sm" })
+	if err := k8s.Create(ctx, external); err != nil {
+		t.Errorf("an external issuer's kind and group were rejected: %v", err)
+	}
+	badGroup := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("x", "X"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "x y" })
+	assertInvalid(t, k8s.Create(ctx, badGroup), "spec.tls.issuerRef.group")
 	ok := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""))
 	if err := k8s.Create(ctx, ok); err != nil {
 		t.Fatalf("an Issuer alone was rejected: %v", err)

@@ -180,7 +180,7 @@ func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 	}
 	if ports.Unnamed != "" {
 		return Result{}, fmt.Errorf("member pods mount Secret %s, which spec.tls no longer names, and the operator's CA would not be trusted by them: %w; "+
-			"set spec.tls.secrets back until the switch off has finished (status.tls goes when it has)", ports.Unnamed, ErrUnusableSecret)
+			"set spec.tls.secrets or spec.tls.issuerRef back as they were until the switch off has finished (status.tls goes when it has)", ports.Unnamed, ErrUnusableSecret)
 	}
 	if c.Spec.TLSIssuer() {
 		return k.ensureIssued(ctx, c, ports)

@@ -208,8 +208,8 @@ func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) e
 	err := k.Client.Get(ctx, key, u)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the %s of spec.tls.issuerRef is %w: it does not exist%s; create it, or correct spec.tls.issuerRef while TLS is off",
-			issuerOf(c), ErrCertificateNotReady, where)
+		return fmt.Errorf("the %s of spec.tls.issuerRef is %w: it does not exist%s; create it (spec.tls.issuerRef cannot change while TLS is on: "+
+			"to name another issuer, delete the EtcdCluster and create it again)", issuerOf(c), ErrCertificateNotReady, where)
 	case err != nil:
 		return nil // not readable (RBAC of an older install, say): the Certificates' conditions tell
 	}
@@ -220,4 +220,29 @@ func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) e
 		}
 	}
 	return nil
+}
+
+// The annotations cert-manager puts on a Secret it writes: the issuer it was issued by.
+const (
+	issuerNameAnnotation  = "cert-manager.io/issuer-name"
+	issuerKindAnnotation  = "cert-manager.io/issuer-kind"
+	issuerGroupAnnotation = "cert-manager.io/issuer-group"
+)
+
+// issuedFor returns an unusable-Secret error when l is a Secret of spec.tls.issuerRef that cert-manager
+// did not write for that issuer (its annotations name another, or none): one left from a cluster of the
+// same name, or written before the issuer was changed, until cert-manager issues it again.
+func issuedFor(c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
+	if !l.issued {
+		return nil
+	}
+	ref, a := c.Spec.TLS.IssuerRef, l.secret.Annotations
+	name, kind, group := a[issuerNameAnnotation], cmp.Or(a[issuerKindAnnotation], "Issuer"), cmp.Or(a[issuerGroupAnnotation], resources.CertificateGVK.Group)
+	if name == ref.Name && kind == cmp.Or(ref.Kind, "Issuer") && group == cmp.Or(ref.Group, resources.CertificateGVK.Group) {
+		return nil
+	}
+	if name == "" {
+		return unusable(l, errors.New("cert-manager has not written it (it has no cert-manager.io/issuer-name annotation)"))
+	}
+	return unusable(l, fmt.Errorf("it was issued by %s %s (group %s), not by the %s of spec.tls.issuerRef", kind, name, group, issuerOf(c)))
 }

@@ -84,7 +84,7 @@ func TestIssuedCertificates(t *testing.T) {
 		!strings.Contains(err.Error(), "the Issuer ca of spec.tls.issuerRef is not ready: it does not exist in namespace "+c.Namespace) {
 		t.Fatalf("the Issuer is missing: %v (reason %q); want it blocked, naming the Issuer", err, reason)
 	}
-	for _, name := range []string{"demo-server-tls", "demo-peer-tls", "demo-client-tls"} {
+	for _, name := range []string{"demo-cm-server-tls", "demo-cm-peer-tls", "demo-cm-client-tls"} {
 		u := certificate(t, c, name)
 		if ref := metav1.GetControllerOf(u); ref == nil || ref.UID != c.UID {
 			t.Errorf("certificate %s is not controlled by the cluster: %v", name, u.GetOwnerReferences())
@@ -99,10 +99,10 @@ func TestIssuedCertificates(t *testing.T) {
 			t.Errorf("certificate %s does not label its Secret with the cluster: %q", name, got)
 		}
 	}
-	if cn, _, _ := unstructured.NestedString(certificate(t, c, "demo-peer-tls").Object, "spec", "commonName"); cn != resources.PeerCommonName(c) {
+	if cn, _, _ := unstructured.NestedString(certificate(t, c, "demo-cm-peer-tls").Object, "spec", "commonName"); cn != resources.PeerCommonName(c) {
 		t.Errorf("the peer Certificate's common name is %q, want %q (the members' --peer-cert-allowed-cn)", cn, resources.PeerCommonName(c))
 	}
-	dns, _, _ := unstructured.NestedStringSlice(certificate(t, c, "demo-server-tls").Object, "spec", "dnsNames")
+	dns, _, _ := unstructured.NestedStringSlice(certificate(t, c, "demo-cm-server-tls").Object, "spec", "dnsNames")
 	if svc := "demo-client." + c.Namespace + ".svc.cluster.local"; !slices.Contains(dns, svc) || !slices.Contains(dns, "*.demo-peer."+c.Namespace+".svc.cluster.local") {
 		t.Errorf("the server Certificate's names %v lack the client Service %s or the members' wildcard", dns, svc)
 	}
@@ -130,31 +130,31 @@ func TestIssuedCertificates(t *testing.T) {
 	})
 	t.Logf("issued %.1f s after the Issuer was created; waited through: %q", took.Seconds(), seen)
 	rootCA := leaf(t, c, "root-ca")
-	if !res.UserSecrets || res.Issuer != "Issuer ca" || res.ClientSecret != "demo-client-tls" || res.TrustedCAsHash == "" || len(res.Changed) != 0 ||
+	if !res.UserSecrets || res.Issuer != "Issuer ca" || res.ClientSecret != "demo-cm-client-tls" || res.TrustedCAsHash == "" || len(res.Changed) != 0 ||
 		!res.CANotAfter.Equal(rootCA.NotAfter) || res.NotAfter.IsZero() || res.RenewAt.IsZero() || !res.RenewAt.Before(res.NotAfter) {
 		t.Errorf("result %+v: want the issuer, the client Secret, a trust hash, the root CA's expiry, a renewal before expiry and nothing changed by the operator", res)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-ca"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the operator created a CA Secret of its own: %v", err)
 	}
-	if cn := leaf(t, c, "demo-peer-tls").Subject.CommonName; cn != resources.PeerCommonName(c) {
+	if cn := leaf(t, c, "demo-cm-peer-tls").Subject.CommonName; cn != resources.PeerCommonName(c) {
 		t.Errorf("the issued peer certificate's common name is %q, want %q", cn, resources.PeerCommonName(c))
 	}
 
 	// a pass over Certificates that are as they should be writes none of them
-	gen := certificate(t, c, "demo-server-tls").GetGeneration()
+	gen := certificate(t, c, "demo-cm-server-tls").GetGeneration()
 	for range 2 {
 		if _, err := k.Ensure(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := certificate(t, c, "demo-server-tls").GetGeneration(); got != gen {
+	if got := certificate(t, c, "demo-cm-server-tls").GetGeneration(); got != gen {
 		t.Errorf("passes over an unchanged cluster updated its server Certificate (generation %d, then %d)", gen, got)
 	}
 
 	// the operator reaches a real member serving the issued certificates, with the issued client certificate
 	const host = "127.0.0.96"
-	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-server-tls")), writeSecret(t, secret(t, c, "demo-peer-tls")))
+	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-cm-server-tls")), writeSecret(t, secret(t, c, "demo-cm-peer-tls")))
 	dial := func() error {
 		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -171,8 +171,8 @@ func TestIssuedCertificates(t *testing.T) {
 	}
 
 	// a Secret deleted is issued again by cert-manager, and the keeper waits for it meanwhile
-	before := leaf(t, c, "demo-server-tls").SerialNumber
-	if err := k8s.Delete(ctx, secret(t, c, "demo-server-tls")); err != nil {
+	before := leaf(t, c, "demo-cm-server-tls").SerialNumber
+	if err := k8s.Delete(ctx, secret(t, c, "demo-cm-server-tls")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := k.Ensure(ctx, c); !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) && err != nil {
@@ -182,14 +182,29 @@ func TestIssuedCertificates(t *testing.T) {
 		if _, err := k.Ensure(ctx, c); err != nil {
 			return err
 		}
-		if leaf(t, c, "demo-server-tls").SerialNumber.Cmp(before) == 0 {
+		if leaf(t, c, "demo-cm-server-tls").SerialNumber.Cmp(before) == 0 {
 			return fmt.Errorf("serial %s unchanged", before)
 		}
 		return nil
 	})
 
+	// a Secret cert-manager wrote for another issuer (one of a cluster of the same name, say) is not
+	// used: the keeper waits until cert-manager issues it again for this one
+	peerSecret := secret(t, c, "demo-cm-peer-tls")
+	peerSecret.Annotations["cert-manager.io/issuer-name"] = "someone-elses"
+	if err := k8s.Update(ctx, peerSecret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Ensure(ctx, c); err != nil && !strings.Contains(err.Error(), "it was issued by Issuer someone-elses (group cert-manager.io), not by the Issuer ca") {
+		t.Errorf("a peer Secret of another issuer: %v; want it refused, naming the issuer", err)
+	}
+	testutil.Eventually(t, 60*time.Second, "cert-manager issues the peer certificate again for Issuer ca", func(ctx context.Context) error {
+		_, err := k.Ensure(ctx, c)
+		return err
+	})
+
 	// a Certificate changed by hand is put back; fields the operator does not set are kept
-	u := certificate(t, c, "demo-peer-tls")
+	u := certificate(t, c, "demo-cm-peer-tls")
 	if err := unstructured.SetNestedStringSlice(u.Object, []string{"elsewhere.example"}, "spec", "dnsNames"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +217,7 @@ func TestIssuedCertificates(t *testing.T) {
 	if _, err := k.Ensure(ctx, c); err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) {
 		t.Fatalf("after the peer Certificate was changed by hand: %v", err)
 	}
-	u = certificate(t, c, "demo-peer-tls")
+	u = certificate(t, c, "demo-cm-peer-tls")
 	dns, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "dnsNames")
 	duration, _, _ := unstructured.NestedString(u.Object, "spec", "duration")
 	if !slices.Contains(dns, "*.demo-peer."+c.Namespace+".svc.cluster.local") || slices.Contains(dns, "elsewhere.example") || duration != "2160h" {
@@ -215,9 +230,9 @@ func TestIssuedCertificates(t *testing.T) {
 	if err := k8s.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	certManagerObject(t, "Certificate", other.Namespace, "demo-server-tls", map[string]any{"secretName": "someone-else", "commonName": "x",
+	certManagerObject(t, "Certificate", other.Namespace, "demo-cm-server-tls", map[string]any{"secretName": "someone-else", "commonName": "x",
 		"issuerRef": map[string]any{"name": "ca"}})
-	if _, err := k.Ensure(ctx, other); !errors.Is(err, certs.ErrForeignSecret) || !strings.Contains(err.Error(), "certificate demo-server-tls exists") {
+	if _, err := k.Ensure(ctx, other); !errors.Is(err, certs.ErrForeignSecret) || !strings.Contains(err.Error(), "certificate demo-cm-server-tls exists") {
 		t.Errorf("a Certificate of the cluster's name that is someone else's: %v; want ErrForeignSecret naming it", err)
 	}
 }

@@ -58,6 +58,9 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 		if err := k.readUser(ctx, c, l); err != nil {
 			return Result{}, err
 		}
+		if err := issuedFor(c, l); err != nil {
+			return Result{}, err
+		}
 		roots := l.secret.Data[resources.CAKey]
 		if l.kind == "client" {
 			roots = leaves[0].secret.Data[resources.CAKey] // the members accept clients of the server Secret's CAs

@@ -23,6 +23,10 @@ const (
 	PeerTLSSecretSuffix = "-peer-tls"
 	// ClientTLSSecretSuffix names the client certificate issued for users and backup Jobs.
 	ClientTLSSecretSuffix = "-client-tls"
+	// IssuedSecretInfix comes before the suffixes above in the names of the Secrets cert-manager writes
+	// with spec.tls.issuerRef ("<cluster>-cm-server-tls"): Secrets the operator's CA issued before, or
+	// that cert-manager wrote for another issuer, are never taken for them.
+	IssuedSecretInfix = "-cm"
 )
 
 // Keys of a TLS Secret.
@@ -45,26 +49,36 @@ const ClientCommonName = "etcd-client"
 // OperatorCommonName is the common name of the client certificate the operator uses itself.
 const OperatorCommonName = "etcd-operator"
 
-// CASecretName and the other three name the TLS Secrets of cluster c: the operator's own, or those
-// spec.tls.secrets names (then there is no CA Secret).
+// CASecretName and the other three name the TLS Secrets of cluster c: the operator's own, those
+// spec.tls.secrets names (then there is no CA Secret), or with spec.tls.issuerRef those cert-manager
+// writes ("<cluster>-cm-server-tls" and so on).
 func CASecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + CASecretSuffix }
 func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Server
 	}
-	return c.Name + ServerTLSSecretSuffix
+	return ownSecretName(c, ServerTLSSecretSuffix)
 }
 func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Peer
 	}
-	return c.Name + PeerTLSSecretSuffix
+	return ownSecretName(c, PeerTLSSecretSuffix)
 }
 func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Client
 	}
-	return c.Name + ClientTLSSecretSuffix
+	return ownSecretName(c, ClientTLSSecretSuffix)
+}
+
+// ownSecretName is the name of cluster c's Secret of that suffix: the operator's, or with
+// spec.tls.issuerRef cert-manager's.
+func ownSecretName(c *etcdv1alpha1.EtcdCluster, suffix string) string {
+	if c.Spec.TLSIssuer() {
+		return c.Name + IssuedSecretInfix + suffix
+	}
+	return c.Name + suffix
 }
 
 // scheme is "https" when tls is on, "http" otherwise.

@@ -85,18 +85,38 @@ func applyTLSStatus(s *scope) {
 	}
 }
 
+// issuedOverdue reports whether a certificate cert-manager issues (o.Issuer) is past its renewal time by
+// more than an hour (cert-manager renews at that time, so it failed to), or, when cert-manager reported
+// no renewal time, has less than LeafExpiryWarning left.
+func issuedOverdue(o *TLSObservation) bool {
+	if o.NotAfter.IsZero() {
+		return false
+	}
+	if o.RenewAt.IsZero() {
+		return o.NotAfter.Sub(o.At) < LeafExpiryWarning
+	}
+	return o.At.After(o.RenewAt.Add(time.Hour))
+}
+
 // CertificatesExpiring returns whether a certificate of o expires soon (see LeafExpiryWarning and
 // CAExpiryWarning), with the condition's reason and a message that says when and what to do.
 func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 	switch {
-	case o.Issuer != "" && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
+	case o.Issuer != "" && issuedOverdue(o):
+		due := ""
+		if !o.RenewAt.IsZero() {
+			due = " (due since " + o.RenewAt.UTC().Format(time.RFC3339) + ")"
+		}
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
-			"A certificate from cert-manager (%s, spec.tls.issuerRef) expires at %s and was not renewed: see the status of the cluster's Certificates "+
-				"(kubectl describe certificates in the cluster's namespace) and cert-manager's logs", o.Issuer, o.NotAfter.UTC().Format(time.RFC3339))}
-	case o.Issuer != "" && o.CANotAfter.Sub(o.At) < CAExpiryWarning:
+			"A certificate from cert-manager (%s, spec.tls.issuerRef) expires at %s and was not renewed%s: see the status of the "+
+				"cluster's Certificates (kubectl describe certificates in the cluster's namespace) and cert-manager's logs",
+			o.Issuer, o.NotAfter.UTC().Format(time.RFC3339), due)}
+	case o.Issuer != "" && o.CANotAfter.Sub(o.At) < LeafExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
-			"The CA of %s (spec.tls.issuerRef) expires at %s: plan its rotation (docs/security.md, \"Certificates from cert-manager\")",
-			o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
+			"The CA of %s (spec.tls.issuerRef) expires at %s: a new CA of the issuer restarts the members, and they refuse each other until "+
+				"each has (docs/security.md, \"Certificates from cert-manager\")", o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
+	case o.Issuer != "":
+		// cert-manager renews the certificates, and nothing is overdue
 	case o.UserSecrets && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate of spec.tls.secrets expires at %s: renew it (the operator does not renew the Secrets you keep)",

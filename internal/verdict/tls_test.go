@@ -34,10 +34,17 @@ func TestCertificatesExpiring(t *testing.T) {
 			"add its successor to ca.crt"},
 		{"cert-manager's", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(10 * year), NotAfter: at.Add(90 * 24 * time.Hour),
 			RenewAt: at.Add(60 * 24 * time.Hour)}, false, "The CA of Issuer ca expires at 2036-11-28T00:00:00Z, the first certificate at 2027-03-01T00:00:00Z; cert-manager renews it at 2027-01-30T00:00:00Z"},
-		{"cert-manager's leaf not renewed", TLSObservation{At: at, UserSecrets: true, Issuer: "ClusterIssuer ca", CANotAfter: at.Add(10 * year), NotAfter: at.Add(20 * 24 * time.Hour)}, true,
-			"A certificate from cert-manager (ClusterIssuer ca, spec.tls.issuerRef) expires at 2026-12-21T00:00:00Z and was not renewed"},
-		{"cert-manager's CA within a year", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(200 * 24 * time.Hour), NotAfter: at.Add(90 * 24 * time.Hour)}, true,
-			"The CA of Issuer ca (spec.tls.issuerRef) expires at 2027-06-19T00:00:00Z: plan its rotation"},
+		{"cert-manager's leaf, no renewal time, within a month", TLSObservation{At: at, UserSecrets: true, Issuer: "ClusterIssuer ca", CANotAfter: at.Add(10 * year),
+			NotAfter: at.Add(20 * 24 * time.Hour)}, true,
+			"A certificate from cert-manager (ClusterIssuer ca, spec.tls.issuerRef) expires at 2026-12-21T00:00:00Z and was not renewed: see"},
+		{"cert-manager's leaf past its renewal time", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(10 * year),
+			NotAfter: at.Add(5 * 24 * time.Hour), RenewAt: at.Add(-2 * time.Hour)}, true, "was not renewed (due since 2026-11-30T22:00:00Z)"},
+		{"cert-manager's short-lived leaf before its renewal time", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(10 * year),
+			NotAfter: at.Add(20 * 24 * time.Hour), RenewAt: at.Add(13 * 24 * time.Hour)}, false, "cert-manager renews it at 2026-12-14T00:00:00Z"},
+		{"cert-manager's 90-day CA", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(90 * 24 * time.Hour), NotAfter: at.Add(60 * 24 * time.Hour),
+			RenewAt: at.Add(40 * 24 * time.Hour)}, false, "The CA of Issuer ca expires at 2027-03-01T00:00:00Z"},
+		{"cert-manager's CA within a month", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(20 * 24 * time.Hour), NotAfter: at.Add(15 * 24 * time.Hour),
+			RenewAt: at.Add(10 * 24 * time.Hour)}, true, "The CA of Issuer ca (spec.tls.issuerRef) expires at 2026-12-21T00:00:00Z: a new CA of the issuer restarts the members"},
 	} {
 		got, reason := CertificatesExpiring(&tc.o)
 		if got != tc.expiring || !strings.Contains(reason[1], tc.says) {

@@ -71,7 +71,7 @@ func TestCertManagerIssuer(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + resources.CASecretSuffix}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the operator created a CA Secret for a cluster whose certificates cert-manager issues: %v", err)
 	}
-	if got.Status.TLS == nil || got.Status.TLS.ClientSecret != name+resources.ClientTLSSecretSuffix || got.Status.TLS.RenewAt == nil {
+	if got.Status.TLS == nil || got.Status.TLS.ClientSecret != resources.ClientTLSSecretName(c) || got.Status.TLS.RenewAt == nil {
 		t.Errorf("status.tls %+v, want the client Secret and cert-manager's renewal time", got.Status.TLS)
 	}
 	rootSecret := &corev1.Secret{}
@@ -96,16 +96,16 @@ func TestCertManagerIssuer(t *testing.T) {
 			}
 		}
 	}
-	before, err := secretCert(ctx, c, name+resources.ServerTLSSecretSuffix)
+	before, err := secretCert(ctx, c, resources.ServerTLSSecretName(c))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	ep := clientServiceEndpoint(t, c) // dials with the issued client Secret (clusterClientTLS)
 	w := startWriter(t, ep)
-	renewCertificate(t, ns, name+resources.ServerTLSSecretSuffix)
+	renewCertificate(t, ns, resources.ServerTLSSecretName(c))
 	took = assertRenewedInPlace(t, c, uids, w, ep, func(ctx context.Context) (*big.Int, error) {
-		renewed, err := secretCert(ctx, c, name+resources.ServerTLSSecretSuffix)
+		renewed, err := secretCert(ctx, c, resources.ServerTLSSecretName(c))
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,7 @@ func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	own := map[string]bool{}
 	for _, suffix := range []string{resources.CASecretSuffix, resources.ServerTLSSecretSuffix, resources.PeerTLSSecretSuffix, resources.ClientTLSSecretSuffix, resources.RootSecretSuffix} {
 		own[c.Name+suffix] = true
+		own[c.Name+resources.IssuedSecretInfix+suffix] = true
 	}
 	var errs field.ErrorList
 	for _, f := range []struct {
@@ -62,11 +63,12 @@ func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 			"cannot be %s while TLS is on: the members trust only the CAs they started with, so certificates of another CA would lock them out of each other; "+
 				"switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch to finish, or restore a backup into a new EtcdCluster", addedRemoved(s.UserTLSSecrets()))))
 	}
-	if o.AnyTLS() && !equality.Semantic.DeepEqual(issuerOf(o), issuerOf(s)) {
-		errs = append(errs, field.Forbidden(specPath.Child("tls", "issuerRef"), fmt.Sprintf(
-			"cannot be added, removed or changed while TLS is on: the members trust only the CAs they started with, so certificates of another issuer "+
-				"would lock them out of each other; switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch "+
-				"to finish, or restore a backup into a new EtcdCluster")))
+	if (o.AnyTLS() || old.Status.TLS != nil) && !equality.Semantic.DeepEqual(issuerOf(o), issuerOf(s)) {
+		errs = append(errs, field.Forbidden(specPath.Child("tls", "issuerRef"),
+			"cannot be added, removed or changed while TLS is on, nor until a switch off has finished (status.tls is gone then): the members trust only "+
+				"the CAs they started with, so certificates of another issuer would lock them out of each other; switch TLS off first "+
+				"(spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch to finish, or delete the EtcdCluster and create it again "+
+				"(a cluster with data: restore a backup into it)"))
 	}
 	if !o.UserTLSSecrets() || !s.UserTLSSecrets() {
 		return errs

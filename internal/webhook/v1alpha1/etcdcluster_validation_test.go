@@ -331,7 +331,7 @@ func TestValidateUpdate(t *testing.T) {
 
 		// A cert-manager issuer: only with TLS off on both ports can it be added, removed or changed.
 		{"issuer added to a TLS cluster", cluster(testutil.WithTLS(true, true)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")),
-			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on: the members trust only the CAs they started with"}}, nil},
+			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on, nor until a switch off has finished"}}, nil},
 		{"issuer removed", cluster(testutil.WithTLS(true, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, false)),
 			[]problem{{"spec.tls.issuerRef", "switch TLS off first"}}, nil},
 		{"issuer changed", cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "ClusterIssuer")),
@@ -339,6 +339,10 @@ func TestValidateUpdate(t *testing.T) {
 		{"issuer's default kind written out", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "Issuer")), nil, nil},
 		{"issuer added while switching TLS on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), nil,
 			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
+		{"issuer changed before a switch off has finished", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", ""), func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-cm-client-tls"}
+		}), cluster(testutil.WithTLS(false, false), testutil.WithIssuer("other", "")),
+			[]problem{{"spec.tls.issuerRef", "nor until a switch off has finished (status.tls is gone then)"}}, nil},
 		{"issuer removed once TLS is off", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, false)), nil, nil},
 
 		// TLS switched for a running cluster: admitted, with what it does.
