@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
@@ -204,20 +205,23 @@ func TestIssuedCertificates(t *testing.T) {
 	})
 
 	// a Certificate changed by hand is put back; fields the operator does not set are kept
-	u := certificate(t, c, "demo-cm-peer-tls")
-	if err := unstructured.SetNestedStringSlice(u.Object, []string{"elsewhere.example"}, "spec", "dnsNames"); err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(u.Object, "2160h", "spec", "duration"); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Update(ctx, u); err != nil {
+	// (cert-manager writes the status meanwhile: the edit is made again on a conflict)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := certificate(t, c, "demo-cm-peer-tls")
+		if err := unstructured.SetNestedStringSlice(u.Object, []string{"elsewhere.example"}, "spec", "dnsNames"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, "2160h", "spec", "duration"); err != nil {
+			return err
+		}
+		return k8s.Update(ctx, u)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := k.Ensure(ctx, c); err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) {
 		t.Fatalf("after the peer Certificate was changed by hand: %v", err)
 	}
-	u = certificate(t, c, "demo-cm-peer-tls")
+	u := certificate(t, c, "demo-cm-peer-tls")
 	dns, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "dnsNames")
 	duration, _, _ := unstructured.NestedString(u.Object, "spec", "duration")
 	if !slices.Contains(dns, "*.demo-peer."+c.Namespace+".svc.cluster.local") || slices.Contains(dns, "elsewhere.example") || duration != "2160h" {

@@ -154,18 +154,25 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.requeueFor(s, st), nil
 }
 
-// reconcilePhases runs the phases of a live cluster in order, until one takes a step. Services, the
-// observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
+// reconcilePhases runs the phases of a live cluster in order, until one takes a step (one that blocks
+// before the observation still lets it run, for the status: observeBlocked). Services, the root
+// Secret, the certificates, the observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
 // alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
 // last, on a settled cluster, enabling authentication, a switch of spec.tls, a CA rotation and the
 // consistency check.
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
+	for _, p := range []phase{r.reconcileServices, r.reconcileRootSecret, r.reconcileTLS} {
+		st, err := p(ctx, s)
+		if err == nil && st != nil && st.Kind == verdict.KindBlocked {
+			r.observeBlocked(ctx, s)
+		}
+		if err != nil || st != nil {
+			return st, err
+		}
+	}
 	for _, p := range []phase{
-		r.reconcileServices,
-		r.reconcileTLS,
-		r.reconcileRootSecret,
 		r.observe,
 		r.validateSpec,
 		r.reconcileBackups,
@@ -192,6 +199,23 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		}
 	}
 	return nil, nil
+}
+
+// observeBlocked observes the cluster when a phase before the observation blocked the pass (a Service,
+// root Secret or certificate Secret the user must fix), so that the status still reports the members'
+// health while nothing else is done; without it, the status would say what it said before the block.
+// A cluster with authentication whose root password could not be read is not observed (the members
+// would refuse the operator, which the status would report instead of their health).
+func (r *EtcdClusterReconciler) observeBlocked(ctx context.Context, s *scope) {
+	if s.cluster.Spec.AuthEnabled() && s.creds == nil {
+		return
+	}
+	if s.pods.Items == nil {
+		if err := r.List(ctx, &s.pods, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
+			return
+		}
+	}
+	_, _ = r.observe(ctx, s)
 }
 
 // requeueFor returns when to look again at a cluster after a pass that took step st (verdict.Requeue).

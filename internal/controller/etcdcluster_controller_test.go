@@ -458,3 +458,48 @@ func TestCertManagerMissingReported(t *testing.T) {
 		t.Fatalf("a member pod was created without its certificates: %v", err)
 	}
 }
+
+// TestHealthReportedWhileBlocked: a pass blocked before it observes the members (here by a Service of
+// the cluster's name the cluster no longer owns) still reports their health: a member that stops is
+// reported, where the status used to keep saying every member was healthy.
+func TestHealthReportedWhileBlocked(t *testing.T) {
+	ctx := context.Background()
+	c := createCluster(t, "blk", 3)
+	names := []string{"blk-0", "blk-1", "blk-2"}
+	hosts := []string{"127.0.0.211", "127.0.0.212", "127.0.0.213"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	testutil.Eventually(t, waitTimeout, "3 of 3 ready", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("ready %d", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	svc := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "blk-client"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.OwnerReferences = nil
+	if err := k8s.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "blocked by the Service", func(context.Context) error {
+		if p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "Service blk-client exists and is not owned") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	members[2].Stop()
+	// a blocked cluster is looked at again within verdict.RequeueBlocked
+	testutil.Eventually(t, verdict.RequeueBlocked+waitTimeout, "the stopped member reported while blocked", func(context.Context) error {
+		got := getCluster(t, c)
+		d := condition(got, etcdv1alpha1.ConditionDegraded)
+		if got.Status.ReadyReplicas != 2 || d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "blk-2") {
+			return fmt.Errorf("ready %d, degraded %+v", got.Status.ReadyReplicas, d)
+		}
+		if p := condition(got, etcdv1alpha1.ConditionProgressing); p == nil || p.Reason != etcdv1alpha1.ReasonForeignObject {
+			return fmt.Errorf("progressing %+v, want still blocked by the Service", p)
+		}
+		return nil
+	})
+}

@@ -27,7 +27,7 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
 		if err == nil {
 			if !metav1.IsControlledBy(got, s.cluster) {
-				return verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec,
+				return verdict.Blocked(etcdv1alpha1.ReasonForeignObject,
 					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
 			}
 			continue
