@@ -28,7 +28,7 @@ if [ "${E2E_CERT_MANAGER:-}" != cluster ]; then
   export CERT_MANAGER=${CERT_MANAGER:-$(bash hack/build-cert-manager.sh --print)}
 fi
 bash hack/install-operator.sh
-log "running the end-to-end tests (about 58 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps or cert-manager issues and a NetworkPolicy under an enforcing plugin included)"
+log "running the end-to-end tests (about 60 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps or cert-manager issues and a NetworkPolicy under an enforcing plugin included)"
 rc=0
 go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
