@@ -76,6 +76,9 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // single member always has) or its pod is not Ready (a member already down, such as one whose image
 // cannot be pulled).
 func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, m *model.Member) (refused string, err error) {
+	if m == nil || m.Pod == nil {
+		return "", nil // gone meanwhile: it is recreated with the current spec
+	}
 	refused, err = kube.Evict(ctx, r.Client, m.Pod, c.Name, c.Spec.ReplicasOrDefault() == 1 || !m.PodReady())
 	if err != nil {
 		return "", fmt.Errorf("restart member %s: %w", m.Name, err)

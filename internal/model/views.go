@@ -43,7 +43,8 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 	for _, m := range c.Listed() {
 		st.Members = append(st.Members, rollout.Member{
 			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
-			UpToDate: c.PodCurrent(m, hash),
+			// a member without a pod has nothing to restart: its pod is created with the current spec
+			UpToDate: m.Pod == nil || c.PodCurrent(m, hash),
 		})
 	}
 	return st

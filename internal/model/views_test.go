@@ -16,7 +16,8 @@ import (
 
 // TestPlannerViews: the membership view counts a member with a NOSPACE alarm as healthy and carries
 // the pods and claims of names etcd does not list (a removed member's, still going); the rollout view
-// marks a member up to date by its pod's spec hash and ready by its pod's Ready condition.
+// marks a member up to date by its pod's spec hash (one without a pod is: there is nothing to restart)
+// and ready by its pod's Ready condition.
 func TestPlannerViews(t *testing.T) {
 	c := testutil.EtcdCluster("w", testutil.WithReplicas(3))
 	ready := pod("w-0", false)
@@ -41,6 +42,12 @@ func TestPlannerViews(t *testing.T) {
 	ro := m.Rollout("new")
 	if len(ro.Members) != 2 || !ro.Members[0].UpToDate || !ro.Members[0].Ready || ro.Members[1].UpToDate || ro.Members[1].Ready || !ro.Members[1].Healthy {
 		t.Errorf("rollout view %+v", ro.Members)
+	}
+	// a member etcd lists whose pod is gone has nothing to restart: the rollout must not pick it
+	// (its pod is recreated, with the current spec, by the phases before)
+	gone := Build(Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{ready}})
+	if ro := gone.Rollout("new"); len(ro.Members) != 2 || !ro.Members[1].UpToDate || ro.Members[1].Ready {
+		t.Errorf("rollout view with w-1's pod gone %+v; want it up to date and not ready", ro.Members)
 	}
 }
 
