@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -82,20 +81,7 @@ func TestCertManagerIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uids := map[string]string{}
-	for n, p := range pods {
-		uids[n] = string(p.UID)
-		for _, port := range []string{":2379", ":2380"} {
-			cert, err := certs.ServedCertificate(ctx, p.Status.PodIP+port)
-			if err != nil || cert.CheckSignatureFrom(root) != nil {
-				t.Errorf("%s does not serve a certificate of the Issuer's CA on port %s (%v)", n, port, err)
-			}
-		}
-	}
+	uids := assertServedCA(t, c, root, "the Issuer's CA")
 	before, err := secretCert(ctx, c, resources.ServerTLSSecretName(c))
 	if err != nil {
 		t.Fatal(err)

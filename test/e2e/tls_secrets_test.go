@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"math/big"
 	"testing"
@@ -87,20 +88,7 @@ func TestUserTLSSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uids := map[string]string{}
-	for n, p := range pods {
-		uids[n] = string(p.UID)
-		for _, port := range []string{":2379", ":2380"} {
-			cert, err := certs.ServedCertificate(ctx, p.Status.PodIP+port)
-			if err != nil || cert.CheckSignatureFrom(ca.Cert) != nil {
-				t.Errorf("%s does not serve a certificate of the user's CA on port %s (%v)", n, port, err)
-			}
-		}
-	}
+	uids := assertServedCA(t, c, ca.Cert, "the user's CA")
 
 	ep := clientServiceEndpoint(t, c) // dials with the user's client Secret (clusterClientTLS)
 	w := startWriter(t, ep)
@@ -156,4 +144,26 @@ func assertRenewedInPlace(t *testing.T, c *etcdv1alpha1.EtcdCluster, uids map[st
 	assertNoCertificateFailures(t, w)
 	w.stopAndVerify(t, ep)
 	return took
+}
+
+// assertServedCA checks that every member pod of cluster c serves, on its client and its peer port, a
+// certificate that ca (named what in messages) signed, and returns the pods' UIDs by member name.
+func assertServedCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, what string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for n, p := range pods {
+		uids[n] = string(p.UID)
+		for _, port := range []string{":2379", ":2380"} {
+			cert, err := certs.ServedCertificate(ctx, p.Status.PodIP+port)
+			if err != nil || cert.CheckSignatureFrom(ca) != nil {
+				t.Errorf("%s does not serve a certificate of %s on port %s (%v)", n, what, port, err)
+			}
+		}
+	}
+	return uids
 }
