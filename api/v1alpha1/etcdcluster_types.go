@@ -266,6 +266,24 @@ type TLSSecrets struct {
 // UserTLSSecrets reports whether the cluster's certificates are Secrets the user keeps (spec.tls.secrets).
 func (s *EtcdClusterSpec) UserTLSSecrets() bool { return s.TLS != nil && s.TLS.Secrets != nil }
 
+// Defaults of IssuerReference.
+const (
+	DefaultIssuerKind  = "Issuer"
+	DefaultIssuerGroup = "cert-manager.io"
+)
+
+// Defaulted returns r with the defaults of its kind and group filled in (the API server fills them on
+// admission; an object built in code may lack them).
+func (r IssuerReference) Defaulted() IssuerReference {
+	if r.Kind == "" {
+		r.Kind = DefaultIssuerKind
+	}
+	if r.Group == "" {
+		r.Group = DefaultIssuerGroup
+	}
+	return r
+}
+
 // TLSIssuer reports whether cert-manager issues the cluster's certificates (spec.tls.issuerRef).
 func (s *EtcdClusterSpec) TLSIssuer() bool { return s.TLS != nil && s.TLS.IssuerRef != nil }
 

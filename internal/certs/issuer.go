@@ -1,7 +1,6 @@
 package certs
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,11 +53,15 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 		}
 		// what cert-manager says of the Certificate of the Secret that is not usable
 		var bad *unusableSecret
+		if !errors.As(err, &bad) {
+			return Result{}, err
+		}
 		for _, got := range current {
-			if errors.As(err, &bad) && got.GetName() == bad.name {
-				if perr := certificatePending(got); perr != nil {
-					return Result{}, fmt.Errorf("%w; %s", perr, err.Error())
-				}
+			if got.GetName() != bad.name {
+				continue
+			}
+			if perr := certificatePending(got); perr != nil {
+				return Result{}, fmt.Errorf("%w; %s", perr, err.Error())
 			}
 		}
 		return Result{}, err
@@ -105,7 +108,7 @@ func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1alpha1.EtcdC
 	case err != nil:
 		return nil, fmt.Errorf("read certificate %s: %w", want.GetName(), err)
 	}
-	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != c.UID {
+	if !metav1.IsControlledBy(got, c) {
 		return nil, fmt.Errorf("certificate %s exists and is %w (no owner reference to it): rename or delete it, or give the cluster another name; "+
 			"the operator creates its own", want.GetName(), ErrForeignSecret)
 	}
@@ -186,20 +189,20 @@ func conditionText(m map[string]any) string {
 
 // issuerOf names cluster c's issuer for messages: "Issuer ca" or "ClusterIssuer ca".
 func issuerOf(c *etcdv1alpha1.EtcdCluster) string {
-	ref := c.Spec.TLS.IssuerRef
-	return cmp.Or(ref.Kind, "Issuer") + " " + ref.Name
+	ref := c.Spec.TLS.IssuerRef.Defaulted()
+	return ref.Kind + " " + ref.Name
 }
 
 // issuerReady returns ErrCertificateNotReady, saying why, when the issuer of cluster c's
 // spec.tls.issuerRef is one of cert-manager's (group cert-manager.io) and does not exist or is not
 // Ready; nil otherwise (an external issuer's kinds are not known here).
 func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
-	ref := c.Spec.TLS.IssuerRef
-	if ref.Group != "" && ref.Group != resources.CertificateGVK.Group {
+	ref := c.Spec.TLS.IssuerRef.Defaulted()
+	if ref.Group != resources.CertificateGVK.Group {
 		return nil
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(cmp.Or(ref.Kind, "Issuer")))
+	u.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(ref.Kind))
 	key := types.NamespacedName{Name: ref.Name}
 	where := ""
 	if u.GetKind() == "Issuer" {
@@ -236,13 +239,13 @@ func issuedFor(c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
 	if !l.issued {
 		return nil
 	}
-	ref, a := c.Spec.TLS.IssuerRef, l.secret.Annotations
-	name, kind, group := a[issuerNameAnnotation], cmp.Or(a[issuerKindAnnotation], "Issuer"), cmp.Or(a[issuerGroupAnnotation], resources.CertificateGVK.Group)
-	if name == ref.Name && kind == cmp.Or(ref.Kind, "Issuer") && group == cmp.Or(ref.Group, resources.CertificateGVK.Group) {
+	a := l.secret.Annotations
+	got := etcdv1alpha1.IssuerReference{Name: a[issuerNameAnnotation], Kind: a[issuerKindAnnotation], Group: a[issuerGroupAnnotation]}.Defaulted()
+	if got == c.Spec.TLS.IssuerRef.Defaulted() {
 		return nil
 	}
-	if name == "" {
+	if got.Name == "" {
 		return unusable(l, errors.New("cert-manager has not written it (it has no cert-manager.io/issuer-name annotation)"))
 	}
-	return unusable(l, fmt.Errorf("it was issued by %s %s (group %s), not by the %s of spec.tls.issuerRef", kind, name, group, issuerOf(c)))
+	return unusable(l, fmt.Errorf("it was issued by %s %s (group %s), not by the %s of spec.tls.issuerRef", got.Kind, got.Name, got.Group, issuerOf(c)))
 }

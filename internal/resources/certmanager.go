@@ -1,8 +1,6 @@
 package resources
 
 import (
-	"cmp"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -64,13 +62,13 @@ func (o Options) IssuedCertificates(c *etcdv1alpha1.EtcdCluster, client, peer bo
 
 // certificate is the Certificate of cluster c that writes Secret name, with spec fields spec.
 func certificate(c *etcdv1alpha1.EtcdCluster, name string, spec map[string]any) *unstructured.Unstructured {
-	ref := c.Spec.TLS.IssuerRef
+	ref := c.Spec.TLS.IssuerRef.Defaulted()
 	labels := map[string]any{}
 	for k, v := range Labels(c) {
 		labels[k] = v
 	}
 	spec["secretName"] = name
-	spec["issuerRef"] = map[string]any{"name": ref.Name, "kind": cmp.Or(ref.Kind, "Issuer"), "group": cmp.Or(ref.Group, "cert-manager.io")}
+	spec["issuerRef"] = map[string]any{"name": ref.Name, "kind": ref.Kind, "group": ref.Group}
 	spec["privateKey"] = map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"}
 	spec["secretTemplate"] = map[string]any{"labels": labels}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}

@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 
@@ -98,7 +97,6 @@ func issuerOf(s *etcdv1alpha1.EtcdClusterSpec) *etcdv1alpha1.IssuerReference {
 	if !s.TLSIssuer() {
 		return nil
 	}
-	ref := *s.TLS.IssuerRef
-	ref.Kind, ref.Group = cmp.Or(ref.Kind, "Issuer"), cmp.Or(ref.Group, "cert-manager.io")
+	ref := s.TLS.IssuerRef.Defaulted()
 	return &ref
 }
