@@ -189,14 +189,8 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 	wr := startWriter(t, clientServiceEndpoint(t, c))
 	rw := watchRollout(c)
 	start := time.Now()
-	got, err := getCluster(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutate(got)
-	if err := k8s.Update(context.Background(), got); err != nil {
-		t.Fatalf("update: %v", err)
-	}
+	// the operator writes status while the cluster settles: update the newest version
+	updateCluster(t, c, mutate)
 	if killMidway {
 		poll.Eventually(t, rolloutTimeout, "the first member restarted", func(context.Context) error {
 			rw.mu.Lock()
