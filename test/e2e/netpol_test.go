@@ -210,14 +210,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	t.Logf("a member pod deleted under the policy: 3/3 healthy again %s later", took.Round(100*time.Millisecond))
 
 	// switched off, the policy goes, and the other namespace reaches the client port
-	got, err := getCluster(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.NetworkPolicy.Enabled = false
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = false })
 	poll.Eventually(t, statusTimeout, "the NetworkPolicy deleted", func(ctx context.Context) error {
 		switch err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{}); {
 		case apierrors.IsNotFound(err):

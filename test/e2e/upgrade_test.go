@@ -387,15 +387,8 @@ func TestStorageGrowthReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := pods["demo-0"].UID
-	got, err := getCluster(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bigger := resource.MustParse("2Gi")
-	got.Spec.Storage.Size = &bigger
-	if err := k8s.Update(context.Background(), got); err != nil {
-		t.Fatalf("grow storage: %v", err)
-	}
+	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
 	poll.Eventually(t, statusTimeout, "VolumesResized=False VolumeExpansionNotSupported", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
