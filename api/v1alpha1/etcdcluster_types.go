@@ -192,11 +192,13 @@ type TLSSpec struct {
 
 	// IssuerRef, when set, names a cert-manager Issuer or ClusterIssuer that issues the members'
 	// certificates: the operator then creates no CA and issues no certificate itself; it keeps one
-	// cert-manager Certificate per Secret ("<cluster>-cm-server-tls", "<cluster>-cm-peer-tls" and
-	// "<cluster>-cm-client-tls"), and checks, mounts and reloads the Secrets cert-manager writes for that
-	// issuer, as it does those of spec.tls.secrets. The issuer must write ca.crt (cert-manager's CA and
-	// Vault issuers do; ACME issuers do not). It cannot be added, removed or changed while TLS is on or
-	// a switch off has not finished. See docs/security.md, "Certificates from cert-manager".
+	// cert-manager Certificate per certificate ("<cluster>-cm-server-tls", "<cluster>-cm-peer-tls" and
+	// "<cluster>-cm-client-tls"), checks the Secrets cert-manager writes for that issuer as it does those
+	// of spec.tls.secrets, and copies them into the Secrets the pods mount ("<cluster>-server-tls" and
+	// so on), whose ca.crt is a trust bundle it keeps, so that a change of the issuer's CA reaches the
+	// members without an outage. The issuer must write ca.crt (cert-manager's CA and Vault issuers do;
+	// ACME issuers do not). It cannot be added, removed or changed while TLS is on or a switch off has
+	// not finished. See docs/security.md, "Certificates from cert-manager".
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
@@ -299,8 +301,9 @@ type TLSStatus struct {
 	// RenewAt is when the operator renews the first of them (a third of its life before it expires).
 	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 	// TrustedCAsHash is a short hash of the CA certificates the members trust, set once the CA has been
-	// rotated (empty before), or always with spec.tls.secrets (their ca.crt): a member pod started
-	// trusting other CAs is restarted, one at a time.
+	// rotated (empty before), or always with spec.tls.secrets (their ca.crt) and spec.tls.issuerRef
+	// (the operator's trust bundles): a member pod started trusting other CAs is restarted, one at a
+	// time.
 	TrustedCAsHash string `json:"trustedCAsHash,omitempty"`
 	// CARotation is the rotation of the CA under way; absent when none is.
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
@@ -320,7 +323,8 @@ type TLSStatus struct {
 // settled cluster: the members restart one at a time to trust the old and the new CA (TrustNewCA);
 // every certificate is issued again by the new CA and the operator waits until each member serves its
 // new ones (IssueFromNewCA, no restart); the members restart one at a time to trust only the new CA
-// (DropOldCA).
+// (DropOldCA). With spec.tls.issuerRef, the same phases follow a certificate cert-manager issued from
+// a CA the members do not trust yet: the issuer's CA was replaced.
 type CARotationStatus struct {
 	// Phase is the rotation's phase.
 	// +kubebuilder:validation:Enum=TrustNewCA;IssueFromNewCA;DropOldCA

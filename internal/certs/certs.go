@@ -111,6 +111,8 @@ type Result struct {
 
 	// ca is the CA Secret as Ensure read it, which AdvanceRotation updates (only if unchanged since).
 	ca *caState
+	// issued are the ports' Secrets with spec.tls.issuerRef, as Ensure left them.
+	issued []*issuedPort
 }
 
 // Observation is what the status says of the certificates of res, observed at: nil when there are none
@@ -143,6 +145,9 @@ type Ports struct {
 	// Unnamed is a Secret of certificates that a member pod mounts but spec.tls no longer names (its
 	// spec.tls.secrets were removed before a switch off finished); empty when there is none.
 	Unnamed string
+	// MountedClient and MountedPeer say whether a member pod carries the certificate of the client or
+	// the peer port.
+	MountedClient, MountedPeer bool
 }
 
 // PortsOf returns the ports cluster c's spec enables TLS on, and those any of pods (its member pods)
@@ -152,6 +157,7 @@ func PortsOf(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Ports {
 	named := map[string]bool{resources.ServerTLSSecretName(c): true, resources.PeerTLSSecretName(c): true}
 	for i := range pods {
 		t := resources.PodTLSOf(&pods[i])
+		p.MountedClient, p.MountedPeer = p.MountedClient || t.ClientHTTPS, p.MountedPeer || t.PeerCertificates
 		p.Client, p.Peer = p.Client || t.ClientHTTPS, p.Peer || t.PeerCertificates
 		for _, v := range pods[i].Spec.Volumes {
 			if v.Secret != nil && (v.Name == "server-tls" || v.Name == "peer-tls") && !named[v.Secret.SecretName] && !c.Spec.UserTLSSecrets() {

@@ -43,7 +43,7 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 		}
 		current = append(current, got)
 	}
-	res, err := k.ensureUser(ctx, c, ports)
+	res, leaves, err := k.checkUser(ctx, c, ports)
 	if err != nil {
 		if !errors.Is(err, ErrUnusableSecret) {
 			return Result{}, err
@@ -73,6 +73,15 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 		}
 	}
 	res.Issuer = issuerOf(c)
+	if res.issued, res.Changed, err = k.syncIssued(ctx, c, leaves, ports); err != nil {
+		return Result{}, err
+	}
+	res.TrustedCAsHash, res.Rotation, res.RotationStarted = issuedTrust(res.issued)
+	if ports.Client {
+		server, client := res.issued[0].mirrors[0], res.issued[0].mirrors[1]
+		return res, k.userOperator(c, &userLeaf{kind: "server", name: server.Name, secret: server},
+			&userLeaf{kind: "client", name: client.Name, secret: client})
+	}
 	return res, nil
 }
 

@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -21,6 +22,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -131,9 +133,13 @@ func TestIssuedCertificates(t *testing.T) {
 	})
 	t.Logf("issued %.1f s after the Issuer was created; waited through: %q", took.Seconds(), seen)
 	rootCA := leaf(t, c, "root-ca")
-	if !res.UserSecrets || res.Issuer != "Issuer ca" || res.ClientSecret != "demo-cm-client-tls" || res.TrustedCAsHash == "" || len(res.Changed) != 0 ||
+	if !res.UserSecrets || res.Issuer != "Issuer ca" || res.ClientSecret != "demo-client-tls" || res.TrustedCAsHash == "" || res.Rotation != "" ||
 		!res.CANotAfter.Equal(rootCA.NotAfter) || res.NotAfter.IsZero() || res.RenewAt.IsZero() || !res.RenewAt.Before(res.NotAfter) {
-		t.Errorf("result %+v: want the issuer, the client Secret, a trust hash, the root CA's expiry, a renewal before expiry and nothing changed by the operator", res)
+		t.Errorf("result %+v: want the issuer, the client Secret, a trust hash, the root CA's expiry, a renewal before expiry and no CA change", res)
+	}
+	// the members and clients mount the operator's copies: cert-manager's certificates, ca.crt the root
+	for _, kind := range []string{"server", "peer", "client"} {
+		assertMirror(t, c, kind, rootCA)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-ca"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the operator created a CA Secret of its own: %v", err)
@@ -155,7 +161,7 @@ func TestIssuedCertificates(t *testing.T) {
 
 	// the operator reaches a real member serving the issued certificates, with the issued client certificate
 	const host = "127.0.0.96"
-	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-cm-server-tls")), writeSecret(t, secret(t, c, "demo-cm-peer-tls")))
+	startTLSMember(t, host, writeSecret(t, secret(t, c, "demo-server-tls")), writeSecret(t, secret(t, c, "demo-peer-tls")))
 	dial := func() error {
 		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -188,6 +194,7 @@ func TestIssuedCertificates(t *testing.T) {
 		}
 		return nil
 	})
+	assertMirror(t, c, "server", rootCA) // renewed by the CA it had: copied at once
 
 	// a Secret cert-manager wrote for another issuer (one of a cluster of the same name, say) is not
 	// used: the keeper waits until cert-manager issues it again for this one
@@ -228,6 +235,8 @@ func TestIssuedCertificates(t *testing.T) {
 		t.Errorf("the peer Certificate after a pass: names %v, duration %q; want the members' names back and the duration kept", dns, duration)
 	}
 
+	replaceIssuerCA(t, k, c, rootCA)
+
 	// a Certificate of the name the cluster needs that is not its own
 	other := newCluster(t)
 	other.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
@@ -239,4 +248,130 @@ func TestIssuedCertificates(t *testing.T) {
 	if _, err := k.Ensure(ctx, other); !errors.Is(err, certs.ErrForeignSecret) || !strings.Contains(err.Error(), "certificate demo-cm-server-tls exists") {
 		t.Errorf("a Certificate of the cluster's name that is someone else's: %v; want ErrForeignSecret naming it", err)
 	}
+}
+
+// assertMirror checks that the operator's Secret of kind ("server", "peer", "client") of cluster c holds
+// the certificate and key of cert-manager's Secret, and ca.crt the CAs trust alone.
+func assertMirror(t *testing.T, c *etcdv1alpha1.EtcdCluster, kind string, trust ...*x509.Certificate) {
+	t.Helper()
+	issued, mirror := secret(t, c, "demo-cm-"+kind+"-tls"), secret(t, c, "demo-"+kind+"-tls")
+	if !bytes.Equal(issued.Data[resources.TLSCertKey], mirror.Data[resources.TLSCertKey]) || !bytes.Equal(issued.Data[resources.TLSKeyKey], mirror.Data[resources.TLSKeyKey]) {
+		t.Errorf("secret %s does not hold the certificate cert-manager wrote into %s", mirror.Name, issued.Name)
+	}
+	assertTrust(t, mirror, trust...)
+}
+
+// assertTrust checks that the ca.crt of Secret s holds the CAs trust, and no other.
+func assertTrust(t *testing.T, s *corev1.Secret, trust ...*x509.Certificate) {
+	t.Helper()
+	got := pki.Certs(s.Data[resources.CAKey])
+	if len(got) != len(trust) {
+		t.Errorf("secret %s: ca.crt holds %d CAs, want %d", s.Name, len(got), len(trust))
+	}
+	for _, ca := range trust {
+		if !pki.ContainsCert(s.Data[resources.CAKey], ca) {
+			t.Errorf("secret %s: ca.crt lacks CA %q", s.Name, ca.Subject.CommonName)
+		}
+	}
+}
+
+// replaceIssuerCA replaces the CA of cluster c's Issuer "ca" (whose CA is old) with a new one and has
+// cert-manager issue every certificate again: the keeper adds the new CA to the trust bundles and
+// keeps serving the old certificates (TrustNewCA: the members restart to trust it), copies the new
+// ones only once the rotation step is taken CARotationDwell later on a settled cluster
+// (IssueFromNewCA), drops the old CA the same dwell later (DropOldCA), then ends the change.
+func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster, old *x509.Certificate) {
+	ctx := context.Background()
+	// member pods mount the Secrets of both ports
+	mounted := certs.Ports{Client: true, Peer: true, MountedClient: true, MountedPeer: true}
+	certManagerObject(t, "Certificate", c.Namespace, "root-2", map[string]any{"isCA": true, "commonName": "test root CA 2", "secretName": "root-ca-2",
+		"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}, "issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}})
+	testutil.Eventually(t, 60*time.Second, "cert-manager issues the new CA", func(ctx context.Context) error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "root-ca-2"}, &corev1.Secret{})
+	})
+	newCA := leaf(t, c, "root-ca-2")
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("Issuer"))
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "ca"}, u); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, "root-ca-2", "spec", "ca", "secretName"); err != nil {
+			return err
+		}
+		return k8s.Update(ctx, u)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := k.EnsureFor(ctx, c, mounted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"server", "peer", "client"} { // as `cmctl renew` would, with a new key
+		if err := k8s.Delete(ctx, secret(t, c, "demo-cm-"+kind+"-tls")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res certs.Result
+	testutil.Eventually(t, 60*time.Second, "cert-manager issues the certificates from the new CA", func(ctx context.Context) error {
+		if res, err = k.EnsureFor(ctx, c, mounted); err != nil {
+			return err
+		}
+		for _, kind := range []string{"server", "peer", "client"} {
+			if l := leaf(t, c, "demo-cm-"+kind+"-tls"); l.CheckSignatureFrom(newCA) != nil {
+				return fmt.Errorf("the %s certificate is not of the new CA yet", kind)
+			}
+		}
+		return nil
+	})
+	res, err = k.EnsureFor(ctx, c, mounted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rotation != etcdv1alpha1.CARotationTrustNewCA || res.TrustedCAsHash == before.TrustedCAsHash || res.RotationStarted.IsZero() {
+		t.Errorf("certificates of a new CA: rotation %q started %s, trust hash %s (before %s); want TrustNewCA and a new hash",
+			res.Rotation, res.RotationStarted, res.TrustedCAsHash, before.TrustedCAsHash)
+	}
+	for _, kind := range []string{"server", "peer", "client"} {
+		s := secret(t, c, "demo-"+kind+"-tls")
+		if l := leaf(t, c, s.Name); l.CheckSignatureFrom(old) != nil {
+			t.Errorf("secret %s serves a certificate of the new CA before the members trust it", s.Name)
+		}
+		assertTrust(t, s, old, newCA)
+	}
+
+	// the next steps, on a settled cluster (no members to check here), each a dwell after the last
+	now := time.Now()
+	step := func(at time.Duration, want string) {
+		t.Helper()
+		k.Now = func() time.Time { return now.Add(at) }
+		if ch, wait, err := k.AdvanceRotation(ctx, c, res, nil); err != nil || ch != nil || !strings.Contains(wait, "waits until") {
+			t.Fatalf("a step before the dwell: change %v, wait %q, err %v; want a wait", ch, wait, err)
+		}
+		k.Now = func() time.Time { return now.Add(at + certs.CARotationDwell) }
+		ch, _, err := k.AdvanceRotation(ctx, c, res, nil)
+		if err != nil || ch == nil {
+			t.Fatalf("the step after the dwell: change %v, err %v", ch, err)
+		}
+		t.Logf("%s: %s", ch.Secret, ch.Reason)
+		if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != want {
+			t.Fatalf("after the step: rotation %q, err %v; want %q", res.Rotation, err, want)
+		}
+	}
+	step(0, etcdv1alpha1.CARotationIssueFromNewCA)
+	for _, kind := range []string{"server", "peer", "client"} {
+		assertMirror(t, c, kind, old, newCA)
+	}
+	step(certs.CARotationDwell, etcdv1alpha1.CARotationDropOldCA)
+	for _, kind := range []string{"server", "peer", "client"} {
+		assertMirror(t, c, kind, newCA)
+	}
+	ch, _, err := k.AdvanceRotation(ctx, c, res, nil)
+	if err != nil || ch == nil {
+		t.Fatalf("ending the change: %v, %v", ch, err)
+	}
+	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != "" || !res.CANotAfter.Equal(newCA.NotAfter) {
+		t.Errorf("after the change: rotation %q, CA expiry %s, err %v; want none, the new CA's", res.Rotation, res.CANotAfter, err)
+	}
+	k.Now = nil
 }

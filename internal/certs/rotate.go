@@ -128,6 +128,9 @@ func rotationDue(c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, now time.Tim
 //     bundle, and the members restart one at a time again;
 //  4. every member trusts only the new CA: the rotation is over.
 func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluster, res Result, members map[string]string) (*Changed, string, error) {
+	if res.issued != nil {
+		return k.advanceIssued(ctx, c, res.issued, members)
+	}
 	st := res.ca
 	if st == nil {
 		return nil, "", nil
@@ -246,13 +249,24 @@ func (k *Keeper) servedByOld(ctx context.Context, c *etcdv1alpha1.EtcdCluster, c
 // verifying it and whether or not the server then accepts this client, which presents no certificate.
 // It gives up after 3 seconds.
 func ServedCertificate(ctx context.Context, addr string) (*x509.Certificate, error) {
-	var served *x509.Certificate
+	chain, err := ServedChain(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return chain[0], nil
+}
+
+// ServedChain is ServedCertificate with the intermediates the server presents after its certificate.
+func ServedChain(ctx context.Context, addr string) ([]*x509.Certificate, error) {
+	var served []*x509.Certificate
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 3 * time.Second}, Config: &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		InsecureSkipVerify: true, //nolint:gosec // the certificate is read, not trusted
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) > 0 {
-				served, _ = x509.ParseCertificate(raw[0])
+			for _, r := range raw {
+				if cert, err := x509.ParseCertificate(r); err == nil {
+					served = append(served, cert)
+				}
 			}
 			return nil
 		},
@@ -263,7 +277,7 @@ func ServedCertificate(ctx context.Context, addr string) (*x509.Certificate, err
 	if conn != nil {
 		_ = conn.Close()
 	}
-	if served != nil {
+	if len(served) > 0 {
 		return served, nil // a server that wants a client certificate may refuse the handshake after
 	}
 	if err == nil {

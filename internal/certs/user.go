@@ -42,27 +42,45 @@ type userLeaf struct {
 // the peer certificate with peer TLS. It returns what the certificates are, and keeps the operator's
 // client configuration (the client Secret's certificate and ca.crt).
 func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+	res, leaves, err := k.checkUser(ctx, c, ports)
+	if err != nil || !ports.Client {
+		return res, err
+	}
+	return res, k.userOperator(c, leaves[0], leaves[1])
+}
+
+// checkUser checks the Secrets of ensureUser, or with spec.tls.issuerRef those cert-manager writes
+// (resources.IssuedTLSSecretName), and returns them: server and client first with client TLS, then
+// peer with peer TLS.
+func (k *Keeper) checkUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, []*userLeaf, error) {
 	serverReq, peerReq, clientReq := k.Options.UserCertRequests(c)
 	issued := c.Spec.TLSIssuer()
+	name := func(user func(*etcdv1alpha1.EtcdCluster) string, suffix string) string {
+		if issued {
+			return resources.IssuedTLSSecretName(c, suffix)
+		}
+		return user(c)
+	}
 	var leaves []*userLeaf
 	if ports.Client {
-		leaves = append(leaves, &userLeaf{kind: "server", field: "server", name: resources.ServerTLSSecretName(c), req: serverReq, issued: issued},
-			&userLeaf{kind: "client", field: "client", name: resources.ClientTLSSecretName(c), req: clientReq, issued: issued})
+		leaves = append(leaves,
+			&userLeaf{kind: "server", field: "server", name: name(resources.ServerTLSSecretName, resources.ServerTLSSecretSuffix), req: serverReq, issued: issued},
+			&userLeaf{kind: "client", field: "client", name: name(resources.ClientTLSSecretName, resources.ClientTLSSecretSuffix), req: clientReq, issued: issued})
 	}
 	if ports.Peer {
-		leaves = append(leaves, &userLeaf{kind: "peer", field: "peer", name: resources.PeerTLSSecretName(c), req: peerReq, issued: issued})
+		leaves = append(leaves, &userLeaf{kind: "peer", field: "peer", name: name(resources.PeerTLSSecretName, resources.PeerTLSSecretSuffix), req: peerReq, issued: issued})
 	}
 	res := Result{UserSecrets: true}
 	var trusted []byte
 	for _, l := range leaves {
 		if err := k.readUser(ctx, c, l); err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		if err := issuedFor(c, l); err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		roots := l.secret.Data[resources.CAKey]
-		if l.kind == "client" {
+		if l.kind == "client" && !l.issued {
 			roots = leaves[0].secret.Data[resources.CAKey] // the members accept clients of the server Secret's CAs
 		} else {
 			trusted = append(trusted, roots...)
@@ -72,7 +90,7 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 		}
 		cert, err := pki.CheckUsable(l.secret.Data[resources.TLSCertKey], l.secret.Data[resources.TLSKeyKey], roots, l.req, k.now())
 		if err != nil {
-			return Result{}, unusable(l, err)
+			return Result{}, nil, unusable(l, err)
 		}
 		l.cert = cert
 		metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, l.kind).Set(float64(cert.NotAfter.Unix()))
@@ -81,17 +99,14 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 		}
 	}
 	if err := peerIdentity(c, leaves); err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	sum := sha256.Sum256(trusted)
 	res.TrustedCAsHash = hex.EncodeToString(sum[:5])
 	if ports.Client {
 		res.ClientSecret = resources.ClientTLSSecretName(c)
-		if err := k.userOperator(c, leaves[0], leaves[1]); err != nil {
-			return Result{}, err
-		}
 	}
-	return res, nil
+	return res, leaves, nil
 }
 
 // readUser reads the Secret of l into it: any Secret of that name, whoever made it.

@@ -414,3 +414,35 @@ func EarliestNotAfter(bundlePEM []byte) time.Time {
 	}
 	return first
 }
+
+// ChainsTo reports whether the certificate of certPEM (a leaf, then any intermediates) is signed by
+// root, directly or through those intermediates, whatever its validity period or usages: what tells
+// which CA of a trust bundle a certificate needs.
+func ChainsTo(certPEM []byte, root *x509.Certificate) bool {
+	chain, err := parseChain(certPEM)
+	if err != nil {
+		return false
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(root)
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	leaf := chain[0]
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: leaf.NotBefore.Add(time.Second),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
+}
+
+// Bundle returns the PEM certificates one after the other, each once.
+func Bundle(certs ...*x509.Certificate) []byte {
+	var b bytes.Buffer
+	seen := map[string]bool{}
+	for _, c := range certs {
+		if !seen[string(c.Raw)] {
+			seen[string(c.Raw)] = true
+			b.Write(encodeCert(c.Raw))
+		}
+	}
+	return b.Bytes()
+}

@@ -31,7 +31,7 @@ type IssuedCertificate struct {
 // and client authentication) and the client certificate for users (common name ClientCommonName, which
 // etcd takes as the user name with authentication on), with peer TLS the peer certificate (every member's
 // name, common name PeerCommonName, which the members require on the peer port). Each is named as the
-// Secret it writes ("<cluster>-server-tls" and so on), controlled by c, with an ECDSA P-256 key that is
+// Secret it writes (IssuedTLSSecretName: "<cluster>-cm-server-tls" and so on), controlled by c, with an ECDSA P-256 key that is
 // generated again at each renewal; its Secret carries the cluster's labels, so that the operator's
 // cache holds and watches it. Duration and renewal are the issuer's defaults (cert-manager's: 90 days,
 // renewed a third before expiry).
@@ -44,9 +44,9 @@ func (o Options) IssuedCertificates(c *etcdv1alpha1.EtcdCluster, client, peer bo
 			dns = append(dns, n)
 		}
 		out = append(out,
-			IssuedCertificate{"server", certificate(c, ServerTLSSecretName(c), map[string]any{
+			IssuedCertificate{"server", certificate(c, IssuedTLSSecretName(c, ServerTLSSecretSuffix), map[string]any{
 				"dnsNames": dns, "ipAddresses": []any{"127.0.0.1", "::1"}, "usages": serverClientUsages})},
-			IssuedCertificate{"client", certificate(c, ClientTLSSecretName(c), map[string]any{
+			IssuedCertificate{"client", certificate(c, IssuedTLSSecretName(c, ClientTLSSecretSuffix), map[string]any{
 				"commonName": ClientCommonName, "usages": clientUsages})})
 	}
 	if peer {
@@ -54,7 +54,7 @@ func (o Options) IssuedCertificates(c *etcdv1alpha1.EtcdCluster, client, peer bo
 		for _, n := range o.memberWildcards(c) {
 			dns = append(dns, n)
 		}
-		out = append(out, IssuedCertificate{"peer", certificate(c, PeerTLSSecretName(c), map[string]any{
+		out = append(out, IssuedCertificate{"peer", certificate(c, IssuedTLSSecretName(c, PeerTLSSecretSuffix), map[string]any{
 			"commonName": PeerCommonName(c), "dnsNames": dns, "usages": serverClientUsages})})
 	}
 	return out

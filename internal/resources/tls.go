@@ -24,8 +24,8 @@ const (
 	// ClientTLSSecretSuffix names the client certificate issued for users and backup Jobs.
 	ClientTLSSecretSuffix = "-client-tls"
 	// IssuedSecretInfix comes before the suffixes above in the names of the Secrets cert-manager writes
-	// with spec.tls.issuerRef ("<cluster>-cm-server-tls"): Secrets the operator's CA issued before, or
-	// that cert-manager wrote for another issuer, are never taken for them.
+	// with spec.tls.issuerRef ("<cluster>-cm-server-tls", IssuedTLSSecretName), which the operator
+	// copies into the Secrets of the suffixes alone once the members trust their CA.
 	IssuedSecretInfix = "-cm"
 )
 
@@ -49,9 +49,8 @@ const ClientCommonName = "etcd-client"
 // OperatorCommonName is the common name of the client certificate the operator uses itself.
 const OperatorCommonName = "etcd-operator"
 
-// CASecretName and the other three name the TLS Secrets of cluster c: the operator's own, those
-// spec.tls.secrets names (then there is no CA Secret), or with spec.tls.issuerRef those cert-manager
-// writes ("<cluster>-cm-server-tls" and so on).
+// CASecretName and the other three name the TLS Secrets of cluster c that member pods and clients
+// mount: the operator's own, or those spec.tls.secrets names (then there is no CA Secret).
 func CASecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + CASecretSuffix }
 func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
@@ -72,13 +71,18 @@ func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 	return ownSecretName(c, ClientTLSSecretSuffix)
 }
 
-// ownSecretName is the name of cluster c's Secret of that suffix: the operator's, or with
-// spec.tls.issuerRef cert-manager's.
+// ownSecretName is the name of cluster c's Secret of that suffix, which the operator writes: with
+// spec.tls.issuerRef too, where it holds what cert-manager issued into IssuedTLSSecretName once the
+// members trust its CA.
 func ownSecretName(c *etcdv1alpha1.EtcdCluster, suffix string) string {
-	if c.Spec.TLSIssuer() {
-		return c.Name + IssuedSecretInfix + suffix
-	}
 	return c.Name + suffix
+}
+
+// IssuedTLSSecretName is the Secret cert-manager writes for cluster c with spec.tls.issuerRef, of the
+// Secret of that suffix (ServerTLSSecretSuffix and so on): "<cluster>-cm-server-tls". No pod mounts it:
+// the operator copies its certificate into the Secret of the suffix, which the members mount.
+func IssuedTLSSecretName(c *etcdv1alpha1.EtcdCluster, suffix string) string {
+	return c.Name + IssuedSecretInfix + suffix
 }
 
 // scheme is "https" when tls is on, "http" otherwise.

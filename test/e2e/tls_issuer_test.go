@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"math/big"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -89,7 +93,7 @@ func TestCertManagerIssuer(t *testing.T) {
 
 	ep := clientServiceEndpoint(t, c) // dials with the issued client Secret (clusterClientTLS)
 	w := startWriter(t, ep)
-	renewCertificate(t, ns, resources.ServerTLSSecretName(c))
+	renewCertificate(t, ns, resources.IssuedTLSSecretName(c, resources.ServerTLSSecretSuffix))
 	took = assertRenewedInPlace(t, c, uids, w, ep, func(ctx context.Context) (*big.Int, error) {
 		renewed, err := secretCert(ctx, c, resources.ServerTLSSecretName(c))
 		if err != nil {
@@ -101,6 +105,92 @@ func TestCertManagerIssuer(t *testing.T) {
 		return renewed.SerialNumber, nil
 	})
 	t.Logf("cert-manager renewal triggered -> every member serves the new certificate in %s", took.Round(time.Second))
+
+	replaceIssuerCA(t, c, ep)
+}
+
+// replaceIssuerCA replaces the CA of cluster c's Issuer "ca" with a new one and has cert-manager renew
+// the cluster's three certificates by it, while a writer dials ep with what the users' client Secret
+// holds at each handshake: the operator adds the new CA to the members' trust, serves the new
+// certificates once they trust it, and then drops the old CA. A quorum stays available throughout, no
+// write fails for a certificate reason, no acknowledged write is lost, and the members end serving
+// certificates of the new CA and refusing the old CA's client certificate.
+func replaceIssuerCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ep string) {
+	ctx := context.Background()
+	createCertManagerObject(t, "Certificate", c.Namespace, "root-2", map[string]any{"isCA": true, "commonName": "e2e root CA 2", "secretName": "root-ca-2",
+		"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}, "issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}})
+	var newRoot *x509.Certificate
+	poll.Eventually(t, statusTimeout, "cert-manager issues the new CA", func(ctx context.Context) (err error) {
+		newRoot, err = secretCert(ctx, c, "root-ca-2")
+		return err
+	})
+	oldClient := tlsFor(ep)
+	endpointTLS.Store(ep, reloadingClientTLS(c.Namespace, c.Name))
+	w := startWriter(t, ep)
+	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
+		if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
+			return got.Status.TLS.CARotation.Phase
+		}
+		return "none"
+	})
+	issuer := &unstructured.Unstructured{}
+	issuer.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("Issuer"))
+	issuer.SetNamespace(c.Namespace)
+	issuer.SetName("ca")
+	if err := k8s.Patch(ctx, issuer, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"ca":{"secretName":"root-ca-2"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, suffix := range []string{resources.ServerTLSSecretSuffix, resources.PeerTLSSecretSuffix, resources.ClientTLSSecretSuffix} {
+		renewCertificate(t, c.Namespace, resources.IssuedTLSSecretName(c, suffix))
+	}
+	took := poll.Eventually(t, 15*time.Minute, "the members moved to the Issuer's new CA", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, name := range []string{resources.ServerTLSSecretName(c), resources.PeerTLSSecretName(c), resources.ClientTLSSecretName(c)} {
+			s := &corev1.Secret{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
+				return err
+			}
+			cert, err := pki.ParseCert(s.Data[resources.TLSCertKey])
+			if err != nil {
+				return err
+			}
+			if cert.CheckSignatureFrom(newRoot) != nil {
+				return fmt.Errorf("secret %s holds a certificate of the old CA", name)
+			}
+			if trust := pki.Certs(s.Data[resources.CAKey]); len(trust) != 1 || !trust[0].Equal(newRoot) {
+				return fmt.Errorf("secret %s trusts %d CAs", name, len(trust))
+			}
+		}
+		switch {
+		case got.Status.TLS == nil || got.Status.TLS.CARotation != nil:
+			return fmt.Errorf("CA change under way: %+v", got.Status.TLS)
+		case got.Status.ReadyReplicas != 3:
+			return fmt.Errorf("%d/3 ready", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	s := stopSampling()
+	t.Logf("the Issuer's CA replaced and its certificates renewed -> the members moved to the new CA in %s (since the renewals: %s); phases: %s",
+		took.Round(time.Second), time.Since(start).Round(time.Second), strings.Join(s.steps, ", "))
+	if len(s.unavailable) > 0 {
+		t.Errorf("quorum not available throughout the change of CA: %v", s.unavailable)
+	}
+	assertServedCA(t, c, newRoot, "the Issuer's new CA")
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range pods {
+		if err := getKey(ctx, "https://"+p.Status.PodIP+":2379", oldClient); err == nil {
+			t.Errorf("%s still trusts the Issuer's old CA", name)
+		}
+	}
+	assertNoCertificateFailures(t, w)
+	w.stopAndVerify(t, ep)
 }
 
 // renewCertificate asks cert-manager to issue Certificate name in ns again now, as `cmctl renew`

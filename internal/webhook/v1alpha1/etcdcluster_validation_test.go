@@ -340,7 +340,7 @@ func TestValidateUpdate(t *testing.T) {
 		{"issuer added while switching TLS on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), nil,
 			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
 		{"issuer changed before a switch off has finished", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", ""), func(c *etcdv1alpha1.EtcdCluster) {
-			c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-cm-client-tls"}
+			c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-client-tls"}
 		}), cluster(testutil.WithTLS(false, false), testutil.WithIssuer("other", "")),
 			[]problem{{"spec.tls.issuerRef", "nor until a switch off has finished (status.tls is gone then)"}}, nil},
 		{"issuer removed once TLS is off", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, false)), nil, nil},
