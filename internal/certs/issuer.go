@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,13 +37,25 @@ var ErrCertificateNotReady = errors.New("not ready")
 func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
 	wanted := k.Options.IssuedCertificates(c, ports.Client, ports.Peer)
 	current := make([]*unstructured.Unstructured, 0, len(wanted))
+	var applied []Changed
 	for _, w := range wanted {
-		got, err := k.applyCertificate(ctx, c, w.Object)
+		got, why, err := k.applyCertificate(ctx, c, w.Object)
 		if err != nil {
-			return Result{}, err
+			return Result{Changed: applied}, err
 		}
 		current = append(current, got)
+		if why != "" {
+			applied = append(applied, Changed{Secret: w.Object.GetName(), Reason: why})
+		}
 	}
+	res, err := k.useIssued(ctx, c, ports, current)
+	res.Changed = append(applied, res.Changed...)
+	return res, err
+}
+
+// useIssued is ensureIssued once the Certificates are current: it checks the Secrets cert-manager
+// wrote and copies them into the operator's (syncIssued).
+func (k *Keeper) useIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports, current []*unstructured.Unstructured) (Result, error) {
 	res, leaves, err := k.checkUser(ctx, c, ports)
 	if err != nil {
 		if !errors.Is(err, ErrUnusableSecret) {
@@ -86,63 +99,66 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 }
 
 // applyCertificate creates Certificate want, or updates the spec fields the operator sets of the one of
-// its name that cluster c controls, and returns it as the API server has it. An update that conflicts
-// with cert-manager's own (of the status) is tried again on a fresh read.
-func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// its name that cluster c controls, and returns it as the API server has it, and what it did for the
+// cluster's events ("" when nothing). An update that conflicts with cert-manager's own (of the status)
+// is tried again on a fresh read.
+func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
 	var got *unstructured.Unstructured
+	var why string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		got, err = k.applyCertificateOnce(ctx, c, want)
+		got, why, err = k.applyCertificateOnce(ctx, c, want)
 		return err
 	})
-	return got, err
+	return got, why, err
 }
 
 // applyCertificateOnce is one attempt of applyCertificate; its error wraps the API server's, so that a
 // conflict is seen as one.
-func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(resources.CertificateGVK)
 	err := k.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: want.GetName()}, got)
 	switch {
 	case meta.IsNoMatchError(err):
-		return nil, fmt.Errorf("certificate %s of spec.tls.issuerRef is %w: cert-manager is not installed in this Kubernetes cluster "+
+		return nil, "", fmt.Errorf("certificate %s of spec.tls.issuerRef is %w: cert-manager is not installed in this Kubernetes cluster "+
 			"(the API server serves no %s): install cert-manager, or delete the EtcdCluster and create it without spec.tls.issuerRef",
 			want.GetName(), ErrCertificateNotReady, resources.CertificateGVK.GroupKind())
 	case apierrors.IsNotFound(err):
 		if err := k.Client.Create(ctx, want); err != nil {
-			return nil, fmt.Errorf("create certificate %s: %w", want.GetName(), err)
+			return nil, "", fmt.Errorf("create certificate %s: %w", want.GetName(), err)
 		}
-		return want, nil
+		return want, "cert-manager Certificate created, for the " + issuerOf(c), nil
 	case err != nil:
-		return nil, fmt.Errorf("read certificate %s: %w", want.GetName(), err)
+		return nil, "", fmt.Errorf("read certificate %s: %w", want.GetName(), err)
 	}
 	if !metav1.IsControlledBy(got, c) {
-		return nil, fmt.Errorf("certificate %s exists and is %w (no owner reference to it): rename or delete it, or give the cluster another name; "+
+		return nil, "", fmt.Errorf("certificate %s exists and is %w (no owner reference to it): rename or delete it, or give the cluster another name; "+
 			"the operator creates its own", want.GetName(), ErrForeignSecret)
 	}
 	spec, _, _ := unstructured.NestedMap(got.Object, "spec")
 	if spec == nil {
 		spec = map[string]any{}
 	}
-	changed := false
+	var changed []string
 	for field, v := range want.Object["spec"].(map[string]any) {
 		a, _ := json.Marshal(spec[field])
 		b, _ := json.Marshal(v)
 		if string(a) != string(b) {
-			spec[field], changed = v, true
+			spec[field], changed = v, append(changed, "spec."+field)
 		}
 	}
-	if !changed {
-		return got, nil
+	if len(changed) == 0 {
+		return got, "", nil
 	}
 	if err := unstructured.SetNestedMap(got.Object, spec, "spec"); err != nil {
-		return nil, fmt.Errorf("certificate %s: %w", want.GetName(), err)
+		return nil, "", fmt.Errorf("certificate %s: %w", want.GetName(), err)
 	}
 	if err := k.Client.Update(ctx, got); err != nil {
-		return nil, fmt.Errorf("update certificate %s: %w", want.GetName(), err)
+		return nil, "", fmt.Errorf("update certificate %s: %w", want.GetName(), err)
 	}
-	return got, nil
+	slices.Sort(changed)
+	return got, "cert-manager Certificate updated: " + strings.Join(changed, ", ") + " set back to what the cluster needs", nil
 }
 
 // certificatePending returns why Certificate u has not written a usable Secret, from its Ready and
@@ -220,8 +236,8 @@ func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) e
 	err := k.Client.Get(ctx, key, u)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the %s of spec.tls.issuerRef is %w: it does not exist%s; create it (spec.tls.issuerRef cannot change while TLS is on: "+
-			"to name another issuer, delete the EtcdCluster and create it again)", issuerOf(c), ErrCertificateNotReady, where)
+		return fmt.Errorf("the %s of spec.tls.issuerRef is %w: it does not exist%s; create it, or name another in spec.tls.issuerRef "+
+			"(admitted until the cluster has had its first certificates)", issuerOf(c), ErrCertificateNotReady, where)
 	case err != nil:
 		return nil // not readable (RBAC of an older install, say): the Certificates' conditions tell
 	}

@@ -82,7 +82,10 @@ func TestIssuedCertificates(t *testing.T) {
 	opts := resources.Options{}
 	k := &certs.Keeper{Client: k8s, Options: opts}
 
-	_, err := k.Ensure(ctx, c)
+	first, err := k.Ensure(ctx, c)
+	if len(first.Changed) != 3 || !strings.Contains(first.Changed[0].Reason, "Certificate created, for the Issuer ca") {
+		t.Errorf("the first pass: changes %+v; want the three Certificates created, for the cluster's events", first.Changed)
+	}
 	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCertificateNotReady ||
 		!strings.Contains(err.Error(), "the Issuer ca of spec.tls.issuerRef is not ready: it does not exist in namespace "+c.Namespace) {
 		t.Fatalf("the Issuer is missing: %v (reason %q); want it blocked, naming the Issuer", err, reason)
@@ -225,8 +228,12 @@ func TestIssuedCertificates(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Ensure(ctx, c); err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) {
+	edited, err := k.Ensure(ctx, c)
+	if err != nil && !errors.Is(err, certs.ErrCertificateIssuing) && !errors.Is(err, certs.ErrUnusableSecret) {
 		t.Fatalf("after the peer Certificate was changed by hand: %v", err)
+	}
+	if len(edited.Changed) == 0 || edited.Changed[0].Secret != "demo-cm-peer-tls" || !strings.Contains(edited.Changed[0].Reason, "spec.dnsNames set back") {
+		t.Errorf("the pass after a hand edit: changes %+v; want the peer Certificate's names set back, for the cluster's events", edited.Changed)
 	}
 	u := certificate(t, c, "demo-cm-peer-tls")
 	dns, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "dnsNames")

@@ -51,7 +51,8 @@ func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 // validateTLSUpdate checks a change of spec.tls from o to s: validateTLSSecrets; adding or removing
 // spec.tls.secrets while TLS is on, which is refused (the members trust only the CAs they started with,
 // so certificates of another CA would lock them out of each other), as is adding, removing or changing
-// spec.tls.issuerRef; and clearing the name of a Secret
+// spec.tls.issuerRef (but changing the issuer of a cluster that never had its certificates); and
+// clearing the name of a Secret
 // whose port had TLS on, which is refused too (the members use it until a switch off has finished).
 func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 	errs := validateTLSSecrets(c)
@@ -62,7 +63,7 @@ func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 			"cannot be %s while TLS is on: the members trust only the CAs they started with, so certificates of another CA would lock them out of each other; "+
 				"switch TLS off first (spec.tls.client.enabled and spec.tls.peer.enabled false) and wait for the switch to finish, or restore a backup into a new EtcdCluster", addedRemoved(s.UserTLSSecrets()))))
 	}
-	if (o.AnyTLS() || old.Status.TLS != nil) && !equality.Semantic.DeepEqual(issuerOf(o), issuerOf(s)) {
+	if (o.AnyTLS() || old.Status.TLS != nil) && !equality.Semantic.DeepEqual(issuerOf(o), issuerOf(s)) && !neverIssued(old, s) {
 		errs = append(errs, field.Forbidden(specPath.Child("tls", "issuerRef"),
 			"cannot be added, removed or changed while TLS is on, nor until a switch off has finished (status.tls is gone then): the members trust only "+
 				"the CAs they started with, so certificates of another issuer would lock them out of each other; switch TLS off first "+
@@ -90,6 +91,14 @@ func addedRemoved(added bool) string {
 		return "added"
 	}
 	return "removed"
+}
+
+// neverIssued reports whether cluster old, whose spec.tls.issuerRef s changes to another issuer, has
+// never had usable certificates of its issuer (no trust hash in its status, no member): a name mistyped
+// on a new cluster is then fixed in place, since no member trusts any CA yet.
+func neverIssued(old *etcdv1alpha1.EtcdCluster, s *etcdv1alpha1.EtcdClusterSpec) bool {
+	return old.Spec.TLSIssuer() && s.TLSIssuer() && len(old.Status.Members) == 0 &&
+		(old.Status.TLS == nil || old.Status.TLS.TrustedCAsHash == "")
 }
 
 // issuerOf is spec.tls.issuerRef of s with its defaults filled in; nil without one.

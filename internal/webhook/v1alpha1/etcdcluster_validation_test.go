@@ -252,6 +252,10 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 
 func TestValidateUpdate(t *testing.T) {
 	roll := "rolls every member one at a time; the leader last"
+	// issued is a cluster whose issuer has issued its certificates (the operator then records a trust hash)
+	issued := func(c *etcdv1alpha1.EtcdCluster) {
+		c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-client-tls", TrustedCAsHash: "83fa239484"}
+	}
 	for _, tc := range []struct {
 		name     string
 		old, c   *etcdv1alpha1.EtcdCluster
@@ -334,14 +338,18 @@ func TestValidateUpdate(t *testing.T) {
 			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on, nor until a switch off has finished"}}, nil},
 		{"issuer removed", cluster(testutil.WithTLS(true, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, false)),
 			[]problem{{"spec.tls.issuerRef", "switch TLS off first"}}, nil},
-		{"issuer changed", cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "ClusterIssuer")),
+		{"issuer changed", cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", ""), issued), cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "ClusterIssuer")),
 			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on"}}, nil},
+		{"issuer changed on a cluster with members", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""), func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}}
+		}), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("other", "")),
+			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on"}}, nil},
+		{"issuer name fixed before any certificate was issued", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("typo", "")),
+			cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), nil, nil},
 		{"issuer's default kind written out", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "Issuer")), nil, nil},
 		{"issuer added while switching TLS on", cluster(testutil.WithTLS(false, false)), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", "")), nil,
 			[]string{"turning TLS on for the client port", "turning TLS on for the peer port", "changing spec.tls.client.enabled, spec.tls.peer.enabled " + roll}},
-		{"issuer changed before a switch off has finished", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", ""), func(c *etcdv1alpha1.EtcdCluster) {
-			c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-client-tls"}
-		}), cluster(testutil.WithTLS(false, false), testutil.WithIssuer("other", "")),
+		{"issuer changed before a switch off has finished", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", ""), issued), cluster(testutil.WithTLS(false, false), testutil.WithIssuer("other", "")),
 			[]problem{{"spec.tls.issuerRef", "nor until a switch off has finished (status.tls is gone then)"}}, nil},
 		{"issuer removed once TLS is off", cluster(testutil.WithTLS(false, false), testutil.WithIssuer("ca", "")), cluster(testutil.WithTLS(false, false)), nil, nil},
 
