@@ -198,7 +198,8 @@ type TLSSpec struct {
 	// so on), whose ca.crt is a trust bundle it keeps, so that a change of the issuer's CA reaches the
 	// members without an outage. The issuer must write ca.crt (cert-manager's CA and Vault issuers do;
 	// ACME issuers do not). It cannot be added, removed or changed while TLS is on or a switch off has
-	// not finished. See docs/security.md, "Certificates from cert-manager".
+	// not finished, but changed while the issuer has issued no certificate the cluster used (no member,
+	// no status.tls.trustedCAsHash: a typo). See docs/security.md, "Certificates from cert-manager".
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`

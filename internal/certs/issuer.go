@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -90,6 +92,7 @@ func (k *Keeper) useIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 		return Result{}, err
 	}
 	res.TrustedCAsHash, res.Rotation, res.RotationStarted = issuedTrust(res.issued)
+	servedExpiry(c, res.issued, &res)
 	if ports.Client {
 		server, client := res.issued[0].mirrors[0], res.issued[0].mirrors[1]
 		return res, k.userOperator(c, &userLeaf{kind: "server", name: server.Name, secret: server},
@@ -273,4 +276,22 @@ func issuedFor(c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
 		return unusable(l, errors.New("cert-manager has not written it (it has no cert-manager.io/issuer-name annotation)"))
 	}
 	return unusable(l, fmt.Errorf("it was issued by %s %s (group %s), not by the %s of spec.tls.issuerRef", got.Kind, got.Name, got.Group, issuerOf(c)))
+}
+
+// servedExpiry makes the expiry res reports, and the expiry metric of each certificate, those of the
+// certificates the members serve and the clients mount (the operator's Secrets): while a change of the
+// issuer's CA waits, they are older than those cert-manager has issued.
+func servedExpiry(c *etcdv1alpha1.EtcdCluster, ports []*issuedPort, res *Result) {
+	for _, p := range ports {
+		for i, m := range p.mirrors {
+			cert, err := pki.ParseCert(m.Data[resources.TLSCertKey])
+			if err != nil {
+				continue
+			}
+			metrics.CertificateNotAfter.WithLabelValues(c.Namespace, c.Name, p.sources[i].kind).Set(float64(cert.NotAfter.Unix()))
+			if cert.NotAfter.Before(res.NotAfter) {
+				res.NotAfter = cert.NotAfter
+			}
+		}
+	}
 }

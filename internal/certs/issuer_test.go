@@ -346,6 +346,32 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 		}
 		assertTrust(t, s, old, newCA)
 	}
+	if served := leaf(t, c, "demo-server-tls").NotAfter; res.NotAfter.After(served) {
+		t.Errorf("the expiry reported is %s, after that of the certificate the members serve (%s)", res.NotAfter, served)
+	}
+	// the only member's pod recreated for the change (no pod mounts the Secrets for a moment): the
+	// change goes on, the old certificates served
+	if res, err := k.EnsureFor(ctx, c, certs.Ports{Client: true, Peer: true}); err != nil || res.Rotation != etcdv1alpha1.CARotationTrustNewCA ||
+		leaf(t, c, "demo-peer-tls").CheckSignatureFrom(old) != nil {
+		t.Errorf("no member pod for a moment during the change: rotation %q, err %v; want TrustNewCA and the old certificates kept", res.Rotation, err)
+	}
+	// a Secret the members mount deleted during the change cannot be written again safely: blocked,
+	// until it is put back
+	saved := secret(t, c, "demo-peer-tls")
+	if err := k8s.Delete(ctx, saved); err != nil {
+		t.Fatal(err)
+	}
+	c.Status.TLS = &etcdv1alpha1.TLSStatus{CARotation: &etcdv1alpha1.CARotationStatus{Phase: res.Rotation}} // as the status says
+	if _, err := k.EnsureFor(ctx, c, mounted); !errors.Is(err, certs.ErrCALost) || !strings.Contains(err.Error(), "secret demo-peer-tls, which the member pods mount, was deleted") {
+		t.Errorf("the peer Secret deleted during the change: %v; want ErrCALost naming it", err)
+	}
+	saved.ResourceVersion, saved.UID = "", ""
+	if err := k8s.Create(ctx, saved); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != etcdv1alpha1.CARotationTrustNewCA {
+		t.Fatalf("the peer Secret put back: rotation %q, err %v", res.Rotation, err)
+	}
 
 	// the next steps, on a settled cluster (no members to check here), each a dwell after the last
 	now := time.Now()
@@ -380,5 +406,5 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != "" || !res.CANotAfter.Equal(newCA.NotAfter) {
 		t.Errorf("after the change: rotation %q, CA expiry %s, err %v; want none, the new CA's", res.Rotation, res.CANotAfter, err)
 	}
-	k.Now = nil
+	k.Now, c.Status.TLS = nil, nil
 }

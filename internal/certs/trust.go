@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // With spec.tls.issuerRef, the members and the users' clients do not mount the Secrets cert-manager
@@ -105,7 +106,15 @@ func (k *Keeper) syncPort(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *i
 	}
 	now := k.now()
 	holder := p.mirrors[0]
-	reset := holder == nil || !mounted || len(pki.Certs(holder.Data[resources.CAKey])) == 0
+	changing := holder != nil && holder.Annotations[etcdv1alpha1.AnnotationCARotationStarted] != ""
+	// a port no member pod uses takes cert-manager's certificates as they are, unless a CA change is
+	// under way (the only member's pod being recreated for it, say)
+	reset := !mounted && !changing
+	if !reset {
+		if err := missingMidChange(c, p); err != nil {
+			return nil, err
+		}
+	}
 	why := p.loadTrust(c, holder, issuerCAs, reset, now)
 	certs, keys, reasons := p.desired(reset)
 	p.unused = unusedCAs(p.trust, issuerCAs, certs)
@@ -154,11 +163,33 @@ func (p *issuedPort) desired(reset bool) (certs, keys [][]byte, reasons []string
 	return certs, keys, reasons
 }
 
+// missingMidChange returns an ErrCALost error when a Secret of port p that member pods mount is gone
+// while cluster c's issuer's CA changes: the members that have not restarted trust only the CAs they
+// started with, which the certificate cert-manager holds may not chain to, and what the Secret held is
+// lost. Outside a change, a gone Secret is written again from cert-manager's (the members trust the
+// issuer's CA).
+func missingMidChange(c *etcdv1alpha1.EtcdCluster, p *issuedPort) error {
+	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
+		return nil
+	}
+	for i, m := range p.mirrors {
+		if m != nil && (i > 0 || len(pki.Certs(m.Data[resources.CAKey])) > 0) {
+			continue
+		}
+		return fmt.Errorf("secret %s, which the member pods mount, was deleted during a change of the %s's CA (phase %s) and cannot be written "+
+			"again safely: members that have not restarted trust only the CAs they started with: %w. The members keep serving with the files "+
+			"they loaded. Put the Secret back if you have a copy; otherwise delete the member pods together (a short loss of quorum): they "+
+			"start again on their data trusting the issuer's current CA (a cluster on emptyDir would lose its data: restore a backup instead)",
+			mirrorName(c, p.sources[i]), issuerOf(c), c.Status.TLS.CARotation.Phase, ErrCALost)
+	}
+	return nil
+}
+
 // loadTrust sets p's trust bundle and the times of the CA change under way from holder, its first
 // mirror, and adds to it the CAs of issuerCAs it lacks; with reset (no bundle yet, or no pod uses it)
 // the bundle is issuerCAs. It returns why the bundle changed (nil when it did not, or with reset).
 func (p *issuedPort) loadTrust(c *etcdv1alpha1.EtcdCluster, holder *corev1.Secret, issuerCAs []*x509.Certificate, reset bool, now time.Time) []string {
-	if reset {
+	if reset || holder == nil || len(pki.Certs(holder.Data[resources.CAKey])) == 0 {
 		p.trust = pki.Bundle(issuerCAs...)
 		return nil
 	}
@@ -171,8 +202,8 @@ func (p *issuedPort) loadTrust(c *etcdv1alpha1.EtcdCluster, holder *corev1.Secre
 			added = append(added, ca)
 		}
 	}
-	if len(added) == 0 {
-		return nil
+	if len(added) == 0 || verdict.RestartLosesData(c) {
+		return nil // the certificates of a CA not added wait (pending), until scaling makes the restart safe
 	}
 	p.trust = pki.Bundle(append(pki.Certs(p.trust), added...)...)
 	if p.started.IsZero() {
@@ -181,6 +212,11 @@ func (p *issuedPort) loadTrust(c *etcdv1alpha1.EtcdCluster, holder *corev1.Secre
 	p.since = now
 	return []string{fmt.Sprintf("the %s issued certificates of a CA the members do not trust yet (%s): it joins the trust bundle, "+
 		"and the members restart one at a time to trust it", issuerOf(c), commonNames(added))}
+}
+
+// chainsToAny reports whether certificate cert (PEM) chains to a CA of trust.
+func chainsToAny(cert, trust []byte) bool {
+	return slices.ContainsFunc(pki.Certs(trust), func(ca *x509.Certificate) bool { return pki.ChainsTo(cert, ca) })
 }
 
 // sameRoot reports whether certificates a and b chain to one CA of trust.
@@ -293,9 +329,22 @@ func (k *Keeper) advanceIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster,
 	if !started {
 		return nil, "", nil
 	}
+	for _, p := range ports {
+		for _, i := range p.pending {
+			if !chainsToAny(p.sources[i].secret.Data[resources.TLSCertKey], p.trust) {
+				return nil, fmt.Sprintf("the %s issued certificates of a new CA, which the members would trust only after a restart, and restarting "+
+					"the only member of an emptyDir cluster deletes its data: scale to 3 members first (the new members copy the data); "+
+					"the members serve their current certificates meanwhile", issuerOf(c)), nil
+			}
+		}
+	}
 	if until := since.Add(CARotationDwell); (pending || unused) && now.Before(until) {
-		return nil, fmt.Sprintf("the change of the %s's CA waits until %s for clients that mount Secret %s to load it",
-			issuerOf(c), until.UTC().Format(time.RFC3339), resources.ClientTLSSecretName(c)), nil
+		who := "clients that mount Secret " + resources.ClientTLSSecretName(c)
+		if !c.Spec.ClientTLS() {
+			who = "the members"
+		}
+		return nil, fmt.Sprintf("the change of the %s's CA waits until %s for %s to load it",
+			issuerOf(c), until.UTC().Format(time.RFC3339), who), nil
 	}
 	var why string
 	switch {

@@ -113,8 +113,8 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 			o.Issuer, o.NotAfter.UTC().Format(time.RFC3339), due)}
 	case o.Issuer != "" && o.CANotAfter.Sub(o.At) < LeafExpiryWarning:
 		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
-			"The CA of %s (spec.tls.issuerRef) expires at %s: a new CA of the issuer restarts the members, and they refuse each other until "+
-				"each has (docs/security.md, \"Certificates from cert-manager\")", o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
+			"The CA of %s (spec.tls.issuerRef) expires at %s: give the issuer a new CA and renew the cluster's Certificates together; "+
+				"the members then restart twice, one at a time (docs/security.md, \"The issuer's CA\")", o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
 	case o.Issuer != "":
 		// cert-manager renews the certificates, and nothing is overdue
 	case o.UserSecrets && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:

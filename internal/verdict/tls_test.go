@@ -44,7 +44,7 @@ func TestCertificatesExpiring(t *testing.T) {
 		{"cert-manager's 90-day CA", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(90 * 24 * time.Hour), NotAfter: at.Add(60 * 24 * time.Hour),
 			RenewAt: at.Add(40 * 24 * time.Hour)}, false, "The CA of Issuer ca expires at 2027-03-01T00:00:00Z"},
 		{"cert-manager's CA within a month", TLSObservation{At: at, UserSecrets: true, Issuer: "Issuer ca", CANotAfter: at.Add(20 * 24 * time.Hour), NotAfter: at.Add(15 * 24 * time.Hour),
-			RenewAt: at.Add(10 * 24 * time.Hour)}, true, "The CA of Issuer ca (spec.tls.issuerRef) expires at 2026-12-21T00:00:00Z: a new CA of the issuer restarts the members"},
+			RenewAt: at.Add(10 * 24 * time.Hour)}, true, "The CA of Issuer ca (spec.tls.issuerRef) expires at 2026-12-21T00:00:00Z: give the issuer a new CA and renew the cluster's Certificates together"},
 	} {
 		got, reason := CertificatesExpiring(&tc.o)
 		if got != tc.expiring || !strings.Contains(reason[1], tc.says) {
