@@ -119,9 +119,8 @@ func replaceIssuerCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ep string) {
 	ctx := context.Background()
 	createCertManagerObject(t, "Certificate", c.Namespace, "root-2", map[string]any{"isCA": true, "commonName": "e2e root CA 2", "secretName": "root-ca-2",
 		"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}, "issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}})
-	var newRoot *x509.Certificate
-	poll.Eventually(t, statusTimeout, "cert-manager issues the new CA", func(ctx context.Context) (err error) {
-		newRoot, err = secretCert(ctx, c, "root-ca-2")
+	poll.Eventually(t, statusTimeout, "cert-manager issues the new CA", func(ctx context.Context) error {
+		_, err := secretCert(ctx, c, "root-ca-2")
 		return err
 	})
 	oldClient := tlsFor(ep)
@@ -144,9 +143,14 @@ func replaceIssuerCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ep string) {
 	for _, suffix := range []string{resources.ServerTLSSecretSuffix, resources.PeerTLSSecretSuffix, resources.ClientTLSSecretSuffix} {
 		renewCertificate(t, c.Namespace, resources.IssuedTLSSecretName(c, suffix))
 	}
+	var newRoot *x509.Certificate
 	took := poll.Eventually(t, 15*time.Minute, "the members moved to the Issuer's new CA", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
+			return err
+		}
+		// cert-manager may issue the new CA more than once: the Issuer's CA is what its Secret holds now
+		if newRoot, err = secretCert(ctx, c, "root-ca-2"); err != nil {
 			return err
 		}
 		for _, name := range []string{resources.ServerTLSSecretName(c), resources.PeerTLSSecretName(c), resources.ClientTLSSecretName(c)} {
