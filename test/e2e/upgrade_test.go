@@ -290,7 +290,7 @@ func upgradedTo(v string) func(*etcdv1alpha1.EtcdCluster) error {
 // rollout's duration and the client-visible error window (the longest gap between acknowledged writes).
 func BenchmarkUpgrade3(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", i), "demo", 3, testutil.WithVersion(oldVersion))
+		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", benchRuns.Add(1)), "demo", 3, testutil.WithVersion(oldVersion))
 		assertAvailable(b, c, availableTimeout)
 		before := operatorCounters(b)
 		took, w := rollAndCheck(b, c, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
