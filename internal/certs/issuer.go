@@ -33,7 +33,8 @@ var ErrCertificateNotReady = errors.New("not ready")
 
 // ensureIssued keeps the cert-manager Certificates of cluster c's spec.tls.issuerRef for the ports that
 // need them (resources.Options.IssuedCertificates), then checks the Secrets cert-manager writes as it
-// checks those of spec.tls.secrets (ensureUser). While a Secret is missing or not yet usable, it returns
+// checks those of spec.tls.secrets (ensureUser) and copies them into the Secrets the pods mount
+// (syncIssued, trust.go). While a Secret is missing or not yet usable, it returns
 // ErrCertificateIssuing or ErrCertificateNotReady with what the Certificate's conditions say. RenewAt is
 // the earliest renewal time cert-manager reports.
 func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {

@@ -55,8 +55,9 @@ type issuedPort struct {
 
 // syncIssued keeps the operator's Secrets of each port of cluster c from the Secrets cert-manager
 // wrote (leaves, from checkUser: server and client with client TLS, then peer), as the comment above
-// says. mounted tells the ports whose Secrets member pods mount: a port no pod uses yet takes
-// cert-manager's certificates and CAs as they are.
+// says. ports.MountedClient and MountedPeer tell the ports whose Secrets member pods mount: a port no
+// pod uses (yet, and with no CA change under way) takes cert-manager's certificates and CAs as they are.
+// It fails with ErrCALost when a Secret the pods mount is gone during a CA change.
 func (k *Keeper) syncIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf, ports Ports) ([]*issuedPort, []Changed, error) {
 	var out []*issuedPort
 	var changed []Changed
