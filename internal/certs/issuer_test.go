@@ -372,6 +372,15 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != etcdv1alpha1.CARotationTrustNewCA {
 		t.Fatalf("the peer Secret put back: rotation %q, err %v", res.Rotation, err)
 	}
+	// deleted again, and no copy: once no member pod is left (the user deleted them together), the
+	// port's Secret is written from cert-manager's, trusting the issuer's CA alone
+	if err := k8s.Delete(ctx, secret(t, c, "demo-peer-tls")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = k.EnsureFor(ctx, c, certs.Ports{Client: true, Peer: true, MountedClient: true}); err != nil {
+		t.Fatalf("the peer Secret gone and no pod mounting it: %v", err)
+	}
+	assertMirror(t, c, "peer", newCA)
 
 	// the next steps, on a settled cluster (no members to check here), each a dwell after the last
 	now := time.Now()
@@ -392,9 +401,10 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 		}
 	}
 	step(0, etcdv1alpha1.CARotationIssueFromNewCA)
-	for _, kind := range []string{"server", "peer", "client"} {
+	for _, kind := range []string{"server", "client"} {
 		assertMirror(t, c, kind, old, newCA)
 	}
+	assertMirror(t, c, "peer", newCA)
 	step(certs.CARotationDwell, etcdv1alpha1.CARotationDropOldCA)
 	for _, kind := range []string{"server", "peer", "client"} {
 		assertMirror(t, c, kind, newCA)

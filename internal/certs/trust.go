@@ -108,9 +108,10 @@ func (k *Keeper) syncPort(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *i
 	now := k.now()
 	holder := p.mirrors[0]
 	changing := holder != nil && holder.Annotations[etcdv1alpha1.AnnotationCARotationStarted] != ""
+	missing := slices.Contains(p.mirrors, nil) || len(pki.Certs(holder.Data[resources.CAKey])) == 0
 	// a port no member pod uses takes cert-manager's certificates as they are, unless a CA change is
-	// under way (the only member's pod being recreated for it, say)
-	reset := !mounted && !changing
+	// under way (the only member's pod being recreated for it, say) and its Secrets are all there
+	reset := !mounted && (!changing || missing)
 	if !reset {
 		if err := missingMidChange(c, p); err != nil {
 			return nil, err
@@ -179,8 +180,9 @@ func missingMidChange(c *etcdv1alpha1.EtcdCluster, p *issuedPort) error {
 		}
 		return fmt.Errorf("secret %s, which the member pods mount, was deleted during a change of the %s's CA (phase %s) and cannot be written "+
 			"again safely: members that have not restarted trust only the CAs they started with: %w. The members keep serving with the files "+
-			"they loaded. Put the Secret back if you have a copy; otherwise delete the member pods together (a short loss of quorum): they "+
-			"start again on their data trusting the issuer's current CA (a cluster on emptyDir would lose its data: restore a backup instead)",
+			"they loaded. Put the Secret back if you have a copy; otherwise delete the member pods together (a short loss of quorum): once "+
+			"none is left, the Secrets are written from cert-manager's and the members start again on their data trusting the issuer's "+
+			"current CA (a cluster on emptyDir would lose its data: restore a backup instead)",
 			mirrorName(c, p.sources[i]), issuerOf(c), c.Status.TLS.CARotation.Phase, ErrCALost)
 	}
 	return nil
