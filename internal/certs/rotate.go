@@ -229,20 +229,33 @@ func (k *Keeper) servedByOld(ctx context.Context, c *etcdv1alpha1.EtcdCluster, c
 	if c.Spec.PeerTLS() {
 		ports = append(ports, resources.PeerPort)
 	}
+	name, port, err := notServing(ctx, ports, ca.CertPEM, members)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("CA rotation waits to read the certificate member %s serves on port %d: %v", name, port, err)
+	case name != "":
+		return fmt.Sprintf("CA rotation waits for member %s to serve its certificate of the new CA on port %d "+
+			"(the kubelet updates mounted Secrets within about a minute)", name, port)
+	}
+	return ""
+}
+
+// notServing returns the first member (by name; members are their pods' IPs) and port of ports on
+// which the member does not serve a certificate that chains to a CA of trust (PEM), with the error
+// when its certificate could not be read; "" when every member serves one on every port.
+func notServing(ctx context.Context, ports []int, trust []byte, members map[string]string) (name string, port int, err error) {
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		for _, port := range ports {
-			addr := net.JoinHostPort(members[name], strconv.Itoa(port))
-			cert, err := ServedCertificate(ctx, addr)
+			chain, err := ServedChain(ctx, net.JoinHostPort(members[name], strconv.Itoa(port)))
 			if err != nil {
-				return fmt.Sprintf("CA rotation waits to read the certificate member %s serves on port %d: %v", name, port, err)
+				return name, port, err
 			}
-			if cert.CheckSignatureFrom(ca.Cert) != nil {
-				return fmt.Sprintf("CA rotation waits for member %s to serve its certificate of the new CA on port %d "+
-					"(the kubelet updates mounted Secrets within about a minute)", name, port)
+			if !chainsToAny(pki.Bundle(chain...), trust) {
+				return name, port, nil
 			}
 		}
 	}
-	return ""
+	return "", 0, nil
 }
 
 // ServedCertificate returns the certificate the TLS server at addr (host:port) presents, without

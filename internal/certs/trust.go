@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,7 +107,7 @@ func (k *Keeper) syncPort(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *i
 	now := k.now()
 	holder := p.mirrors[0]
 	changing := holder != nil && holder.Annotations[etcdv1alpha1.AnnotationCARotationStarted] != ""
-	missing := slices.Contains(p.mirrors, nil) || len(pki.Certs(holder.Data[resources.CAKey])) == 0
+	missing := p.missing() >= 0
 	// a port no member pod uses takes cert-manager's certificates as they are, unless a CA change is
 	// under way (the only member's pod being recreated for it, say) and its Secrets are all there
 	reset := !mounted && (!changing || missing)
@@ -174,10 +173,7 @@ func missingMidChange(c *etcdv1alpha1.EtcdCluster, p *issuedPort) error {
 	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
 		return nil
 	}
-	for i, m := range p.mirrors {
-		if m != nil && (i > 0 || len(pki.Certs(m.Data[resources.CAKey])) > 0) {
-			continue
-		}
+	if i := p.missing(); i >= 0 {
 		return fmt.Errorf("secret %s, which the member pods mount, was deleted during a change of the %s's CA (phase %s) and cannot be written "+
 			"again safely: members that have not restarted trust only the CAs they started with: %w. The members keep serving with the files "+
 			"they loaded. Put the Secret back if you have a copy; otherwise delete the member pods together (a short loss of quorum): once "+
@@ -188,11 +184,22 @@ func missingMidChange(c *etcdv1alpha1.EtcdCluster, p *issuedPort) error {
 	return nil
 }
 
+// missing returns the index of the first of p's mirrors that is gone (or, for the first, holds no
+// trust bundle); -1 when none is.
+func (p *issuedPort) missing() int {
+	for i, m := range p.mirrors {
+		if m == nil || (i == 0 && len(pki.Certs(m.Data[resources.CAKey])) == 0) {
+			return i
+		}
+	}
+	return -1
+}
+
 // loadTrust sets p's trust bundle and the times of the CA change under way from holder, its first
 // mirror, and adds to it the CAs of issuerCAs it lacks; with reset (no bundle yet, or no pod uses it)
 // the bundle is issuerCAs. It returns why the bundle changed (nil when it did not, or with reset).
 func (p *issuedPort) loadTrust(c *etcdv1alpha1.EtcdCluster, holder *corev1.Secret, issuerCAs []*x509.Certificate, reset bool, now time.Time) []string {
-	if reset || holder == nil || len(pki.Certs(holder.Data[resources.CAKey])) == 0 {
+	if reset || p.missing() == 0 {
 		p.trust = pki.Bundle(issuerCAs...)
 		return nil
 	}
@@ -430,16 +437,13 @@ func dropCert(bundle []byte, ca *x509.Certificate) []byte {
 // servedBy returns which member does not yet serve, on port, a certificate that chains to a CA of
 // trust, and why a CA change waits for it ("" when every member does).
 func (k *Keeper) servedBy(ctx context.Context, port int, trust []byte, members map[string]string) string {
-	for _, name := range slices.Sorted(maps.Keys(members)) {
-		addr := net.JoinHostPort(members[name], strconv.Itoa(port))
-		chain, err := ServedChain(ctx, addr)
-		if err != nil {
-			return fmt.Sprintf("the CA change waits to read the certificate member %s serves on port %d: %v", name, port, err)
-		}
-		if !slices.ContainsFunc(pki.Certs(trust), func(ca *x509.Certificate) bool { return pki.ChainsTo(pki.Bundle(chain...), ca) }) {
-			return fmt.Sprintf("the CA change waits for member %s to serve its certificate of the issuer's current CA on port %d "+
-				"(the kubelet updates mounted Secrets within about a minute)", name, port)
-		}
+	name, _, err := notServing(ctx, []int{port}, trust, members)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the CA change waits to read the certificate member %s serves on port %d: %v", name, port, err)
+	case name != "":
+		return fmt.Sprintf("the CA change waits for member %s to serve its certificate of the issuer's current CA on port %d "+
+			"(the kubelet updates mounted Secrets within about a minute)", name, port)
 	}
 	return ""
 }
