@@ -5,8 +5,12 @@
 # left, and admission answers through the webhook Service (hack/wait-admission.sh). On another
 # cluster the image must be reachable by its nodes: set IMG.
 #
+# OPERATOR_ARGS (space separated) are added to the operator's command line, e.g.
+# OPERATOR_ARGS="--tls-switch-grace=30s" (the end-to-end suite shortens the operator's waits this way).
+#
 # The Deployment's pod template carries the image's ID (etcd.etcdkit.dev/image-id): the image keeps
-# one tag, so a changed ID is what rolls the operator, and an unchanged image restarts nothing.
+# one tag, so a changed ID is what rolls the operator, and an unchanged image (with unchanged
+# OPERATOR_ARGS) restarts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/env.sh
@@ -33,10 +37,17 @@ patches:
       path: /spec/template/metadata/annotations/etcd.etcdkit.dev~1image-id
       value: "$IMAGE_ID"
 YAML
+for a in ${OPERATOR_ARGS:-}; do
+  cat >> bin/install/kustomization.yaml <<YAML
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: "$a"
+YAML
+done
 if [ -z "$before" ]; then
   log "installing CRDs, RBAC and the operator (config/local, image ID ${IMAGE_ID:7:12})"
 elif [ "$before" = "$IMAGE_ID" ]; then
-  log "updating CRDs, RBAC and the operator (config/local); the image ID is unchanged (${IMAGE_ID:7:12}): no restart"
+  log "updating CRDs, RBAC and the operator (config/local); the image ID is unchanged (${IMAGE_ID:7:12}): the operator restarts only if its flags (OPERATOR_ARGS) changed"
 else
   log "updating CRDs, RBAC and the operator (config/local); new image ID ${IMAGE_ID:7:12} (was ${before:7:12}): rolling the operator"
 fi

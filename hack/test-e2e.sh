@@ -27,10 +27,14 @@ if [ "${E2E_CERT_MANAGER:-}" != cluster ]; then
   bash hack/build-cert-manager.sh
   export CERT_MANAGER=${CERT_MANAGER:-$(bash hack/build-cert-manager.sh --print)}
 fi
+# The operator's waits that only give clients time to move (the grace period of a TLS switch, each phase
+# of a CA change) are shortened to 30 s unless OPERATOR_ARGS says otherwise (OPERATOR_ARGS= for the
+# defaults); the unit and integration tests cover the defaults.
+export OPERATOR_ARGS=${OPERATOR_ARGS---tls-switch-grace=30s --ca-rotation-dwell=30s}
 bash hack/install-operator.sh
 log "running the end-to-end tests (about 60 minutes, a chaos run of 20 faults, a CA rotation, TLS switched on and off, and certificates the user keeps or cert-manager issues and a NetworkPolicy under an enforcing plugin included)"
 rc=0
-go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
+go test -tags e2e -count=1 -v -parallel "${E2E_PARALLEL:-3}" -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
   echo "== end-to-end tests failed; the operator's last log lines:"
   $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=60 || true

@@ -30,7 +30,17 @@ const CARotateBefore = 2 * 365 * 24 * time.Hour
 // the next phase needs what it holds: clients that mount the Secret see a change within the kubelet's
 // sync period and cache TTL (about a minute by default), and must trust the new CA before it issues the
 // members' certificates, and present their new certificate before the old CA is dropped.
+// resources.Options.CARotationDwell overrides it.
 const CARotationDwell = 2 * time.Minute
+
+// dwell returns how long each phase of a CA rotation lasts at least: resources.Options.CARotationDwell,
+// or CARotationDwell when the options give none.
+func (k *Keeper) dwell() time.Duration {
+	if k.Options.CARotationDwell > 0 {
+		return k.Options.CARotationDwell
+	}
+	return CARotationDwell
+}
 
 // Keys of a CA Secret besides tls.crt and tls.key (the CA that issues the cluster's certificates):
 // ca.crt holds the CA certificates the members trust, once the CA has been rotated (before, they trust
@@ -141,7 +151,7 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 	}
 	now := k.now()
 	if st.phase == etcdv1alpha1.CARotationTrustNewCA || st.phase == etcdv1alpha1.CARotationIssueFromNewCA {
-		if until := st.since.Add(CARotationDwell); now.Before(until) {
+		if until := st.since.Add(k.dwell()); now.Before(until) {
 			return nil, fmt.Sprintf("CA rotation (%s) waits until %s for clients that mount Secret %s to load it",
 				st.phase, until.UTC().Format(time.RFC3339), resources.ClientTLSSecretName(c)), nil
 		}

@@ -348,7 +348,7 @@ func (k *Keeper) advanceIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster,
 			}
 		}
 	}
-	if until := since.Add(CARotationDwell); (pending || unused) && now.Before(until) {
+	if until := since.Add(k.dwell()); (pending || unused) && now.Before(until) {
 		who := "clients that mount Secret " + resources.ClientTLSSecretName(c)
 		if !c.Spec.ClientTLS() {
 			who = "the members"

@@ -58,6 +58,10 @@ type Options struct {
 	// spec.tls.client.enabled is switched for a running cluster, for clients to move to the new
 	// scheme (zero: model.DefaultTLSSwitchGrace, 2 minutes).
 	TLSSwitchGrace time.Duration
+	// CARotationDwell is how long each phase of a CA rotation (of the operator's CA, or of a
+	// cert-manager issuer's) lasts at least, for clients that mount the client Secret to load it (zero:
+	// certs.CARotationDwell, 2 minutes).
+	CARotationDwell time.Duration
 }
 
 func (o Options) clusterDomain() string {

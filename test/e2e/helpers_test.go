@@ -42,15 +42,57 @@ func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
-			_ = k8s.Delete(context.Background(), nsObj)
+		if t.Failed() {
+			logOperatorAbout(t, ns)
+			return
 		}
+		_ = k8s.Delete(context.Background(), nsObj)
 	})
 	c := testutil.EtcdCluster(name, append([]testutil.ClusterOption{testutil.InNamespace(ns), testutil.WithReplicas(replicas)}, opts...)...)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create EtcdCluster %s/%s: %v", ns, name, err)
 	}
 	return c
+}
+
+// logOperatorAbout logs, for a failed test, the last operator log lines and events of namespace ns:
+// what the operator did and said about the test's cluster (the namespace is kept as well).
+func logOperatorAbout(t testing.TB, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(operatorNamespace), operatorSelector); err != nil {
+		t.Logf("operator pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		raw, err := kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("log of %s: %v", p.Name, err)
+			continue
+		}
+		var lines []string
+		for l := range strings.Lines(string(raw)) {
+			if strings.Contains(l, `"`+ns+`"`) || strings.Contains(l, ns+"/") {
+				lines = append(lines, strings.TrimRight(l, "\n"))
+			}
+		}
+		t.Logf("operator pod %s, its last %d lines about namespace %s:\n%s", p.Name, min(len(lines), 40), ns, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	events := &corev1.EventList{}
+	if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
+		t.Logf("events of %s: %v", ns, err)
+		return
+	}
+	var out []string
+	for _, e := range events.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time // events.k8s.io/v1 events, the operator's
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s %s: %s", at.UTC().Format(time.TimeOnly), e.Type,
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
+	}
+	t.Logf("events of namespace %s:\n%s", ns, strings.Join(out, "\n"))
 }
 
 func getCluster(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdCluster, error) {

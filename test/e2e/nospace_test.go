@@ -56,7 +56,8 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
 		if a == nil || a.Status != "False" || a.Reason != etcdv1alpha1.ReasonNoSpace {
-			return fmt.Errorf("Available %+v", a)
+			// Progressing says what the operator does instead (a pass that failed, a step taken)
+			return fmt.Errorf("Available %+v; Progressing %+v; phase %s", a, p, got.Status.Phase)
 		}
 		if p == nil || p.Reason != etcdv1alpha1.ReasonNoSpace || !strings.Contains(p.Message, "raise spec.options.quotaBackendBytes") {
 			return fmt.Errorf("Progressing %+v", p)

@@ -56,6 +56,7 @@ func createCertManagerObject(t *testing.T, kind, ns, name string, spec map[strin
 // `cmctl renew` does), every member serves the new one without a restart while a writer runs, and no
 // acknowledged write is lost.
 func TestCertManagerIssuer(t *testing.T) {
+	t.Parallel() // mostly waits: runs with the others of its kind once the serial tests are done (suite_test.go)
 	ctx := context.Background()
 	const ns, name = "e2e-tls-issuer", "demo"
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -50,6 +50,7 @@ func putUserSecret(t *testing.T, ns, name string, ca *pki.CA, req pki.Request) [
 // as cert-manager does), every member serves it without a restart while a writer runs, and no
 // acknowledged write is lost.
 func TestUserTLSSecrets(t *testing.T) {
+	t.Parallel() // mostly waits: runs with the others of its kind once the serial tests are done (suite_test.go)
 	ctx := context.Background()
 	const ns, name = "e2e-tls-secrets", "demo"
 	c := testutil.EtcdCluster(name, testutil.InNamespace(ns), testutil.WithReplicas(3), testutil.WithTLS(true, true),

@@ -27,6 +27,7 @@ import (
 // served. A quorum stays available throughout, no acknowledged write is lost and no write fails for a
 // certificate reason.
 func TestTLSSwitchedOnAndOffUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waits: runs with the others of its kind once the serial tests are done (suite_test.go)
 	c := newCluster(t, "e2e-tls-switch", "demo", 3, testutil.WithTLS(false, false))
 	assertAvailable(t, c, availableTimeout)
 	ep := clientServiceEndpoint(t, c)

@@ -190,6 +190,7 @@ func assertNoKeyMaterialLeaked(t *testing.T, c interface {
 // 3 of 3 members stay healthy voters throughout, no write fails for a certificate reason, and no
 // acknowledged write is lost.
 func TestLeafCertificatesRenewedUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waits: runs with the others of its kind once the serial tests are done (suite_test.go)
 	c := newCluster(t, "e2e-tls-renew", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	ctx := context.Background()
@@ -317,6 +318,7 @@ func servedSerial(addr string, cfg *tls.Config) string {
 // certificate is refused); a quorum stays available throughout, no write fails for a certificate reason
 // and no acknowledged write is lost.
 func TestCARotationUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waits: runs with the others of its kind once the serial tests are done (suite_test.go)
 	c := newCluster(t, "e2e-tls-rotate-ca", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	ctx := context.Background()
