@@ -270,6 +270,7 @@ func TestBackupToS3AndPVC(t *testing.T) {
 // TestBackupScheduleKeepsMaxCount: a schedule of every minute with retention maxCount 2 keeps at most
 // 2 successful backups, and the pruned ones' snapshots leave the bucket.
 func TestBackupScheduleKeepsMaxCount(t *testing.T) {
+	t.Parallel() // mostly waits for the schedule: runs with the others of its kind once the serial tests are done (suite_test.go)
 	const ns = "e2e-backup-schedule"
 	c := newCluster(t, ns, "sched", 1)
 	store := startObjectStore(t, ns)

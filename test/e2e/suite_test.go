@@ -7,7 +7,7 @@
 // members from answering: run them on the node.
 //
 // Most tests run one at a time. The ones that mostly wait on the operator's timers while a writer runs
-// (certificate renewals, CA changes, switching TLS) call t.Parallel(): Go runs them together once the
+// (certificate renewals, CA changes, switching TLS, a backup schedule firing every minute) call t.Parallel(): Go runs them together once the
 // others are done, `make test-e2e` up to three at once (-parallel 3), each on a cluster in a namespace
 // of its own; none of them restarts the operator or reads its process-wide metrics.
 package e2e
