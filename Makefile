@@ -71,6 +71,7 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
 	@for k in config/local config/certmanager config/namespaced; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
+	@go run ./hack/benchtable -check
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config dist)" || { git status --porcelain -- api config dist; echo "untracked generated files: commit them"; exit 1; }
 
@@ -106,8 +107,10 @@ cluster-down: ## Stop the local Kubernetes; PURGE=1 also wipes its state.
 	bash hack/cluster-down.sh $(if $(PURGE),--purge,)
 
 .PHONY: bench
-bench: bench-backup ## Measure backup and restore, then bootstrap, member recovery and scaling times on the local cluster (or KUBECONFIG).
-	E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh
+bench: bench-backup ## Measure backup and restore, then the floor (a static StatefulSet) and the operator side by side (bootstrap, member recovery, scaling) and a rolling upgrade, on the local cluster (or KUBECONFIG); rewrite README's measured table.
+	OPERATOR_ARGS= E2E_ARGS="-run ^$$ -bench . -benchtime 1x" bash hack/test-e2e.sh
+	go run ./hack/benchtable -in bin/bench/sidebyside.json
+	@echo "docs/bench/sidebyside.json and README.md's measured table are new: commit them"
 
 .PHONY: bench-backup
 bench-backup: s3-server ## Measure backup throughput against etcdctl snapshot save, and restore time, on a ~300 MB database (no cluster needed).

@@ -1,0 +1,161 @@
+// Package benchresult holds what `make bench` measures side by side (the floor, a static StatefulSet
+// applied by hand, and this operator's clusters, in one run), writes it as JSON, and renders it as the
+// README's measured table, so that the table is generated from the measurement and never typed.
+package benchresult
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Result is one `make bench` run.
+type Result struct {
+	// Date is when the run ended (RFC 3339, UTC).
+	Date string `json:"date"`
+	// Machine describes where it ran (cores, Kubernetes version, storage).
+	Machine string `json:"machine"`
+	// EtcdImage is the image both sides ran.
+	EtcdImage string `json:"etcdImage"`
+	// Runs is how many times each side took each operation.
+	Runs int `json:"runs"`
+	// Predicate says when an operation counts as done, the same for both sides.
+	Predicate string `json:"predicate"`
+	// Operations are the measured operations, in the order they were taken.
+	Operations []*Operation `json:"operations"`
+	// OperatorMiB is the operator's resident memory at the end of the run, in MiB (0: not read).
+	OperatorMiB float64 `json:"operatorMiB,omitempty"`
+}
+
+// Operation is the durations of one operation, in seconds, one per run and side.
+type Operation struct {
+	// Name identifies the operation (for example "bootstrap3").
+	Name string `json:"name"`
+	// Title says what was done and what was waited for.
+	Title string `json:"title"`
+	// Target is the goal for this project's figure (for example "≤ 0.6 × floor" or "≤ 8 s").
+	Target string `json:"target,omitempty"`
+	// Floor holds the floor's durations; empty when a static StatefulSet cannot do the operation.
+	Floor []float64 `json:"floor,omitempty"`
+	// Operator holds this operator's durations.
+	Operator []float64 `json:"operator"`
+}
+
+// Op returns the operation of that name, adding it (with title and target) the first time.
+func (r *Result) Op(name, title, target string) *Operation {
+	for _, o := range r.Operations {
+		if o.Name == name {
+			return o
+		}
+	}
+	o := &Operation{Name: name, Title: title, Target: target}
+	r.Operations = append(r.Operations, o)
+	return o
+}
+
+// Stats are the minimum, median and maximum of a set of durations, in seconds.
+type Stats struct{ Min, Median, Max float64 }
+
+// Summarize returns the Stats of xs; ok is false when xs is empty.
+func Summarize(xs []float64) (s Stats, ok bool) {
+	if len(xs) == 0 {
+		return Stats{}, false
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	mid := len(sorted) / 2
+	median := sorted[mid]
+	if len(sorted)%2 == 0 {
+		median = (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return Stats{Min: sorted[0], Median: median, Max: sorted[len(sorted)-1]}, true
+}
+
+// String formats s as "min / median / max" in seconds with one decimal.
+func (s Stats) String() string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f", s.Min, s.Median, s.Max)
+}
+
+// Ratio returns the operator's median over the floor's, false when the floor has no figure.
+func (o *Operation) Ratio() (float64, bool) {
+	f, okF := Summarize(o.Floor)
+	p, okP := Summarize(o.Operator)
+	if !okF || !okP || f.Median == 0 {
+		return 0, false
+	}
+	return p.Median / f.Median, true
+}
+
+// Table renders r as a Markdown table: per operation, the floor's and the operator's min / median /
+// max, the ratio of the medians, and the target; then a line saying where and how it was measured.
+func (r *Result) Table() string {
+	var b strings.Builder
+	b.WriteString("| operation | floor: static StatefulSet, s (min / median / max) | this operator, s (min / median / max) | operator ÷ floor (medians) | target |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	for _, o := range r.Operations {
+		floor, ratio := "—", "—"
+		if s, ok := Summarize(o.Floor); ok {
+			floor = s.String()
+		}
+		if x, ok := o.Ratio(); ok {
+			ratio = fmt.Sprintf("%.2f", x)
+		}
+		op := "—"
+		if s, ok := Summarize(o.Operator); ok {
+			op = s.String()
+		}
+		target := o.Target
+		if target == "" {
+			target = "—"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", o.Title, floor, op, ratio, target)
+	}
+	fmt.Fprintf(&b, "\n%d runs of each side, alternating, on %s, %s, %s. Done when: %s.",
+		r.Runs, r.Machine, r.EtcdImage, r.Date, r.Predicate)
+	if r.OperatorMiB > 0 {
+		fmt.Fprintf(&b, " Operator memory (RSS) at the end: %.1f MiB.", r.OperatorMiB)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// Write writes r to path as indented JSON.
+func (r *Result) Write(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// Read reads a Result written by Write.
+func Read(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Markers delimit the generated table in a Markdown file.
+const (
+	BeginMarker = "<!-- bench-table:begin (generated by `make bench` from docs/bench/sidebyside.json; do not edit) -->"
+	EndMarker   = "<!-- bench-table:end -->"
+)
+
+// Splice returns doc with the text between BeginMarker and EndMarker replaced by table; it fails when
+// the markers are missing or out of order.
+func Splice(doc, table string) (string, error) {
+	i := strings.Index(doc, BeginMarker)
+	j := strings.Index(doc, EndMarker)
+	if i < 0 || j < i {
+		return "", fmt.Errorf("the markers %q and %q are missing or out of order", BeginMarker, EndMarker)
+	}
+	return doc[:i+len(BeginMarker)] + "\n" + table + doc[j:], nil
+}

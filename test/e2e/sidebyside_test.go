@@ -1,0 +1,349 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/benchresult"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// donePredicate is when an operation counts as done, on both sides: what a client of the cluster
+// relies on, read from etcd itself and not from any status.
+const donePredicate = "the n members etcd lists are all voters, each answers on its pod's IP, all report one cluster ID and the same leader"
+
+// The operations BenchmarkSideBySide measures: what each is called in the table, and its target.
+var (
+	opBootstrap   = benchOp{"bootstrap3", "apply → 3 healthy voters", "≤ 0.6 × floor"}
+	opPodDeleted  = benchOp{"podDeleted", "member pod deleted (claim kept) → 3 healthy voters", "≤ 0.8 × floor"}
+	opPodAndClaim = benchOp{"podAndClaimDeleted", "member pod and claim deleted → 3 healthy voters", "≤ 8 s"}
+	opScaleUp     = benchOp{"scale3to5", "scale 3 → 5", "≤ 8 s"}
+	opScaleDown   = benchOp{"scale5to3", "scale 5 → 3 (membership; the pods' termination apart)", "≤ 0.5 s"}
+	sideBySideOps = []benchOp{opBootstrap, opPodDeleted, opPodAndClaim, opScaleUp, opScaleDown}
+)
+
+// benchOp names one operation of BenchmarkSideBySide.
+type benchOp struct{ name, title, target string }
+
+// of returns op's figures in res.
+func (op benchOp) of(res *benchresult.Result) *benchresult.Operation {
+	return res.Op(op.name, op.title, op.target)
+}
+
+// BenchmarkSideBySide measures, in one run, the floor (a static 3-pod StatefulSet of the same etcd
+// image and storage, applied by hand) and this operator's clusters, E2E_BENCH_RUNS runs each (default
+// 3), the two sides alternating, with one predicate for both (donePredicate). It logs each figure,
+// writes bin/bench/sidebyside.json (E2E_BENCH_OUT), and `make bench` renders the README's measured
+// table from it (hack/benchtable). Run it with -benchtime 1x: one call takes every run.
+func BenchmarkSideBySide(b *testing.B) {
+	runs := 3
+	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	image := etcdImage(b)
+	res := &benchresult.Result{Runs: runs, EtcdImage: image, Predicate: donePredicate,
+		Machine: fmt.Sprintf("%d cores, Kubernetes %s, the default StorageClass", runtime.NumCPU(), serverVersion(b))}
+	for _, op := range sideBySideOps {
+		op.of(res) // the table's order, whichever side goes first
+	}
+	for run := 1; run <= runs; run++ {
+		sides := []func(){func() { benchFloor(b, res, image, run) }, func() { benchOperator(b, res, run) }}
+		if run%2 == 0 {
+			sides[0], sides[1] = sides[1], sides[0] // alternate which side goes first
+		}
+		for _, side := range sides {
+			side()
+		}
+	}
+	if rss, err := operatorMetric(context.Background(), "process_resident_memory_bytes"); err == nil {
+		res.OperatorMiB = rss / (1 << 20)
+	}
+	res.Date = time.Now().UTC().Format(time.RFC3339)
+	out := os.Getenv("E2E_BENCH_OUT")
+	if out == "" {
+		out = filepath.Join("..", "..", "bin", "bench", "sidebyside.json")
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := res.Write(out); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("wrote %s:\n%s", out, res.Table())
+	for _, o := range res.Operations {
+		if s, ok := benchresult.Summarize(o.Operator); ok {
+			b.ReportMetric(s.Median, o.Name+"-s")
+		}
+	}
+}
+
+// measure runs op and records how long it took, until done holds, as run's figure of side.
+func measure(b *testing.B, figures *[]float64, what string, op func(), done func(ctx context.Context) error) {
+	b.Helper()
+	start := time.Now()
+	op()
+	poll.Eventually(b, scaleTimeout, what, done)
+	took := time.Since(start)
+	*figures = append(*figures, took.Seconds())
+	b.Logf("%s: %.1f s", what, took.Seconds())
+}
+
+// benchOperator takes this operator's operations on a cluster of its own, each measured until
+// donePredicate holds, then waits for the cluster to be Available again before the next one.
+func benchOperator(b *testing.B, res *benchresult.Result, run int) {
+	ctx := context.Background()
+	var c *etcdv1alpha1.EtcdCluster
+	ns := fmt.Sprintf("bench-operator-%d", run)
+	measure(b, &opBootstrap.of(res).Operator, ns+": apply -> 3 voters",
+		func() { c = newCluster(b, ns, "demo", 3) }, membersAnswer(ns, 3, "", ""))
+	assertAvailable(b, c, availableTimeout)
+
+	old := memberPod(b, c, "demo-1")
+	measure(b, &opPodDeleted.of(res).Operator, ns+": pod deleted -> 3 voters",
+		func() {
+			if err := k8s.Delete(ctx, old); err != nil {
+				b.Fatal(err)
+			}
+		}, membersAnswer(ns, 3, "demo-1", old.UID))
+	assertAvailable(b, c, recoverTimeout)
+
+	old = memberPod(b, c, "demo-1")
+	measure(b, &opPodAndClaim.of(res).Operator, ns+": pod and claim deleted -> 3 voters",
+		func() { deleteMemberWithData(b, c, "demo-1") }, membersAnswer(ns, 3, "demo-1", old.UID))
+	assertAvailable(b, c, scaleTimeout)
+
+	measure(b, &opScaleUp.of(res).Operator, ns+": scale 3 -> 5",
+		func() { scale(b, c, 5) }, membersAnswer(ns, 5, "", ""))
+	assertAvailable(b, c, scaleTimeout)
+
+	measure(b, &opScaleDown.of(res).Operator, ns+": scale 5 -> 3",
+		func() { scale(b, c, 3) }, membersAnswer(ns, 3, "", ""))
+}
+
+// benchFloor applies the floor, a static 3-member StatefulSet, and deletes one of its pods, each
+// measured until donePredicate holds.
+func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("bench-floor-%d", run)
+	measure(b, &opBootstrap.of(res).Floor, ns+": apply -> 3 voters",
+		func() { applyFloor(b, ns, image) }, membersAnswer(ns, 3, "", ""))
+
+	old := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "floor-1"}, old); err != nil {
+		b.Fatal(err)
+	}
+	measure(b, &opPodDeleted.of(res).Floor, ns+": pod deleted -> 3 voters",
+		func() {
+			if err := k8s.Delete(ctx, old); err != nil {
+				b.Fatal(err)
+			}
+		}, membersAnswer(ns, 3, "floor-1", old.UID))
+}
+
+// applyFloor creates namespace ns (deleted when the benchmark ends) and in it what an SRE would apply
+// by hand for a static 3-member etcd: a headless Service that publishes not-ready addresses and a
+// StatefulSet whose pods start together (podManagementPolicy Parallel) with a fixed --initial-cluster,
+// plain HTTP, a claim each of the operator's default size on the default StorageClass, and the
+// operator's pod security settings.
+func applyFloor(b *testing.B, ns, image string) {
+	b.Helper()
+	ctx := context.Background()
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Create(ctx, nsObj); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = k8s.Delete(context.Background(), nsObj) })
+	labels := map[string]string{"app": "floor"}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: ns}, Spec: corev1.ServiceSpec{
+		ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: labels,
+		Ports: []corev1.ServicePort{{Name: "peer", Port: 2380}, {Name: "client", Port: 2379}}}}
+	host := func(i int) string { return fmt.Sprintf("floor-%d.floor.%s.svc.cluster.local", i, ns) }
+	var initial []string
+	for i := range 3 {
+		initial = append(initial, fmt.Sprintf("floor-%d=http://%s:2380", i, host(i)))
+	}
+	// the kubelet expands $(POD_NAME) in the command: the etcd image has no shell
+	cmd := []string{"/usr/local/bin/etcd", "--name=$(POD_NAME)",
+		"--data-dir=" + resources.DataDir,
+		"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
+		"--advertise-client-urls=http://$(POD_NAME).floor." + ns + ".svc.cluster.local:2379",
+		"--initial-advertise-peer-urls=http://$(POD_NAME).floor." + ns + ".svc.cluster.local:2380",
+		"--initial-cluster=" + strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token=floor"}
+	uid := ptr.To[int64](65532)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](3), ServiceName: "floor", PodManagementPolicy: appsv1.ParallelPodManagement,
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: uid, RunAsGroup: uid, FSGroup: uid},
+			Containers: []corev1.Container{{Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Command: cmd,
+				Env:          []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}}}}}},
+		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resources.DefaultStorageSize}}}}},
+	}}
+	for _, o := range []client.Object{svc, sts} {
+		if err := k8s.Create(ctx, o); err != nil {
+			b.Fatalf("create the floor's %T: %v", o, err)
+		}
+	}
+}
+
+// memberPod returns cluster c's member pod of that name.
+func memberPod(b *testing.B, c *etcdv1alpha1.EtcdCluster, name string) *corev1.Pod {
+	b.Helper()
+	pods, err := memberPods(context.Background(), c)
+	if err != nil || pods[name] == nil {
+		b.Fatalf("member pod %s: %v", name, err)
+	}
+	return pods[name]
+}
+
+// membersAnswer returns donePredicate for the pods of namespace ns: etcd lists n members, all voters
+// that have started; the pod of each answers on its IP (over TLS with the cluster's client certificate
+// when it serves TLS); all report one cluster ID and the same leader. When replaced is set, that pod
+// must not be the one with uid gone. Pods etcd does not list (a removed member's, the S3 server's) do
+// not count.
+func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		list := &corev1.PodList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		pods := map[string]*corev1.Pod{}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+				pods[p.Name] = p
+			}
+		}
+		if p := pods[replaced]; replaced != "" && (p == nil || p.UID == gone) {
+			return fmt.Errorf("%s not replaced yet", replaced)
+		}
+		var members []*etcdserverpb.Member
+		var errs []string
+		for _, p := range pods {
+			if p.Labels["app"] != "floor" && p.Labels[etcdv1alpha1.LabelCluster] == "" {
+				continue // not an etcd member's pod
+			}
+			ml, err := memberList(ctx, p)
+			if err == nil {
+				members = ml
+				break
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
+		}
+		if members == nil {
+			return fmt.Errorf("no member lists the members: %s", strings.Join(errs, "; "))
+		}
+		if len(members) != n {
+			return fmt.Errorf("etcd lists %d members, want %d", len(members), n)
+		}
+		var clusterID, leader uint64
+		for _, m := range members {
+			if m.IsLearner || m.Name == "" {
+				return fmt.Errorf("member %x is a learner or has not started", m.ID)
+			}
+			p := pods[m.Name]
+			if p == nil {
+				return fmt.Errorf("member %s has no running pod", m.Name)
+			}
+			st, err := podStatus(ctx, p)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+			if clusterID != 0 && st.Header.ClusterId != clusterID {
+				return fmt.Errorf("two cluster IDs: %x and %x", clusterID, st.Header.ClusterId)
+			}
+			if st.Leader == 0 || (leader != 0 && st.Leader != leader) {
+				return fmt.Errorf("%s reports leader %x (others %x)", m.Name, st.Leader, leader)
+			}
+			clusterID, leader = st.Header.ClusterId, st.Leader
+		}
+		return nil
+	}
+}
+
+// podClient returns a client of the etcd of pod p alone, on its IP, and its endpoint.
+func podClient(p *corev1.Pod) (*clientv3.Client, string, error) {
+	ep := "http://" + p.Status.PodIP + ":2379"
+	if p.Labels["app"] != "floor" {
+		ep = podEndpoint(p)
+	}
+	cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
+	return cli, ep, err
+}
+
+// memberList asks the etcd of pod p for the member list.
+func memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
+	cli, _, err := podClient(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ml, err := cli.MemberList(cctx)
+	if err != nil {
+		return nil, err
+	}
+	return ml.Members, nil
+}
+
+// podStatus asks the etcd of pod p for its status.
+func podStatus(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
+	cli, ep, err := podClient(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return cli.Status(cctx, ep)
+}
+
+// etcdImage is the image the operator gives its members (its --etcd-image-repository and the default
+// version): the floor runs the same.
+func etcdImage(b *testing.B) string {
+	b.Helper()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator"}, d); err != nil {
+		b.Fatal(err)
+	}
+	var o resources.Options
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--etcd-image-repository="); ok {
+			o.ImageRepository = v
+		}
+	}
+	return o.Image(testutil.EtcdCluster("x"))
+}
+
+// serverVersion is the Kubernetes version of the cluster.
+func serverVersion(b *testing.B) string {
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v.GitVersion
+}
