@@ -61,6 +61,7 @@ type managerOptions struct {
 	recoveryDelay       time.Duration
 	tlsSwitchGrace      time.Duration
 	caRotationDwell     time.Duration
+	awaitAdd            bool
 	consistencyInterval time.Duration
 	operatorImage       string
 	maxConcurrent       int
@@ -101,6 +102,7 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 3*time.Second, "Timeout of each etcd call")
 	f.DurationVar(&o.recoveryDelay, "quorum-loss-restore-delay", controller.DefaultRecoveryDelay, "How long a quorum loss without data must last before a cluster with spec.recovery.restoreOnQuorumLoss is recreated from its newest backup")
 	f.DurationVar(&o.tlsSwitchGrace, "tls-switch-grace", model.DefaultTLSSwitchGrace, "While spec.tls.client.enabled is switched for a running cluster, how long every member serves both http:// and https:// on its client port before only the new scheme, for clients to move over")
+	f.BoolVar(&o.awaitAdd, "create-pods-before-add", true, "Create a joining member's claim and pod before adding it to etcd, its etcd held back by an init container (await-add) until etcd lists it: the volume is provisioned and the member's DNS name exists when the leader first dials it, which otherwise DNS negative caching delays by seconds to tens of seconds; false adds the member first, then creates its pod")
 	f.DurationVar(&o.caRotationDwell, "ca-rotation-dwell", certs.CARotationDwell, "How long each phase of a CA rotation (the operator's CA, or a cert-manager issuer's CA) lasts at least, for clients that mount a cluster's client Secret to load the new trust bundle and certificate (the kubelet refreshes mounted Secrets within about a minute)")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many EtcdClusters are reconciled at once (passes of one cluster never overlap)")
 	f.StringVar(&o.operatorImage, "operator-image", "", "Image that backup Jobs and restore init containers run (the etcd-operator binary as entrypoint); default: this pod's own image, read through POD_NAME and POD_NAMESPACE")
@@ -227,7 +229,7 @@ func cacheOptions(o *managerOptions) cache.Options {
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) error {
 	log := ctrl.Log.WithName("setup")
 	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage,
-		TLSSwitchGrace: o.tlsSwitchGrace, CARotationDwell: o.caRotationDwell}
+		TLSSwitchGrace: o.tlsSwitchGrace, CARotationDwell: o.caRotationDwell, AwaitAdd: o.awaitAdd}
 	if pod, err := ownPod(ctx, mgr.GetAPIReader()); err != nil {
 		log.Info("Without its own pod, the operator cannot run backup Jobs and restores until --operator-image is set, "+
 			"nor keep NetworkPolicies (spec.networkPolicy)", "reason", err.Error())

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +46,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)
+
+	case membership.CreateAwaitingPod:
+		return r.createAwaitingMember(ctx, s, a)
 
 	case membership.CreatePod:
 		if st, err := r.createJoiningMember(ctx, s, a.Member, s.m.Etcd.Members); err != nil || st != nil {
@@ -100,18 +106,149 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 			return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
 		}
 	}
+	peerURL := r.Options.PeerURLScheme(c, a.Member, s.m.NewMemberPeerHTTPS())
+	waiting := s.m.Member(a.Member)
+	if waiting != nil && (!waiting.HasPod() || !waiting.AwaitsAdd()) {
+		waiting = nil
+	}
+	if waiting != nil {
+		// the pod was created to wait for this add: its etcd joins with the flags it was given, which
+		// must still be what etcd will list, and its name must resolve before the leader first dials it
+		if st, err := r.checkAwaitingPod(ctx, s, waiting, peerURL); err != nil || st != nil {
+			return st, err
+		}
+		if st, err := r.awaitPublished(ctx, s, waiting); err != nil || st != nil {
+			return st, err
+		}
+	}
 	leader, done := r.leaderClient(ctx, s)
 	defer done()
-	added, members, err := leader.AddLearner(callCtx, r.Options.PeerURLScheme(c, a.Member, s.m.NewMemberPeerHTTPS()))
+	added, members, err := leader.AddLearner(callCtx, peerURL)
 	if err != nil {
 		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}
 	metrics.CountMembership("add_learner", nil, false)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
+	if waiting != nil {
+		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; its pod starts etcd and catches up", a.Member)), nil
+	}
 	if st, err := r.createJoiningMember(ctx, s, a.Member, members); err != nil || st != nil {
 		return st, err
 	}
 	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
+}
+
+// awaitingInitialCluster is the --initial-cluster of the last of names, members to be added in that
+// order, each under peerURL's scheme: etcd's member list with them.
+func (r *EtcdClusterReconciler) awaitingInitialCluster(s *scope, peerHTTPS bool, names ...string) string {
+	members := slices.Clone(s.m.Etcd.Members)
+	for _, n := range names {
+		members = append(members, etcd.Member{Name: n, PeerURLs: []string{r.Options.PeerURLScheme(s.cluster, n, peerHTTPS)}})
+	}
+	return model.JoinInitialCluster(r.Options, s.cluster, members)
+}
+
+// checkAwaitingPod checks that the pod of m, created to wait for its add (createAwaitingMember), was
+// given the peer URL and --initial-cluster etcd will list once m is added under peerURL: etcd refuses to
+// join otherwise. A pod that was not (the members or the TLS scheme changed since) is deleted, its etcd
+// never having run, and the next pass creates another; the step says so.
+func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, m *model.Member, peerURL string) (*verdict.Step, error) {
+	want := r.awaitingInitialCluster(s, s.m.NewMemberPeerHTTPS(), m.Name)
+	if resources.PodFlag(m.Pod, "initial-cluster") == want && resources.PodFlag(m.Pod, "initial-advertise-peer-urls") == peerURL {
+		return nil, nil
+	}
+	if err := r.Delete(ctx, m.Pod, client.Preconditions{UID: &m.Pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("delete pod %s: %w", m.Name, err)
+	}
+	msg := fmt.Sprintf("Deleted the waiting pod of %s, created for a membership that has changed since; another is created", m.Name)
+	r.event(s.cluster, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "%s", msg)
+	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, msg), nil
+}
+
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+
+// awaitPublished returns a step that waits while the peer Service's EndpointSlices do not list the pod
+// of m under its name and address: the cluster's DNS serves the member's name from them, and a name the
+// leader looks up before it exists is answered "no such host" from the DNS server's negative cache for
+// seconds afterwards (5 to 30 s with the usual CoreDNS settings), during which the new member cannot
+// catch up. It reads the API server, not the cache: EndpointSlices are read only here.
+func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := reader.List(ctx, list, client.InNamespace(s.cluster.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: resources.PeerServiceName(s.cluster)}); err != nil {
+		return nil, fmt.Errorf("list the endpoint slices of Service %s: %w", resources.PeerServiceName(s.cluster), err)
+	}
+	for _, sl := range list.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.Hostname == nil || *ep.Hostname != m.Name || !slices.Contains(ep.Addresses, m.Pod.Status.PodIP) {
+				continue
+			}
+			// the DNS server learns of the address through its own watch, a moment later
+			if since := addressedSince(m.Pod); time.Since(since) < publishSettle {
+				return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("waiting until %s for the cluster's DNS to serve the name of %s before adding it to etcd",
+					since.Add(publishSettle).UTC().Format(time.RFC3339), m.Name)), nil
+			}
+			return nil, nil
+		}
+	}
+	return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("waiting for Service %s to publish the address of %s (its DNS name) before adding it to etcd",
+		resources.PeerServiceName(s.cluster), m.Name)), nil
+}
+
+// publishSettle is how long after a pod got its address its member is added to etcd at the earliest:
+// the DNS server's watch of EndpointSlices must have seen it (it takes well under a second), or the
+// leader's first lookup caches "no such host".
+const publishSettle = 2 * time.Second
+
+// addressedSince returns when pod p got its address: its PodReadyToStartContainers condition (the
+// sandbox and its network are up), or its start time on a kubelet without that condition.
+func addressedSince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if p.Status.StartTime != nil {
+		return p.Status.StartTime.Time
+	}
+	return time.Time{}
+}
+
+// createAwaitingMember creates a new claim and the pod of a.Member, a member still to be added, before
+// it is added to etcd (membership.CreateAwaitingPod): its volume is provisioned and it gets its address,
+// and so its DNS name, while an init container holds its etcd back until etcd lists it. Its
+// --initial-cluster is etcd's member list now with the members to be added before it (a.Before) and
+// itself; addLearner adds it only if that is what etcd lists then. A claim of that name that the pass did not see (a removed member's, kept by
+// storage.retainPolicy Retain) blocks, as for addLearner.
+func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	c := s.cluster
+	existing := &corev1.PersistentVolumeClaim{}
+	pvcName := resources.PVCName(a.Member)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing); err == nil {
+		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+			"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
+	}
+	m := resources.Member{Name: a.Member, InitialClusterState: resources.StateExisting,
+		InitialCluster: r.awaitingInitialCluster(s, s.m.NewMemberPeerHTTPS(), append(slices.Clone(a.Before), a.Member)...), AwaitAdd: true}
+	for _, em := range s.m.Etcd.Members {
+		m.AwaitPeers = append(m.AwaitPeers, em.PeerURLs...)
+	}
+	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
+		if err := r.Create(ctx, pvc); err != nil {
+			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
+		}
+	}
+	if st, err := r.createPod(ctx, s, m); err != nil || st != nil {
+		return st, err
+	}
+	r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
+	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
 // removeMember removes member a.Member from etcd's membership, through the leader.

@@ -11,7 +11,9 @@
 //     first); never the leader, since a follower is always left to remove.
 //  4. A member is removed from etcd before its pod and claim are deleted, and a pod or claim left from a
 //     removed member is deleted before a member of that name is added again, so no member ever starts on
-//     a removed member's data.
+//     a removed member's data. With State.AwaitAdd, the member to be added next gets a new claim and a
+//     pod first, under a name no pod or claim uses; the pod holds etcd back until the member is added,
+//     and is deleted like a removed member's if the member is no longer the one to add.
 //  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
 //     back as a new learner.
 //  6. A member the caller marks for replacement (Member.Replace: down longer than the cluster's policy)
@@ -21,6 +23,8 @@ package membership
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +62,11 @@ type Resources struct {
 	// PodStuck is true when the pod has been terminating well past its grace period: its node is gone
 	// or does not answer, and nothing will finish the deletion.
 	PodStuck bool
+	// Awaiting is true for the pod of a name etcd does not list that was created to join (with a new
+	// claim) before its member is added: it holds back etcd until etcd lists the member (State.AwaitAdd).
+	Awaiting bool
+	// Addressed is true when such a pod has its address (and so its DNS name) and waits.
+	Addressed bool
 }
 
 // State is what one pass observed.
@@ -72,6 +81,11 @@ type State struct {
 	Leader uint64
 	// Resources are the pods and claims of every member name that has one.
 	Resources map[string]Resources
+	// AwaitAdd: a member is added to etcd only once its pod (CreateAwaitingPod) has its address, so
+	// that its name resolves when the leader first dials it (etcd's peers would otherwise be answered
+	// "no such host" from the DNS server's negative cache for seconds after the pod appears) and its
+	// volume is ready; its etcd starts once etcd lists it.
+	AwaitAdd bool
 }
 
 // Kind is what an Action does.
@@ -88,6 +102,9 @@ const (
 	AddLearner Kind = "AddLearner"
 	// CreatePod: create the pod (and claim) of Member, a learner that was added but has no pod.
 	CreatePod Kind = "CreatePod"
+	// CreateAwaitingPod: create a new claim and a pod for Member, which is to be added next: the pod
+	// waits until etcd lists the member before etcd starts (State.AwaitAdd).
+	CreateAwaitingPod Kind = "CreateAwaitingPod"
 	// Promote: promote learner ID to a voter.
 	Promote Kind = "Promote"
 	// Remove: remove member ID (Member) from etcd.
@@ -105,6 +122,9 @@ type Action struct {
 	Member string
 	// ID is the member ID of Promote and Remove.
 	ID uint64
+	// Before, for CreateAwaitingPod, names the members to be added before Member, in order: its
+	// --initial-cluster lists them too.
+	Before []string
 	// Reason says why, for conditions and events.
 	Reason string
 }
@@ -122,7 +142,7 @@ func Next(s State) Action {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
 	for _, step := range []func(State, tally) (Action, bool){
-		removeLostVoter, replaceDown, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
+		removeLostVoter, replaceDown, deleteStrays, scaleDown, prestart, finishLearner, waitForRemoved, scaleUp,
 	} {
 		if a, ok := step(s, t); ok {
 			return a
@@ -187,7 +207,7 @@ func replaceDown(s State, _ tally) (Action, bool) {
 // terminating is deleted without waiting for its kubelet.
 func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
-		if _, ok := t.byName[name]; ok {
+		if _, ok := t.byName[name]; ok || awaited(s, t, name) {
 			continue
 		}
 		r := s.Resources[name]
@@ -243,7 +263,7 @@ func finishLearner(s State, t tally) (Action, bool) {
 // a member.
 func waitForRemoved(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
-		if _, ok := t.byName[name]; !ok {
+		if _, ok := t.byName[name]; !ok && !awaited(s, t, name) {
 			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod and claim of removed member " + name + " to be deleted"}, true
 		}
 	}
@@ -266,17 +286,63 @@ func scaleUp(s State, t tally) (Action, bool) {
 		}
 		return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}, true
 	}
-	return Action{Kind: AddLearner, Member: name, Reason: fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)}, true
+	why := fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)
+	if s.AwaitAdd {
+		if !s.Resources[name].Awaiting {
+			return Action{Kind: CreateAwaitingPod, Member: name, Reason: why + "; its pod waits until it is added"}, true
+		}
+		if !s.Resources[name].Addressed {
+			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod of " + name + " to get its address (and DNS name) before adding it to etcd"}, true
+		}
+	}
+	return Action{Kind: AddLearner, Member: name, Reason: why}, true
 }
 
-// freeName returns "<cluster>-<n>" for the lowest n that no member and no pod or claim uses.
+// prestart is step 4b, with State.AwaitAdd. The members still to be added that have no pod yet get
+// theirs now, one per pass, also while a learner catches up, so that their volumes are provisioned
+// and their pods started together instead of one after the other; each is added in turn (scaleUp).
+func prestart(s State, t tally) (Action, bool) {
+	if !s.AwaitAdd {
+		return Action{}, false
+	}
+	names := toAdd(s, t)
+	for i, name := range names {
+		if _, ok := s.Resources[name]; !ok {
+			return Action{Kind: CreateAwaitingPod, Member: name, Before: names[:i],
+				Reason: fmt.Sprintf("the cluster is to have %d members; its pod waits until it is added", s.Replicas)}, true
+		}
+	}
+	return Action{}, false
+}
+
+// toAdd returns the names of the members still to be added, in the order they are added: the lowest
+// names that no member uses and no pod or claim uses but an awaiting pod's.
+func toAdd(s State, t tally) []string {
+	var names []string
+	taken := maps.Clone(t.byName)
+	for range s.Replicas - len(s.Members) {
+		name := freeName(s.Cluster, taken, s.Resources)
+		names = append(names, name)
+		taken[name] = Member{}
+	}
+	return names
+}
+
+// awaited reports whether name's resources are an awaiting pod (and its claim) of a member still to be
+// added: kept, not deleted as a removed member's.
+func awaited(s State, t tally, name string) bool {
+	return s.AwaitAdd && s.Resources[name].Awaiting && slices.Contains(toAdd(s, t), name)
+}
+
+// freeName returns "<cluster>-<n>" for the lowest n that no member uses and no pod or claim uses but an
+// awaiting pod's.
 func freeName(cluster string, members map[string]Member, res map[string]Resources) string {
 	for n := 0; ; n++ {
 		name := cluster + "-" + strconv.Itoa(n)
 		if _, ok := members[name]; ok {
 			continue
 		}
-		if _, ok := res[name]; ok {
+		if r, ok := res[name]; ok && !r.Awaiting {
 			continue
 		}
 		return name

@@ -30,6 +30,9 @@ func state(replicas int, leader int, spec string, gone ...string) State {
 	return s
 }
 
+// awaiting turns on State.AwaitAdd.
+func awaiting(s State) State { s.AwaitAdd = true; return s }
+
 func TestNext(t *testing.T) {
 	withRes := func(s State, name string, r Resources) State { s.Resources[name] = r; return s }
 	tests := []struct {
@@ -59,6 +62,15 @@ func TestNext(t *testing.T) {
 		{"quorum lost: nothing is done", state(3, -1, "vdd"), Wait, ""},
 		{"quorum lost with data gone: nothing is done", state(3, -1, "vdd", "demo-1", "demo-2"), Wait, ""},
 		{"scale down that would break quorum waits", state(3, 0, "vvddv"), Remove, "demo-3"},
+		{"await add: scale up creates the next member's pod first", awaiting(state(5, 0, "vvv")), CreateAwaitingPod, "demo-3"},
+		{"await add: the member is added once its pod has its address", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), AddLearner, "demo-3"},
+		{"await add: not before", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true}), Wait, "demo-3"},
+		{"await add: the awaiting pod is kept while a voter is down", withRes(awaiting(state(4, 0, "vvd")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), Wait, "demo-3"},
+		{"await add: the pods of every member to add are created first", withRes(awaiting(state(5, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true}), CreateAwaitingPod, "demo-4"},
+		{"await add: also while a learner catches up", awaiting(state(5, 0, "vvvl")), CreateAwaitingPod, "demo-4"},
+		{"await add: an awaiting pod no longer wanted is deleted", withRes(awaiting(state(3, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-3"},
+		{"await add: an awaiting pod of a name that is not next is deleted", withRes(awaiting(state(4, 0, "v_vv")), "demo-4", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-4"},
+		{"await add off: a pod that waits is a stray", withRes(state(5, 0, "vvv"), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,7 +88,8 @@ func TestNext(t *testing.T) {
 // genState draws an arbitrary observed state: up to 9 members with any health and roles, a voter as
 // leader or none, and any pods and claims for up to 10 names.
 func genState(t *rapid.T) State {
-	s := State{Cluster: "demo", Replicas: rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "replicas"), Resources: map[string]Resources{}}
+	s := State{Cluster: "demo", Replicas: rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "replicas"), Resources: map[string]Resources{},
+		AwaitAdd: rapid.Bool().Draw(t, "awaitAdd")}
 	n := rapid.IntRange(0, 9).Draw(t, "members")
 	used := map[int]bool{}
 	for i := 0; i < n; i++ {
@@ -95,6 +108,9 @@ func genState(t *rapid.T) State {
 			s.Resources[fmt.Sprintf("demo-%d", ord)] = Resources{
 				Pod: rapid.Bool().Draw(t, "pod"), PodTerminating: rapid.Bool().Draw(t, "podTerm"),
 				Data: rapid.Bool().Draw(t, "data"), DataTerminating: rapid.Bool().Draw(t, "dataTerm"),
+			}
+			if rapid.Bool().Draw(t, "awaiting") { // a pod created to wait for its add, with its new claim
+				s.Resources[fmt.Sprintf("demo-%d", ord)] = Resources{Pod: true, Data: true, Awaiting: true, Addressed: rapid.Bool().Draw(t, "addressed")}
 			}
 		}
 	}
@@ -151,8 +167,18 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			if _, ok := byName[a.Member]; ok {
 				t.Fatalf("%v: already a member", a)
 			}
+			if r, ok := s.Resources[a.Member]; ok && !(s.AwaitAdd && r.Awaiting && r.Addressed) {
+				t.Fatalf("%v: a pod or claim of that name exists that is not an addressed awaiting pod (a removed member's data?)", a)
+			}
+		case CreateAwaitingPod:
+			if !s.AwaitAdd || len(s.Members)+len(a.Before) >= s.Replicas {
+				t.Fatalf("%v with await add %v, %d members, %d replicas", a, s.AwaitAdd, len(s.Members), s.Replicas)
+			}
+			if _, ok := byName[a.Member]; ok {
+				t.Fatalf("%v: already a member", a)
+			}
 			if _, ok := s.Resources[a.Member]; ok {
-				t.Fatalf("%v: a pod or claim of that name exists (a removed member's data?)", a)
+				t.Fatalf("%v: a pod or claim of that name exists", a)
 			}
 		case Remove:
 			m, ok := byID[a.ID]
@@ -209,6 +235,8 @@ func simulate(s State, a Action, nextID *uint64) State {
 		s.Resources[a.Member] = Resources{Pod: true, Data: true}
 	case CreatePod:
 		s.Resources[a.Member] = Resources{Pod: true, Data: true}
+	case CreateAwaitingPod:
+		s.Resources[a.Member] = Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}
 	case Promote:
 		for i := range s.Members {
 			if s.Members[i].ID == a.ID {
@@ -247,6 +275,7 @@ func TestNextConverges(t *testing.T) {
 		from := rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "from")
 		to := rapid.SampledFrom([]int{1, 3, 5, 7, 9}).Draw(t, "to")
 		s := state(to, rapid.IntRange(0, from-1).Draw(t, "leader"), strings.Repeat("v", from))
+		s.AwaitAdd = rapid.Bool().Draw(t, "awaitAdd")
 		nextID := uint64(100)
 		leader := s.Leader
 		for step := 0; step < 60; step++ {

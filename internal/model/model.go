@@ -131,6 +131,35 @@ func (m *Member) PodStuck(now time.Time) bool {
 	return m.PodTerminating() && now.After(m.Pod.DeletionTimestamp.Add(StuckTerminating))
 }
 
+// AwaitsAdd reports whether the member's pod was created before its member was added to etcd: its
+// init container resources.AwaitAddContainerName holds etcd back until etcd lists the member.
+func (m *Member) AwaitsAdd() bool {
+	if m.Pod == nil {
+		return false
+	}
+	for _, c := range m.Pod.Spec.InitContainers {
+		if c.Name == resources.AwaitAddContainerName {
+			return true
+		}
+	}
+	return false
+}
+
+// AwaitAddRunning reports whether the member's pod has its address (so its DNS name resolves, the peer
+// Service publishing addresses of pods that are not ready) and its init container
+// resources.AwaitAddContainerName runs: the member can be added to etcd now.
+func (m *Member) AwaitAddRunning() bool {
+	if m.Pod == nil || m.Pod.Status.PodIP == "" {
+		return false
+	}
+	for _, st := range m.Pod.Status.InitContainerStatuses {
+		if st.Name == resources.AwaitAddContainerName {
+			return st.State.Running != nil
+		}
+	}
+	return false
+}
+
 // PodReady reports whether the member's pod exists, is not being deleted, runs and is Ready.
 func (m *Member) PodReady() bool {
 	p := m.Pod

@@ -22,11 +22,17 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 			Replace: replace[m.Name],
 		})
 	}
+	listed := map[string]bool{}
+	for _, m := range c.Listed() {
+		listed[m.Name] = true
+	}
+	st.AwaitAdd = c.Options.AwaitAdd && c.Options.OperatorImage != ""
 	for _, m := range c.Members {
 		if m.Pod != nil || m.Claim != nil {
+			awaiting := !listed[m.Name] && m.HasPod() && m.AwaitsAdd()
 			st.Resources[m.Name] = membership.Resources{Pod: m.HasPod(), PodTerminating: m.PodTerminating(),
 				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating(),
-				PodStuck: m.PodStuck(c.Now)}
+				PodStuck: m.PodStuck(c.Now), Awaiting: awaiting, Addressed: awaiting && m.AwaitAddRunning()}
 		}
 	}
 	return st

@@ -36,6 +36,15 @@ type Member struct {
 	// TLS is how the member's pod serves TLS; nil: as cluster's spec says once no switch is under way
 	// (SpecTLS).
 	TLS *PodTLS
+	// AwaitAdd, for a member joining a running cluster (StateExisting), makes an init container wait
+	// until etcd lists the member (`etcd-operator await-add`) before etcd starts: the pod is created
+	// before the member is added to etcd (needs the operator's image; see AwaitAddContainerName).
+	AwaitAdd bool
+	// AwaitPeers are the peer URLs the AwaitAdd init container asks for the member list: those of the
+	// members etcd lists when the pod is created, never of members still to be added (their names do
+	// not resolve yet, and asking would make the DNS server cache "no such host" for them). Empty: every
+	// other member of InitialCluster.
+	AwaitPeers []string
 }
 
 // PodTLS is how member m's pod serves TLS in cluster c: m.TLS, or SpecTLS.

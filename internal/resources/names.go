@@ -62,6 +62,10 @@ type Options struct {
 	// cert-manager issuer's) lasts at least, for clients that mount the client Secret to load it (zero:
 	// certs.CARotationDwell, 2 minutes).
 	CARotationDwell time.Duration
+	// AwaitAdd creates a joining member's claim and pod before the member is added to etcd; the pod
+	// holds etcd back until etcd lists the member (Member.AwaitAdd). It needs OperatorImage. Off when
+	// false: the member is added first, then its pod is created.
+	AwaitAdd bool
 }
 
 func (o Options) clusterDomain() string {

@@ -144,7 +144,48 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	if m.ExpectMemberID != "" && m.ExpectClusterID != "" && o.OperatorImage != "" {
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.verifyDataContainer(m))
 	}
+	if m.AwaitAdd && m.InitialClusterState == StateExisting && o.OperatorImage != "" {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.awaitAddContainer(c, m))
+	}
 	return pod
+}
+
+// AwaitAddContainerName is the init container of a member pod created before its member was added to
+// etcd: it waits until etcd lists the member (`etcd-operator await-add`).
+const AwaitAddContainerName = "await-add"
+
+// awaitAddContainer returns the init container that holds back member m's etcd until etcd lists the
+// member under its peer URL, asking the members of its --initial-cluster (over the peer port, with the
+// peer certificate when the pod carries it).
+func (o Options) awaitAddContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
+	t := m.PodTLS(c)
+	self := o.PeerURLScheme(c, m.Name, t.PeerHTTPS)
+	peers := m.AwaitPeers
+	if len(peers) == 0 {
+		for _, part := range strings.Split(m.InitialCluster, ",") {
+			if name, url, ok := strings.Cut(part, "="); ok && name != m.Name {
+				peers = append(peers, url)
+			}
+		}
+	}
+	args := []string{"await-add", "--peer-url=" + self, "--peers=" + strings.Join(peers, ",")}
+	var mounts []corev1.VolumeMount
+	if t.PeerCertificates {
+		args = append(args, "--peer-tls-dir="+peerTLSDir)
+		mounts = append(mounts, corev1.VolumeMount{Name: "peer-tls", MountPath: peerTLSDir, ReadOnly: true})
+	}
+	return corev1.Container{
+		Name:            AwaitAddContainerName,
+		Image:           o.OperatorImage,
+		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
+		Args:            args,
+		VolumeMounts:    mounts,
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
+		}},
+		SecurityContext:          restrictedContainer(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
 }
 
 // VerifyDataContainerName is the name of the init container that checks, before etcd starts, that the

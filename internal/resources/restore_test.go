@@ -78,3 +78,46 @@ func TestBuildPodVerifyData(t *testing.T) {
 		t.Errorf("%d init containers without a recorded identity, want 0", n)
 	}
 }
+
+// TestBuildPodAwaitAdd: a joining member's pod created before its add gets the await-add init container,
+// which asks the members given (or, without them, the others of its --initial-cluster) over their peer
+// URLs, with the peer certificate when the pod carries it; a pod of the initial bootstrap, or without the
+// operator's image, gets none.
+func TestBuildPodAwaitAdd(t *testing.T) {
+	o := Options{OperatorImage: "local/etcd-operator:dev"}
+	m := Member{Name: "c-3", InitialClusterState: StateExisting, InitialCluster: "c-0=http://a:2380,c-3=http://d:2380,c-4=http://e:2380", AwaitAdd: true,
+		AwaitPeers: []string{"http://a:2380"}}
+	plain := PodTLS{ClientHTTP: true}
+	m.TLS = &plain
+	p := o.BuildPod(cluster(), m)
+	if len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].Name != AwaitAddContainerName {
+		t.Fatalf("init containers %+v, want %s", p.Spec.InitContainers, AwaitAddContainerName)
+	}
+	ic := p.Spec.InitContainers[0]
+	self := o.PeerURLScheme(cluster(), "c-3", false)
+	if want := []string{"await-add", "--peer-url=" + self, "--peers=http://a:2380"}; !slices.Equal(ic.Args, want) {
+		t.Errorf("args %q, want %q", ic.Args, want)
+	}
+	if ic.Image != o.OperatorImage || len(ic.VolumeMounts) != 0 {
+		t.Errorf("image %s, mounts %+v", ic.Image, ic.VolumeMounts)
+	}
+
+	m.AwaitPeers = nil
+	peer := PodTLS{ClientHTTPS: true, PeerCertificates: true, PeerHTTPS: true}
+	m.TLS = &peer
+	ic = o.BuildPod(cluster(), m).Spec.InitContainers[0]
+	if want := []string{"await-add", "--peer-url=" + o.PeerURLScheme(cluster(), "c-3", true), "--peers=http://a:2380,http://e:2380", "--peer-tls-dir=" + peerTLSDir}; !slices.Equal(ic.Args, want) {
+		t.Errorf("args %q, want %q", ic.Args, want)
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "peer-tls" || !ic.VolumeMounts[0].ReadOnly {
+		t.Errorf("mounts %+v, want the peer certificate read-only", ic.VolumeMounts)
+	}
+
+	if q := (Options{}).BuildPod(cluster(), m); len(q.Spec.InitContainers) != 0 {
+		t.Errorf("without the operator's image: init containers %+v", q.Spec.InitContainers)
+	}
+	m.InitialClusterState = StateNew
+	if q := o.BuildPod(cluster(), m); len(q.Spec.InitContainers) != 0 {
+		t.Errorf("a bootstrap member: init containers %+v", q.Spec.InitContainers)
+	}
+}

@@ -111,8 +111,10 @@ func StaleCopy() *Step {
 const (
 	// RequeueProgressing is how soon a pass looks again while members are starting or joining.
 	RequeueProgressing = time.Second
-	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable.
-	RequeueUnhealthy = 5 * time.Second
+	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable. A
+	// member that has just started (a new voter, a recreated pod) answers within seconds; the probe
+	// wakes the cluster when a member's answer changes, but not always when one that timed out answers.
+	RequeueUnhealthy = 2 * time.Second
 	// RequeueBlocked is how soon a pass looks again at a cluster blocked by something outside it (a
 	// foreign Service or claim the user has to delete), whose removal brings no event.
 	RequeueBlocked = 30 * time.Second
