@@ -167,7 +167,7 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			if _, ok := byName[a.Member]; ok {
 				t.Fatalf("%v: already a member", a)
 			}
-			if r, ok := s.Resources[a.Member]; ok && !(s.AwaitAdd && r.Awaiting && r.Addressed) {
+			if r, ok := s.Resources[a.Member]; ok && (!s.AwaitAdd || !r.Awaiting || !r.Addressed) {
 				t.Fatalf("%v: a pod or claim of that name exists that is not an addressed awaiting pod (a removed member's data?)", a)
 			}
 		case CreateAwaitingPod:

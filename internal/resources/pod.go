@@ -136,6 +136,13 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c, m.PodTLS(c))...),
 		},
 	}
+	o.addInitContainers(c, m, pod)
+	return pod
+}
+
+// addInitContainers adds to pod, member m's, the init containers that run before its etcd: the restore
+// of its snapshot, the check of its data directory, the wait for its add to etcd.
+func (o Options) addInitContainers(c *etcdv1alpha1.EtcdCluster, m Member, pod *corev1.Pod) {
 	if m.Restore != nil {
 		init, vols := o.restoreInitContainer(c, m, m.Restore)
 		pod.Spec.InitContainers = []corev1.Container{init}
@@ -147,7 +154,6 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	if m.AwaitAdd && m.InitialClusterState == StateExisting && o.OperatorImage != "" {
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.awaitAddContainer(c, m))
 	}
-	return pod
 }
 
 // AwaitAddContainerName is the init container of a member pod created before its member was added to
