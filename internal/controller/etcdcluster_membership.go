@@ -239,12 +239,23 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	for _, em := range s.m.Etcd.Members {
 		m.AwaitPeers = append(m.AwaitPeers, em.PeerURLs...)
 	}
-	if pvc := r.Options.BuildPVC(c, m); pvc != nil {
+	pvc := r.Options.BuildPVC(c, m)
+	if pvc != nil {
 		if err := r.Create(ctx, pvc); err != nil {
 			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
 		}
 	}
-	if st, err := r.createPod(ctx, s, m); err != nil || st != nil {
+	st, err := r.createPod(ctx, s, m)
+	if (err != nil || st != nil) && pvc != nil {
+		// no claim is left without its pod: it would be deleted as a stray and made again every pass
+		_ = r.Delete(ctx, pvc)
+	}
+	if apierrors.IsForbidden(err) {
+		// a ResourceQuota, a LimitRange or an admission policy: retrying at once changes nothing
+		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
+			"it is created once that allows it (raise the quota, or lower spec.replicas)", a.Member, err)), nil
+	}
+	if err != nil || st != nil {
 		return st, err
 	}
 	r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)

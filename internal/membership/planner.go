@@ -142,9 +142,16 @@ func Next(s State) Action {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
 	for _, step := range []func(State, tally) (Action, bool){
-		removeLostVoter, replaceDown, deleteStrays, scaleDown, prestart, finishLearner, waitForRemoved, scaleUp,
+		removeLostVoter, replaceDown, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
 	} {
 		if a, ok := step(s, t); ok {
+			if a.Kind == Wait {
+				// while a learner catches up or a pod gets its address, the pods of the members to be
+				// added after it are created, so that their volumes are provisioned meanwhile
+				if p, ok := prestart(s, t); ok {
+					return p
+				}
+			}
 			return a
 		}
 	}
@@ -298,9 +305,11 @@ func scaleUp(s State, t tally) (Action, bool) {
 	return Action{Kind: AddLearner, Member: name, Reason: why}, true
 }
 
-// prestart is step 4b, with State.AwaitAdd. The members still to be added that have no pod yet get
-// theirs now, one per pass, also while a learner catches up, so that their volumes are provisioned
-// and their pods started together instead of one after the other; each is added in turn (scaleUp).
+// prestart, with State.AwaitAdd, is what Next does instead of waiting: the members still to be added
+// that have no pod yet get theirs, one per pass, so that their volumes are provisioned and their pods
+// started together instead of one after the other; each is added in turn (scaleUp). Any step that
+// changes the membership comes first, so a pod that cannot be created (a quota) delays no add or
+// promotion.
 func prestart(s State, t tally) (Action, bool) {
 	if !s.AwaitAdd {
 		return Action{}, false
