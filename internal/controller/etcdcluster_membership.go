@@ -160,7 +160,12 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 	if err := r.Delete(ctx, m.Pod, client.Preconditions{UID: &m.Pod.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("delete pod %s: %w", m.Name, err)
 	}
-	msg := fmt.Sprintf("Deleted the waiting pod of %s, created for a membership that has changed since; another is created", m.Name)
+	if m.Claim != nil { // never used: its etcd never ran
+		if err := r.Delete(ctx, m.Claim, client.Preconditions{UID: &m.Claim.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete persistentvolumeclaim %s: %w", m.Claim.Name, err)
+		}
+	}
+	msg := fmt.Sprintf("Deleted the waiting pod and claim of %s, created for a membership that has changed since; others are created", m.Name)
 	r.event(s.cluster, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "%s", msg)
 	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, msg), nil
 }
@@ -338,6 +343,9 @@ func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *sc
 	if m == nil {
 		return nil
 	}
+	// the claim of a pod that waited for its add and never ran etcd holds no data: deleted even under
+	// retainPolicy Retain, where a kept empty claim would block the next add of that name
+	unused := m.AwaitsAdd()
 	if m.HasPod() || m.PodStuck(s.m.Now) {
 		var opts []client.DeleteOption
 		if m.PodTerminating() { // stuck: its kubelet will not finish the deletion
@@ -351,7 +359,7 @@ func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *sc
 		return nil
 	}
 	pvc := m.Claim
-	if s.cluster.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain {
+	if s.cluster.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain && !unused {
 		patch := client.MergeFrom(pvc.DeepCopy())
 		delete(pvc.Labels, etcdv1alpha1.LabelCluster)
 		delete(pvc.Labels, etcdv1alpha1.LabelMember)

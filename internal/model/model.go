@@ -131,18 +131,29 @@ func (m *Member) PodStuck(now time.Time) bool {
 	return m.PodTerminating() && now.After(m.Pod.DeletionTimestamp.Add(StuckTerminating))
 }
 
-// AwaitsAdd reports whether the member's pod was created before its member was added to etcd: its
-// init container resources.AwaitAddContainerName holds etcd back until etcd lists the member.
+// AwaitsAdd reports whether the member's pod was created before its member was added to etcd and
+// still holds etcd back (init container resources.AwaitAddContainerName): that container has not
+// finished, etcd has never run in the pod, and the claim records no member identity. A pod whose etcd
+// has run (a member since removed) never counts: its data is a removed member's.
 func (m *Member) AwaitsAdd() bool {
-	if m.Pod == nil {
+	if m.Pod == nil || (m.Claim != nil && m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] != "") {
 		return false
 	}
-	for _, c := range m.Pod.Spec.InitContainers {
-		if c.Name == resources.AwaitAddContainerName {
-			return true
+	if !slices.ContainsFunc(m.Pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == resources.AwaitAddContainerName }) {
+		return false
+	}
+	for _, st := range m.Pod.Status.InitContainerStatuses {
+		if st.Name == resources.AwaitAddContainerName && (st.State.Terminated != nil && st.State.Terminated.ExitCode == 0 ||
+			st.LastTerminationState.Terminated != nil && st.LastTerminationState.Terminated.ExitCode == 0) {
+			return false
 		}
 	}
-	return false
+	for _, st := range m.Pod.Status.ContainerStatuses {
+		if st.RestartCount > 0 || st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // AwaitAddRunning reports whether the member's pod has its address (so its DNS name resolves, the peer

@@ -114,7 +114,8 @@ func measure(b *testing.B, figures *[]float64, what string, op func(), done func
 func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 	ctx := context.Background()
 	var c *etcdv1alpha1.EtcdCluster
-	ns := fmt.Sprintf("bench-operator-%d", run)
+	ns := fmt.Sprintf("bench-operator-%d-%d", run, benchRuns.Add(1))
+	defer deleteNamespace(ns) // the next runs do not share the machine with this one's members
 	measure(b, &opBootstrap.of(res).Operator, ns+": apply -> 3 voters",
 		func() { c = newCluster(b, ns, "demo", 3) }, membersAnswer(ns, 3, "", ""))
 	assertAvailable(b, c, availableTimeout)
@@ -145,7 +146,8 @@ func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 // measured until donePredicate holds.
 func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 	ctx := context.Background()
-	ns := fmt.Sprintf("bench-floor-%d", run)
+	ns := fmt.Sprintf("bench-floor-%d-%d", run, benchRuns.Add(1))
+	defer deleteNamespace(ns)
 	measure(b, &opBootstrap.of(res).Floor, ns+": apply -> 3 voters",
 		func() { applyFloor(b, ns, image) }, membersAnswer(ns, 3, "", ""))
 
@@ -159,6 +161,11 @@ func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 				b.Fatal(err)
 			}
 		}, membersAnswer(ns, 3, "floor-1", old.UID))
+}
+
+// deleteNamespace deletes namespace ns without waiting for it to go.
+func deleteNamespace(ns string) {
+	_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
 // applyFloor creates namespace ns (deleted when the benchmark ends) and in it what an SRE would apply
