@@ -244,6 +244,17 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	for _, em := range s.m.Etcd.Members {
 		m.AwaitPeers = append(m.AwaitPeers, em.PeerURLs...)
 	}
+	// a pod that admission refuses (a ResourceQuota, a LimitRange, a policy) is found out first, by a dry
+	// run, so that no claim is made for it: a claim left without its pod would be deleted as a stray and
+	// made again, pass after pass
+	t := s.m.DesiredTLS(m.Name)
+	m.TLS = &t
+	if err := r.Create(ctx, r.Options.BuildPod(c, m), client.DryRunAll); apierrors.IsForbidden(err) {
+		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
+			"it is created once that allows it (raise the quota, or lower spec.replicas)", a.Member, err)), nil
+	} else if err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
+	}
 	pvc := r.Options.BuildPVC(c, m)
 	if pvc != nil {
 		if err := r.Create(ctx, pvc); err != nil {
@@ -252,7 +263,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	}
 	st, err := r.createPod(ctx, s, m)
 	if (err != nil || st != nil) && pvc != nil {
-		// no claim is left without its pod: it would be deleted as a stray and made again every pass
+		// refused since the dry run: no claim is left without its pod
 		_ = r.Delete(ctx, pvc)
 	}
 	if apierrors.IsForbidden(err) {
