@@ -65,15 +65,16 @@ func runAwaitAdd(ctx context.Context, cmd *cobra.Command, o *awaitAddOptions) er
 	if o.peerURL == "" || len(o.peers) == 0 {
 		return errors.New("--peer-url and --peers are required")
 	}
-	hc, err := peerHTTPClient(o.tlsDir)
-	if err != nil {
-		return err
-	}
+	pc := &peerClient{dir: o.tlsDir}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	start, lastReport := time.Now(), time.Now()
 	for {
+		hc, err := pc.get()
+		if err != nil {
+			return err
+		}
 		id, why := listed(ctx, hc, o.peers, o.peerURL)
 		if id != 0 {
 			fmt.Fprintf(cmd.OutOrStdout(), "etcd lists member %x at %s (after %s): starting etcd\n", id, o.peerURL, time.Since(start).Round(100*time.Millisecond))
@@ -135,20 +136,54 @@ func peerMembers(ctx context.Context, hc *http.Client, p string) ([]peerMember, 
 	return members, nil
 }
 
-// peerHTTPClient returns the client of the peer endpoints: with the peer certificate and trusted CAs of
-// dir when it is set (peers check the certificate, and etcd's peer certificates name the members).
-func peerHTTPClient(dir string) (*http.Client, error) {
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	if dir != "" {
-		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, resources.TLSCertKey), filepath.Join(dir, resources.TLSKeyKey))
+// peerClient holds the client of the peer endpoints and the TLS files it was made from, so that a
+// pod that waits long (behind a member that is down, or a quota) follows a renewed certificate or a CA
+// rotation's trust bundle instead of being refused by its peers with what it read at its start.
+type peerClient struct {
+	dir   string
+	files [3]string
+	hc    *http.Client
+}
+
+// get returns the client, made anew when the files in dir changed since the last call (the Secret's
+// volume is updated in place); it returns an error when they cannot be read or parsed.
+func (p *peerClient) get() (*http.Client, error) {
+	var files [3]string
+	if p.dir != "" {
+		for i, name := range []string{resources.TLSCertKey, resources.TLSKeyKey, resources.CAKey} {
+			b, err := os.ReadFile(filepath.Join(p.dir, name))
+			if err != nil {
+				return nil, fmt.Errorf("peer TLS files: %w", err)
+			}
+			files[i] = string(b)
+		}
+	}
+	if p.hc != nil && files == p.files {
+		return p.hc, nil
+	}
+	hc, err := peerHTTPClient([]byte(files[0]), []byte(files[1]), []byte(files[2]))
+	if err != nil {
+		return nil, err
+	}
+	if p.hc != nil {
+		p.hc.CloseIdleConnections()
+	}
+	p.hc, p.files = hc, files
+	return hc, nil
+}
+
+// peerHTTPClient returns the client of the peer endpoints: with the peer certificate (certPEM, keyPEM)
+// and trusted CAs (caPEM) when they are set (peers check the certificate, and etcd's peer certificates
+// name the members). Its connections are kept between asks: a TLS handshake per ask every 200 ms would
+// cost the members more than the answer.
+func peerHTTPClient(certPEM, keyPEM, caPEM []byte) (*http.Client, error) {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}
+	if len(certPEM) > 0 {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("peer certificate: %w", err)
 		}
-		ca, err := os.ReadFile(filepath.Join(dir, resources.CAKey))
-		if err != nil {
-			return nil, fmt.Errorf("peer CAs: %w", err)
-		}
-		roots, err := pki.Pool(ca)
+		roots, err := pki.Pool(caPEM)
 		if err != nil {
 			return nil, fmt.Errorf("peer CAs: %w", err)
 		}

@@ -250,8 +250,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	t := s.m.DesiredTLS(m.Name)
 	m.TLS = &t
 	if err := r.Create(ctx, r.Options.BuildPod(c, m), client.DryRunAll); apierrors.IsForbidden(err) {
-		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
-			"it is created once that allows it (raise the quota, or lower spec.replicas)", a.Member, err)), nil
+		return podRefused(a.Member, err), nil
 	} else if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
 	}
@@ -267,15 +266,24 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		_ = r.Delete(ctx, pvc)
 	}
 	if apierrors.IsForbidden(err) {
-		// a ResourceQuota, a LimitRange or an admission policy: retrying at once changes nothing
-		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
-			"it is created once that allows it (raise the quota, or lower spec.replicas)", a.Member, err)), nil
+		return podRefused(a.Member, err), nil
 	}
 	if err != nil || st != nil {
 		return st, err
 	}
 	r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
 	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
+}
+
+// podRefused is the step when admission refuses the pod of member, to be added to etcd (err: a
+// ResourceQuota, a LimitRange or an admission policy): retrying at once changes nothing, and a quota
+// raised or freed brings no event the operator watches, so the pass looks again after
+// verdict.RequeueRefused (a dry run, which writes nothing).
+func podRefused(member string, err error) *verdict.Step {
+	st := verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
+		"it is created once that allows it (raise the quota, or lower spec.replicas)", member, err))
+	st.After = verdict.RequeueRefused
+	return st
 }
 
 // removeMember removes member a.Member from etcd's membership, through the leader.

@@ -141,11 +141,17 @@ func Next(s State) Action {
 	if t.healthyVoters < quorum {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
-	for _, step := range []func(State, tally) (Action, bool){
-		removeLostVoter, replaceDown, deleteStrays, scaleDown, finishLearner, waitForRemoved, scaleUp,
+	for _, step := range []struct {
+		next func(State, tally) (Action, bool)
+		// adding: the step's Wait is for a member being added (a learner catching up, a pod getting
+		// its address), during which the pods of the members to add after it may be created
+		adding bool
+	}{
+		{removeLostVoter, false}, {replaceDown, false}, {deleteStrays, false}, {scaleDown, false},
+		{finishLearner, true}, {waitForRemoved, false}, {scaleUp, true},
 	} {
-		if a, ok := step(s, t); ok {
-			if a.Kind == Wait {
+		if a, ok := step.next(s, t); ok {
+			if a.Kind == Wait && step.adding {
 				// while a learner catches up or a pod gets its address, the pods of the members to be
 				// added after it are created, so that their volumes are provisioned meanwhile
 				if p, ok := prestart(s, t); ok {
@@ -305,14 +311,21 @@ func scaleUp(s State, t tally) (Action, bool) {
 	return Action{Kind: AddLearner, Member: name, Reason: why}, true
 }
 
-// prestart, with State.AwaitAdd, is what Next does instead of waiting: the members still to be added
-// that have no pod yet get theirs, one per pass, so that their volumes are provisioned and their pods
-// started together instead of one after the other; each is added in turn (scaleUp). Any step that
-// changes the membership comes first, so a pod that cannot be created (a quota) delays no add or
-// promotion.
+// prestart, with State.AwaitAdd, is what Next does instead of waiting for a member being added: the
+// members still to be added that have no pod yet get theirs, one per pass, in the order they are added,
+// so that their volumes are provisioned and their pods started together instead of one after the other;
+// each is added in turn (scaleUp). Any step that changes the membership comes first, so a pod that
+// cannot be created (a quota) delays no add or promotion. It does nothing while a voter is not healthy
+// or a member is to be replaced: the pod a lost or replaced member's replacement needs (the first name
+// to add, once the old member is removed) must not be taken, under a quota, by a member to add later.
 func prestart(s State, t tally) (Action, bool) {
-	if !s.AwaitAdd {
+	if !s.AwaitAdd || t.healthyVoters < t.voters {
 		return Action{}, false
+	}
+	for _, m := range s.Members {
+		if m.Replace != "" && !m.Healthy {
+			return Action{}, false
+		}
 	}
 	names := toAdd(s, t)
 	for i, name := range names {

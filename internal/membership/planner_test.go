@@ -70,6 +70,9 @@ func TestNext(t *testing.T) {
 		{"await add: also while a learner catches up", awaiting(state(5, 0, "vvvl")), CreateAwaitingPod, "demo-4"},
 		{"await add: an awaiting pod no longer wanted is deleted", withRes(awaiting(state(3, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-3"},
 		{"await add: an awaiting pod of a name that is not next is deleted", withRes(awaiting(state(4, 0, "v_vv")), "demo-4", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-4"},
+		{"await add: no pod for a later member while a lost voter's pod goes (its replacement comes first)", withRes(awaiting(state(5, 0, "vdv")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-3"},
+		{"await add: no pod for a later member while a removed member's pod goes", withRes(awaiting(state(3, 0, "v_v")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-1"},
+		{"await add: the lost voter's replacement gets the first pod", awaiting(state(5, 0, "v_v")), CreateAwaitingPod, "demo-1"},
 		{"await add off: a pod that waits is a stray", withRes(state(5, 0, "vvv"), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-3"},
 	}
 	for _, tt := range tests {
@@ -173,6 +176,14 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 		case CreateAwaitingPod:
 			if !s.AwaitAdd || len(s.Members)+len(a.Before) >= s.Replicas {
 				t.Fatalf("%v with await add %v, %d members, %d replicas", a, s.AwaitAdd, len(s.Members), s.Replicas)
+			}
+			if healthy != voters {
+				t.Fatalf("%v with %d of %d voters healthy: the pod a replacement needs may be taken", a, healthy, voters)
+			}
+			for _, b := range a.Before {
+				if r, ok := s.Resources[b]; !ok || !r.Awaiting {
+					t.Fatalf("%v before %s, to be added first, has its pod", a, b)
+				}
 			}
 			if _, ok := byName[a.Member]; ok {
 				t.Fatalf("%v: already a member", a)

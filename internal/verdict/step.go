@@ -118,6 +118,10 @@ const (
 	// RequeueBlocked is how soon a pass looks again at a cluster blocked by something outside it (a
 	// foreign Service or claim the user has to delete), whose removal brings no event.
 	RequeueBlocked = 30 * time.Second
+	// RequeueRefused is how soon a pass looks again at a cluster whose new member's pod admission
+	// refused (a ResourceQuota full): a quota raised, or freed by a pod of another workload, brings no
+	// event either, and the new member is part of a scale-up the user waits on.
+	RequeueRefused = 5 * time.Second
 )
 
 // Requeue returns when to look again at cluster c after a pass that took step st (nil: none) and
