@@ -28,10 +28,19 @@ all_ours() { local d; for d in $DAEMONS; do ours "$d" || return 1; done; }
 available() { [ "$(kubectl -n "$1" get deploy "$2" -o 'jsonpath={.status.availableReplicas}' 2>/dev/null)" = 1 ]; }
 node_ready() { [ "$(kubectl get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 
+VARS='$LK $NODE_IP $NODE_NAME $POD_CIDR $POD_GW $SERVICE_CIDR $CLUSTER_CIDR $KUBE_DNS_IP $COREDNS_VERSION $PV_DIR $BUSYBOX_TAG $LOCAL_PATH_PROVISIONER_VERSION'
+render() { envsubst "$VARS" < "$1" > "$2"; }
+# kubelet_current: the running kubelet's configuration is what this checkout renders (a changed
+# setting, such as maxPods, takes a restart)
+kubelet_current() { render "$H/config/kubelet.yaml.in" /dev/stdout | cmp -s - "$LK/etc/kubelet.yaml"; }
+
 if [ -f "$LOCAL_KUBECONFIG" ] && all_ours && kubectl get --raw /readyz >/dev/null 2>&1 && node_ready \
    && available kube-system coredns && available local-path-storage local-path-provisioner; then
-  log "cluster already up and healthy (kubeconfig $LOCAL_KUBECONFIG)"
-  exit 0
+  if kubelet_current; then
+    log "cluster already up and healthy (kubeconfig $LOCAL_KUBECONFIG)"
+    exit 0
+  fi
+  log "the kubelet configuration changed (hack/config/kubelet.yaml.in): restarting the cluster with it; its state is kept"
 fi
 
 # --- binaries and images (no-ops when cached)
@@ -102,9 +111,6 @@ node_ready_now() {
   kubectl get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' 2>/dev/null \
     | awk -v t="$KUBELET_T" '$1 == "True" && $2 >= t { ok = 1 } END { exit !ok }'
 }
-VARS='$LK $NODE_IP $NODE_NAME $POD_CIDR $POD_GW $SERVICE_CIDR $CLUSTER_CIDR $KUBE_DNS_IP $COREDNS_VERSION $PV_DIR $BUSYBOX_TAG $LOCAL_PATH_PROVISIONER_VERSION'
-render() { envsubst "$VARS" < "$1" > "$2"; }
-
 # --- kernel settings pod networking needs (bridge-nf so Service DNAT sees bridged pod-to-pod traffic);
 # the values found are saved in $LK/run/sysctl.orig and cluster-down.sh puts them back
 SYSCTLS="net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables"

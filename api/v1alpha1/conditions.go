@@ -134,6 +134,9 @@ const (
 	// against them before etcd starts.
 	AnnotationMemberID  = "etcd.etcdkit.dev/member-id"
 	AnnotationClusterID = "etcd.etcdkit.dev/cluster-id"
+	// AnnotationAwaitsAdd marks the claim of a member created before the member is added to etcd (its
+	// pod waits until etcd lists it): until the member's etcd has started on it, the claim holds no data.
+	AnnotationAwaitsAdd = "etcd.etcdkit.dev/awaits-add"
 	// AnnotationClusterUID records the UID of the EtcdCluster a member's claim was created for, so that
 	// a cluster never starts a member on a claim left by another cluster of the same name.
 	AnnotationClusterUID = "etcd.etcdkit.dev/cluster-uid"

@@ -27,6 +27,24 @@ type Result struct {
 	Operations []*Operation `json:"operations"`
 	// OperatorMiB is the operator's resident memory at the end of the run, in MiB (0: not read).
 	OperatorMiB float64 `json:"operatorMiB,omitempty"`
+	// IdleAPIWritesPerMinute is how many API writes the operator sent in a minute while its only
+	// cluster was healthy and its spec unchanged (leader election's lease renewals apart); nil: not
+	// measured.
+	IdleAPIWritesPerMinute *float64 `json:"idleAPIWritesPerMinute,omitempty"`
+	// ManyClusters is the run with many one-member clusters applied at once; nil: not measured.
+	ManyClusters *ManyClusters `json:"manyClusters,omitempty"`
+}
+
+// ManyClusters is what applying many one-member clusters at once measured.
+type ManyClusters struct {
+	// Clusters is how many one-member EtcdClusters were applied at once.
+	Clusters int `json:"clusters"`
+	// AvailableSeconds is the time from the first apply until every one was Available, in seconds.
+	AvailableSeconds float64 `json:"availableSeconds"`
+	// OperatorMiB is the operator's resident memory once every one was Available, in MiB.
+	OperatorMiB float64 `json:"operatorMiB"`
+	// Target is the goal for both figures.
+	Target string `json:"target,omitempty"`
 }
 
 // Operation is the durations of one operation, in seconds, one per run and side.
@@ -41,6 +59,11 @@ type Operation struct {
 	Floor []float64 `json:"floor,omitempty"`
 	// Operator holds this operator's durations.
 	Operator []float64 `json:"operator"`
+	// FloorWriteGap and OperatorWriteGap hold, per run, the longest time in seconds between two writes
+	// a continuous writer had acknowledged during the operation (until its first write after the
+	// operation was done); empty when no writer ran (a cluster that does not exist yet).
+	FloorWriteGap    []float64 `json:"floorWriteGap,omitempty"`
+	OperatorWriteGap []float64 `json:"operatorWriteGap,omitempty"`
 }
 
 // Op returns the operation of that name, adding it (with title and target) the first time.
@@ -92,8 +115,8 @@ func (o *Operation) Ratio() (float64, bool) {
 // max, the ratio of the medians, and the target; then a line saying where and how it was measured.
 func (r *Result) Table() string {
 	var b strings.Builder
-	b.WriteString("| operation | floor: static StatefulSet, s (min / median / max) | this operator, s (min / median / max) | operator ÷ floor (medians) | target |\n")
-	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	b.WriteString("| operation | floor: static StatefulSet, s (min / median / max) | this operator, s (min / median / max) | operator ÷ floor (medians) | target | longest write gap, s (max of runs): floor / operator |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
 	for _, o := range r.Operations {
 		floor, ratio := "—", "—"
 		if s, ok := Summarize(o.Floor); ok {
@@ -110,15 +133,30 @@ func (r *Result) Table() string {
 		if target == "" {
 			target = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", o.Title, floor, op, ratio, target)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s / %s |\n", o.Title, floor, op, ratio, target, maxOf(o.FloorWriteGap), maxOf(o.OperatorWriteGap))
 	}
 	fmt.Fprintf(&b, "\n%d runs of each side, alternating, on %s, %s, %s. Done when: %s.",
 		r.Runs, r.Machine, r.EtcdImage, r.Date, r.Predicate)
 	if r.OperatorMiB > 0 {
 		fmt.Fprintf(&b, " Operator memory (RSS) at the end: %.1f MiB.", r.OperatorMiB)
 	}
+	if m := r.ManyClusters; m != nil {
+		fmt.Fprintf(&b, " %d one-member clusters applied at once: all Available in %.1f s, operator memory (RSS) then %.1f MiB (target: %s).",
+			m.Clusters, m.AvailableSeconds, m.OperatorMiB, m.Target)
+	}
+	if r.IdleAPIWritesPerMinute != nil {
+		fmt.Fprintf(&b, " API writes of the operator per minute with its cluster idle: %.0f.", *r.IdleAPIWritesPerMinute)
+	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// maxOf formats the largest of xs with one decimal, "—" when xs is empty.
+func maxOf(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", slices.Max(xs))
 }
 
 // Write writes r to path as indented JSON.

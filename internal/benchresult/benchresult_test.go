@@ -31,14 +31,20 @@ func TestTableAndSplice(t *testing.T) {
 	boot.Floor, boot.Operator = []float64{10, 8, 12}, []float64{6, 5, 4}
 	up := r.Op("scale3to5", "scale 3 → 5", "≤ 8 s")
 	up.Operator = []float64{9, 7, 8}
+	up.OperatorWriteGap = []float64{0.2, 0.31, 0.1}
+	idle := 0.0
+	r.IdleAPIWritesPerMinute = &idle
+	r.ManyClusters = &ManyClusters{Clusters: 100, AvailableSeconds: 25.04, OperatorMiB: 60.2, Target: "≤ 30 s, ≤ 64 MiB"}
 	if r.Op("bootstrap3", "ignored", "") != boot {
 		t.Fatal("Op added an operation twice")
 	}
 	table := r.Table()
 	for _, want := range []string{
-		"| apply → 3 healthy voters | 8.0 / 10.0 / 12.0 | 4.0 / 5.0 / 6.0 | 0.50 | ≤ 0.6 × floor |",
-		"| scale 3 → 5 | — | 7.0 / 8.0 / 9.0 | — | ≤ 8 s |",
+		"| apply → 3 healthy voters | 8.0 / 10.0 / 12.0 | 4.0 / 5.0 / 6.0 | 0.50 | ≤ 0.6 × floor | — / — |",
+		"| scale 3 → 5 | — | 7.0 / 8.0 / 9.0 | — | ≤ 8 s | — / 0.3 |",
 		"3 runs of each side",
+		"API writes of the operator per minute with its cluster idle: 0.",
+		"100 one-member clusters applied at once: all Available in 25.0 s, operator memory (RSS) then 60.2 MiB (target: ≤ 30 s, ≤ 64 MiB).",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -281,7 +282,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.MemberEvents, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)))
 	}
 	return b.
-		For(&etcdv1alpha1.EtcdCluster{}).
+		For(&etcdv1alpha1.EtcdCluster{}, builder.WithPredicates(notOnlyLoad())).
 		Owns(&corev1.Pod{}).
 		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).

@@ -231,13 +231,26 @@ func addressedSince(p *corev1.Pod) time.Time {
 // storage.retainPolicy Retain) blocks, as for addLearner.
 func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
 	c := s.cluster
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader // what exists now: the caches of claims and pods are filled by separate watches
+	}
 	existing := &corev1.PersistentVolumeClaim{}
 	pvcName := resources.PVCName(a.Member)
-	if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing); err == nil {
-		return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
-			"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
+	claimMade := false
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing); err == nil {
+		if !(&model.Member{Claim: existing}).AwaitingClaim() || existing.Annotations[etcdv1alpha1.AnnotationClusterUID] != string(c.UID) {
+			return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
+		}
+		claimMade = true // made for this add by an earlier pass, its pod not made or gone since
 	} else if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
+	}
+	if pod := (&corev1.Pod{}); reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: a.Member}, pod) == nil &&
+		pod.DeletionTimestamp == nil && pod.Labels[etcdv1alpha1.LabelCluster] == c.Name && (&model.Member{Pod: pod}).AwaitsAdd() {
+		// made by an earlier pass and not yet in this pass's cache
+		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 	}
 	m := resources.Member{Name: a.Member, InitialClusterState: resources.StateExisting,
 		InitialCluster: r.awaitingInitialCluster(s, s.m.NewMemberPeerHTTPS(), append(slices.Clone(a.Before), a.Member)...), AwaitAdd: true}
@@ -255,6 +268,9 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
 	}
 	pvc := r.Options.BuildPVC(c, m)
+	if claimMade {
+		pvc = nil
+	}
 	if pvc != nil {
 		if err := r.Create(ctx, pvc); err != nil {
 			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
@@ -364,7 +380,7 @@ func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *sc
 	}
 	// the claim of a pod that waited for its add and never ran etcd holds no data: deleted even under
 	// retainPolicy Retain, where a kept empty claim would block the next add of that name
-	unused := m.AwaitsAdd()
+	unused := m.AwaitsAdd() || !m.HasPod() && m.AwaitingClaim()
 	if m.HasPod() || m.PodStuck(s.m.Now) {
 		var opts []client.DeleteOption
 		if m.PodTerminating() { // stuck: its kubelet will not finish the deletion

@@ -64,6 +64,8 @@ type Resources struct {
 	PodStuck bool
 	// Awaiting is true for the pod of a name etcd does not list that was created to join (with a new
 	// claim) before its member is added: it holds back etcd until etcd lists the member (State.AwaitAdd).
+	// It is also true, with Pod false, for such a new claim whose pod is not there (not yet seen, or
+	// gone): CreateAwaitingPod makes the pod, on that claim.
 	Awaiting bool
 	// Addressed is true when such a pod has its address (and so its DNS name) and waits.
 	Addressed bool
@@ -103,7 +105,8 @@ const (
 	// CreatePod: create the pod (and claim) of Member, a learner that was added but has no pod.
 	CreatePod Kind = "CreatePod"
 	// CreateAwaitingPod: create a new claim and a pod for Member, which is to be added next: the pod
-	// waits until etcd lists the member before etcd starts (State.AwaitAdd).
+	// waits until etcd lists the member before etcd starts (State.AwaitAdd). A claim made for it
+	// already (Resources.Awaiting without Pod) is used.
 	CreateAwaitingPod Kind = "CreateAwaitingPod"
 	// Promote: promote learner ID to a voter.
 	Promote Kind = "Promote"
@@ -301,7 +304,7 @@ func scaleUp(s State, t tally) (Action, bool) {
 	}
 	why := fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)
 	if s.AwaitAdd {
-		if !s.Resources[name].Awaiting {
+		if r := s.Resources[name]; !r.Awaiting || !r.Pod {
 			return Action{Kind: CreateAwaitingPod, Member: name, Reason: why + "; its pod waits until it is added"}, true
 		}
 		if !s.Resources[name].Addressed {
@@ -329,7 +332,7 @@ func prestart(s State, t tally) (Action, bool) {
 	}
 	names := toAdd(s, t)
 	for i, name := range names {
-		if _, ok := s.Resources[name]; !ok {
+		if r, ok := s.Resources[name]; !ok || !r.Pod {
 			return Action{Kind: CreateAwaitingPod, Member: name, Before: names[:i],
 				Reason: fmt.Sprintf("the cluster is to have %d members; its pod waits until it is added", s.Replicas)}, true
 		}

@@ -73,6 +73,9 @@ func TestNext(t *testing.T) {
 		{"await add: no pod for a later member while a lost voter's pod goes (its replacement comes first)", withRes(awaiting(state(5, 0, "vdv")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-3"},
 		{"await add: no pod for a later member while a removed member's pod goes", withRes(awaiting(state(3, 0, "v_v")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-1"},
 		{"await add: the lost voter's replacement gets the first pod", awaiting(state(5, 0, "v_v")), CreateAwaitingPod, "demo-1"},
+		{"await add: the claim made for the next member whose pod is not seen gets its pod", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Data: true, Awaiting: true}), CreateAwaitingPod, "demo-3"},
+		{"await add: so does a later member's, while a learner catches up", withRes(awaiting(state(5, 0, "vvvl")), "demo-4", Resources{Data: true, Awaiting: true}), CreateAwaitingPod, "demo-4"},
+		{"await add: a claim made for a member no longer to be added is deleted", withRes(awaiting(state(3, 0, "vvv")), "demo-3", Resources{Data: true, Awaiting: true}), DeleteResources, "demo-3"},
 		{"await add off: a pod that waits is a stray", withRes(state(5, 0, "vvv"), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-3"},
 	}
 	for _, tt := range tests {
@@ -114,6 +117,9 @@ func genState(t *rapid.T) State {
 			}
 			if rapid.Bool().Draw(t, "awaiting") { // a pod created to wait for its add, with its new claim
 				s.Resources[fmt.Sprintf("demo-%d", ord)] = Resources{Pod: true, Data: true, Awaiting: true, Addressed: rapid.Bool().Draw(t, "addressed")}
+				if rapid.Bool().Draw(t, "claimOnly") { // its claim made, its pod not (yet) seen
+					s.Resources[fmt.Sprintf("demo-%d", ord)] = Resources{Data: true, Awaiting: true}
+				}
 			}
 		}
 	}
@@ -188,8 +194,8 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			if _, ok := byName[a.Member]; ok {
 				t.Fatalf("%v: already a member", a)
 			}
-			if _, ok := s.Resources[a.Member]; ok {
-				t.Fatalf("%v: a pod or claim of that name exists", a)
+			if r, ok := s.Resources[a.Member]; ok && (!r.Awaiting || r.Pod) {
+				t.Fatalf("%v: a pod, or a claim not made for it, of that name exists", a)
 			}
 		case Remove:
 			m, ok := byID[a.ID]

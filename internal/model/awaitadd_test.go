@@ -2,6 +2,7 @@ package model
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,51 @@ func TestAwaitsAdd(t *testing.T) {
 		}
 		if got := tc.m.AwaitAddRunning(); got != tc.added {
 			t.Errorf("%s: AwaitAddRunning = %v, want %v", tc.name, got, tc.added)
+		}
+	}
+}
+
+// TestAwaitingClaim: a claim made for a member before its add counts as waiting (its pod made, or
+// made again, on it) until etcd has started on it; a pod that waits without its claim counts as waiting
+// for ClaimLostGrace after it was made (the claim may just not be seen yet), then no longer.
+func TestAwaitingClaim(t *testing.T) {
+	now := time.Now()
+	claim := func(ann map[string]string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
+	}
+	for _, tc := range []struct {
+		name string
+		m    Member
+		want bool
+	}{
+		{"made for an add", Member{Claim: claim(map[string]string{etcdv1alpha1.AnnotationAwaitsAdd: "true"})}, true},
+		{"etcd started on it", Member{Claim: claim(map[string]string{etcdv1alpha1.AnnotationAwaitsAdd: "true", etcdv1alpha1.AnnotationMemberID: "aa"})}, false},
+		{"a member's claim", Member{Claim: claim(nil)}, false},
+		{"no claim", Member{}, false},
+	} {
+		if got := tc.m.AwaitingClaim(); got != tc.want {
+			t.Errorf("%s: AwaitingClaim = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	pod := func(age time.Duration, claimVolume bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-age))}}
+		if claimVolume {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-x"}}}}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		m    Member
+		want bool
+	}{
+		{"claim not seen yet", Member{Pod: pod(time.Second, true)}, false},
+		{"claim gone", Member{Pod: pod(ClaimLostGrace+time.Second, true)}, true},
+		{"claim there", Member{Pod: pod(time.Minute, true), Claim: claim(nil)}, false},
+		{"emptyDir", Member{Pod: pod(time.Minute, false)}, false},
+	} {
+		if got := tc.m.AwaitingClaimLost(now); got != tc.want {
+			t.Errorf("%s: AwaitingClaimLost = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

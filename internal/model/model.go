@@ -156,6 +156,28 @@ func (m *Member) AwaitsAdd() bool {
 	return true
 }
 
+// AwaitingClaim reports whether the member's claim was made for a member to be added before its add
+// (etcdv1alpha1.AnnotationAwaitsAdd) and no etcd has started on it (it records no member ID): it holds
+// no data. Its pod is made right after it, or again if it went.
+func (m *Member) AwaitingClaim() bool {
+	return m.HasClaim() && m.Claim.Annotations[etcdv1alpha1.AnnotationAwaitsAdd] != "" && m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] == ""
+}
+
+// ClaimLostGrace is how long a pod that waits for its add may be seen without its claim before the claim
+// counts as gone: the claim is made first, but the operator's caches of claims and pods are filled by
+// separate watches.
+const ClaimLostGrace = 10 * time.Second
+
+// AwaitingClaimLost reports whether the member's pod, waiting for its add, mounts a claim that has
+// been missing for longer than ClaimLostGrace since the pod was made, at now: the pod cannot be
+// scheduled and must be made again.
+func (m *Member) AwaitingClaimLost(now time.Time) bool {
+	if m.Pod == nil || m.Claim != nil || now.Sub(m.Pod.CreationTimestamp.Time) < ClaimLostGrace {
+		return false
+	}
+	return slices.ContainsFunc(m.Pod.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil })
+}
+
 // AwaitAddRunning reports whether the member's pod has its address (so its DNS name resolves, the peer
 // Service publishing addresses of pods that are not ready) and its init container
 // resources.AwaitAddContainerName runs: the member can be added to etcd now.

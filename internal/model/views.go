@@ -29,7 +29,9 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 	st.AwaitAdd = c.Options.AwaitAdd && c.Options.OperatorImage != ""
 	for _, m := range c.Members {
 		if m.Pod != nil || m.Claim != nil {
-			awaiting := !listed[m.Name] && m.HasPod() && m.AwaitsAdd()
+			// a member to be added whose pod waits, or whose claim is made and its pod not yet seen
+			awaiting := !listed[m.Name] && (m.HasPod() && m.AwaitsAdd() && !m.AwaitingClaimLost(c.Now) ||
+				!m.HasPod() && !m.PodTerminating() && m.AwaitingClaim())
 			st.Resources[m.Name] = membership.Resources{Pod: m.HasPod(), PodTerminating: m.PodTerminating(),
 				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating(),
 				PodStuck: m.PodStuck(c.Now), Awaiting: awaiting, Addressed: awaiting && m.AwaitAddRunning()}

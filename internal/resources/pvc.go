@@ -53,6 +53,9 @@ func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Persist
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
+	if m.AwaitAdd {
+		pvc.Annotations[etcdv1alpha1.AnnotationAwaitsAdd] = "true"
+	}
 	if st.RetainPolicy != etcdv1alpha1.RetainPolicyRetain {
 		pvc.OwnerReferences = []metav1.OwnerReference{OwnerReference(c)}
 	}

@@ -137,6 +137,39 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Logf("C14: %v reconciles (%d changes of owned objects by others) and %v operator API writes in %s of idle", n, changes, writesAfter-writesBefore, idleWindow)
 	}
 
+	// C14 under client load: clients writing all the time move the revision and the database sizes the
+	// status carries; the operator writes them when a pass runs anyway, and its own write must not start
+	// another pass (once one did, a loaded cluster's status was written about 10 times a second).
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	writesBefore, err = operatorMetric(ctx, "etcd_operator_api_writes_total")
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	recBefore, err = operatorMetric(ctx, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	changes = countChanges(t, c.Namespace, loadedWindow)
+	writesAfter, err = operatorMetric(ctx, "etcd_operator_api_writes_total")
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	recAfter, err = operatorMetric(ctx, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
+	if err != nil {
+		t.Fatalf("scrape operator metrics: %v", err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+	// at most one health check falls in the window, and each change of an owned object by others
+	// brings a pass; each pass writes the status at most once
+	if n, most := writesAfter-writesBefore, float64(1+changes); n > most {
+		t.Errorf("C14: the operator sent %v API writes in %s while clients wrote, want at most %v", n, loadedWindow, most)
+	}
+	if n, most := recAfter-recBefore, float64(2+changes); n > most {
+		t.Errorf("C14: %v reconciles in %s while clients wrote, with %d changes of owned objects, want at most %v", n, loadedWindow, changes, most)
+	} else {
+		t.Logf("C14: %v reconciles and %v operator API writes in %s while a client wrote (%d changes of owned objects by others)", n, writesAfter-writesBefore, loadedWindow, changes)
+	}
+
 	// C07: a write through the client Service, read back linearizably through each member (after the
 	// idle window, which it would end).
 	svc := etcdClient(t, clientServiceEndpoint(t, c))

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -40,8 +44,13 @@ var (
 	opPodAndClaim = benchOp{"podAndClaimDeleted", "member pod and claim deleted → 3 healthy voters", "≤ 8 s"}
 	opScaleUp     = benchOp{"scale3to5", "scale 3 → 5", "≤ 8 s"}
 	opScaleDown   = benchOp{"scale5to3", "scale 5 → 3 (membership; the pods' termination apart)", "≤ 0.5 s"}
-	sideBySideOps = []benchOp{opBootstrap, opPodDeleted, opPodAndClaim, opScaleUp, opScaleDown}
+	// opUpgrade's target is 3 × the operator's median of opPodDeleted (one member's restart) + 10 s.
+	opUpgrade     = benchOp{"upgrade3", "rolling upgrade 3.5 → 3.6 of 3 members (until status shows every member on 3.6)", ""}
+	sideBySideOps = []benchOp{opBootstrap, opPodDeleted, opPodAndClaim, opScaleUp, opScaleDown, opUpgrade}
 )
+
+// idleWindowBench is how long the operator's API writes are counted with its cluster idle.
+const idleWindowBench = time.Minute
 
 // benchOp names one operation of BenchmarkSideBySide.
 type benchOp struct{ name, title, target string }
@@ -53,9 +62,11 @@ func (op benchOp) of(res *benchresult.Result) *benchresult.Operation {
 
 // BenchmarkSideBySide measures, in one run, the floor (a static 3-pod StatefulSet of the same etcd
 // image and storage, applied by hand) and this operator's clusters, E2E_BENCH_RUNS runs each (default
-// 3), the two sides alternating, with one predicate for both (donePredicate). It logs each figure,
-// writes bin/bench/sidebyside.json (E2E_BENCH_OUT), and `make bench` renders the README's measured
-// table from it (hack/benchtable). Run it with -benchtime 1x: one call takes every run.
+// 3), the two sides alternating, with one predicate for both (donePredicate), a continuous writer
+// through each operation on a running cluster; then E2E_BENCH_CLUSTERS (default 100; 0: none)
+// one-member clusters applied at once. It logs each figure, writes bin/bench/sidebyside.json
+// (E2E_BENCH_OUT), and `make bench` renders the README's measured table from it (hack/benchtable). Run
+// it with -benchtime 1x: one call takes every run.
 func BenchmarkSideBySide(b *testing.B) {
 	runs := 3
 	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_RUNS")); err == nil && v > 0 {
@@ -76,8 +87,18 @@ func BenchmarkSideBySide(b *testing.B) {
 			side()
 		}
 	}
+	if s, ok := benchresult.Summarize(opPodDeleted.of(res).Operator); ok {
+		opUpgrade.of(res).Target = fmt.Sprintf("≤ 3 × pod deleted + 10 s = %.1f s", 3*s.Median+10)
+	}
 	if rss, err := operatorMetric(context.Background(), "process_resident_memory_bytes"); err == nil {
 		res.OperatorMiB = rss / (1 << 20)
+	}
+	clusters := 100
+	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_CLUSTERS")); err == nil && v >= 0 {
+		clusters = v
+	}
+	if clusters > 0 {
+		res.ManyClusters = benchManyClusters(b, clusters)
 	}
 	res.Date = time.Now().UTC().Format(time.RFC3339)
 	out := os.Getenv("E2E_BENCH_OUT")
@@ -98,30 +119,41 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 }
 
-// measure runs op and records how long it took, until done holds, as run's figure of side.
-func measure(b *testing.B, figures *[]float64, what string, op func(), done func(ctx context.Context) error) {
+// measure runs op and records how long it took, until done holds, as run's figure in figures; with a
+// writer w running, also the longest gap between its acknowledged writes in gaps.
+func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context) error) {
 	b.Helper()
 	start := time.Now()
 	op()
 	poll.Eventually(b, scaleTimeout, what, done)
 	took := time.Since(start)
 	*figures = append(*figures, took.Seconds())
-	b.Logf("%s: %.1f s", what, took.Seconds())
+	if w == nil {
+		b.Logf("%s: %.1f s", what, took.Seconds())
+		return
+	}
+	gap := w.longestGapFrom(b, start, start.Add(took))
+	*gaps = append(*gaps, gap.Seconds())
+	b.Logf("%s: %.1f s; longest gap between acknowledged writes %.2f s", what, took.Seconds(), gap.Seconds())
 }
 
 // benchOperator takes this operator's operations on a cluster of its own, each measured until
-// donePredicate holds, then waits for the cluster to be Available again before the next one.
+// donePredicate holds under a continuous writer, then waits for the cluster to be Available again
+// before the next one; in the first run it also counts the operator's API writes in a minute of idle.
+// Then it upgrades another cluster from 3.5 to 3.6.
 func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 	ctx := context.Background()
 	var c *etcdv1alpha1.EtcdCluster
 	ns := fmt.Sprintf("bench-operator-%d-%d", run, benchRuns.Add(1))
 	defer deleteNamespace(ns) // the next runs do not share the machine with this one's members
-	measure(b, &opBootstrap.of(res).Operator, ns+": apply -> 3 voters",
+	measure(b, &opBootstrap.of(res).Operator, nil, nil, ns+": apply -> 3 voters",
 		func() { c = newCluster(b, ns, "demo", 3) }, membersAnswer(ns, 3, "", ""))
 	assertAvailable(b, c, availableTimeout)
+	w := startWriter(b, clientServiceEndpoint(b, c))
 
 	old := memberPod(b, c, "demo-1")
-	measure(b, &opPodDeleted.of(res).Operator, ns+": pod deleted -> 3 voters",
+	o := opPodDeleted.of(res)
+	measure(b, &o.Operator, w, &o.OperatorWriteGap, ns+": pod deleted -> 3 voters",
 		func() {
 			if err := k8s.Delete(ctx, old); err != nil {
 				b.Fatal(err)
@@ -130,16 +162,75 @@ func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 	assertAvailable(b, c, recoverTimeout)
 
 	old = memberPod(b, c, "demo-1")
-	measure(b, &opPodAndClaim.of(res).Operator, ns+": pod and claim deleted -> 3 voters",
+	o = opPodAndClaim.of(res)
+	measure(b, &o.Operator, w, &o.OperatorWriteGap, ns+": pod and claim deleted -> 3 voters",
 		func() { deleteMemberWithData(b, c, "demo-1") }, membersAnswer(ns, 3, "demo-1", old.UID))
 	assertAvailable(b, c, scaleTimeout)
 
-	measure(b, &opScaleUp.of(res).Operator, ns+": scale 3 -> 5",
+	o = opScaleUp.of(res)
+	measure(b, &o.Operator, w, &o.OperatorWriteGap, ns+": scale 3 -> 5",
 		func() { scale(b, c, 5) }, membersAnswer(ns, 5, "", ""))
 	assertAvailable(b, c, scaleTimeout)
 
-	measure(b, &opScaleDown.of(res).Operator, ns+": scale 5 -> 3",
+	o = opScaleDown.of(res)
+	measure(b, &o.Operator, w, &o.OperatorWriteGap, ns+": scale 5 -> 3",
 		func() { scale(b, c, 3) }, membersAnswer(ns, 3, "", ""))
+	assertAvailable(b, c, scaleTimeout)
+	w.stopAndVerify(b, podEndpoint(memberPod(b, c, "demo-0")))
+	if run == 1 {
+		n := idleWrites(b, c)
+		res.IdleAPIWritesPerMinute = &n
+	}
+
+	up := newCluster(b, fmt.Sprintf("bench-upgrade-%d-%d", run, benchRuns.Add(1)), "demo", 3, testutil.WithVersion(oldVersion))
+	defer deleteNamespace(up.Namespace)
+	assertAvailable(b, up, availableTimeout)
+	took, uw := rollAndCheck(b, up, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
+	o = opUpgrade.of(res)
+	o.Operator = append(o.Operator, took.Seconds())
+	uw.mu.Lock()
+	o.OperatorWriteGap = append(o.OperatorWriteGap, uw.longestGap.Seconds())
+	uw.mu.Unlock()
+}
+
+// idleWrites returns how many API writes the operator sends in idleWindowBench (scaled to a minute)
+// once cluster c has settled: nothing to do, and its status agreeing with what every member reports.
+func idleWrites(b *testing.B, c *etcdv1alpha1.EtcdCluster) float64 {
+	b.Helper()
+	ctx := context.Background()
+	poll.Eventually(b, statusTimeout+time.Minute, "the cluster settled: nothing to do, status agrees with every member", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+			return fmt.Errorf("conditions %v", got.Status.Conditions)
+		}
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		return statusAgreesWithMembers(ctx, c, pods)
+	})
+	before, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	if err != nil {
+		b.Fatalf("scrape operator metrics: %v", err)
+	}
+	start := time.Now()
+	deadline := start.Add(idleWindowBench)
+	poll.Eventually(b, idleWindowBench+10*time.Second, "the idle window over", func(context.Context) error {
+		if left := time.Until(deadline); left > 0 {
+			return fmt.Errorf("%s left", left.Round(time.Second))
+		}
+		return nil
+	})
+	after, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	if err != nil {
+		b.Fatalf("scrape operator metrics: %v", err)
+	}
+	n := (after - before) / time.Since(start).Minutes()
+	b.Logf("%s: %.0f operator API writes in %s of idle (%.1f per minute)", c.Namespace, after-before, time.Since(start).Round(time.Second), n)
+	return n
 }
 
 // benchFloor applies the floor, a static 3-member StatefulSet, and deletes one of its pods, each
@@ -148,19 +239,30 @@ func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 	ctx := context.Background()
 	ns := fmt.Sprintf("bench-floor-%d-%d", run, benchRuns.Add(1))
 	defer deleteNamespace(ns)
-	measure(b, &opBootstrap.of(res).Floor, ns+": apply -> 3 voters",
+	measure(b, &opBootstrap.of(res).Floor, nil, nil, ns+": apply -> 3 voters",
 		func() { applyFloor(b, ns, image) }, membersAnswer(ns, 3, "", ""))
 
-	old := &corev1.Pod{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "floor-1"}, old); err != nil {
-		b.Fatal(err)
+	// a client of a static cluster is given its members' addresses: here their pod IPs, which the host
+	// reaches (it does not resolve the cluster's DNS names)
+	var eps []string
+	var old *corev1.Pod
+	for i := range 3 {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("floor-%d", i)}, p); err != nil {
+			b.Fatal(err)
+		}
+		eps = append(eps, "http://"+p.Status.PodIP+":2379")
+		old = p
 	}
-	measure(b, &opPodDeleted.of(res).Floor, ns+": pod deleted -> 3 voters",
+	w := startWriter(b, eps[0], eps[1:]...)
+	o := opPodDeleted.of(res)
+	measure(b, &o.Floor, w, &o.FloorWriteGap, ns+": pod deleted -> 3 voters",
 		func() {
 			if err := k8s.Delete(ctx, old); err != nil {
 				b.Fatal(err)
 			}
-		}, membersAnswer(ns, 3, "floor-1", old.UID))
+		}, membersAnswer(ns, 3, old.Name, old.UID))
+	w.stopAndVerify(b, eps[0])
 }
 
 // deleteNamespace deletes namespace ns without waiting for it to go.
@@ -353,4 +455,75 @@ func serverVersion(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return v.GitVersion
+}
+
+// benchManyClusters applies n one-member clusters (emptyDir, a CPU request of 5m so that they fit on
+// the node) at once in one namespace, waits until every one is Available, and returns how long that
+// took and the operator's resident memory then; the namespace is deleted and waited for afterwards,
+// so that what runs next does not share the node with them.
+func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
+	b.Helper()
+	ctx := context.Background()
+	ns := fmt.Sprintf("bench-many-%d", benchRuns.Add(1))
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Create(ctx, nsObj); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = k8s.Delete(ctx, nsObj)
+		poll.Eventually(b, 5*time.Minute, "namespace "+ns+" gone", func(ctx context.Context) error {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(nsObj), &corev1.Namespace{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return err
+			}
+			return errors.New("still there")
+		})
+	}()
+	small := &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+	start := time.Now()
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16) // as many requests in flight as a `kubectl apply` of one file sends, give or take
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			c := testutil.EtcdCluster(fmt.Sprintf("m-%03d", i), testutil.InNamespace(ns), testutil.WithReplicas(1), testutil.WithEmptyDir())
+			c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: small}
+			errs <- k8s.Create(ctx, c)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatalf("create: %v", err)
+		}
+	}
+	b.Logf("%s: %d one-member clusters applied in %.1f s", ns, n, time.Since(start).Seconds())
+	poll.Eventually(b, 10*time.Minute, fmt.Sprintf("%d clusters Available", n), func(ctx context.Context) error {
+		list := &etcdv1alpha1.EtcdClusterList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		available := 0
+		for _, c := range list.Items {
+			if meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+				available++
+			}
+		}
+		if available < n {
+			return fmt.Errorf("%d of %d Available", available, n)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	rss, err := operatorMetric(ctx, "process_resident_memory_bytes")
+	if err != nil {
+		b.Fatalf("scrape operator metrics: %v", err)
+	}
+	m := &benchresult.ManyClusters{Clusters: n, AvailableSeconds: took.Seconds(), OperatorMiB: rss / (1 << 20), Target: "100 in ≤ 30 s, ≤ 64 MiB"}
+	b.Logf("%s: %d clusters Available in %.1f s; operator RSS %.1f MiB", ns, n, m.AvailableSeconds, m.OperatorMiB)
+	return m
 }

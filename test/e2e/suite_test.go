@@ -45,6 +45,9 @@ const (
 	statusTimeout = 15 * time.Second
 	// idleWindow is how long an idle cluster is watched for writes and reconciles (C14).
 	idleWindow = 60 * time.Second
+	// loadedWindow is how long the operator's API writes are counted while a client writes to a
+	// settled cluster.
+	loadedWindow = 30 * time.Second
 )
 
 var (

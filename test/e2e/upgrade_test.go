@@ -286,22 +286,6 @@ func upgradedTo(v string) func(*etcdv1alpha1.EtcdCluster) error {
 	}
 }
 
-// BenchmarkUpgrade3: a 3-member cluster upgraded from 3.5 to 3.6 under a continuous writer; reports the
-// rollout's duration and the client-visible error window (the longest gap between acknowledged writes).
-func BenchmarkUpgrade3(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		c := newCluster(b, fmt.Sprintf("bench-upgrade-%d", benchRuns.Add(1)), "demo", 3, testutil.WithVersion(oldVersion))
-		assertAvailable(b, c, availableTimeout)
-		before := operatorCounters(b)
-		took, w := rollAndCheck(b, c, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
-		report(b, took, before)
-		w.mu.Lock()
-		b.ReportMetric(w.longestGap.Seconds(), "write-gap-s")
-		b.ReportMetric(float64(w.failed), "failed-writes")
-		w.mu.Unlock()
-	}
-}
-
 // TestRollingResourcesChange: a change of the member pods' resources rolls the members the same way.
 func TestRollingResourcesChange(t *testing.T) {
 	c := newCluster(t, "e2e-roll", "demo", 3)

@@ -29,15 +29,18 @@ type writer struct {
 	errs map[string]int
 	// longestGap is the longest time between two acknowledged writes: the client-visible outage.
 	longestGap time.Duration
+	// ackedAt holds when each acknowledged write returned, in order.
+	ackedAt []time.Time
 }
 
-// startWriter starts writing through endpoint and returns once etcd acknowledged the first write
-// (within firstWriteTimeout), so that a disruption started afterwards is measured from a working path
-// and not from a Service that kube-proxy has not programmed yet; stop it with stopAndVerify.
-func startWriter(t testing.TB, endpoint string) *writer {
+// startWriter starts writing through endpoint (or endpoints, which the client balances over) and
+// returns once etcd acknowledged the first write (within firstWriteTimeout), so that a disruption
+// started afterwards is measured from a working path and not from a Service that kube-proxy has not
+// programmed yet; stop it with stopAndVerify.
+func startWriter(t testing.TB, endpoint string, more ...string) *writer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cli: etcdClient(t, endpoint), cancel: cancel, done: make(chan struct{}), errs: map[string]int{}}
+	w := &writer{cli: etcdClient(t, append([]string{endpoint}, more...)...), cancel: cancel, done: make(chan struct{}), errs: map[string]int{}}
 	go func() {
 		defer close(w.done)
 		last := time.Now()
@@ -56,6 +59,7 @@ func startWriter(t testing.TB, endpoint string) *writer {
 					w.longestGap = gap
 				}
 				last = time.Now()
+				w.ackedAt = append(w.ackedAt, last)
 			} else if ctx.Err() == nil {
 				w.failed++
 				w.errs[err.Error()]++
@@ -73,6 +77,41 @@ func startWriter(t testing.TB, endpoint string) *writer {
 		return nil
 	})
 	return w
+}
+
+// longestGapFrom returns the longest time without an acknowledged write from start (an operation's
+// start) until the first write acknowledged after done (when the operation counted as done): what a
+// client saw of the operation. It waits up to 10 s for that write.
+func (w *writer) longestGapFrom(t testing.TB, start, done time.Time) time.Duration {
+	t.Helper()
+	var gap time.Duration
+	poll.Eventually(t, 10*time.Second, "a write acknowledged after the operation", func(context.Context) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		var ok bool
+		if gap, ok = gapFrom(w.ackedAt, start, done); !ok {
+			return fmt.Errorf("no write acknowledged since %s (%d failed: %s)", done.Format(time.StampMilli), w.failed, w.errorSummary())
+		}
+		return nil
+	})
+	return gap
+}
+
+// gapFrom returns the longest time between start and the acknowledgements in ackedAt (in order) up to
+// the first one after done; ok is false when there is none after done yet.
+func gapFrom(ackedAt []time.Time, start, done time.Time) (gap time.Duration, ok bool) {
+	last := start
+	for _, at := range ackedAt {
+		if at.Before(start) {
+			continue
+		}
+		gap = max(gap, at.Sub(last))
+		last = at
+		if at.After(done) {
+			return gap, true
+		}
+	}
+	return gap, false
 }
 
 // switchTo makes the writes after the one under way go through endpoint, as a client that is
