@@ -11,9 +11,9 @@
 //     first); never the leader, since a follower is always left to remove.
 //  4. A member is removed from etcd before its pod and claim are deleted, and a pod or claim left from a
 //     removed member is deleted before a member of that name is added again, so no member ever starts on
-//     a removed member's data. With State.AwaitAdd, the member to be added next gets a new claim and a
-//     pod first, under a name no pod or claim uses; the pod holds etcd back until the member is added,
-//     and is deleted like a removed member's if the member is no longer the one to add.
+//     a removed member's data. With State.AwaitAdd, the members to be added after the one being added get
+//     a new claim and a pod ahead, under names no pod or claim uses; each pod holds etcd back until its
+//     member is added, and is deleted like a removed member's if the member is no longer one to add.
 //  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
 //     back as a new learner.
 //  6. A member the caller marks for replacement (Member.Replace: down longer than the cluster's policy)
@@ -83,10 +83,14 @@ type State struct {
 	Leader uint64
 	// Resources are the pods and claims of every member name that has one.
 	Resources map[string]Resources
-	// AwaitAdd: a member is added to etcd only once its pod (CreateAwaitingPod) has its address, so
-	// that its name resolves when the leader first dials it (etcd's peers would otherwise be answered
-	// "no such host" from the DNS server's negative cache for seconds after the pod appears) and its
-	// volume is ready; its etcd starts once etcd lists it.
+	// AwaitAdd: while a member is being added (a learner catching up), the pods of the members to add
+	// after it are made ahead (CreateAwaitingPod, held back until etcd lists them), so that their
+	// volumes are provisioned meanwhile; such a member is added once its pod has its address (its DNS
+	// name resolves when the leader first dials it). The first member to add is added first and its pod
+	// made after: the time its DNS name is answered "no such host" from the DNS server's negative cache
+	// passes while its volume is provisioned, and its etcd, starting after the leader already has it,
+	// does not race the snapshot the leader sends it (a new member's first proposal, publishing its
+	// name, can be lost to that race and is retried only after 7 s).
 	AwaitAdd bool
 }
 
@@ -303,11 +307,13 @@ func scaleUp(s State, t tally) (Action, bool) {
 		return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}, true
 	}
 	why := fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)
-	if s.AwaitAdd {
-		if r := s.Resources[name]; !r.Awaiting || !r.Pod {
+	// the next member is added first and its pod made after, unless prestart made its pod ahead (a
+	// member added after another, State.AwaitAdd): then it is added once that pod has its address
+	if r := s.Resources[name]; s.AwaitAdd && r.Awaiting {
+		if !r.Pod {
 			return Action{Kind: CreateAwaitingPod, Member: name, Reason: why + "; its pod waits until it is added"}, true
 		}
-		if !s.Resources[name].Addressed {
+		if !r.Addressed {
 			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod of " + name + " to get its address (and DNS name) before adding it to etcd"}, true
 		}
 	}
