@@ -73,7 +73,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of removed member %s", a.Member)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
 }
