@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestAwaitAdd: await-add keeps asking the peers' /members while they do not list its peer URL (one
@@ -133,7 +135,12 @@ func TestAwaitAddFollowsTLSFiles(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	// refused until the trust bundle holds the new CA: the handshakes fail before any request is served
-	waitFor(t, func() bool { return conns.Load() >= 3 }, "3 refused handshakes")
+	testutil.Eventually(t, 5*time.Second, "3 refused handshakes", func(context.Context) error {
+		if n := conns.Load(); n < 3 {
+			return fmt.Errorf("%d handshakes", n)
+		}
+		return nil
+	})
 	if n := asked.Load(); n != 0 {
 		t.Fatalf("the peer answered %d asks while await-add did not trust it", n)
 	}
@@ -151,17 +158,5 @@ func TestAwaitAddFollowsTLSFiles(t *testing.T) {
 	// at most one handshake under way when the bundle changed, refused, and one kept connection
 	if n := conns.Load() - before; n > 2 {
 		t.Errorf("%d connections for %d asks after the bundle changed: connections are not kept", n, asked.Load())
-	}
-}
-
-// waitFor polls cond every 5 ms for up to 5 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
