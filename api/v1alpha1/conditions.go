@@ -137,6 +137,10 @@ const (
 	// AnnotationAwaitsAdd marks the claim of a member created before the member is added to etcd (its
 	// pod waits until etcd lists it): until the member's etcd has started on it, the claim holds no data.
 	AnnotationAwaitsAdd = "etcd.etcdkit.dev/awaits-add"
+	// AnnotationPeersAddressed, set to "true" on the pods of a cluster's initial members once every one
+	// of them has its address (and so its DNS name): their init container await-peers waits for it, so
+	// that no etcd looks up a peer's name before it exists (see resources.AwaitPeersContainerName).
+	AnnotationPeersAddressed = "etcd.etcdkit.dev/peers-addressed"
 	// AnnotationClusterUID records the UID of the EtcdCluster a member's claim was created for, so that
 	// a cluster never starts a member on a claim left by another cluster of the same name.
 	AnnotationClusterUID = "etcd.etcdkit.dev/cluster-uid"

@@ -31,7 +31,7 @@ func main() {
 	backupCmd := newBackupCommand()
 	backupCmd.AddCommand(newBackupDeleteCommand())
 	root.AddCommand(backupCmd)
-	root.AddCommand(newRestoreCommand(), newVerifyDataCommand(), newAwaitAddCommand())
+	root.AddCommand(newRestoreCommand(), newVerifyDataCommand(), newAwaitAddCommand(), newAwaitPeersCommand())
 	// `etcd-operator` without a subcommand runs the manager.
 	root.Flags().AddFlagSet(mgr.Flags())
 	root.RunE = mgr.RunE

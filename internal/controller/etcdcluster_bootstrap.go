@@ -3,10 +3,17 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -53,10 +60,14 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 				return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", want.Name, err)
 			}
 		}
+		m.AwaitPeerAddresses = true // the cluster forms once every member's name resolves
 		if st, err := r.createPod(ctx, s, m); err != nil || st != nil {
 			return st, err
 		}
 		created = append(created, name)
+	}
+	if err := r.markPeersAddressed(ctx, s, names); err != nil {
+		return nil, err
 	}
 	if len(created) > 0 {
 		r.event(c, corev1.EventTypeNormal, "CreatedMembers", "Create", "Created members %s to bootstrap a %d-member cluster", strings.Join(created, ", "), len(names))
@@ -75,4 +86,61 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 		}
 	}
 	return verdict.Acting(reason, msg), nil
+}
+
+// markPeersAddressed marks the pods of the initial members names with
+// etcdv1alpha1.AnnotationPeersAddressed once every one of them has its address, and so its DNS name
+// (the peer Service publishes the addresses of pods that are not ready): their init containers
+// await-peers then let etcd start, and no etcd looks a peer's name up before it exists.
+func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope, names []string) error {
+	var waiting []*corev1.Pod
+	for _, name := range names {
+		m := s.m.Member(name)
+		if m == nil || !m.HasPod() || m.Pod.Status.PodIP == "" {
+			return nil
+		}
+		if m.AwaitsPeerAddresses() {
+			waiting = append(waiting, m.Pod)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	// the word at once, where the pod can be reached; the annotation reaches every pod, a second or two later
+	var unreached []string
+	for _, p := range waiting {
+		if err := tellPeersAddressed(ctx, p.Status.PodIP); err != nil {
+			unreached = append(unreached, fmt.Sprintf("%s: %v", p.Name, err))
+		}
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1alpha1.AnnotationPeersAddressed+`":"true"}}}`))
+	for _, p := range waiting {
+		if err := r.Patch(ctx, p.DeepCopy(), patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("mark pod %s: every initial member has its address: %w", p.Name, err)
+		}
+	}
+	log.FromContext(ctx).V(1).Info("every initial member's pod has its address: etcd starts", "pods", len(waiting), "unreached", unreached)
+	return nil
+}
+
+// peersAddressedClient posts the word to await-peers: plain HTTP to a pod IP, never through a proxy.
+var peersAddressedClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// tellPeersAddressed tells the init container await-peers of the pod at ip, on its peer port, that
+// every initial member's pod has its address.
+func tellPeersAddressed(ctx context.Context, ip string) error {
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(resources.PeerPort)) + resources.PeersAddressedPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := peersAddressedClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
 }

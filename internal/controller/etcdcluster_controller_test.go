@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,6 +147,61 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 		}
 		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionFalse {
 			return fmt.Errorf("available %+v", a)
+		}
+		return nil
+	})
+}
+
+// TestBootstrapWaitsForEveryAddress: the initial members' pods hold etcd back in await-peers until every
+// one of them has its address; then the operator tells each (a POST on its peer port, where one listens
+// here) and marks each with the annotation the init container also reads.
+func TestBootstrapWaitsForEveryAddress(t *testing.T) {
+	c := createCluster(t, "gate", 3)
+	var told atomic.Int32
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.87", strconv.Itoa(resources.PeerPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == resources.PeersAddressedPath {
+			told.Add(1)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	names := []string{"gate-0", "gate-1", "gate-2"}
+	for _, name := range names {
+		testutil.Eventually(t, waitTimeout, "pod "+name, func(context.Context) error {
+			_, err := getPod(c, name)
+			return err
+		})
+		p, _ := getPod(c, name)
+		if !slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == resources.AwaitPeersContainerName }) {
+			t.Errorf("pod %s has no init container %s: %v", name, resources.AwaitPeersContainerName, p.Spec.InitContainers)
+		}
+	}
+	marked := func(name string) bool {
+		p, err := getPod(c, name)
+		return err == nil && p.Annotations[etcdv1alpha1.AnnotationPeersAddressed] == "true"
+	}
+	runPods(t, c, map[string]string{names[0]: "127.0.0.87", names[1]: "127.0.0.88"})
+	testutil.Consistently(t, 2*time.Second, "no member told while one has no address", func(context.Context) error {
+		if n := told.Load(); n > 0 || marked(names[0]) || marked(names[1]) {
+			return fmt.Errorf("told %d times; %s marked %v", n, names[0], marked(names[0]))
+		}
+		return nil
+	})
+	runPods(t, c, map[string]string{names[2]: "127.0.0.89"})
+	testutil.Eventually(t, waitTimeout, "every member told and marked", func(context.Context) error {
+		for _, name := range names {
+			if !marked(name) {
+				return fmt.Errorf("pod %s not marked", name)
+			}
+		}
+		if told.Load() == 0 {
+			return errors.New("no POST on the listening member's peer port")
 		}
 		return nil
 	})

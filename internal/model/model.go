@@ -193,6 +193,16 @@ func (m *Member) AwaitAddRunning() bool {
 	return false
 }
 
+// AwaitsPeerAddresses reports whether the member's pod waits in its init container
+// resources.AwaitPeersContainerName for the operator to mark it with
+// etcdv1alpha1.AnnotationPeersAddressed, and is not marked yet.
+func (m *Member) AwaitsPeerAddresses() bool {
+	if !m.HasPod() || m.Pod.Annotations[etcdv1alpha1.AnnotationPeersAddressed] == "true" {
+		return false
+	}
+	return slices.ContainsFunc(m.Pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == resources.AwaitPeersContainerName })
+}
+
 // PodReady reports whether the member's pod exists, is not being deleted, runs and is Ready.
 func (m *Member) PodReady() bool {
 	p := m.Pod

@@ -45,6 +45,11 @@ type Member struct {
 	// not resolve yet, and asking would make the DNS server cache "no such host" for them). Empty: every
 	// other member of InitialCluster.
 	AwaitPeers []string
+	// AwaitPeerAddresses, for an initial member of a new cluster of more than one member, makes an init
+	// container wait until the operator marks the pod with AnnotationPeersAddressed, which it does once
+	// every initial member's pod has its address (needs the operator's image; see
+	// AwaitPeersContainerName).
+	AwaitPeerAddresses bool
 }
 
 // PodTLS is how member m's pod serves TLS in cluster c: m.TLS, or SpecTLS.

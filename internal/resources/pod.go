@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -153,6 +154,48 @@ func (o Options) addInitContainers(c *etcdv1alpha1.EtcdCluster, m Member, pod *c
 	}
 	if m.AwaitAdd && m.InitialClusterState == StateExisting && o.OperatorImage != "" {
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.awaitAddContainer(c, m))
+	}
+	if m.AwaitPeerAddresses && m.InitialClusterState == StateNew && strings.Contains(m.InitialCluster, ",") && o.OperatorImage != "" {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, o.awaitPeersContainer())
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: podInfoVolume, VolumeSource: corev1.VolumeSource{
+			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{
+				Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"},
+			}}},
+		}})
+	}
+}
+
+// AwaitPeersContainerName is the init container of an initial member's pod that holds back its etcd
+// until the operator marks the pod with etcdv1alpha1.AnnotationPeersAddressed (`etcd-operator
+// await-peers`): etcd looks its peers' names up as soon as it starts, and a name looked up before its
+// pod has an address is answered "no such host" by the cluster's DNS server from its negative cache for
+// a while (5 s with CoreDNS's kubernetes plugin), during which the members cannot reach each other.
+const AwaitPeersContainerName = "await-peers"
+
+// PeersAddressedPath is the path the operator POSTs to, on an initial member's peer port (plain HTTP),
+// while await-peers waits there: every initial member's pod has its address.
+const PeersAddressedPath = "/etcd-operator/peers-addressed"
+
+// podInfoVolume is the downward API volume holding the pod's annotations, for await-peers.
+const (
+	podInfoVolume    = "pod-info"
+	podInfoMountPath = "/etc/etcd/pod-info"
+)
+
+// awaitPeersContainer returns the init container await-peers.
+func (o Options) awaitPeersContainer() corev1.Container {
+	return corev1.Container{
+		Name:            AwaitPeersContainerName,
+		Image:           o.OperatorImage,
+		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
+		Args: []string{"await-peers", "--annotations-file=" + podInfoMountPath + "/annotations",
+			"--annotation=" + etcdv1alpha1.AnnotationPeersAddressed, fmt.Sprintf("--listen=:%d", PeerPort)},
+		VolumeMounts: []corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoMountPath, ReadOnly: true}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
+		}},
+		SecurityContext:          restrictedContainer(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 

@@ -279,3 +279,42 @@ func TestCertificateNamesCoverMembersAndService(t *testing.T) {
 		t.Errorf("client certificate request %+v", r)
 	}
 }
+
+// TestAwaitPeersContainer: an initial member of a new cluster of more than one member waits in
+// await-peers, which reads the pod's annotations from a downward API volume and listens on the peer
+// port; a single member, a member joining a running cluster, or no operator image: no such container.
+func TestAwaitPeersContainer(t *testing.T) {
+	c := cluster()
+	o := Options{OperatorImage: "op:1"}
+	initial := o.InitialCluster(c, []string{"demo-0", "demo-1", "demo-2"})
+	pod := o.BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateNew, InitialCluster: initial, AwaitPeerAddresses: true})
+	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != AwaitPeersContainerName {
+		t.Fatalf("init containers %+v, want %s", pod.Spec.InitContainers, AwaitPeersContainerName)
+	}
+	init := pod.Spec.InitContainers[0]
+	for _, want := range []string{"await-peers", "--annotations-file=/etc/etcd/pod-info/annotations",
+		"--annotation=" + etcdv1alpha1.AnnotationPeersAddressed, "--listen=:2380"} {
+		if !slices.Contains(init.Args, want) {
+			t.Errorf("await-peers args %q lack %q", init.Args, want)
+		}
+	}
+	if init.Image != "op:1" || len(init.VolumeMounts) != 1 || init.VolumeMounts[0].Name != podInfoVolume {
+		t.Errorf("await-peers image %q, mounts %+v", init.Image, init.VolumeMounts)
+	}
+	i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == podInfoVolume })
+	if i < 0 || pod.Spec.Volumes[i].DownwardAPI == nil || pod.Spec.Volumes[i].DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.annotations" {
+		t.Errorf("no downward API volume of the pod's annotations: %+v", pod.Spec.Volumes)
+	}
+	for what, m := range map[string]Member{
+		"a single member":   {Name: "demo-0", InitialClusterState: StateNew, InitialCluster: o.InitialCluster(c, []string{"demo-0"}), AwaitPeerAddresses: true},
+		"a joining member":  {Name: "demo-3", InitialClusterState: StateExisting, InitialCluster: initial, AwaitPeerAddresses: true},
+		"no request for it": {Name: "demo-1", InitialClusterState: StateNew, InitialCluster: initial},
+	} {
+		if p := o.BuildPod(c, m); len(p.Spec.InitContainers) != 0 {
+			t.Errorf("%s: init containers %+v, want none", what, p.Spec.InitContainers)
+		}
+	}
+	if p := (Options{}).BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateNew, InitialCluster: initial, AwaitPeerAddresses: true}); len(p.Spec.InitContainers) != 0 {
+		t.Errorf("no operator image: init containers %+v, want none", p.Spec.InitContainers)
+	}
+}

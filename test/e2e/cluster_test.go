@@ -21,6 +21,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // TestC07_C14_BootstrapAndIdle: a new 3-member cluster becomes Available with 3 started voters that
@@ -46,6 +47,16 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	for name, n := range restarts(pods) {
 		if n != 0 {
 			t.Errorf("C07: etcd in %s restarted %d times during bootstrap, want 0", name, n)
+		}
+	}
+	// etcd started once every member had its address, told so by the operator (not by the annotation,
+	// a second or two later, nor by the init container's deadline)
+	for name, p := range pods {
+		raw, err := kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: resources.AwaitPeersContainerName}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(raw), "the operator's POST") {
+			t.Errorf("C07: %s's %s did not end on the operator's word: %q, %v", name, resources.AwaitPeersContainerName, raw, err)
+		} else {
+			t.Logf("C07: %s: %s", name, strings.TrimSpace(string(raw)))
 		}
 	}
 	var clusterID uint64
