@@ -48,6 +48,7 @@ type managerOptions struct {
 	metricsCertDir      string
 	enableHTTP2         bool
 	probeAddr           string
+	pprofAddr           string
 	leaderElect         bool
 	leaderElectionNS    string
 	watchNamespaces     []string
@@ -89,6 +90,7 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients whose bearer token the API server authenticates (TokenReview) and authorizes for GET on the non-resource URL /metrics (SubjectAccessReview); false serves them over plain HTTP to anyone who can connect")
 	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics server's tls.crt and tls.key (reloaded when they change); without them the operator serves a self-signed certificate it generates at start")
 	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "Let the metrics server speak HTTP/2; off by default against the HTTP/2 rapid reset and stream flooding attacks (CVE-2023-44487, CVE-2023-39325). The webhook server always speaks HTTP/1.1")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof profiles (heap, CPU, goroutines), plain HTTP to anyone who can connect; empty (the default) serves none")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz (the process runs) and /readyz (the caches are synced and it can reconcile; the admission webhooks answer)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "Hold a Lease so that only one of several replicas reconciles")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace)")
@@ -149,6 +151,7 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		Controller:              config.Controller{SkipNameValidation: ptr.To(o.skipNameValidation)},
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
