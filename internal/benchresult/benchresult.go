@@ -41,6 +41,10 @@ type ManyClusters struct {
 	Clusters int `json:"clusters"`
 	// AvailableSeconds is the time from the first apply until every one was Available, in seconds.
 	AvailableSeconds float64 `json:"availableSeconds"`
+	// PodsCreatedSeconds is the time from the first apply until the operator had created every member
+	// pod, and PodsRunningSeconds until every one ran (the kubelet's share), in seconds; 0: not measured.
+	PodsCreatedSeconds float64 `json:"podsCreatedSeconds,omitempty"`
+	PodsRunningSeconds float64 `json:"podsRunningSeconds,omitempty"`
 	// OperatorMiB is the operator's resident memory once every one was Available, in MiB.
 	OperatorMiB float64 `json:"operatorMiB"`
 	// Target is the goal for both figures.
@@ -141,8 +145,11 @@ func (r *Result) Table() string {
 		fmt.Fprintf(&b, " Operator memory (RSS) at the end: %.1f MiB.", r.OperatorMiB)
 	}
 	if m := r.ManyClusters; m != nil {
-		fmt.Fprintf(&b, " %d one-member clusters applied at once: all Available in %.1f s, operator memory (RSS) then %.1f MiB (target: %s).",
-			m.Clusters, m.AvailableSeconds, m.OperatorMiB, m.Target)
+		fmt.Fprintf(&b, " %d one-member clusters applied at once: all Available in %.1f s", m.Clusters, m.AvailableSeconds)
+		if m.PodsCreatedSeconds > 0 && m.PodsRunningSeconds > 0 {
+			fmt.Fprintf(&b, " (every member pod created by %.1f s, all running by %.1f s)", m.PodsCreatedSeconds, m.PodsRunningSeconds)
+		}
+		fmt.Fprintf(&b, ", operator memory (RSS) then %.1f MiB (target: %s).", m.OperatorMiB, m.Target)
 	}
 	if r.IdleAPIWritesPerMinute != nil {
 		fmt.Fprintf(&b, " API writes of the operator per minute with its cluster idle: %.0f.", *r.IdleAPIWritesPerMinute)
