@@ -37,6 +37,9 @@ const (
 	DefaultTimeout = time.Second
 	// maxInFlight bounds the Status calls of one round that run at once.
 	maxInFlight = 32
+	// connBufferSize is the read and write buffer size of each member's connection, in bytes: a
+	// Status request and response take a few hundred.
+	connBufferSize = 4 << 10
 )
 
 // Target is one member to watch: the host:port of its client URL, the TLS configuration to dial it with
@@ -158,7 +161,10 @@ func (p *Prober) conn(endpoint string, cfg *tls.Config) *grpc.ClientConn {
 	if cfg != nil {
 		creds = credentials.NewTLS(cfg)
 	}
-	c, err := grpc.NewClient("passthrough:///"+endpoint, grpc.WithTransportCredentials(creds))
+	c, err := grpc.NewClient("passthrough:///"+endpoint, grpc.WithTransportCredentials(creds),
+		// one small Status call a second: gRPC's default 32 KiB read and write buffers per connection
+		// were most of the operator's memory per cluster (one connection per member)
+		grpc.WithReadBufferSize(connBufferSize), grpc.WithWriteBufferSize(connBufferSize), grpc.WithSharedWriteBuffer(true))
 	if err != nil {
 		return nil // only a malformed target fails here: it counts as not answering
 	}
