@@ -164,7 +164,7 @@ func (p *Prober) conn(endpoint string, cfg *tls.Config) *grpc.ClientConn {
 	c, err := grpc.NewClient("passthrough:///"+endpoint, grpc.WithTransportCredentials(creds),
 		// one small Status call a second: gRPC's default 32 KiB read and write buffers per connection
 		// were most of the operator's memory per cluster (one connection per member)
-		grpc.WithReadBufferSize(connBufferSize), grpc.WithWriteBufferSize(connBufferSize), grpc.WithSharedWriteBuffer(true))
+		grpc.WithReadBufferSize(connBufferSize), grpc.WithWriteBufferSize(connBufferSize))
 	if err != nil {
 		return nil // only a malformed target fails here: it counts as not answering
 	}
