@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 
 // runAwaitPeersCmd starts await-peers with args and returns its output buffer and a channel that
 // receives its result.
-func runAwaitPeersCmd(t *testing.T, args ...string) (*syncBuffer, <-chan error) {
+func runAwaitPeersCmd(t *testing.T, args ...string) (*testutil.SyncBuffer, <-chan error) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd := newAwaitPeersCommand()
 	cmd.SetOut(out)
 	cmd.SetArgs(args)
@@ -31,6 +29,20 @@ func runAwaitPeersCmd(t *testing.T, args ...string) (*syncBuffer, <-chan error) 
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	return out, done
+}
+
+// awaitReturn waits for await-peers' result on done and fails the test on an error or when it still
+// waits after 10 s, which means that what should have ended the wait (what) did not.
+func awaitReturn(t *testing.T, done <-chan error, out *testutil.SyncBuffer, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("await-peers: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("await-peers still waits after %s:\n%s", what, out.String())
+	}
 }
 
 // TestAwaitPeersTold: await-peers waits while the annotation is absent or not "true", and returns at
@@ -60,14 +72,7 @@ func TestAwaitPeersTold(t *testing.T) {
 	if code != http.StatusNoContent {
 		t.Errorf("the POST was answered %d, want 204", code)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("await-peers still waits after the POST:\n%s", out.String())
-	}
+	awaitReturn(t, done, out, "the POST")
 	if !strings.Contains(out.String(), "the operator's POST") {
 		t.Errorf("output does not say what ended the wait:\n%s", out.String())
 	}
@@ -103,14 +108,7 @@ func TestAwaitPeersAnnotation(t *testing.T) {
 	if err := os.WriteFile(file, []byte(other+etcdv1alpha1.AnnotationPeersAddressed+`="true"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("await-peers still waits after the annotation was set:\n%s", out.String())
-	}
+	awaitReturn(t, done, out, "the annotation was set")
 	if !strings.Contains(out.String(), "the pod's annotation") {
 		t.Errorf("output does not say what ended the wait:\n%s", out.String())
 	}
@@ -121,14 +119,7 @@ func TestAwaitPeersAnnotation(t *testing.T) {
 func TestAwaitPeersMaxWait(t *testing.T) {
 	out, done := runAwaitPeersCmd(t, "--annotations-file="+filepath.Join(t.TempDir(), "missing"),
 		"--annotation="+etcdv1alpha1.AnnotationPeersAddressed, "--interval=10ms", "--max-wait=200ms")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("await-peers waits past --max-wait:\n%s", out.String())
-	}
+	awaitReturn(t, done, out, "--max-wait")
 	if !strings.Contains(out.String(), "no word from the operator") || !strings.Contains(out.String(), "read the pod's annotations") {
 		t.Errorf("output does not say why etcd starts anyway:\n%s", out.String())
 	}
@@ -156,22 +147,4 @@ func TestAnnotationValue(t *testing.T) {
 	if _, err := annotationValue(file, "bad"); err == nil {
 		t.Error("an unquoted value: no error")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the command's goroutine and the test's.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

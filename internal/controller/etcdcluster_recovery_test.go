@@ -99,9 +99,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	for _, n := range names {
 		var p *corev1.Pod
 		testutil.Eventually(t, waitTimeout, "pod "+n+" recreated from the backup", func(context.Context) (err error) { p, err = getPod(c, n); return err })
-		if len(p.Spec.InitContainers) != 1 {
-			t.Fatalf("pod %s has %d init containers, want the restore", n, len(p.Spec.InitContainers))
-		}
+		assertRestoreThenGate(t, p)
 		args := p.Spec.InitContainers[0].Args
 		for _, want := range []string{"--key=ns-c05/c05/nightly.db", "--sha256=" + sha, "--name=" + n} {
 			if !slices.Contains(args, want) {
@@ -294,7 +292,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(p.Spec.InitContainers) != 1 || !slices.Contains(p.Spec.InitContainers[0].Args, "--key=ns-lostclaims/lc/"+survivor.Name+".db") ||
+			if len(p.Spec.InitContainers) != 2 || !slices.Contains(p.Spec.InitContainers[0].Args, "--key=ns-lostclaims/lc/"+survivor.Name+".db") ||
 				!slices.Contains(p.Spec.InitContainers[0].Args, "--dir="+resources.BackupPVCDir) {
 				return fmt.Errorf("pod %s has no restore of the backup from the cluster's destination: %+v", n, p.Spec.InitContainers)
 			}

@@ -16,6 +16,20 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
+// assertRestoreThenGate checks that an initial member's pod restores its snapshot first, then waits in
+// await-peers: the gate is released as soon as every pod has its address, and a member that restores
+// for long reads the annotation when its turn comes.
+func assertRestoreThenGate(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	var names []string
+	for _, c := range p.Spec.InitContainers {
+		names = append(names, c.Name)
+	}
+	if want := []string{resources.RestoreContainerName, resources.AwaitPeersContainerName}; !slices.Equal(names, want) {
+		t.Fatalf("pod %s runs init containers %v, want %v", p.Name, names, want)
+	}
+}
+
 // TestRestoreBootstrap: a cluster created from an EtcdBackup waits while the backup is not done (no
 // member created), then bootstraps every member with an init container that restores that backup's
 // snapshot (key, sha256, its own name, the new initial cluster and the new cluster's UID as token).
@@ -66,9 +80,7 @@ func TestRestoreBootstrap(t *testing.T) {
 		name := fmt.Sprintf("copy-%d", i)
 		var p *corev1.Pod
 		testutil.Eventually(t, waitTimeout, "pod "+name, func(context.Context) (err error) { p, err = getPod(c, name); return err })
-		if len(p.Spec.InitContainers) != 1 {
-			t.Fatalf("pod %s has %d init containers, want the restore", name, len(p.Spec.InitContainers))
-		}
+		assertRestoreThenGate(t, p)
 		ic := p.Spec.InitContainers[0]
 		for _, want := range []string{"restore", "--key=ns-restore/src/nightly.db", "--sha256=" + sha, "--name=" + name, initial,
 			"--initial-cluster-token=" + string(c.UID), "--data-dir=/var/lib/etcd/data", "--s3-bucket=etcd", "--s3-force-path-style",

@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // k8s is a client of the test API server, without a cache: what it reads is what the server has.
@@ -26,26 +25,7 @@ var k8s client.Client
 
 // operatorLogs holds everything the manager and the reconcilers log, at every verbosity, for tests that
 // search it (TestAuthAndTLSLeakNoSecrets).
-var operatorLogs = &syncBuffer{}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written so far.
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
+var operatorLogs = &testutil.SyncBuffer{}
 
 // TestMain starts a real kube-apiserver and etcd, and the EtcdCluster reconciler in a manager against
 // them, talking to real etcd members through the real client.
