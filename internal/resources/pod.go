@@ -184,19 +184,10 @@ const (
 
 // awaitPeersContainer returns the init container await-peers.
 func (o Options) awaitPeersContainer() corev1.Container {
-	return corev1.Container{
-		Name:            AwaitPeersContainerName,
-		Image:           o.OperatorImage,
-		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
-		Args: []string{"await-peers", "--annotations-file=" + podInfoMountPath + "/annotations",
+	return o.operatorInitContainer(AwaitPeersContainerName,
+		[]string{"await-peers", "--annotations-file=" + podInfoMountPath + "/annotations",
 			"--annotation=" + etcdv1alpha1.AnnotationPeersAddressed, fmt.Sprintf("--listen=:%d", PeerPort)},
-		VolumeMounts: []corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoMountPath, ReadOnly: true}},
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
-		}},
-		SecurityContext:          restrictedContainer(),
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
+		[]corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoMountPath, ReadOnly: true}})
 }
 
 // AwaitAddContainerName is the init container of a member pod created before its member was added to
@@ -223,8 +214,15 @@ func (o Options) awaitAddContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1
 		args = append(args, "--peer-tls-dir="+peerTLSDir)
 		mounts = append(mounts, corev1.VolumeMount{Name: "peer-tls", MountPath: peerTLSDir, ReadOnly: true})
 	}
+	return o.operatorInitContainer(AwaitAddContainerName, args, mounts)
+}
+
+// operatorInitContainer returns an init container named name that runs the operator's own image with
+// args and mounts: small requests (the subcommands read a file or ask a few peers), the restricted
+// security context, and its log as termination message when it fails.
+func (o Options) operatorInitContainer(name string, args []string, mounts []corev1.VolumeMount) corev1.Container {
 	return corev1.Container{
-		Name:            AwaitAddContainerName,
+		Name:            name,
 		Image:           o.OperatorImage,
 		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
 		Args:            args,
@@ -249,18 +247,9 @@ const ExitNotOwn = 3
 // is not member m's (empty, another member's or another cluster's): exit code 3 with the reason as its
 // termination message, which the operator reads to replace the member.
 func (o Options) verifyDataContainer(m Member) corev1.Container {
-	return corev1.Container{
-		Name:            VerifyDataContainerName,
-		Image:           o.OperatorImage,
-		ImagePullPolicy: corev1.PullPolicy(o.OperatorImagePullPolicy),
-		Args:            []string{"verify-data", "--data-dir=" + DataDir, "--member-id=" + m.ExpectMemberID, "--cluster-id=" + m.ExpectClusterID},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMountPath, ReadOnly: true}},
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
-		}},
-		SecurityContext:          restrictedContainer(),
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
+	return o.operatorInitContainer(VerifyDataContainerName,
+		[]string{"verify-data", "--data-dir=" + DataDir, "--member-id=" + m.ExpectMemberID, "--cluster-id=" + m.ExpectClusterID},
+		[]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath, ReadOnly: true}})
 }
 
 // etcdContainer returns the etcd container of member m: its command, ports, resources (the
