@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -136,10 +134,8 @@ func annotationValue(file, key string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the pod's annotations: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		k, quoted, ok := strings.Cut(sc.Text(), "=")
+	for line := range strings.Lines(string(b)) {
+		k, quoted, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
 		if !ok || k != key {
 			continue
 		}
@@ -149,5 +145,5 @@ func annotationValue(file, key string) (string, error) {
 		}
 		return v, nil
 	}
-	return "", sc.Err()
+	return "", nil
 }
