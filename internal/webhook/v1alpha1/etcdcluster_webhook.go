@@ -10,6 +10,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,8 +19,9 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 )
 
-// The paths the webhook server serves the EtcdCluster webhooks at (controller-runtime derives them from
-// the group, version and kind; the markers below must name the same).
+// The paths the webhook server serves the EtcdCluster webhooks at: controller-runtime's, derived from
+// the group, version and kind (SetupEtcdClusterWebhookWithManager registers the mutating webhook at
+// MutatePath itself; the builder derives ValidatePath). The markers below must name the same.
 const (
 	MutatePath   = "/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
 	ValidatePath = "/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
@@ -28,12 +30,45 @@ const (
 // SetupEtcdClusterWebhookWithManager registers the defaulting (with defaults d) and the validating
 // webhook of EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath. Calling it adds the
 // webhook server to mgr (which starts it at once if mgr runs), so the serving certificate must be in
-// place first.
+// place first. It returns the error of the webhook builder, if any.
+//
+// The defaulting webhook is controller-runtime's (admission.WithDefaulter) behind newDefaultingHandler,
+// registered here rather than by the builder, which offers no way to wrap the handler it builds.
 func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults) error {
+	mutating := admission.WithDefaulter(mgr.GetScheme(), &EtcdClusterDefaulter{Defaults: d})
+	mutating.Handler = newDefaultingHandler(mgr.GetScheme(), mutating.Handler)
+	mgr.GetWebhookServer().Register(MutatePath, mutating)
 	return ctrl.NewWebhookManagedBy(mgr, &etcdv1alpha1.EtcdCluster{}).
-		WithDefaulter(&EtcdClusterDefaulter{Defaults: d}).
 		WithValidator(&EtcdClusterValidator{Reader: mgr.GetAPIReader()}).
 		Complete()
+}
+
+// newDefaultingHandler returns an admission.Handler that answers a create or update whose object does
+// not decode into an EtcdCluster (a field of the wrong JSON type, such as spec.replicas: "three" or
+// spec.options.extraArgs given as a list) with "allowed" and no patch, and hands every other request to
+// next, the defaulting handler, unchanged. next would refuse such an object with Go's decoding error
+// ("json: cannot unmarshal string into Go struct field ..."); let through, it reaches the CRD's schema
+// validation, which runs after the mutating webhooks and refuses it with the field path and the type
+// the schema wants ("spec.replicas in body must be of type integer"). Nothing undefaulted gets stored
+// this way: what the schema accepts but still does not decode, the validating webhook refuses.
+func newDefaultingHandler(scheme *runtime.Scheme, next admission.Handler) admission.Handler {
+	return &defaultingHandler{decoder: admission.NewDecoder(scheme), next: next}
+}
+
+// defaultingHandler is the handler of newDefaultingHandler.
+type defaultingHandler struct {
+	decoder admission.Decoder
+	next    admission.Handler
+}
+
+// Handle implements admission.Handler.
+func (h *defaultingHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Delete { // next allows deletes without decoding anything
+		if err := h.decoder.Decode(req, &etcdv1alpha1.EtcdCluster{}); err != nil {
+			return admission.Allowed("not defaulted: the object does not decode (" + err.Error() + "); left to the CRD's schema validation")
+		}
+	}
+	return h.next.Handle(ctx, req)
 }
 
 // Both webhooks fail closed (failurePolicy Fail): while the operator is not serving, EtcdClusters can

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -313,6 +315,52 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 			t.Fatalf("refused: %v", err)
 		}
 	})
+}
+
+// asUnstructured is c with change applied to its spec, as JSON the typed client cannot send (a field
+// of another type than the Go struct's).
+func asUnstructured(t *testing.T, c *etcdv1alpha1.EtcdCluster, change func(spec map[string]any)) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+	change(u.Object["spec"].(map[string]any))
+	return u
+}
+
+// TestWrongTypeRefusedByTheSchema: a field of the wrong JSON type gets the CRD schema's message, with
+// its field path and the type it must have, on create and on update, not the Go decoding error of the
+// mutating webhook (which lets such an object through to the schema).
+func TestWrongTypeRefusedByTheSchema(t *testing.T) {
+	k8s, _ := newClient(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(spec map[string]any)
+		want   string
+	}{
+		{`replicas "three"`, func(s map[string]any) { s["replicas"] = "three" },
+			`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`},
+		{"options.extraArgs a list", func(s map[string]any) { s["options"] = map[string]any{"extraArgs": []any{"--foo"}} },
+			`spec.options.extraArgs: Invalid value: "array": spec.options.extraArgs in body must be of type object: "array"`},
+	} {
+		check := func(t *testing.T, err error) {
+			t.Helper()
+			denied(t, err, false, tc.want)
+			if err != nil && (strings.Contains(err.Error(), "cannot unmarshal") || strings.Contains(err.Error(), "admission webhook")) {
+				t.Errorf("%v: the message is a webhook's, want the schema's alone", err)
+			}
+		}
+		t.Run("create "+tc.name, func(t *testing.T) {
+			check(t, k8s.Create(ctx, asUnstructured(t, newObject(), tc.change)))
+		})
+		t.Run("update "+tc.name, func(t *testing.T) {
+			check(t, k8s.Update(ctx, asUnstructured(t, create(t, k8s), tc.change)))
+		})
+	}
 }
 
 // TestVersionPrefixDefaulted: "v3.6.16" is stored as "3.6.16", on create and on update.
