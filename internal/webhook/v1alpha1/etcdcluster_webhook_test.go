@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -315,6 +316,36 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 			t.Fatalf("refused: %v", err)
 		}
 	})
+}
+
+// TestReplicasOutOfRangeOneReason: a replica count below 1 or above 9 is refused for being out of
+// range only, not also for being even (CEL's -1 % 2 is -1). A negative count gets a second message, of
+// the API server's own /scale check of spec.replicas, which the CRD cannot turn off.
+func TestReplicasOutOfRangeOneReason(t *testing.T) {
+	k8s, _ := newClient(t)
+	const scale = ".spec.replicas: Invalid value: %d: should be a non-negative integer"
+	for _, tc := range []struct {
+		replicas int32
+		want     []string
+	}{
+		{-1, []string{"spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 1", fmt.Sprintf(scale, -1)}},
+		{-2, []string{"spec.replicas: Invalid value: -2: spec.replicas in body should be greater than or equal to 1", fmt.Sprintf(scale, -2)}},
+		{0, []string{"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"}},
+		{10, []string{"spec.replicas: Invalid value: 10: spec.replicas in body should be less than or equal to 9"}},
+		{11, []string{"spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 9"}},
+	} {
+		t.Run(fmt.Sprint(tc.replicas), func(t *testing.T) {
+			err := k8s.Create(context.Background(), newObject(testutil.WithReplicas(tc.replicas)))
+			denied(t, err, false, tc.want...)
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || status.Status().Details == nil {
+				t.Fatalf("%v: no details", err)
+			}
+			if causes := status.Status().Details.Causes; len(causes) != len(tc.want) {
+				t.Errorf("%d reasons %+v, want %d: %q", len(causes), causes, len(tc.want), tc.want)
+			}
+		})
+	}
 }
 
 // asUnstructured is c with change applied to its spec, as JSON the typed client cannot send (a field
