@@ -74,6 +74,8 @@ type EtcdClusterReconciler struct {
 	MaxConcurrentReconciles int
 
 	consistency observe.Clock
+	// published is when a pass first saw each awaiting pod's address published (awaitPublished).
+	published firstSeen
 }
 
 // scope is what one pass observed, once, and what it found out for the status.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -173,10 +174,11 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // awaitPublished returns a step that waits while the peer Service's EndpointSlices do not list the pod
-// of m under its name and address: the cluster's DNS serves the member's name from them, and a name the
-// leader looks up before it exists is answered "no such host" from the DNS server's negative cache for
-// seconds afterwards (5 to 30 s with the usual CoreDNS settings), during which the new member cannot
-// catch up. It reads the API server, not the cache: EndpointSlices are read only here.
+// of m under its name and address, and for publishSettle after a pass first saw them list it: the
+// cluster's DNS serves the member's name from them, and a name the leader looks up before it exists is
+// answered "no such host" from the DNS server's negative cache for seconds afterwards (5 to 30 s with
+// the usual CoreDNS settings), during which the new member cannot catch up. It reads the API server,
+// not the cache: EndpointSlices are read only here.
 func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
 	reader := client.Reader(r.Client)
 	if r.APIReader != nil {
@@ -192,10 +194,11 @@ func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m 
 			if ep.Hostname == nil || *ep.Hostname != m.Name || !slices.Contains(ep.Addresses, m.Pod.Status.PodIP) {
 				continue
 			}
-			// the DNS server learns of the address through its own watch, a moment later
-			if since := addressedSince(m.Pod); time.Since(since) < publishSettle {
-				return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("waiting until %s for the cluster's DNS to serve the name of %s before adding it to etcd",
-					since.Add(publishSettle).UTC().Format(time.RFC3339), m.Name)), nil
+			// the DNS server learns of the address through its own watch of the same EndpointSlices
+			now := time.Now()
+			if wait := publishSettle - now.Sub(r.published.since(string(m.Pod.UID)+"/"+m.Pod.Status.PodIP, now)); wait > 0 {
+				return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Service %s publishes the address of %s; waiting %s for the cluster's DNS to serve its name before adding it to etcd",
+					resources.PeerServiceName(s.cluster), m.Name, publishSettle)).Within(wait), nil
 			}
 			return nil, nil
 		}
@@ -204,23 +207,38 @@ func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m 
 		resources.PeerServiceName(s.cluster), m.Name)), nil
 }
 
-// publishSettle is how long after a pod got its address its member is added to etcd at the earliest:
-// the DNS server's watch of EndpointSlices must have seen it (it takes well under a second), or the
-// leader's first lookup caches "no such host".
-const publishSettle = 2 * time.Second
+// publishSettle is how long after a pass first saw the peer Service's EndpointSlices list a pod's
+// address its member is added to etcd at the earliest: the DNS server's own watch of them must have
+// seen it too (it takes milliseconds), or the leader's first lookup caches "no such host".
+const publishSettle = 300 * time.Millisecond
 
-// addressedSince returns when pod p got its address: its PodReadyToStartContainers condition (the
-// sandbox and its network are up), or its start time on a kubelet without that condition.
-func addressedSince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
+// firstSeen remembers when each key was first seen, for a while: an in-memory record that a restart
+// of the operator forgets (the wait it times then starts again).
+type firstSeen struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// firstSeenKept is how long firstSeen keeps a key: far longer than any wait it times.
+const firstSeenKept = 10 * time.Minute
+
+// since returns when key was first seen, recording now when it was not seen within firstSeenKept.
+func (f *firstSeen) since(key string, now time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = map[string]time.Time{}
+	}
+	for k, t := range f.seen {
+		if now.Sub(t) > firstSeenKept {
+			delete(f.seen, k)
 		}
 	}
-	if p.Status.StartTime != nil {
-		return p.Status.StartTime.Time
+	t, ok := f.seen[key]
+	if !ok {
+		f.seen[key], t = now, now
 	}
-	return time.Time{}
+	return t
 }
 
 // createAwaitingMember creates a new claim and the pod of a.Member, a member still to be added, before

@@ -11,8 +11,8 @@
 //     first); never the leader, since a follower is always left to remove.
 //  4. A member is removed from etcd before its pod and claim are deleted, and a pod or claim left from a
 //     removed member is deleted before a member of that name is added again, so no member ever starts on
-//     a removed member's data. With State.AwaitAdd, the members to be added after the one being added get
-//     a new claim and a pod ahead, under names no pod or claim uses; each pod holds etcd back until its
+//     a removed member's data. With State.AwaitAdd, every member to be added gets a new claim and a pod
+//     before it is added, under a name no other pod or claim uses; each pod holds etcd back until its
 //     member is added, and is deleted like a removed member's if the member is no longer one to add.
 //  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
 //     back as a new learner.
@@ -83,14 +83,16 @@ type State struct {
 	Leader uint64
 	// Resources are the pods and claims of every member name that has one.
 	Resources map[string]Resources
-	// AwaitAdd: while a member is being added (a learner catching up), the pods of the members to add
-	// after it are made ahead (CreateAwaitingPod, held back until etcd lists them), so that their
-	// volumes are provisioned meanwhile; such a member is added once its pod has its address (its DNS
-	// name resolves when the leader first dials it). The first member to add is added first and its pod
-	// made after: the time its DNS name is answered "no such host" from the DNS server's negative cache
-	// passes while its volume is provisioned, and its etcd, starting after the leader already has it,
-	// does not race the snapshot the leader sends it (a new member's first proposal, publishing its
-	// name, can be lost to that race and is retried only after 7 s).
+	// AwaitAdd: every member is added only once its pod exists and has its address, so that its DNS
+	// name resolves when the leader first dials it (CreateAwaitingPod; the pod holds etcd back until
+	// etcd lists the member). A name the leader looks up before it exists is answered "no such host",
+	// and the DNS server answers every lookup from that negative cache until it expires (5 s with
+	// CoreDNS's kubernetes plugin) and caches the next "no such host" while the pod still has no
+	// address: the leader cannot send the new member its snapshot, and etcd refuses its promotion, for
+	// up to that long after the pod has started (measured: 4 s of a 3 -> 5 scale-up). While a member is
+	// being added (a pod getting its address, a learner catching up), the pods of the members to add
+	// after it are made ahead, so that their volumes are provisioned meanwhile. Without AwaitAdd each
+	// member is added first and its pod made after.
 	AwaitAdd bool
 }
 
@@ -307,9 +309,9 @@ func scaleUp(s State, t tally) (Action, bool) {
 		return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}, true
 	}
 	why := fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)
-	// the next member is added first and its pod made after, unless prestart made its pod ahead (a
-	// member added after another, State.AwaitAdd): then it is added once that pod has its address
-	if r := s.Resources[name]; s.AwaitAdd && r.Awaiting {
+	// with State.AwaitAdd the member's pod is made first (here, or ahead by prestart) and the member
+	// added once that pod has its address; without it, the member is added first and its pod made after
+	if r := s.Resources[name]; s.AwaitAdd {
 		if !r.Pod {
 			return Action{Kind: CreateAwaitingPod, Member: name, Reason: why + "; its pod waits until it is added"}, true
 		}

@@ -62,7 +62,8 @@ func TestNext(t *testing.T) {
 		{"quorum lost: nothing is done", state(3, -1, "vdd"), Wait, ""},
 		{"quorum lost with data gone: nothing is done", state(3, -1, "vdd", "demo-1", "demo-2"), Wait, ""},
 		{"scale down that would break quorum waits", state(3, 0, "vvddv"), Remove, "demo-3"},
-		{"await add: the first member to add is added first, its pod made after", awaiting(state(5, 0, "vvv")), AddLearner, "demo-3"},
+		{"await add: the first member to add gets its pod before it is added", awaiting(state(5, 0, "vvv")), CreateAwaitingPod, "demo-3"},
+		{"await add off: the first member to add is added first, its pod made after", state(5, 0, "vvv"), AddLearner, "demo-3"},
 		{"await add: the member is added once its pod has its address", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), AddLearner, "demo-3"},
 		{"await add: not before", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true}), Wait, "demo-3"},
 		{"await add: the awaiting pod is kept while a voter is down", withRes(awaiting(state(4, 0, "vvd")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), Wait, "demo-3"},
@@ -72,7 +73,8 @@ func TestNext(t *testing.T) {
 		{"await add: an awaiting pod of a name that is not next is deleted", withRes(awaiting(state(4, 0, "v_vv")), "demo-4", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), DeleteResources, "demo-4"},
 		{"await add: no pod for a later member while a lost voter's pod goes (its replacement comes first)", withRes(awaiting(state(5, 0, "vdv")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-3"},
 		{"await add: no pod for a later member while a removed member's pod goes", withRes(awaiting(state(3, 0, "v_v")), "demo-1", Resources{PodTerminating: true}), Wait, "demo-1"},
-		{"await add: the lost voter's replacement is added first", awaiting(state(5, 0, "v_v")), AddLearner, "demo-1"},
+		{"await add: the lost voter's replacement gets its pod first", awaiting(state(5, 0, "v_v")), CreateAwaitingPod, "demo-1"},
+		{"await add: and is added first", withRes(awaiting(state(5, 0, "v_v")), "demo-1", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), AddLearner, "demo-1"},
 		{"await add: while it catches up, the next member's pod is made", withRes(awaiting(state(5, 0, "v_vl")), "demo-3", Resources{Pod: true, Data: true}), CreateAwaitingPod, "demo-1"},
 		{"await add: the claim made for the next member whose pod is not seen gets its pod", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Data: true, Awaiting: true}), CreateAwaitingPod, "demo-3"},
 		{"await add: so does a later member's, while a learner catches up", withRes(awaiting(state(5, 0, "vvvl")), "demo-4", Resources{Data: true, Awaiting: true}), CreateAwaitingPod, "demo-4"},
@@ -179,6 +181,9 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			}
 			if r, ok := s.Resources[a.Member]; ok && (!s.AwaitAdd || !r.Awaiting || !r.Addressed) {
 				t.Fatalf("%v: a pod or claim of that name exists that is not an addressed awaiting pod (a removed member's data?)", a)
+			}
+			if r := s.Resources[a.Member]; s.AwaitAdd && !r.Addressed {
+				t.Fatalf("%v with await add: the member's pod does not have its address (its DNS name would be cached as not found)", a)
 			}
 		case CreateAwaitingPod:
 			if !s.AwaitAdd || len(s.Members)+len(a.Before) >= s.Replicas {
