@@ -83,6 +83,8 @@ type scope struct {
 	cluster *etcdv1alpha1.EtcdCluster
 	// m is what the pass observed of the cluster: its members' pods, claims and what etcd reported.
 	m *model.Cluster
+	// in is what m was built from.
+	in model.Input
 	// etcdClient reaches the members that run; nil when none does. Closed at the end of the pass.
 	etcdClient etcd.Client
 	// etcdBase is etcdClient's configuration but for its endpoints: TLS and credentials.

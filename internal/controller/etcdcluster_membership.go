@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -64,17 +65,31 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		}
 		metrics.CountMembership("promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
-		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
 
 	case membership.Remove:
-		return r.removeMember(ctx, s, a)
+		// a scale-down by more than one member removes them one after the other in this pass: etcd's
+		// answer to each removal is the member list the planner needs for the next
+		for {
+			st, removed, err := r.removeMember(ctx, s, a)
+			if err != nil || !removed {
+				return st, err
+			}
+			s.forgetMember(a.ID)
+			next := membership.Next(s.m.Membership(verdict.Replacements(s.m)))
+			if next.Kind != membership.Remove {
+				return st, nil
+			}
+			logMembership(ctx, c, next)
+			a = next
+		}
 
 	case membership.DeleteResources:
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
 			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)).Within(verdict.RequeueChanged), nil
 	}
 	return nil, nil
 }
@@ -320,18 +335,35 @@ func podRefused(member string, err error) *verdict.Step {
 	return st
 }
 
-// removeMember removes member a.Member from etcd's membership, through the leader.
-func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+// removeMember removes member a.Member from etcd's membership, through the leader, and reports
+// whether it did; a change etcd cannot make yet (retryLater) is a step and no error.
+func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, bool, error) {
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	leader, done := r.leaderClient(ctx, s)
 	defer done()
 	if err := leader.RemoveMember(callCtx, a.ID); err != nil {
-		return retryLater("remove", err, "remove member "+a.Member)
+		st, err := retryLater("remove", err, "remove member "+a.Member)
+		return st, false, err
 	}
 	metrics.CountMembership("remove", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), nil
+	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)).Within(verdict.RequeueChanged), true, nil
+}
+
+// forgetMember rebuilds the pass's model as if etcd had not listed member id: what the pass observed
+// once etcd removed it. The other members' answers are this pass's.
+func (s *scope) forgetMember(id uint64) {
+	if s.in.Etcd == nil {
+		return
+	}
+	e := *s.in.Etcd
+	e.Members = slices.DeleteFunc(slices.Clone(e.Members), func(m etcd.Member) bool { return m.ID == id })
+	e.Status, e.Health = maps.Clone(e.Status), maps.Clone(e.Health)
+	delete(e.Status, id)
+	delete(e.Health, id)
+	s.in.Etcd = &e
+	s.m = model.Build(s.in)
 }
 
 // leaderClient returns a client of the leader alone, for a member add or remove, and what closes it.

@@ -40,6 +40,6 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
 	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)
-	s.m = model.Build(in)
+	s.in, s.m = in, model.Build(in)
 	return auth.Refused(in.EtcdErr, s.creds), nil
 }

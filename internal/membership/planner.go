@@ -156,7 +156,9 @@ func Next(s State) Action {
 		// its address), during which the pods of the members to add after it may be created
 		adding bool
 	}{
-		{removeLostVoter, false}, {replaceDown, false}, {deleteStrays, false}, {scaleDown, false},
+		// members are removed before the pods and claims of those removed before them are deleted, so
+		// that a scale-down by several members removes them one right after the other
+		{removeLostVoter, false}, {replaceDown, false}, {scaleDown, false}, {deleteStrays, false},
 		{finishLearner, true}, {waitForRemoved, false}, {scaleUp, true},
 	} {
 		if a, ok := step.next(s, t); ok {
@@ -224,9 +226,9 @@ func replaceDown(s State, _ tally) (Action, bool) {
 	return Action{}, false
 }
 
-// deleteStrays is step 3. Pods and claims of names that are not members (removed members, or a failed
-// add): delete them, so that no member ever starts on a removed member's data; a pod of theirs stuck
-// terminating is deleted without waiting for its kubelet.
+// deleteStrays is step 4. Pods and claims of names that are not members
+// (removed members, or a failed add): delete them, so that no member ever starts on a removed member's
+// data; a pod of theirs stuck terminating is deleted without waiting for its kubelet.
 func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
 		if _, ok := t.byName[name]; ok || awaited(s, t, name) {
@@ -243,7 +245,7 @@ func deleteStrays(s State, t tally) (Action, bool) {
 	return Action{}, false
 }
 
-// scaleDown is step 4. Scale down: members that are down first, then learners, followers, and the
+// scaleDown is step 3. Scale down: members that are down first, then learners, followers, and the
 // leader last.
 func scaleDown(s State, t tally) (Action, bool) {
 	if len(s.Members) <= s.Replicas {

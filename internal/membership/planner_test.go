@@ -62,6 +62,8 @@ func TestNext(t *testing.T) {
 		{"quorum lost: nothing is done", state(3, -1, "vdd"), Wait, ""},
 		{"quorum lost with data gone: nothing is done", state(3, -1, "vdd", "demo-1", "demo-2"), Wait, ""},
 		{"scale down that would break quorum waits", state(3, 0, "vvddv"), Remove, "demo-3"},
+		{"scale down removes the next member before deleting the last one's pod and claim", withRes(state(3, 0, "vvvv"), "demo-4", Resources{Pod: true, Data: true}), Remove, "demo-3"},
+		{"then deletes the removed members' pods and claims", withRes(withRes(state(3, 0, "vvv"), "demo-4", Resources{Pod: true, Data: true}), "demo-3", Resources{Pod: true, Data: true}), DeleteResources, "demo-3"},
 		{"await add: the first member to add gets its pod before it is added", awaiting(state(5, 0, "vvv")), CreateAwaitingPod, "demo-3"},
 		{"await add off: the first member to add is added first, its pod made after", state(5, 0, "vvv"), AddLearner, "demo-3"},
 		{"await add: the member is added once its pod has its address", withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Addressed: true}), AddLearner, "demo-3"},

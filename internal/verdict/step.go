@@ -111,6 +111,11 @@ func StaleCopy() *Step {
 const (
 	// RequeueProgressing is how soon a pass looks again while members are starting or joining.
 	RequeueProgressing = time.Second
+	// RequeueChanged is how soon a pass looks again after it changed etcd's membership (a member
+	// removed or promoted) or deleted a removed member's pod: the next change, if any, can often be
+	// made at once (the next member of a scale-down removed, the next member of a scale-up added),
+	// and nothing the operator watches says so.
+	RequeueChanged = 100 * time.Millisecond
 	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable. A
 	// member that has just started (a new voter, a recreated pod) answers within seconds; the probe
 	// wakes the cluster when a member's answer changes, but not always when one that timed out answers.
