@@ -68,21 +68,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
 
 	case membership.Remove:
-		// a scale-down by more than one member removes them one after the other in this pass: etcd's
-		// answer to each removal is the member list the planner needs for the next
-		for {
-			st, removed, err := r.removeMember(ctx, s, a)
-			if err != nil || !removed {
-				return st, err
-			}
-			s.forgetMember(a.ID)
-			next := membership.Next(s.m.Membership(verdict.Replacements(s.m)))
-			if next.Kind != membership.Remove {
-				return st, nil
-			}
-			logMembership(ctx, c, next)
-			a = next
-		}
+		return r.removeMembers(ctx, s, a)
 
 	case membership.DeleteResources:
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
@@ -333,6 +319,25 @@ func podRefused(member string, err error) *verdict.Step {
 		"it is created once that allows it (raise the quota, or lower spec.replicas)", member, err))
 	st.After = verdict.RequeueRefused
 	return st
+}
+
+// removeMembers removes member a.Member and, while the planner's next action on the member list
+// without it is another removal (a scale-down by more than one member), that one too, in this pass:
+// once etcd has removed a member, the member list without it is what the next pass would list.
+func (r *EtcdClusterReconciler) removeMembers(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	for {
+		st, removed, err := r.removeMember(ctx, s, a)
+		if err != nil || !removed {
+			return st, err
+		}
+		s.forgetMember(a.ID)
+		next := membership.Next(s.m.Membership(verdict.Replacements(s.m)))
+		if next.Kind != membership.Remove {
+			return st, nil
+		}
+		logMembership(ctx, s.cluster, next)
+		a = next
+	}
 }
 
 // removeMember removes member a.Member from etcd's membership, through the leader, and reports
