@@ -226,9 +226,9 @@ func replaceDown(s State, _ tally) (Action, bool) {
 	return Action{}, false
 }
 
-// deleteStrays is step 4. Pods and claims of names that are not members
-// (removed members, or a failed add): delete them, so that no member ever starts on a removed member's
-// data; a pod of theirs stuck terminating is deleted without waiting for its kubelet.
+// deleteStrays is step 4. Pods and claims of names that are not members (removed members, or a failed
+// add): delete them, so that no member ever starts on a removed member's data; a pod of theirs stuck
+// terminating is deleted without waiting for its kubelet.
 func deleteStrays(s State, t tally) (Action, bool) {
 	for _, name := range sortedKeys(s.Resources) {
 		if _, ok := t.byName[name]; ok || awaited(s, t, name) {
