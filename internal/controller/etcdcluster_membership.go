@@ -75,7 +75,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)).Within(verdict.RequeueChanged), nil
+		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
 }
@@ -353,7 +353,7 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, a me
 	}
 	metrics.CountMembership("remove", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)).Within(verdict.RequeueChanged), true, nil
+	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
 }
 
 // forgetMember rebuilds the pass's model as if etcd had not listed member id: what the pass observed

@@ -111,10 +111,9 @@ func StaleCopy() *Step {
 const (
 	// RequeueProgressing is how soon a pass looks again while members are starting or joining.
 	RequeueProgressing = time.Second
-	// RequeueChanged is how soon a pass looks again after it changed etcd's membership (a member
-	// removed or promoted) or deleted a removed member's pod: the next change, if any, can often be
-	// made at once (the next member of a scale-down removed, the next member of a scale-up added),
-	// and nothing the operator watches says so.
+	// RequeueChanged is how soon a pass looks again after it promoted a learner: the next member of a
+	// scale-up can often be added at once, and nothing the operator watches says so. After a removal
+	// the next pass waits RequeueProgressing, which gives the removed member time to stop.
 	RequeueChanged = 100 * time.Millisecond
 	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable. A
 	// member that has just started (a new voter, a recreated pod) answers within seconds; the probe

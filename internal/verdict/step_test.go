@@ -28,7 +28,7 @@ func TestRequeue(t *testing.T) {
 		{"degraded", degraded, nil, RequeueUnhealthy},
 		{"acting", settled, Acting(etcdv1alpha1.ReasonWaiting, "x"), RequeueProgressing},
 		{"blocked", settled, Blocked(etcdv1alpha1.ReasonWaiting, "x"), RequeueBlocked},
-		{"a membership change made", settled, Acting(etcdv1alpha1.ReasonRemovingMember, "x").Within(RequeueChanged), RequeueChanged},
+		{"a learner promoted", settled, Acting(etcdv1alpha1.ReasonPromotingLearner, "x").Within(RequeueChanged), RequeueChanged},
 		{"a step asking for later than its kind", settled, Acting(etcdv1alpha1.ReasonWaiting, "x").Within(time.Minute), RequeueProgressing},
 	} {
 		if got := Requeue(tt.c, &Report{}, tt.st, hour); got != tt.want {
