@@ -325,8 +325,10 @@ func podRefused(member string, err error) *verdict.Step {
 // without it is another removal (a scale-down by more than one member), that one too, in this pass:
 // once etcd has removed a member, the member list without it is what the next pass would list.
 func (r *EtcdClusterReconciler) removeMembers(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	leader, done := r.leaderClient(ctx, s) // one dial for the chain: a scale-down never removes the leader
+	defer done()
 	for {
-		st, removed, err := r.removeMember(ctx, s, a)
+		st, removed, err := r.removeMember(ctx, s, leader, a)
 		if err != nil || !removed {
 			return st, err
 		}
@@ -340,13 +342,11 @@ func (r *EtcdClusterReconciler) removeMembers(ctx context.Context, s *scope, a m
 	}
 }
 
-// removeMember removes member a.Member from etcd's membership, through the leader, and reports
-// whether it did; a change etcd cannot make yet (retryLater) is a step and no error.
-func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, bool, error) {
+// removeMember removes member a.Member from etcd's membership, through leader (leaderClient), and
+// reports whether it did; a change etcd cannot make yet (retryLater) is a step and no error.
+func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, leader etcd.Client, a membership.Action) (*verdict.Step, bool, error) {
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
-	leader, done := r.leaderClient(ctx, s)
-	defer done()
 	if err := leader.RemoveMember(callCtx, a.ID); err != nil {
 		st, err := retryLater("remove", err, "remove member "+a.Member)
 		return st, false, err
