@@ -44,6 +44,7 @@ func TestAuthAndTLSLeakNoSecrets(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	secrets := map[string]*corev1.Secret{}
 	testutil.Eventually(t, waitTimeout, "the cluster's Secrets", func(ctx context.Context) error {
 		for _, name := range []string{"authtls-ca", "authtls-server-tls", "authtls-peer-tls", "authtls-client-tls", "authtls-root-credentials"} {

@@ -43,7 +43,63 @@ func createCluster(t *testing.T, name string, replicas int32) *etcdv1alpha1.Etcd
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create cluster: %v", err)
 	}
+	retireAtEnd(t, c)
 	return c
+}
+
+// retireAtEnd deletes the cluster when the test ends, and waits until the operator has let it go, so
+// that clusters of finished tests (whose etcd members are stopped) do not keep the reconcilers busy
+// with passes that time out while later tests wait for theirs. When the test failed, it first logs the
+// cluster's state (dumpCluster).
+func retireAtEnd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, c)
+		}
+		ctx := context.Background()
+		if err := k8s.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete cluster %s: %v", c.Name, err)
+			return
+		}
+		testutil.Eventually(t, waitTimeout, "cluster "+c.Name+" deleted", func(context.Context) error {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%w)", err)
+		})
+	})
+}
+
+// dumpCluster logs what a failed test needs to be diagnosed from CI output alone: the cluster's
+// conditions, its pods, and the last operator log lines about its namespace.
+func dumpCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err == nil {
+		t.Logf("status of %s: phase %s, members %d, ready %d", c.Name, got.Status.Phase, len(got.Status.Members), got.Status.ReadyReplicas)
+		for _, cond := range got.Status.Conditions {
+			t.Logf("  %s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(c.Namespace)); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("  pod %s uid %s phase %s deleting %v", p.Name, p.UID, p.Status.Phase, p.DeletionTimestamp != nil)
+		}
+	}
+	const lastLines = 80
+	var lines []string
+	for _, l := range strings.Split(operatorLogs.String(), "\n") {
+		if strings.Contains(l, `"namespace":"`+c.Namespace+`"`) || strings.Contains(l, c.Namespace+"/") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("last %d of %d operator log lines about namespace %s:", min(lastLines, len(lines)), len(lines), c.Namespace)
+	for _, l := range lines[max(0, len(lines)-lastLines):] {
+		t.Log("  " + l)
+	}
 }
 
 func getCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
@@ -374,6 +430,7 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "bootstrap blocked by the stale claim", func(context.Context) error {
 		got := getCluster(t, c)
 		p := condition(got, etcdv1alpha1.ConditionProgressing)
@@ -471,6 +528,7 @@ func TestForeignObjectsReported(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "Progressing names the foreign Service", func(context.Context) error {
 		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || !strings.Contains(p.Message, "Service fo-client exists and is not owned") {
@@ -505,6 +563,7 @@ func TestCertManagerMissingReported(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "Progressing says cert-manager is not installed", func(context.Context) error {
 		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonCertificateNotReady ||

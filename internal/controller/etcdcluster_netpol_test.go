@@ -62,6 +62,7 @@ func TestNetworkPolicyKept(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	np := &networkingv1.NetworkPolicy{}
 	key := client.ObjectKey{Namespace: ns.Name, Name: "np-etcd"}
 	testutil.Eventually(t, waitTimeout, "NetworkPolicy np-etcd and member np-0", func(ctx context.Context) error {

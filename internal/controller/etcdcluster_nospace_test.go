@@ -36,6 +36,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	names := []string{"full-0", "full-1", "full-2"}
 	hosts := []string{"127.0.0.91", "127.0.0.92", "127.0.0.93"}
 	ipOf := map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]}

@@ -425,6 +425,7 @@ func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) 
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	names := make([]string, len(hosts))
 	ips := map[string]string{}
 	for i, h := range hosts {

@@ -50,6 +50,7 @@ func TestRestoreBootstrap(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "waiting for the backup", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1alpha1.ConditionProgressing)
@@ -137,6 +138,7 @@ func TestRestoreRefused(t *testing.T) {
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
+			retireAtEnd(t, c)
 			testutil.Eventually(t, waitTimeout, "refused", func(context.Context) error {
 				c = getCluster(t, c)
 				p := condition(c, etcdv1alpha1.ConditionProgressing)

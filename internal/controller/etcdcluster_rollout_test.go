@@ -227,6 +227,7 @@ func TestVolumeExpansion(t *testing.T) {
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
+			retireAtEnd(t, c)
 			pvc := &corev1.PersistentVolumeClaim{}
 			key := client.ObjectKey{Namespace: ns.Name, Name: "data-vol-0"}
 			// play the volume controller: bound at 1Gi
