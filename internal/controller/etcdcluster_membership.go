@@ -80,10 +80,11 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	return nil, nil
 }
 
-// logMembership logs the planner's action: at V(1) when it waits or has nothing to do.
+// logMembership logs the planner's action: at V(1) when it waits or has nothing to do, and for an
+// AddLearner, which may wait for the member's pod over several passes and is logged once made (addLearner).
 func logMembership(ctx context.Context, c *etcdv1alpha1.EtcdCluster, a membership.Action) {
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
-	if a.Kind == membership.Wait || a.Kind == membership.None {
+	if a.Kind == membership.Wait || a.Kind == membership.None || a.Kind == membership.AddLearner {
 		logger.V(1).Info("Membership", "action", a.Kind, "reason", a.Reason)
 		return
 	}
@@ -130,6 +131,7 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
 	}
 	metrics.CountMembership("add_learner", nil, false)
+	log.FromContext(ctx).Info("Membership", "etcdcluster", klog.KObj(c), "member", a.Member, "action", a.Kind, "id", etcd.FormatID(added.ID), "reason", a.Reason)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 	if waiting != nil {
 		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; its pod starts etcd and catches up", a.Member)), nil
