@@ -66,6 +66,8 @@ const (
 	ReasonRollingUpdate     = "RollingUpdate"
 	ReasonMovingLeader      = "MovingLeader"
 	ReasonRolloutPaused     = "RolloutPaused"
+	// ReasonPaused: spec.paused is true, so the operator changes nothing (Progressing False).
+	ReasonPaused            = "Paused"
 	ReasonVolumesMatchSpec  = "VolumesMatchSpec"
 	ReasonExpandingVolumes  = "ExpandingVolumes"
 	ReasonExpansionRefused  = "VolumeExpansionNotSupported"

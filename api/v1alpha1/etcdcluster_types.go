@@ -106,6 +106,18 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// Paused stops the operator from changing the cluster's members while it is true: no member pod or
+	// claim is created or deleted, no member is added, promoted or removed, and no rollout, repair,
+	// restore, alarm disarm, authentication or TLS switch, CA rotation, PodDisruptionBudget,
+	// NetworkPolicy or volume change is made. The operator still observes the members and keeps the
+	// status current (phase Paused, the Progressing condition says what it would do next), keeps the
+	// cluster's Services, root Secret and certificates (creating what is missing, renewing what is due,
+	// which restarts no member), and takes scheduled backups. Spec changes made while paused are
+	// admitted and carried out once it is false again. Deleting a paused cluster deletes it.
+	//
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // NetworkPolicySpec says who may reach a cluster's members.
@@ -532,7 +544,7 @@ type PodTemplate struct {
 
 // ClusterPhase is a one-word summary of the cluster's state; conditions carry the detail.
 //
-// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Unreachable;Restoring;Deleting
+// +kubebuilder:validation:Enum=Creating;Running;Scaling;Upgrading;Degraded;QuorumLost;Unreachable;Restoring;Deleting;Paused
 type ClusterPhase string
 
 // The phases of an EtcdCluster.
@@ -551,6 +563,8 @@ const (
 	// (spec.recovery.restoreOnQuorumLoss; status.recovery says from which).
 	PhaseRestoring ClusterPhase = "Restoring"
 	PhaseDeleting  ClusterPhase = "Deleting"
+	// PhasePaused: spec.paused is true; the conditions still report the members' health.
+	PhasePaused ClusterPhase = "Paused"
 )
 
 // MemberRole is whether a member votes in the raft quorum.

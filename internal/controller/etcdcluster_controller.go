@@ -161,7 +161,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // reconcilePhases runs the phases of a live cluster in order, until one takes a step (one that blocks
 // before the observation still lets it run, for the status: observeBlocked). Services, the root
-// Secret, the certificates, the observation, spec validation, backups, claim ownership, the PodDisruptionBudget and volume
+// Secret, the certificates, the observation, spec validation, backups, the pause (spec.paused ends the
+// pass here), claim ownership, the PodDisruptionBudget and volume
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
 // alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
@@ -181,6 +182,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.observe,
 		r.validateSpec,
 		r.reconcileBackups,
+		r.holdPaused,
 		r.syncClaimOwnership,
 		r.reconcilePDB,
 		r.reconcileNetworkPolicy,

@@ -182,6 +182,8 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 	switch {
 	case c.DeletionTimestamp != nil:
 		return etcdv1alpha1.PhaseDeleting
+	case c.Spec.Paused && (c.Status.ClusterID == "" || Recovering(c)):
+		return etcdv1alpha1.PhasePaused // neither created nor restored while paused
 	case Recovering(c):
 		return etcdv1alpha1.PhaseRestoring
 	case c.Status.ClusterID == "":
@@ -190,6 +192,8 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1alpha1.PhaseUnreachable
 	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0:
 		return etcdv1alpha1.PhaseQuorumLost
+	case c.Spec.Paused:
+		return etcdv1alpha1.PhasePaused
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
 		return etcdv1alpha1.PhaseScaling
 	case rolloutStep(st) || outdatedPods(s, opts) > 0:

@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/rollout"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
+)
+
+// pausedMessage starts the Progressing message of a paused cluster.
+const pausedMessage = "spec.paused is true: the operator observes the cluster and changes none of its members; set it to false to resume"
+
+// holdPaused ends the pass of a paused cluster (spec.paused) before any phase that changes its members,
+// after the observation, spec validation and scheduled backups: it still compares the members' hashes
+// (checkConsistency), and the step says what the operator would do next once resumed. The pass is
+// repeated at the health check interval, so the status stays current. It records the pause and the
+// resumption as events.
+func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+	wasPaused := p != nil && p.Reason == etcdv1alpha1.ReasonPaused
+	if !c.Spec.Paused {
+		if wasPaused {
+			r.event(c, corev1.EventTypeNormal, "Resumed", "Resume", "spec.paused is false: the operator changes the cluster's members again")
+		}
+		return nil, nil
+	}
+	if !wasPaused {
+		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonPaused, "Pause", "%s", pausedMessage)
+	}
+	if _, err := r.checkConsistency(ctx, s); err != nil {
+		return nil, err
+	}
+	msg := pausedMessage
+	if next := r.nextOnResume(s); next != "" {
+		msg += "; next once resumed: " + next
+	}
+	return verdict.Blocked(etcdv1alpha1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
+}
+
+// nextOnResume says what the membership planner or the rollout would do first if the cluster were not
+// paused (or which missing member pods it would recreate first), "" when none would act (or etcd did not answer, so neither can plan).
+func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
+	if !s.m.Answered() {
+		return ""
+	}
+	var missing []string
+	for _, m := range s.m.Registered() {
+		if m.Pod == nil && m.HasClaim() {
+			missing = append(missing, m.Name)
+		}
+	}
+	if len(missing) > 0 && s.m.Formed() {
+		return "recreate the pods of " + strings.Join(missing, ", ") + " on their data"
+	}
+	if a := membership.Next(s.m.Membership(verdict.Replacements(s.m))); a.Kind != membership.None && a.Kind != membership.Wait {
+		return fmt.Sprintf("%s %s (%s)", a.Kind, a.Member, a.Reason)
+	}
+	if a := rollout.Next(s.m.Rollout(r.Options.SpecHash(s.cluster))); a.Kind != rollout.None && a.Kind != rollout.Wait {
+		return fmt.Sprintf("%s %s (%s)", a.Kind, a.Member, a.Reason)
+	}
+	return ""
+}
