@@ -66,6 +66,8 @@ const (
 	ReasonRollingUpdate     = "RollingUpdate"
 	ReasonMovingLeader      = "MovingLeader"
 	ReasonRolloutPaused     = "RolloutPaused"
+	// ReasonDefragmenting: a member was defragmented (spec.maintenance.defragmentation).
+	ReasonDefragmenting = "Defragmenting"
 	// ReasonPaused: spec.paused is true, so the operator changes nothing (Progressing False).
 	ReasonPaused            = "Paused"
 	ReasonVolumesMatchSpec  = "VolumesMatchSpec"

@@ -118,6 +118,71 @@ type EtcdClusterSpec struct {
 	//
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Maintenance is routine upkeep of the members' databases: defragmentation.
+	//
+	// +optional
+	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+}
+
+// MaintenanceSpec is routine upkeep of the members' databases.
+type MaintenanceSpec struct {
+	// Defragmentation returns the space that compaction freed inside a member's database file to the
+	// file system (etcd's defragment). A member does not serve its clients while it is defragmented
+	// (seconds per GiB), so the operator defragments one member at a time, only while every member is a
+	// healthy voter and no rollout or membership change is under way, followers first, and the leader
+	// last after moving leadership to a follower. Each defragmentation is recorded in an event with the
+	// database size before and after, and in status.maintenance.
+	//
+	// +optional
+	Defragmentation *DefragmentationSpec `json:"defragmentation,omitempty"`
+}
+
+// DefragmentationSpec says when members are defragmented: on a schedule, when a member's database file
+// is mostly free space, or both.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) || has(self.thresholdPercent)",message="spec.maintenance.defragmentation needs a schedule (such as \"0 3 * * *\"), a thresholdPercent (such as 50), or both"
+type DefragmentationSpec struct {
+	// Schedule is a cron expression ("0 3 * * *": daily at 03:00; "@weekly"), in TimeZone: at each
+	// time, every member with at least MinReclaimable to free is defragmented, one after another. It
+	// fires at most once a minute. The operator notices a schedule time within a minute.
+	//
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// TimeZone of Schedule, an IANA name such as "Europe/Berlin"; UTC when unset.
+	//
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// ThresholdPercent: a member is defragmented whenever the free part of its database file
+	// ((dbSize - dbSizeInUse) / dbSize, as etcd reports them) reaches this percentage and at least
+	// MinReclaimable, whatever the schedule.
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	ThresholdPercent *int32 `json:"thresholdPercent,omitempty"`
+
+	// MinReclaimable is the least free space (dbSize - dbSizeInUse) worth a defragmentation: a member
+	// with less is skipped, by the schedule and the threshold alike. Default 64Mi.
+	//
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) >= 0",message="spec.maintenance.defragmentation.minReclaimable must not be negative"
+	// +optional
+	MinReclaimable *resource.Quantity `json:"minReclaimable,omitempty"`
+}
+
+// DefaultMinReclaimable is DefragmentationSpec.MinReclaimable when unset.
+var DefaultMinReclaimable = resource.MustParse("64Mi")
+
+// MinReclaimableBytes returns MinReclaimable in bytes, DefaultMinReclaimable when unset.
+func (d *DefragmentationSpec) MinReclaimableBytes() int64 {
+	if d.MinReclaimable == nil {
+		return DefaultMinReclaimable.Value()
+	}
+	return d.MinReclaimable.Value()
 }
 
 // NetworkPolicySpec says who may reach a cluster's members.
@@ -684,6 +749,38 @@ type EtcdClusterStatus struct {
 	// cluster whose spec does not ask for authentication.
 	// +optional
 	Auth *AuthStatus `json:"auth,omitempty"`
+
+	// Maintenance is the state of spec.maintenance: the defragmentations under way and the last one.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+}
+
+// MaintenanceStatus is the state of spec.maintenance.
+type MaintenanceStatus struct {
+	// LastScheduleTime is the newest schedule time of spec.maintenance.defragmentation.schedule the
+	// operator acted on.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// PendingDefragmentation names the members still to be defragmented, in the order they will be.
+	// +optional
+	PendingDefragmentation []string `json:"pendingDefragmentation,omitempty"`
+	// LastDefragmentation is the newest defragmentation of a member.
+	// +optional
+	LastDefragmentation *DefragmentationRecord `json:"lastDefragmentation,omitempty"`
+}
+
+// DefragmentationRecord is one member's defragmentation.
+type DefragmentationRecord struct {
+	// Member is the member's name.
+	Member string `json:"member"`
+	// Time is when it ended.
+	Time metav1.Time `json:"time"`
+	// DurationMillis is how long etcd took, in milliseconds.
+	DurationMillis int64 `json:"durationMillis"`
+	// DBSizeBeforeBytes and DBSizeAfterBytes are the member's database file size before and after, in
+	// bytes, as etcd reported them.
+	DBSizeBeforeBytes int64 `json:"dbSizeBeforeBytes"`
+	DBSizeAfterBytes  int64 `json:"dbSizeAfterBytes"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator: one pod and one PersistentVolumeClaim per member,

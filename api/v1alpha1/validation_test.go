@@ -137,6 +137,18 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"compaction retention not a duration", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1 hour"}
 		}, "autoCompactionRetention"},
+		{"defragmentation without schedule or threshold", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{}}
+		}, "needs a schedule (such as \"0 3 * * *\"), a thresholdPercent (such as 50), or both"},
+		{"defragmentation threshold 100", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](100)}}
+		}, "should be less than or equal to 99"},
+		{"defragmentation threshold 0", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](0)}}
+		}, "should be greater than or equal to 1"},
+		{"negative minReclaimable", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](50), MinReclaimable: q("-1Mi")}}
+		}, "minReclaimable must not be negative"},
 		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},

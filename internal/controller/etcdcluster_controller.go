@@ -166,8 +166,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
 // alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
-// last, on a settled cluster, enabling authentication, a switch of spec.tls, a CA rotation and the
-// consistency check.
+// last, on a settled cluster, enabling authentication, a switch of spec.tls, a CA rotation, the
+// consistency check and maintenance (defragmentation).
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{r.reconcileServices, r.reconcileRootSecret, r.reconcileTLS} {
 		st, err := p(ctx, s)
@@ -200,6 +200,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.switchTLS,
 		r.rotateCA,
 		r.checkConsistency,
+		r.reconcileMaintenance,
 	} {
 		if st, err := p(ctx, s); err != nil || st != nil {
 			return st, err

@@ -92,6 +92,10 @@ func dumpCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	const lastLines = 80
 	var lines []string
 	for _, l := range strings.Split(operatorLogs.String(), "\n") {
+		// info, debug (V(1)) and errors: deeper levels are controller-runtime's request dumps
+		if strings.Contains(l, `"level":"Level(`) {
+			continue
+		}
 		if strings.Contains(l, `"namespace":"`+c.Namespace+`"`) || strings.Contains(l, c.Namespace+"/") {
 			lines = append(lines, l)
 		}

@@ -176,6 +176,11 @@ type Client interface {
 	// the leader's endpoint. It returns nil at once if toID already leads.
 	MoveLeader(ctx context.Context, toID uint64) error
 
+	// Defragment defragments the database of exactly endpoint's member, like `etcdctl defrag`: etcd
+	// rewrites the file without its free pages. The member serves no request meanwhile (seconds per GiB
+	// of database), so ctx must allow for that. Its peers are not affected.
+	Defragment(ctx context.Context, endpoint string) error
+
 	// HashKV asks exactly endpoint for the hash of its key-value store up
 	// to revision rev (0: its newest), like `etcdctl endpoint hashkv`.
 	// Members that hashed the same revision with the same compact revision
@@ -671,6 +676,14 @@ func toStatus(endpoint string, r *clientv3.StatusResponse) EndpointStatus {
 		st.Revision = r.Header.Revision
 	}
 	return st
+}
+
+// Defragment implements Client.
+func (c *client) Defragment(ctx context.Context, endpoint string) error {
+	if _, err := c.cli.Defragment(ctx, endpoint); err != nil {
+		return fmt.Errorf("defragment %s: %w", endpoint, err)
+	}
+	return nil
 }
 
 // HashKV implements Client.

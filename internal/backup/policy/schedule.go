@@ -35,14 +35,14 @@ func ParseSchedule(schedule, timeZone string) (cron.Schedule, error) {
 		}
 	}
 	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
-		return nil, fmt.Errorf("schedule %q names a time zone: set spec.backup.timeZone instead", schedule)
+		return nil, fmt.Errorf("schedule %q names a time zone: set the timeZone field beside it instead", schedule)
 	}
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q is not a cron expression (\"minute hour day-of-month month day-of-week\", or @hourly, @daily, @every <duration>): %w", schedule, err)
 	}
 	if every, ok := sched.(cron.ConstantDelaySchedule); ok && every.Delay < MinScheduleInterval {
-		return nil, fmt.Errorf("schedule %q fires more often than once a minute: each backup snapshots the whole database and runs a Job, so they would pile up faster than they finish; use an interval of at least 1m, such as \"@every 15m\" or \"*/15 * * * *\"", schedule)
+		return nil, fmt.Errorf("schedule %q fires more often than once a minute: a backup (a snapshot of the whole database) or a defragmentation would not finish before the next one is due; use an interval of at least 1m, such as \"@every 15m\" or \"*/15 * * * *\"", schedule)
 	}
 	if ss, ok := sched.(*cron.SpecSchedule); ok {
 		ss.Location = loc

@@ -83,7 +83,7 @@ func TestParseScheduleErrors(t *testing.T) {
 func TestScheduleAtMostOncePerMinute(t *testing.T) {
 	for _, in := range []string{"@every 1s", "@every 59s", "@every 59.9s", "@every 0s", "@every -5m", "@every 500ms"} {
 		_, err := ParseSchedule(in, "")
-		want := `schedule "` + in + `" fires more often than once a minute: each backup snapshots the whole database and runs a Job, so they would pile up faster than they finish; use an interval of at least 1m, such as "@every 15m" or "*/15 * * * *"`
+		want := `schedule "` + in + `" fires more often than once a minute: a backup (a snapshot of the whole database) or a defragmentation would not finish before the next one is due; use an interval of at least 1m, such as "@every 15m" or "*/15 * * * *"`
 		if err == nil || err.Error() != want {
 			t.Errorf("ParseSchedule(%q) = %v, want %q", in, err, want)
 		}

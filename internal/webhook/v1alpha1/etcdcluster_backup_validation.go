@@ -40,3 +40,35 @@ func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
 	}
 	return errs
 }
+
+// validateSchedules returns what is wrong with the policies of spec s that run on a schedule,
+// spec.backup and spec.maintenance (old is the previous spec, nil on create).
+func validateSchedules(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+	if old == nil {
+		return append(validateBackup(nil, s.Backup), validateMaintenance(nil, s.Maintenance)...)
+	}
+	return append(validateBackup(old.Backup, s.Backup), validateMaintenance(old.Maintenance, s.Maintenance)...)
+}
+
+// validateMaintenance returns what is wrong with spec.maintenance m (old is the previous one, nil on
+// create): a defragmentation schedule that does not parse or fires more often than once a minute, or a
+// timeZone the operator does not know (as for spec.backup). An unchanged spec.maintenance is not
+// checked again.
+func validateMaintenance(old, m *etcdv1alpha1.MaintenanceSpec) field.ErrorList {
+	if m == nil || m.Defragmentation == nil || equality.Semantic.DeepEqual(old, m) {
+		return nil
+	}
+	d, p := m.Defragmentation, specPath.Child("maintenance", "defragmentation")
+	var errs field.ErrorList
+	if d.TimeZone != "" {
+		if _, err := policy.ParseSchedule("@daily", d.TimeZone); err != nil {
+			errs = append(errs, field.Invalid(p.Child("timeZone"), d.TimeZone, err.Error()))
+		}
+	}
+	if d.Schedule != "" {
+		if _, err := policy.ParseSchedule(d.Schedule, ""); err != nil {
+			errs = append(errs, field.Invalid(p.Child("schedule"), d.Schedule, err.Error()))
+		}
+	}
+	return errs
+}

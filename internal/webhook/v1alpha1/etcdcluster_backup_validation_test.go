@@ -40,7 +40,7 @@ func TestValidateBackup(t *testing.T) {
 		{"six fields", cluster(backupSpec("0 0 * * * *", "", nil)), []problem{{"spec.backup.schedule", "is not a cron expression"}}},
 		{"garbage", cluster(backupSpec("every hour", "", nil)), []problem{{"spec.backup.schedule", "minute hour day-of-month month day-of-week"}}},
 		{"minute out of range", cluster(backupSpec("61 * * * *", "", nil)), []problem{{"spec.backup.schedule", "is not a cron expression"}}},
-		{"time zone in the schedule", cluster(backupSpec("CRON_TZ=Europe/Berlin 0 * * * *", "", nil)), []problem{{"spec.backup.schedule", "set spec.backup.timeZone instead"}}},
+		{"time zone in the schedule", cluster(backupSpec("CRON_TZ=Europe/Berlin 0 * * * *", "", nil)), []problem{{"spec.backup.schedule", "set the timeZone field beside it instead"}}},
 		{"unknown time zone", cluster(backupSpec("@daily", "Mars/Olympus", nil)), []problem{{"spec.backup.timeZone", "use an IANA name"}}},
 		{"empty retention", cluster(backupSpec("@daily", "", &etcdv1alpha1.BackupRetention{})), []problem{{"spec.backup.retention", "set maxCount"}}},
 		{"negative max age", cluster(backupSpec("@daily", "", &etcdv1alpha1.BackupRetention{MaxAge: &metav1.Duration{Duration: -time.Hour}})), []problem{{"spec.backup.retention.maxAge", "must be positive"}}},
@@ -65,5 +65,44 @@ func TestValidateBackupUnchanged(t *testing.T) {
 	c.Spec.Replicas = ptr.To[int32](5)
 	if errs, _ := ValidateUpdate(old, c); len(errs) != 0 {
 		t.Fatalf("unchanged spec.backup refused: %v", errs)
+	}
+}
+
+func defragSpec(schedule, tz string) testutil.ClusterOption {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{Schedule: schedule, TimeZone: tz}}
+	}
+}
+
+// TestValidateDefragmentationSchedule: spec.maintenance.defragmentation's schedule and time zone are
+// held to the same rules as spec.backup's, with errors under their own path; an unchanged one is not
+// checked again.
+func TestValidateDefragmentationSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    *etcdv1alpha1.EtcdCluster
+		errs []problem
+	}{
+		{"daily", cluster(defragSpec("0 3 * * *", "Europe/Berlin")), nil},
+		{"weekly", cluster(defragSpec("@weekly", "")), nil},
+		{"every 10 seconds", cluster(defragSpec("@every 10s", "")), []problem{{"spec.maintenance.defragmentation.schedule", "fires more often than once a minute"}}},
+		{"garbage", cluster(defragSpec("nightly", "")), []problem{{"spec.maintenance.defragmentation.schedule", "is not a cron expression"}}},
+		{"time zone in the schedule", cluster(defragSpec("TZ=UTC 0 3 * * *", "")), []problem{{"spec.maintenance.defragmentation.schedule", "set the timeZone field beside it instead"}}},
+		{"unknown time zone", cluster(defragSpec("@daily", "Mars/Olympus")), []problem{{"spec.maintenance.defragmentation.timeZone", "use an IANA name"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs, _ := ValidateCreate(tc.c)
+			checkErrors(t, errs, tc.errs)
+			old := tc.c.DeepCopy()
+			old.Spec.Maintenance = nil
+			errs, _ = ValidateUpdate(old, tc.c)
+			checkErrors(t, errs, tc.errs)
+		})
+	}
+	old := cluster(defragSpec("nightly", ""))
+	c := old.DeepCopy()
+	c.Spec.Replicas = ptr.To[int32](5)
+	if errs, _ := ValidateUpdate(old, c); len(errs) != 0 {
+		t.Errorf("unchanged spec.maintenance refused: %v", errs)
 	}
 }

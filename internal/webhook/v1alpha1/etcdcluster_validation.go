@@ -87,7 +87,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(nil, s)...)
 	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
-	errs = append(errs, validateBackup(nil, s.Backup)...)
+	errs = append(errs, validateSchedules(nil, s)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
 	errs = append(errs, validateAuth(c)...)
@@ -125,7 +125,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(o, s)...)
 	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
-	errs = append(errs, validateBackup(o.Backup, s.Backup)...)
+	errs = append(errs, validateSchedules(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
 

@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// TestDefragmentationOverThreshold: once a compaction leaves most of every member's database file
+// free, spec.maintenance.defragmentation with a threshold defragments each member of a real etcd
+// cluster once, one at a time, the leader last after leadership moved away from it; every file
+// shrinks, and the events and status.maintenance record it.
+func TestDefragmentationOverThreshold(t *testing.T) {
+	c := createCluster(t, "defrag", 3)
+	ctx := context.Background()
+	names := []string{"defrag-0", "defrag-1", "defrag-2"}
+	hosts := []string{"127.0.0.151", "127.0.0.152", "127.0.0.153"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	c = waitAvailable(t, c, 3)
+
+	// 16 MiB written, deleted and compacted away: most of each file is free pages
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	value := strings.Repeat("x", 1<<20)
+	for i := range 16 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cli.Put(pctx, fmt.Sprintf("big/%02d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	del, err := cli.Delete(wctx, "big/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int64{}
+	// bbolt frees the compacted pages in a later write transaction once no reader that began before the
+	// compaction is open (the operator's checks read too): a small write makes one
+	testutil.Eventually(t, waitTimeout, "8 MiB free in every member's file", func(ctx context.Context) error {
+		if _, err := cli.Put(ctx, "tick", time.Now().String()); err != nil {
+			return err
+		}
+		for _, m := range members {
+			st, err := cli.Status(ctx, m.ClientURL())
+			if err != nil {
+				return err
+			}
+			if st.DbSize-st.DbSizeInUse < 8<<20 {
+				return fmt.Errorf("%s: %d of %d bytes free", m.Name, st.DbSize-st.DbSizeInUse, st.DbSize)
+			}
+			before[m.Name] = st.DbSize
+		}
+		return nil
+	})
+	leaderName := func() string {
+		for _, m := range members {
+			if m.Etcd.Server.Lead() == uint64(m.Etcd.Server.MemberID()) {
+				return m.Name
+			}
+		}
+		return ""
+	}
+	firstLeader := leaderName()
+
+	minFree := resource.MustParse("4Mi")
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{
+			ThresholdPercent: ptr.To[int32](50), MinReclaimable: &minFree}}
+	})
+	var order []string
+	testutil.Eventually(t, waitTimeout, "every member defragmented once", func(context.Context) error {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].EventTime.Before(&list.Items[j].EventTime) })
+		order = order[:0]
+		for _, e := range list.Items {
+			if e.Reason == "Defragmented" {
+				order = append(order, strings.Fields(e.Note)[1])
+			}
+		}
+		if len(order) < 3 {
+			return fmt.Errorf("defragmented %v", order)
+		}
+		if st := getCluster(t, c).Status.Maintenance; st == nil || len(st.PendingDefragmentation) > 0 || st.LastDefragmentation == nil {
+			return fmt.Errorf("status.maintenance %+v", st)
+		}
+		return nil
+	})
+	if len(order) != 3 || order[2] != firstLeader {
+		t.Errorf("defragmentation order %v, want each member once and the first leader %s last", order, firstLeader)
+	}
+	if err := findEvent(ctx, c, "MovedLeader", "from "+firstLeader); err != nil {
+		t.Errorf("leadership was not moved before the leader's defragmentation: %v", err)
+	}
+	st := getCluster(t, c).Status.Maintenance
+	if l := st.LastDefragmentation; l.Member != firstLeader || l.DBSizeAfterBytes >= l.DBSizeBeforeBytes {
+		t.Errorf("last defragmentation %+v, want %s with a smaller file after", l, firstLeader)
+	}
+	for _, m := range members {
+		st, err := cli.Status(wctx, m.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.DbSize > before[m.Name]/2 {
+			t.Errorf("%s: database file %d bytes after, %d before: want it at most half", m.Name, st.DbSize, before[m.Name])
+		}
+	}
+	waitAvailable(t, c, 3)
+}
