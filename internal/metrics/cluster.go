@@ -130,10 +130,11 @@ func init() {
 }
 
 // seen is what earlier passes recorded of one cluster: the last leader ID seen (0: none yet), and the
-// members that have series.
+// members and conditions that have series.
 type seen struct {
-	leader  uint64
-	members map[string]bool
+	leader     uint64
+	members    map[string]bool
+	conditions map[string]bool
 }
 
 var (
@@ -163,9 +164,6 @@ func RecordPass(m *model.Cluster, st *verdict.Step) {
 	leader := m.Leader()
 	ClusterHasLeader.WithLabelValues(ns, name).Set(boolValue(leader != nil))
 	recordAlarms(m)
-	for _, cond := range c.Status.Conditions {
-		ClusterCondition.WithLabelValues(ns, name, cond.Type).Set(boolValue(cond.Status == metav1.ConditionTrue))
-	}
 
 	seenMu.Lock()
 	defer seenMu.Unlock()
@@ -174,6 +172,7 @@ func RecordPass(m *model.Cluster, st *verdict.Step) {
 		s = &seen{}
 		seenByCluster[ns+"/"+name] = s
 	}
+	s.conditions = recordConditions(c, s.conditions)
 	changes := ClusterLeaderChanges.WithLabelValues(ns, name) // at 0 from the first look on
 	if leader != nil {
 		if s.leader != 0 && s.leader != leader.ID() {
@@ -192,6 +191,22 @@ func RecordPass(m *model.Cluster, st *verdict.Step) {
 		}
 	}
 	s.members = now
+}
+
+// recordConditions sets etcd_operator_cluster_condition for each condition of c's status, removes
+// the series of those in before that the status no longer has, and returns the conditions set.
+func recordConditions(c *etcdv1alpha1.EtcdCluster, before map[string]bool) map[string]bool {
+	now := map[string]bool{}
+	for _, cond := range c.Status.Conditions {
+		now[cond.Type] = true
+		ClusterCondition.WithLabelValues(c.Namespace, c.Name, cond.Type).Set(boolValue(cond.Status == metav1.ConditionTrue))
+	}
+	for gone := range before {
+		if !now[gone] { // removed from the status (BackupFailing without a schedule, ...)
+			ClusterCondition.DeleteLabelValues(c.Namespace, c.Name, gone)
+		}
+	}
+	return now
 }
 
 // recordMember sets the series of one member of m; leader is m's leader (nil: none).

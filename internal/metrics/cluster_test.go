@@ -149,7 +149,9 @@ func TestRecordPass(t *testing.T) {
 		t.Errorf("has leader after an unobserved pass = %v", got)
 	}
 
-	// scaled to 1: rec-1 and rec-2 lose their series; the same leader is no change
+	// scaled to 1: rec-1 and rec-2 lose their series; the same leader is no change; a condition
+	// removed from the status loses its series
+	c.Status.Conditions = c.Status.Conditions[:1]
 	RecordPass(model.Build(model.Input{Cluster: c, Etcd: observed("rec", 1, 1, nil), Now: now}), nil)
 	if n := series(t, MemberHealthy, "ns-rec", "rec"); n != 1 {
 		t.Errorf("%d member health series after the scale-down, want 1", n)
@@ -159,6 +161,9 @@ func TestRecordPass(t *testing.T) {
 	}
 	if got := promtestutil.ToFloat64(ClusterLeaderChanges.WithLabelValues("ns-rec", "rec")); got != 1 {
 		t.Errorf("leader changes = %v, want still 1", got)
+	}
+	if n := series(t, ClusterCondition, "ns-rec", "rec"); n != 1 {
+		t.Errorf("%d condition series after DataInconsistent went from the status, want 1", n)
 	}
 
 	ForgetCluster("ns-rec", "rec")
