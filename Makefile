@@ -69,7 +69,7 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 
 .PHONY: verify
 verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
-	@for k in config/local config/certmanager config/namespaced; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
+	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
 	@go run ./hack/benchtable -check
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
