@@ -310,7 +310,12 @@ func operatorMetricNames(t *testing.T) map[string]bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}()
 
 	names := map[string]bool{}
 	testutil.Eventually(t, 10*time.Second, "controller-runtime's reconcile metrics", func(context.Context) error {
