@@ -27,7 +27,7 @@ demo: ## Bring up a local Kubernetes (unless KUBECONFIG is set), install the ope
 # checkouts) would collide: the second waits for the first, and says so.
 TEST_LOCK      := /tmp/etcd-operator-make-test.lock
 
-test: envtest s3-server cert-manager ## Run the unit and integration tests (real kube-apiserver, etcd, S3 server and cert-manager; builds them once per machine).
+test: envtest s3-server cert-manager promtool ## Run the unit and integration tests (real kube-apiserver, etcd, S3 server and cert-manager; builds them once per machine).
 	@flock -n $(TEST_LOCK) true || echo "another make test runs on this machine (its etcd members use the same loopback addresses): waiting for it to finish"
 	flock -o $(TEST_LOCK) env KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh --print)" VERSITYGW="$$(bash hack/build-s3.sh --print)" CERT_MANAGER="$$(bash hack/build-cert-manager.sh --print)" go test -count=1 -timeout 20m $(TEST_PKGS)
 
@@ -69,7 +69,7 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 
 .PHONY: verify
 verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
-	@for k in config/local config/certmanager config/namespaced; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
+	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
 	@go run ./hack/benchtable -check
 	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
@@ -85,6 +85,10 @@ build: ## Build bin/etcd-operator (static).
 image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Docker needed).
 	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 \
 		bin/etcd-operator:/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
+
+.PHONY: promtool
+promtool: ## Build promtool (hack/tools/promtool/go.mod), which the alert rules' tests run (once per machine, ~5 min cold).
+	go tool -modfile=hack/tools/promtool/go.mod promtool --version >/dev/null
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for the integration tests (once per machine).

@@ -28,6 +28,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/auth"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/observe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -116,6 +117,9 @@ type phase func(context.Context, *scope) (*verdict.Step, error)
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	c := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetCluster(req.Namespace, req.Name) // gone: so are its series
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !c.DeletionTimestamp.IsZero() {
@@ -144,6 +148,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
 	}
 	verdict.Status(c, s.m, &s.report, st, r.Options, err == nil)
+	metrics.RecordPass(s.m, st)
 	patchErr := r.patchStatus(ctx, c, before)
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
@@ -248,6 +253,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1al
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	r.Certs.Forget(c.Namespace, c.Name)
+	metrics.ForgetCluster(c.Namespace, c.Name)
 	return ctrl.Result{}, nil
 }
 
