@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,12 +55,55 @@ func operatorLeader(ctx context.Context, ns string) (string, error) {
 	return pod, nil
 }
 
+// dryRunsDuring makes a server-side dry run of an EtcdCluster create every 200 ms until the function
+// it returns is called (at the latest when t ends), which returns how many were accepted and the
+// errors of those refused.
+func dryRunsDuring(t *testing.T) func() (int, []string) {
+	var (
+		mu       sync.Mutex
+		once     sync.Once
+		accepted int
+		refused  []string
+	)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := dryRunCreate(ctx)
+			cancel()
+			mu.Lock()
+			if err != nil {
+				refused = append(refused, time.Now().Format("15:04:05.000")+" "+err.Error())
+			} else {
+				accepted++
+			}
+			mu.Unlock()
+		}
+	}()
+	end := func() (int, []string) {
+		once.Do(func() { close(stop) })
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted, refused
+	}
+	t.Cleanup(func() { end() })
+	return end
+}
+
 // TestOperatorFailover: the leading operator replica's pod is killed (no grace period, so it cannot
 // hand the Lease back) at the moment a member pod of a cluster is deleted. The other replica, which
 // kept serving admission, takes the Lease and recreates the member. The test reports both times:
 // kill -> the Lease held by the other replica, and kill -> the member pod made again (the failover as
-// a user sees it). Bounded by failoverTimeout: the lease duration (15 s), its retry period (2 s) and
-// one pass.
+// a user sees it), bounded by failoverTimeout: the lease duration (15 s), its retry period (2 s) and
+// one pass; and how many EtcdCluster creates (dry runs every 200 ms) were refused meanwhile, while
+// the Service still routed to the killed pod.
 func TestOperatorFailover(t *testing.T) {
 	ctx := context.Background()
 	if _, err := waitAdmission(admissionTimeout); err != nil {
@@ -84,6 +128,7 @@ func TestOperatorFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	dryRuns := dryRunsDuring(t)
 	start := time.Now()
 	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: leader}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
@@ -113,8 +158,12 @@ func TestOperatorFailover(t *testing.T) {
 		return nil
 	})
 	actTook := time.Since(start)
-	t.Logf("leader %s killed -> %s leads in %s; the deleted member pod made again %s after the kill",
-		leader, newLeader, leaseTook.Round(100*time.Millisecond), actTook.Round(100*time.Millisecond))
+	accepted, refused := dryRuns()
+	t.Logf("leader %s killed -> %s leads in %s; the deleted member pod made again %s after the kill; meanwhile %d EtcdCluster creates (dry runs) admitted, %d refused%s",
+		leader, newLeader, leaseTook.Round(100*time.Millisecond), actTook.Round(100*time.Millisecond), accepted, len(refused), strings.Join(append([]string{""}, refused...), "\n  "))
+	if accepted == 0 {
+		t.Error("no EtcdCluster admitted while the other replica took over: it does not serve the webhooks")
+	}
 	assertAvailable(t, c, availableTimeout)
 	if _, err := waitAdmission(admissionTimeout); err != nil {
 		t.Fatal(err)
