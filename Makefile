@@ -8,6 +8,9 @@ TOOLS          := go tool -modfile=hack/tools/go.mod
 CONTROLLER_GEN := $(TOOLS) controller-gen
 KUSTOMIZE      := $(TOOLS) kustomize
 GOLANGCI_LINT  := $(TOOLS) golangci-lint
+# helm has a module of its own: its Kubernetes libraries need not follow the other tools'.
+HELM           := go tool -modfile=hack/tools/helm/go.mod helm
+CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
@@ -41,7 +44,7 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 
 ##@ Development
 .PHONY: manifests
-manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml and dist/install-namespaced.yaml from the Go markers and config/.
+manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml, dist/install-namespaced.yaml and the chart's CRDs and rules from the Go markers and config/.
 	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
@@ -49,6 +52,7 @@ manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist
 	@mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 	bash hack/install-namespaced.sh > dist/install-namespaced.yaml
+	go run ./hack/chartgen
 
 .PHONY: generate
 generate: ## Generate the deepcopy functions of the API types.
@@ -72,8 +76,17 @@ verify: generate manifests fmt vet lint ## Fail when generated files or formatti
 	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
 	@go run ./hack/benchtable -check
-	@git diff --exit-code -- api config dist '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config dist)" || { git status --porcelain -- api config dist; echo "untracked generated files: commit them"; exit 1; }
+	$(MAKE) -s verify-chart
+	@git diff --exit-code -- api config dist charts '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config dist charts)" || { git status --porcelain -- api config dist charts; echo "untracked generated files: commit them"; exit 1; }
+
+.PHONY: verify-chart
+verify-chart: ## Lint the Helm chart, render its variants, and fail when it installs other than dist/ (hack/chartgen's test).
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) --namespace ops --set namespaced=true --set 'watchNamespaces={apps,db}'
+	$(HELM) lint --strict $(CHART) --set webhook.certProvisioner=certManager --set metrics.serviceMonitor.enabled=true --set metrics.podMonitor.enabled=true --set metrics.prometheusRule.enabled=true
+	@for v in "" "--set namespaced=true" "--set webhook.certProvisioner=certManager"; do $(HELM) template etcd-operator $(CHART) --namespace etcd-operator-system $$v >/dev/null || { echo "helm template $$v fails"; exit 1; }; done
+	go test -count=1 ./hack/chartgen
 
 .PHONY: build
 build: ## Build bin/etcd-operator (static).

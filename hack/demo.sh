@@ -40,7 +40,7 @@ until $KUBECTL -n "$NS" wait etcdcluster/demo --for=condition=Available --timeou
     echo "The cluster did not become Available within ${TIMEOUT}s. What the operator says:" >&2
     $KUBECTL -n "$NS" get etcdcluster demo -o yaml >&2 || true
     $KUBECTL -n "$NS" get pods -o wide >&2 || true
-    $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=30 >&2 || true
+    $KUBECTL -n etcd-operator-system logs -l app.kubernetes.io/name=etcd-operator --prefix --tail=30 >&2 || true   # every replica: the leader reconciles
     exit 1
   fi
   log "  $($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.phase} {.status.readyReplicas}/{.spec.replicas} ready: {.status.conditions[?(@.type=="Progressing")].message}' 2>/dev/null)"

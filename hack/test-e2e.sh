@@ -37,7 +37,7 @@ rc=0
 go test -tags e2e -count=1 -v -parallel "${E2E_PARALLEL:-3}" -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e/... ${E2E_ARGS:-} || rc=$?
 if [ $rc -ne 0 ]; then
   echo "== end-to-end tests failed; the operator's last log lines:"
-  $KUBECTL -n etcd-operator-system logs deploy/etcd-operator --tail=60 || true
+  $KUBECTL -n etcd-operator-system logs -l app.kubernetes.io/name=etcd-operator --prefix --tail=60 || true   # every replica: the leader reconciles
   $KUBECTL get etcdclusters,pods -A -o wide || true
 fi
 exit $rc

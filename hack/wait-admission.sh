@@ -26,7 +26,7 @@ last_note=0
 note() { if [ $(( $(date +%s) - last_note )) -ge 5 ]; then log "  ${1} ($(elapsed)s)"; last_note=$(date +%s); fi; }
 fail() {
   echo "admission does not answer after ${TIMEOUT}s: $1" >&2
-  echo "What to check: kubectl -n $NS get pods,endpointslices; kubectl -n $NS logs deploy/etcd-operator; the operator logs why it is not ready ('Not ready: ...')." >&2
+  echo "What to check: kubectl -n $NS get pods,endpointslices; kubectl -n $NS logs -l app.kubernetes.io/name=etcd-operator --prefix (every replica); the operator logs why it is not ready ('Not ready: ...')." >&2
   $KUBECTL -n $NS get pods -o wide >&2 || true
   exit 1
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,9 @@ type managerOptions struct {
 	pprofAddr           string
 	leaderElect         bool
 	leaderElectionNS    string
+	leaseDuration       time.Duration
+	renewDeadline       time.Duration
+	retryPeriod         time.Duration
 	watchNamespaces     []string
 	namespaced          bool
 	clusterDomain       string
@@ -116,10 +120,20 @@ func managerCommand(o *managerOptions) *cobra.Command {
 	f.StringVar(&o.webhook.SecretName, "webhook-secret-name", webhook.DefaultSecretName, "Secret in the operator's namespace (POD_NAMESPACE) that holds the generated CA and certificate (self provisioner); it must exist, possibly empty")
 	f.BoolVar(&o.webhook.Defaults.NetworkPolicy, "network-policy-by-default", false, "Give every new EtcdCluster that does not mention spec.networkPolicy a NetworkPolicy (spec.networkPolicy.enabled: true); turn it on where the cluster's network plugin enforces NetworkPolicies")
 	f.StringVar(&o.webhook.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service in front of the webhook server; the generated certificate is for <name>.<namespace>.svc")
+	leaderElectionFlags(f, o)
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
 	return cmd
+}
+
+// leaderElectionFlags adds the flags of the Lease's timing to f: client-go's and kube-controller-manager's
+// defaults, so that a replica that dies without handing the Lease back is replaced within about
+// leaseDuration plus retryPeriod (17 s).
+func leaderElectionFlags(f *pflag.FlagSet, o *managerOptions) {
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long the other replicas wait for a Lease that is no longer renewed before one of them takes it")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops leading (and exits); below --leader-election-lease-duration")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the replicas try to take or renew the Lease")
 }
 
 // runManager runs the controllers and webhooks until ctx is done.
@@ -155,6 +169,9 @@ func runManager(ctx context.Context, o *managerOptions) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
 		// The process exits right after the manager stops, so handing the Lease back at once is safe,
 		// and a new operator pod (a rollout) takes over without waiting out the lease duration.
 		LeaderElectionReleaseOnCancel: true,

@@ -81,17 +81,31 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 // check after asserting that it fails before the manager starts. The manager stops when t ends.
 func startManager(t *testing.T, cfg *rest.Config, o Options) (healthz.Checker, *capturedLog) {
 	t.Helper()
+	ready, logs, _ := startReplica(t, cfg, o, false)
+	return ready, logs
+}
+
+// startReplica is startManager of one replica of the operator: with leaderElect, the manager takes
+// part in leader election through a Lease in o.Namespace, as the Deployment's replicas do, and the
+// channel it returns is closed once this replica leads.
+func startReplica(t *testing.T, cfg *rest.Config, o Options, leaderElect bool) (healthz.Checker, *capturedLog, <-chan struct{}) {
+	t.Helper()
 	server, err := NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &capturedLog{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          server,
-		Logger:                 funcr.New(logs.add, funcr.Options{}),
+		Scheme:                  testenv.Scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		WebhookServer:           server,
+		Logger:                  funcr.New(logs.add, funcr.Options{}),
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "etcd-operator.etcd.etcdkit.dev",
+		LeaderElectionNamespace: o.Namespace,
+		// The Lease is handed back when the test stops the manager, as the operator does.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +126,7 @@ func startManager(t *testing.T, cfg *rest.Config, o Options) (healthz.Checker, *
 			t.Errorf("manager: %v", err)
 		}
 	})
-	return ready, logs
+	return ready, logs, mgr.Elected()
 }
 
 // capturedLog keeps the lines a logger wrote.
@@ -383,6 +397,101 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 	})
 	if err := ready(&http.Request{}); err != nil {
 		t.Errorf("not ready after the rotation: %v", err)
+	}
+}
+
+// TestReplicasShareOneCertificate: two replicas of the operator (leader election on, as in the
+// Deployment) started together on the Secret as installed (empty) generate one CA and one certificate
+// between them, not one each: both serve the Secret's certificate, the caBundle of both webhook
+// configurations trusts it, the replica that does not lead is ready and answers admission requests,
+// and neither replaces the other's CA afterwards.
+func TestReplicasShareOneCertificate(t *testing.T) {
+	cfg, k8s := apiServer(t)
+	ctx := context.Background()
+	ns := "webhook-replicas"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	serverName := DefaultServiceName + "." + ns + ".svc"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultSecretName, Namespace: ns}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	validating, mutating := installWebhookConfigurations(t, k8s, "replicas-")
+
+	type replica struct {
+		addr  string
+		ready healthz.Checker
+		leads <-chan struct{}
+	}
+	replicas := make([]replica, 2)
+	for i, port := range testutil.FreePorts(t, 2) {
+		o := Options{Host: "127.0.0.1", Port: port, CertDir: filepath.Join(t.TempDir(), "certs"), Namespace: ns,
+			ValidatingConfiguration: validating, MutatingConfiguration: mutating, RotatorName: fmt.Sprintf("replica-%d-cert-rotator", i)}
+		ready, _, leads := startReplica(t, cfg, o, true)
+		replicas[i] = replica{addr: fmt.Sprintf("127.0.0.1:%d", port), ready: ready, leads: leads}
+	}
+	for i, r := range replicas {
+		testutil.Eventually(t, readyTimeout, fmt.Sprintf("replica %d ready", i), func(context.Context) error { return r.ready(&http.Request{}) })
+	}
+	leaders := 0
+	for _, r := range replicas {
+		select {
+		case <-r.leads:
+			leaders++
+		default:
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d replicas lead, want 1 (one of them ready without leading)", leaders)
+	}
+
+	// consistent returns nil when both replicas serve the Secret's certificate, and the caBundles are
+	// the Secret's CA, which verifies it for the Service's name.
+	consistent := func(ctx context.Context) error {
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+			return err
+		}
+		v, m := getWebhookConfigurations(t, k8s, validating, mutating)
+		for _, b := range [][]byte{v.Webhooks[0].ClientConfig.CABundle, m.Webhooks[0].ClientConfig.CABundle} {
+			if !bytes.Equal(b, s.Data["ca.crt"]) {
+				return fmt.Errorf("caBundle %.60q is not the Secret's CA", b)
+			}
+		}
+		for i, r := range replicas {
+			got, err := servedCert(s.Data["ca.crt"], serverName, r.addr)
+			if err != nil {
+				return fmt.Errorf("replica %d: TLS through the caBundle for %s: %w", i, serverName, err)
+			}
+			if !bytes.Equal(got, s.Data["tls.crt"]) {
+				return fmt.Errorf("replica %d presents another certificate than the Secret's", i)
+			}
+		}
+		return nil
+	}
+	testutil.Eventually(t, readyTimeout, "both replicas serve the Secret's certificate", consistent)
+	first := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), first); err != nil {
+		t.Fatal(err)
+	}
+	// Neither replica rotates what the other made: the Secret keeps its CA and certificate.
+	testutil.Consistently(t, 5*time.Second, "one CA and certificate, served by both", func(ctx context.Context) error {
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+			return err
+		}
+		if !bytes.Equal(s.Data["ca.crt"], first.Data["ca.crt"]) || !bytes.Equal(s.Data["tls.crt"], first.Data["tls.crt"]) {
+			return errors.New("the Secret's CA or certificate was replaced")
+		}
+		return consistent(ctx)
+	})
+	for i, r := range replicas {
+		resp := review(t, tlsClient(t, first.Data["ca.crt"], serverName), r.addr,
+			&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](2), Version: "3.6.16"}})
+		if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "must be odd") {
+			t.Errorf("replica %d: an even size allowed=%v result=%+v, want refused", i, resp.Allowed, resp.Result)
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -300,21 +299,21 @@ func restarts(pods map[string]*corev1.Pod) map[string]int32 {
 	return out
 }
 
-// operatorMetric sums the samples of a Prometheus counter, scraped from the operator pod, whose
-// labels include every one of labels (e.g. `controller="etcdcluster"`).
+// operatorMetric sums the samples of a Prometheus counter, scraped from the operator pod that leads
+// (the one that reconciles; the others count nothing), whose labels include every one of labels
+// (e.g. `controller="etcdcluster"`).
 func operatorMetric(ctx context.Context, name string, labels ...string) (float64, error) {
-	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace("etcd-operator-system"), client.MatchingLabels{"app.kubernetes.io/name": "etcd-operator"}); err != nil {
+	leader, err := operatorLeader(ctx, operatorNamespace)
+	if err != nil {
 		return 0, err
 	}
-	var ip string
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			ip = p.Status.PodIP
-		}
+	p := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: leader}, p); err != nil {
+		return 0, fmt.Errorf("the leading operator pod: %w", err)
 	}
-	if ip == "" {
-		return 0, errors.New("no running operator pod")
+	ip := p.Status.PodIP
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || ip == "" {
+		return 0, fmt.Errorf("the leading operator pod %s is not running", leader)
 	}
 	resp, err := scrapeOperator(ctx, ip)
 	if err != nil {

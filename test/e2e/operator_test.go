@@ -39,13 +39,18 @@ var operatorSelector = client.MatchingLabels{"app.kubernetes.io/name": "etcd-ope
 // mutating and validating webhooks and their Service) is accepted admissionStreak times in a row. It
 // returns how long that took, or the last reason after timeout.
 func waitAdmission(timeout time.Duration) (time.Duration, error) {
+	return waitAdmissionIn(operatorNamespace, timeout)
+}
+
+// waitAdmissionIn is waitAdmission of the operator installed in namespace ns.
+func waitAdmissionIn(ns string, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	streak := 0
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if last = operatorRolledOut(ctx); last == nil {
+		if last = operatorRolledOutIn(ctx, ns); last == nil {
 			last = dryRunCreate(ctx)
 		}
 		if last != nil {
@@ -64,8 +69,13 @@ func waitAdmission(timeout time.Duration) (time.Duration, error) {
 // operatorRolledOut returns nil when the operator's Deployment has finished its rollout and every
 // operator pod is one of it, ready, and not terminating.
 func operatorRolledOut(ctx context.Context) error {
+	return operatorRolledOutIn(ctx, operatorNamespace)
+}
+
+// operatorRolledOutIn is operatorRolledOut of the operator installed in namespace ns.
+func operatorRolledOutIn(ctx context.Context, ns string) error {
 	d := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator"}, d); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcd-operator"}, d); err != nil {
 		return err
 	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
@@ -75,7 +85,7 @@ func operatorRolledOut(ctx context.Context) error {
 			d.Generation, st.ObservedGeneration, st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
 	}
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace(operatorNamespace), operatorSelector); err != nil {
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), operatorSelector); err != nil {
 		return err
 	}
 	if int32(len(pods.Items)) != want {
