@@ -466,6 +466,16 @@ func TestDefaultOnCreateKeepsWhatIsSet(t *testing.T) {
 	if !c.Spec.ClientTLS() || c.Spec.PeerTLS() {
 		t.Errorf("client %v peer %v; want the unset client port on and the peer port left off", c.Spec.ClientTLS(), c.Spec.PeerTLS())
 	}
+	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != "periodic" || o.AutoCompactionRetention != "1h" {
+		t.Errorf("options %+v; want periodic auto-compaction keeping 1h", o)
+	}
+	// compaction the user chose is kept, whichever field they set
+	byRevision := &etcdv1alpha1.EtcdCluster{}
+	byRevision.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "revision", AutoCompactionRetention: "10000"}
+	DefaultOnCreate(byRevision)
+	if o := byRevision.Spec.Options; o.AutoCompactionMode != "revision" || o.AutoCompactionRetention != "10000" {
+		t.Errorf("revision compaction became %+v", o)
+	}
 	// no spec.tls at all: as stored by a cluster created before it existed, which the operator serves in
 	// plain text
 	if legacy := (&etcdv1alpha1.EtcdCluster{}); legacy.Spec.AnyTLS() {

@@ -107,10 +107,24 @@ func (d *EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1alpha1.Etcd
 	return nil
 }
 
+// DefaultAutoCompactionRetention is the history a new cluster keeps by default (periodic
+// auto-compaction, DefaultOnCreate): etcd compacts revisions older than this, so that its database
+// does not grow with every change ever made until it reaches the quota.
+const DefaultAutoCompactionRetention = "1h"
+
 // DefaultOnCreate sets what only a new cluster gets by default: TLS on the client and on the peer port,
-// each unless spec.tls says otherwise. A cluster that exists keeps what it was created with (a cluster
-// created before spec.tls existed has none, and serves plain text).
+// each unless spec.tls says otherwise, and periodic auto-compaction keeping
+// DefaultAutoCompactionRetention of history unless spec.options sets either compaction field (etcd's
+// own default is never to compact). A cluster that exists keeps what it was created with (a cluster
+// created before spec.tls existed has none, and serves plain text; one created before the compaction
+// default keeps none, and its members are not restarted for it).
 func DefaultOnCreate(c *etcdv1alpha1.EtcdCluster) {
+	if c.Spec.Options == nil {
+		c.Spec.Options = &etcdv1alpha1.EtcdOptions{}
+	}
+	if o := c.Spec.Options; o.AutoCompactionMode == "" && o.AutoCompactionRetention == "" {
+		o.AutoCompactionMode, o.AutoCompactionRetention = "periodic", DefaultAutoCompactionRetention
+	}
 	if c.Spec.TLS == nil {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{}
 	}

@@ -507,6 +507,12 @@ func TestTLSDefaultedOnCreateOnly(t *testing.T) {
 	if !c.Spec.ClientTLS() || !c.Spec.PeerTLS() {
 		t.Fatalf("created with spec.tls %+v; want TLS on both ports", c.Spec.TLS)
 	}
+	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != "periodic" || o.AutoCompactionRetention != "1h" {
+		t.Fatalf("created with spec.options %+v; want periodic auto-compaction keeping 1h", o)
+	}
+	if err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Options = nil }); err != nil || c.Spec.Options != nil {
+		t.Fatalf("removing spec.options: %v (%+v); want it admitted, and not defaulted back", err, c.Spec.Options)
+	}
 	plain := create(t, k8s, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: false}}
 	})
