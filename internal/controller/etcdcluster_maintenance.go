@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -55,12 +57,18 @@ func (r *EtcdClusterReconciler) reconcileMaintenance(ctx context.Context, s *sco
 	if len(plan.Pending) == 0 {
 		return nil, nil
 	}
-	mem := s.m.Member(plan.Pending[0])
+	return r.defragmentOne(ctx, s, s.m.Member(plan.Pending[0]), "it is due")
+}
+
+// defragmentOne defragments mem, or, when it leads a cluster of several voters, first moves
+// leadership to a healthy follower (why says why mem is defragmented, for the move's event). It returns
+// nil when mem did not answer in this pass.
+func (r *EtcdClusterReconciler) defragmentOne(ctx context.Context, s *scope, mem *model.Member, why string) (*verdict.Step, error) {
 	if leader := s.m.Leader(); leader != nil && leader == mem && s.m.Voters() > 1 {
 		for _, f := range s.m.Listed() {
 			if f != mem && f.Voter() && f.Healthy() {
 				return r.moveLeader(ctx, s, rollout.Action{Member: mem.Name, ID: mem.ID(), Target: f.Name, TargetID: f.ID(),
-					Reason: fmt.Sprintf("%s is to be defragmented, and leads", mem.Name)})
+					Reason: fmt.Sprintf("%s is to be defragmented (%s), and leads", mem.Name, why)})
 			}
 		}
 	}
@@ -71,9 +79,13 @@ func (r *EtcdClusterReconciler) reconcileMaintenance(ctx context.Context, s *sco
 }
 
 // defragment defragments member name at endpoint, whose database file was before bytes, and records
-// it in an event and in status.maintenance (removed from the pending members).
+// it in an event and in status.maintenance (no longer pending).
 func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, endpoint string, before int64) (*verdict.Step, error) {
-	c, st := s.cluster, s.cluster.Status.Maintenance
+	c := s.cluster
+	if c.Status.Maintenance == nil {
+		c.Status.Maintenance = &etcdv1alpha1.MaintenanceStatus{}
+	}
+	st := c.Status.Maintenance
 	callCtx, cancel := context.WithTimeout(ctx, defragTimeout)
 	defer cancel()
 	start := time.Now()
@@ -89,7 +101,7 @@ func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, 
 	if now, err := s.etcdClient.Status(statusCtx, endpoint); err == nil {
 		after = now.DBSizeBytes
 	}
-	st.PendingDefragmentation = st.PendingDefragmentation[1:]
+	st.PendingDefragmentation = slices.DeleteFunc(st.PendingDefragmentation, func(n string) bool { return n == name })
 	st.LastDefragmentation = &etcdv1alpha1.DefragmentationRecord{Member: name, Time: metav1.Now(),
 		DurationMillis: took.Milliseconds(), DBSizeBeforeBytes: before, DBSizeAfterBytes: after}
 	msg := fmt.Sprintf("Defragmented %s in %s: its database file went from %s to %s", name, took.Round(time.Millisecond),

@@ -23,8 +23,14 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 	quota := resources.QuotaBackendBytes(c)
 	v := verdict.JudgeNoSpace(s.m, quota)
 	if v.Full != "" {
-		if !verdict.HasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, v.Full) {
+		if !verdict.HasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, v.Full) &&
+			!verdict.HasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, v.Full) {
 			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonNoSpace, "Disarm", "%s", v.Full)
+		}
+		if len(v.Defragment) > 0 {
+			if st, err := r.defragmentOne(ctx, s, v.Defragment[0], "its data fits the quota, its file does not (NOSPACE)"); err != nil || st != nil {
+				return verdict.Acting(etcdv1alpha1.ReasonNoSpace, v.Full), err
+			}
 		}
 		return verdict.Blocked(etcdv1alpha1.ReasonNoSpace, v.Full), nil
 	}

@@ -138,3 +138,102 @@ func alarmList(t *testing.T, cli *clientv3.Client) []string {
 	}
 	return out
 }
+
+// TestNoSpaceCuredByDefragmentation: the members' database files fill their 16Mi quota, but after a
+// delete and a compaction their data would fit: on NOSPACE the operator defragments each member
+// (followers first, the leader after leadership moved), then disarms the alarm, without a quota change
+// or a restart; writes are accepted again.
+func TestNoSpaceCuredByDefragmentation(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-nospace-defrag"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	c := testutil.EtcdCluster("shrink", testutil.InNamespace(ns.Name), testutil.WithReplicas(3), testutil.WithQuota("16Mi"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	retireAtEnd(t, c)
+	names := []string{"shrink-0", "shrink-1", "shrink-2"}
+	hosts := []string{"127.0.0.155", "127.0.0.156", "127.0.0.157"}
+	members := testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	c = waitAvailable(t, c, 3)
+	uids := map[string]string{}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[n] = string(p.UID)
+	}
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	value := strings.Repeat("x", 1<<20)
+	for i := range 16 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cli.Put(pctx, fmt.Sprintf("big/%02d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	del, err := cli.Delete(wctx, "big/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	// bbolt frees the compacted pages in a later write transaction: small writes make them
+	testutil.Eventually(t, waitTimeout, "files over 90% of the quota, data well under it", func(ctx context.Context) error {
+		if _, err := cli.Put(ctx, "tick", time.Now().String()); err != nil {
+			return err
+		}
+		for _, m := range members {
+			st, err := cli.Status(ctx, m.ClientURL())
+			if err != nil {
+				return err
+			}
+			if st.DbSize < 15<<20 || st.DbSizeInUse > 4<<20 {
+				return fmt.Errorf("%s: file %d bytes, %d in use", m.Name, st.DbSize, st.DbSizeInUse)
+			}
+		}
+		return nil
+	})
+	m := members[1]
+	actx, cancelAlarm := context.WithTimeout(ctx, 5*time.Second)
+	_, err = m.Etcd.Server.Alarm(actx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: uint64(m.Etcd.Server.MemberID()), Alarm: pb.AlarmType_NOSPACE})
+	cancelAlarm()
+	if err != nil {
+		t.Fatalf("raise NOSPACE on %s: %v", m.Name, err)
+	}
+	testutil.Eventually(t, waitTimeout, "every member defragmented and the alarm disarmed", func(context.Context) error {
+		if alarms := alarmList(t, cli); len(alarms) > 0 {
+			return fmt.Errorf("alarms %v", alarms)
+		}
+		for _, n := range names {
+			if err := findEvent(ctx, c, "Defragmented", "Defragmented "+n+" "); err != nil {
+				return err
+			}
+		}
+		return findEvent(ctx, c, "DisarmedNoSpace", "Disarmed the NOSPACE alarm of shrink-1")
+	})
+	c = waitAvailable(t, c, 3)
+	for _, n := range names {
+		if p, err := getPod(c, n); err != nil || string(p.UID) != uids[n] {
+			t.Errorf("pod %s was recreated (%v): a defragmentation needs no restart", n, err)
+		}
+	}
+	pctx, cancelPut := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelPut()
+	if _, err := cli.Put(pctx, "after", "disarm"); err != nil {
+		t.Errorf("write after the alarm was disarmed: %v", err)
+	}
+}
