@@ -10,6 +10,8 @@ KUSTOMIZE      := $(TOOLS) kustomize
 GOLANGCI_LINT  := $(TOOLS) golangci-lint
 # helm has a module of its own: its Kubernetes libraries need not follow the other tools'.
 HELM           := go tool -modfile=hack/tools/helm/go.mod helm
+# crd-ref-docs too: it writes docs/api.md from the Go types of api/v1alpha1.
+CRD_REF_DOCS   := go tool -modfile=hack/tools/crd-ref-docs/go.mod crd-ref-docs
 CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
@@ -58,6 +60,11 @@ manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist
 generate: ## Generate the deepcopy functions of the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
 
+.PHONY: docs
+docs: ## Generate the API reference docs/api.md from the Go types of api/v1alpha1 (crd-ref-docs, hack/tools/crd-ref-docs).
+	$(CRD_REF_DOCS) --source-path=./api/v1alpha1 --config=hack/tools/crd-ref-docs/config.yaml \
+		--renderer=markdown --output-path=docs/api.md --log-level=ERROR
+
 .PHONY: fmt
 fmt: ## gofmt the code.
 	gofmt -s -w $$(git ls-files '*.go')
@@ -72,13 +79,13 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests fmt vet lint ## Fail when generated files or formatting are not current, an install variant does not build, or the linter finds something.
+verify: generate manifests docs fmt vet lint ## Fail when generated files (docs/api.md included) or formatting are not current, an install variant does not build, or the linter finds something.
 	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
 	@go run ./hack/benchtable -check
 	$(MAKE) -s verify-chart
-	@git diff --exit-code -- api config dist charts '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests fmt' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config dist charts)" || { git status --porcelain -- api config dist charts; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config dist charts docs/api.md '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests docs fmt' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config dist charts docs/api.md)" || { git status --porcelain -- api config dist charts docs/api.md; echo "untracked generated files: commit them"; exit 1; }
 
 .PHONY: verify-chart
 verify-chart: ## Lint the Helm chart, render its variants, and fail when it installs other than dist/ (hack/chartgen's test).
