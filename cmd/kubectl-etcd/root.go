@@ -83,7 +83,7 @@ cluster restored from a backup, and pausing the operator's changes to a cluster.
 			Use:   "version",
 			Short: "Print the plugin's version",
 			Args:  cobra.NoArgs,
-			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "kubectl-etcd", version) },
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "kubectl-etcd", pluginVersion()) },
 		},
 	)
 	return root
