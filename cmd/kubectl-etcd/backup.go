@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -165,6 +166,8 @@ func followBackup(ctx context.Context, c client.Client, b *etcdv1alpha1.EtcdBack
 		case err == nil && (!seen || b.Status.Phase != phase || b.Status.Message != message):
 			seen, phase, message = true, b.Status.Phase, b.Status.Message
 			fmt.Fprintf(out, "%s  %s\n", elapsed(start), backupProgress(&b.Status))
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("EtcdBackup %s was deleted before it finished: run `kubectl etcd backup %s` again for a backup", key, b.Spec.ClusterRef.Name)
 		case err != nil && ctx.Err() == nil:
 			fmt.Fprintf(out, "%s  reading the EtcdBackup failed, trying again: %v\n", elapsed(start), err)
 		}
@@ -177,8 +180,12 @@ func followBackup(ctx context.Context, c client.Client, b *etcdv1alpha1.EtcdBack
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("EtcdBackup %s has not finished within %s (phase %s); it goes on: follow it with `kubectl -n %s get etcdbackup %s -w`",
-				key, timeout, orNone(string(phase)), key.Namespace, key.Name)
+			within := "within " + timeout.String()
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				within = "when interrupted"
+			}
+			return fmt.Errorf("EtcdBackup %s had not finished %s (phase %s); it goes on: follow it with `kubectl -n %s get etcdbackup %s -w`",
+				key, within, orNone(string(phase)), key.Namespace, key.Name)
 		case <-time.After(pollInterval):
 		}
 	}

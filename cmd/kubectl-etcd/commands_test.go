@@ -294,6 +294,18 @@ func TestBackup(t *testing.T) {
 	if lines := strings.Count(r.out.String(), "\n"); lines != 4 {
 		t.Errorf("want 4 progress lines (created, no phase yet, Running, Failed), got %d:\n%s", lines, r.out)
 	}
+
+	_, done = start("-n", ns, "backup", "demo", "--name", "gone", "--pvc", "backups", "--timeout", "30s")
+	gone := &etcdv1alpha1.EtcdBackup{}
+	testutil.Eventually(t, 10*time.Second, "EtcdBackup gone created", func(ctx context.Context) error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, gone)
+	})
+	if err := k8s.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if r = <-done; r.err == nil || !strings.Contains(r.err.Error(), "EtcdBackup backup/gone was deleted before it finished") {
+		t.Errorf("backup deleted while followed: %v", r.err)
+	}
 }
 
 // TestBackupDefaultDestination: with spec.backup on the cluster, backup leaves the destination to
@@ -408,6 +420,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backup", "demo", "--s3-endpoint", "https://s3"}, "an S3 destination needs --s3-endpoint, --s3-bucket and --s3-credentials-secret"},
 		{[]string{"backup", "demo", "--pvc-sub-path", "x"}, "--pvc-sub-path needs --pvc"},
 		{[]string{"restore", "b"}, `required flag(s) "into" not set`},
+		{[]string{"restore", "b", "--into", "c", "--replicas", "4"}, "--replicas 4: a cluster has an odd number of members"},
 	} {
 		var out bytes.Buffer
 		cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &out})

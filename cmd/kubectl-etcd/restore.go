@@ -59,6 +59,9 @@ func runRestore(cmd *cobra.Command, g *globals, o *restoreOptions, backup string
 	if o.output != "yaml" && o.output != "json" {
 		return fmt.Errorf("unknown output format %q: use -o yaml or -o json", o.output)
 	}
+	if o.replicas != 0 && (o.replicas < 1 || o.replicas > 9 || o.replicas%2 == 0) {
+		return fmt.Errorf("--replicas %d: a cluster has an odd number of members from 1 to 9, such as 3 or 5", o.replicas)
+	}
 	c, ns, err := g.client()
 	if err != nil {
 		return err
