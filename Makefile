@@ -99,6 +99,10 @@ verify-chart: ## Lint the Helm chart, render its variants, and fail when it inst
 build: ## Build bin/etcd-operator (static).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/etcd-operator ./cmd/etcd-operator
 
+.PHONY: plugin
+plugin: ## Build bin/kubectl-etcd, the kubectl plugin (on PATH, `kubectl etcd` runs it; docs/kubectl-plugin.md).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kubectl-etcd ./cmd/kubectl-etcd
+
 .PHONY: image
 # The image carries Debian's CA bundle (hack/ca-certificates.sh installs it when missing) at the path
 # Go reads first, so that backups to https:// S3 endpoints of public CAs verify.
