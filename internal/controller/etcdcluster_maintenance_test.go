@@ -33,48 +33,17 @@ func TestDefragmentationOverThreshold(t *testing.T) {
 	c = waitAvailable(t, c, 3)
 
 	// 16 MiB written, deleted and compacted away: most of each file is free pages
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	value := strings.Repeat("x", 1<<20)
-	for i := range 16 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := cli.Put(pctx, fmt.Sprintf("big/%02d", i), value)
-		cancel()
-		if err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
+	cli := fragment(t, members, func(st *clientv3.StatusResponse) bool { return st.DbSize-st.DbSizeInUse >= 8<<20 })
+	before := map[string]int64{}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	del, err := cli.Delete(wctx, "big/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	before := map[string]int64{}
-	// bbolt frees the compacted pages in a later write transaction once no reader that began before the
-	// compaction is open (the operator's checks read too): a small write makes one
-	testutil.Eventually(t, waitTimeout, "8 MiB free in every member's file", func(ctx context.Context) error {
-		if _, err := cli.Put(ctx, "tick", time.Now().String()); err != nil {
-			return err
+	for _, m := range members {
+		st, err := cli.Status(wctx, m.ClientURL())
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range members {
-			st, err := cli.Status(ctx, m.ClientURL())
-			if err != nil {
-				return err
-			}
-			if st.DbSize-st.DbSizeInUse < 8<<20 {
-				return fmt.Errorf("%s: %d of %d bytes free", m.Name, st.DbSize-st.DbSizeInUse, st.DbSize)
-			}
-			before[m.Name] = st.DbSize
-		}
-		return nil
-	})
+		before[m.Name] = st.DbSize
+	}
 	leaderName := func() string {
 		for _, m := range members {
 			if m.Etcd.Server.Lead() == uint64(m.Etcd.Server.MemberID()) {
@@ -131,4 +100,53 @@ func TestDefragmentationOverThreshold(t *testing.T) {
 		}
 	}
 	waitAvailable(t, c, 3)
+}
+
+// fragment writes 16 values of 1 MiB through a client of members' first member, deletes them and
+// compacts them away, then writes small values until every member's status satisfies freed (bbolt
+// frees the compacted pages in a later write transaction, once no reader that began before the
+// compaction is open: the operator's checks read too). It returns the client (closed when the test
+// ends).
+func fragment(t *testing.T, members []*testenv.EtcdMember, freed func(*clientv3.StatusResponse) bool) *clientv3.Client {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	value := strings.Repeat("x", 1<<20)
+	for i := range 16 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cli.Put(pctx, fmt.Sprintf("big/%02d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	del, err := cli.Delete(wctx, "big/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the compacted pages freed in every member's file", func(ctx context.Context) error {
+		if _, err := cli.Put(ctx, "tick", time.Now().String()); err != nil {
+			return err
+		}
+		for _, m := range members {
+			st, err := cli.Status(ctx, m.ClientURL())
+			if err != nil {
+				return err
+			}
+			if !freed(st) {
+				return fmt.Errorf("%s: file %d bytes, %d in use", m.Name, st.DbSize, st.DbSizeInUse)
+			}
+		}
+		return nil
+	})
+	return cli
 }

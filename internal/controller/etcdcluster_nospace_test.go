@@ -61,13 +61,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 		}
 	}
 	// etcd raises it for the member that served the refused write; one alarm stops every member's writes
-	m := members[1]
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = m.Etcd.Server.Alarm(actx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: uint64(m.Etcd.Server.MemberID()), Alarm: pb.AlarmType_NOSPACE})
-	cancel()
-	if err != nil {
-		t.Fatalf("raise NOSPACE on %s: %v", m.Name, err)
-	}
+	raiseNoSpace(t, members[1])
 	testutil.Eventually(t, waitTimeout, "NoSpace reported", func(context.Context) error {
 		c = getCluster(t, c)
 		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
@@ -123,6 +117,16 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	}
 }
 
+// raiseNoSpace raises the NOSPACE alarm for member m, as etcd does when a write does not fit its quota.
+func raiseNoSpace(t *testing.T, m *testenv.EtcdMember) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.Etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: uint64(m.Etcd.Server.MemberID()), Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		t.Fatalf("raise NOSPACE on %s: %v", m.Name, err)
+	}
+}
+
 // alarmList returns the cluster's active alarms as "<member id>:<alarm>".
 func alarmList(t *testing.T, cli *clientv3.Client) []string {
 	t.Helper()
@@ -168,52 +172,9 @@ func TestNoSpaceCuredByDefragmentation(t *testing.T) {
 		uids[n] = string(p.UID)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	value := strings.Repeat("x", 1<<20)
-	for i := range 16 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := cli.Put(pctx, fmt.Sprintf("big/%02d", i), value)
-		cancel()
-		if err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	del, err := cli.Delete(wctx, "big/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	// bbolt frees the compacted pages in a later write transaction: small writes make them
-	testutil.Eventually(t, waitTimeout, "files over 90% of the quota, data well under it", func(ctx context.Context) error {
-		if _, err := cli.Put(ctx, "tick", time.Now().String()); err != nil {
-			return err
-		}
-		for _, m := range members {
-			st, err := cli.Status(ctx, m.ClientURL())
-			if err != nil {
-				return err
-			}
-			if st.DbSize < 15<<20 || st.DbSizeInUse > 4<<20 {
-				return fmt.Errorf("%s: file %d bytes, %d in use", m.Name, st.DbSize, st.DbSizeInUse)
-			}
-		}
-		return nil
-	})
-	m := members[1]
-	actx, cancelAlarm := context.WithTimeout(ctx, 5*time.Second)
-	_, err = m.Etcd.Server.Alarm(actx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: uint64(m.Etcd.Server.MemberID()), Alarm: pb.AlarmType_NOSPACE})
-	cancelAlarm()
-	if err != nil {
-		t.Fatalf("raise NOSPACE on %s: %v", m.Name, err)
-	}
+	// files over 90% of the 16Mi quota, data well under it
+	cli := fragment(t, members, func(st *clientv3.StatusResponse) bool { return st.DbSize >= 15<<20 && st.DbSizeInUse <= 4<<20 })
+	raiseNoSpace(t, members[1])
 	testutil.Eventually(t, waitTimeout, "every member defragmented and the alarm disarmed", func(context.Context) error {
 		if alarms := alarmList(t, cli); len(alarms) > 0 {
 			return fmt.Errorf("alarms %v", alarms)

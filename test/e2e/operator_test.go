@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,41 +116,7 @@ func TestOperatorRolloutKeepsAdmission(t *testing.T) {
 	} else if took > 5*time.Second {
 		t.Logf("the operator admitted EtcdClusters again after %s", took.Round(100*time.Millisecond))
 	}
-	var (
-		mu       sync.Mutex
-		accepted int
-		refused  []string
-	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := dryRunCreate(ctx)
-			cancel()
-			mu.Lock()
-			if err != nil {
-				refused = append(refused, time.Now().Format("15:04:05.000")+" "+err.Error())
-			} else {
-				accepted++
-			}
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	dryRuns := dryRunsDuring(t)
 
 	// roll the operator as `kubectl rollout restart` does
 	ctx := context.Background()
@@ -172,10 +137,7 @@ func TestOperatorRolloutKeepsAdmission(t *testing.T) {
 	took := time.Since(start)
 	// and a little longer: the API server may still hold connections to the old pod
 	poll.Consistently(t, 3*time.Second, "EtcdClusters admitted after the rollout", dryRunCreate)
-	close(stop)
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
+	accepted, refused := dryRuns()
 	t.Logf("operator rolled to a new pod in %s; %d dry-run creates accepted, %d refused", took.Round(100*time.Millisecond), accepted, len(refused))
 	if len(refused) > 0 {
 		t.Errorf("EtcdClusters refused during the operator's rollout:\n%s", strings.Join(refused, "\n"))

@@ -18,17 +18,7 @@ func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
 		return nil
 	}
 	p := specPath.Child("backup")
-	var errs field.ErrorList
-	if b.TimeZone != "" {
-		if _, err := policy.ParseSchedule("@daily", b.TimeZone); err != nil {
-			errs = append(errs, field.Invalid(p.Child("timeZone"), b.TimeZone, err.Error()))
-		}
-	}
-	if b.Schedule != "" {
-		if _, err := policy.ParseSchedule(b.Schedule, ""); err != nil {
-			errs = append(errs, field.Invalid(p.Child("schedule"), b.Schedule, err.Error()))
-		}
-	}
+	errs := validateSchedule(p, b.Schedule, b.TimeZone)
 	if r := b.Retention; r != nil {
 		rp := p.Child("retention")
 		switch {
@@ -59,15 +49,21 @@ func validateMaintenance(old, m *etcdv1alpha1.MaintenanceSpec) field.ErrorList {
 		return nil
 	}
 	d, p := m.Defragmentation, specPath.Child("maintenance", "defragmentation")
+	return validateSchedule(p, d.Schedule, d.TimeZone)
+}
+
+// validateSchedule returns what is wrong with the schedule and timeZone fields under p (see
+// policy.ParseSchedule); empty ones are not checked.
+func validateSchedule(p *field.Path, schedule, timeZone string) field.ErrorList {
 	var errs field.ErrorList
-	if d.TimeZone != "" {
-		if _, err := policy.ParseSchedule("@daily", d.TimeZone); err != nil {
-			errs = append(errs, field.Invalid(p.Child("timeZone"), d.TimeZone, err.Error()))
+	if timeZone != "" {
+		if _, err := policy.ParseSchedule("@daily", timeZone); err != nil {
+			errs = append(errs, field.Invalid(p.Child("timeZone"), timeZone, err.Error()))
 		}
 	}
-	if d.Schedule != "" {
-		if _, err := policy.ParseSchedule(d.Schedule, ""); err != nil {
-			errs = append(errs, field.Invalid(p.Child("schedule"), d.Schedule, err.Error()))
+	if schedule != "" {
+		if _, err := policy.ParseSchedule(schedule, ""); err != nil {
+			errs = append(errs, field.Invalid(p.Child("schedule"), schedule, err.Error()))
 		}
 	}
 	return errs
