@@ -312,6 +312,15 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
 	t.Helper()
 	ctx := context.Background()
+	// the claim first, as a cluster with the PVC-protection controller has it: marked for deletion
+	// while its pod still runs, so the operator never sees the pod gone and the claim still usable (it
+	// would recreate the pod on it)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err == nil {
+		if err := k8s.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
 	if p, err := getPod(c, name); err == nil {
 		if err := k8s.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)

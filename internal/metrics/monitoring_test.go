@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -367,14 +369,52 @@ func scrapeEtcd(t *testing.T) map[string]bool {
 	case <-time.After(30 * time.Second):
 		t.Fatal("etcd not ready within 30s")
 	}
-	resp, err := http.Get(mu.String() + "/metrics")
+	// the gRPC server's series appear with its first request: serve one, as a member always has
+	kv, err := clientv3.New(clientv3.Config{Endpoints: []string{cli.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		t.Fatalf("scrape etcd: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = kv.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kv.Put(ctx, "scraped", "yes"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	var names map[string]bool
+	testutil.Eventually(t, 10*time.Second, "etcd's gRPC series", func(context.Context) error {
+		var err error
+		if names, err = scrapeNames(mu.String() + "/metrics"); err != nil {
+			return err
+		}
+		if !names["grpc_server_handled_total"] {
+			return errors.New("no grpc_server_handled_total yet")
+		}
+		return nil
+	})
+	if len(names) < 50 {
+		keys := make([]string, 0, len(names))
+		for k := range names {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		t.Fatalf("etcd served only %d metrics: %v", len(names), keys)
+	}
+	return names
+}
+
+// scrapeNames returns the sample names that url's Prometheus text serves.
+func scrapeNames(url string) (map[string]bool, error) {
+	resp, err := http.Get(url) //nolint:gosec,noctx // a test's own loopback listener
+	if err != nil {
+		return nil, fmt.Errorf("scrape etcd: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape etcd: %v %s", err, resp.Status)
+	if err != nil {
+		return nil, fmt.Errorf("scrape etcd: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape etcd: %s", resp.Status)
 	}
 	names := map[string]bool{}
 	for _, line := range strings.Split(string(body), "\n") {
@@ -385,13 +425,5 @@ func scrapeEtcd(t *testing.T) map[string]bool {
 			names[line[:i]] = true
 		}
 	}
-	if len(names) < 50 {
-		keys := make([]string, 0, len(names))
-		for k := range names {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		t.Fatalf("etcd served only %d metrics: %v", len(names), keys)
-	}
-	return names
+	return names, nil
 }
