@@ -125,7 +125,8 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the
 // operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
 // CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers";
-// without a quorum (quorate false), that nothing is replaced.
+// without a quorum (quorate false), that nothing is replaced; while the cluster is paused, that nothing
+// is done.
 func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, quorate bool) []string {
 	var out []string
 	for _, m := range members {
@@ -136,7 +137,9 @@ func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.Memb
 		if m.Problem != "" {
 			s += " (" + m.Problem + ")"
 		}
-		if after := spec.ReplaceAfter(); !quorate {
+		if after := spec.ReplaceAfter(); spec.Paused {
+			s += "; not recreated or replaced while spec.paused is true"
+		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
 		} else if after > 0 {
 			s += fmt.Sprintf("; replaced at %s unless it recovers", m.DownSince.Add(after).UTC().Format(time.RFC3339))

@@ -176,6 +176,11 @@ func TestDownSummary(t *testing.T) {
 	if got := strings.Join(downSummary(spec, members, true), "; "); !strings.Contains(got, "not replaced automatically") {
 		t.Errorf("summary %q, want it to say the member is not replaced automatically", got)
 	}
+	paused := spec.DeepCopy()
+	paused.Paused = true
+	if got := strings.Join(downSummary(paused, members, true), "; "); !strings.Contains(got, "not recreated or replaced while spec.paused is true") || strings.Contains(got, "replaced at") {
+		t.Errorf("paused: %q", got)
+	}
 }
 
 // TestPodToRecreate: a failed pod is deleted to be recreated whatever etcd says; a member that is down
