@@ -25,6 +25,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -58,10 +59,11 @@ func Blocked(err error) (reason string, blocked bool) {
 // Keeper keeps the TLS Secrets of clusters current (Ensure) and the operator's own client certificate
 // of each cluster (ClientTLS). It is safe for concurrent use.
 type Keeper struct {
-	// Client reads and writes the Secrets.
+	// Client reads and writes the Secrets: the operator's own through the cache (ownedcache.OwnedOnly
+	// reads; ownedcache.Client tells a Secret the cache does not hold yet from one that is missing).
 	Client client.Client
-	// APIReader, when set, reads a Secret that Client's cache does not hold (yet, or because it lacks the
-	// operator's labels) before the keeper creates one of its name.
+	// APIReader, when set, reads a Secret the user names (spec.tls.secrets) that Client's cache does not
+	// hold because it lacks the operator's labels.
 	APIReader client.Reader
 	// Options name the members and the client Service the certificates are for.
 	Options resources.Options
@@ -370,10 +372,9 @@ func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte, now time.Time
 func (k *Keeper) get(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
-	err := k.Client.Get(ctx, key, s)
-	if apierrors.IsNotFound(err) && k.APIReader != nil {
-		err = k.APIReader.Get(ctx, key, s)
-	}
+	// the operator's own Secret, or one about to be created: a Secret of that name that is not
+	// labelled as the operator's is found out by create (AlreadyExists) and read uncached next pass
+	err := k.Client.Get(ctx, key, s, ownedcache.OwnedOnly)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

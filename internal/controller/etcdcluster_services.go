@@ -14,6 +14,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
+	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -24,7 +25,7 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 	var created []string
 	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
 		got := &corev1.Service{}
-		err := r.Get(ctx, client.ObjectKeyFromObject(want), got)
+		err := r.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
 		if err == nil {
 			if !metav1.IsControlledBy(got, s.cluster) {
 				return verdict.Blocked(etcdv1alpha1.ReasonForeignObject,

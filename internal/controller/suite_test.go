@@ -9,12 +9,14 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -45,8 +47,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// the operator's cache and client (cmd/etcd-operator): the kinds it creates cached only with its
+	// label, reads of its own objects that miss the cache answered as ownedcache says
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme,
+		Cache:                  cache.Options{ByObject: ownedcache.ByObject()},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: ownedcache.Uncached()}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -54,8 +60,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	cli := metrics.CountingClient(ownedcache.Client(mgr.GetClient(), mgr.GetAPIReader()))
 	r := &EtcdClusterReconciler{
-		Client:     metrics.CountingClient(mgr.GetClient()),
+		Client:     cli,
 		Recorder:   mgr.GetEventRecorder("etcd-operator"),
 		EtcdClient: etcd.New,
 		Options: resources.Options{OperatorImage: testOperatorImage, OperatorNamespace: testOperatorNamespace,
@@ -72,7 +79,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	br := &EtcdBackupReconciler{
-		Client:   metrics.CountingClient(mgr.GetClient()),
+		Client:   cli,
 		Recorder: mgr.GetEventRecorder("etcd-operator"),
 		Options:  resources.Options{OperatorImage: testOperatorImage},
 	}

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 )
 
 // Outcome is what EnsureOwned did.
@@ -34,7 +36,7 @@ const (
 func EnsureOwned[T client.Object](ctx context.Context, c client.Client, owner metav1.Object, want, got T,
 	same func(got, want T) bool, update func(got, want T)) (Outcome, error) {
 	kind := kindOf(want)
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), got)
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -59,7 +61,7 @@ func EnsureOwned[T client.Object](ctx context.Context, c client.Client, owner me
 // DeleteOwned deletes obj (whose name and namespace are set) when it exists and owner controls it,
 // and reports whether it did.
 func DeleteOwned(ctx context.Context, c client.Client, owner metav1.Object, obj client.Object) (bool, error) {
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj, ownedcache.OwnedOnly); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(obj, owner) {

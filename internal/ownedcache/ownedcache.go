@@ -3,13 +3,16 @@
 // not hold every pod, claim, Service and Secret of the namespaces it watches in memory. Reads of
 // those kinds by name that miss the cache go to the API server, so that an object of a name the
 // operator needs that is not labelled as its own (someone else's, or one whose labels were changed)
-// is still seen before the operator creates one.
+// is still seen; reads of the operator's own objects (OwnedOnly) go there only for names it has just
+// created or was refused.
 package ownedcache
 
 import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,33 +59,137 @@ func ByObject() map[client.Object]cache.ByObject {
 // for cluster-wide list and watch permissions where get is enough.
 func Uncached() []client.Object { return []client.Object{&storagev1.StorageClass{}} }
 
+// OwnedOnly is a GetOption for reads of the operator's own objects: an object it is about to create
+// when missing, or to delete when present and its own. Such a read that misses the cache is answered
+// NotFound without asking the API server, unless this client created that name, or was refused it as
+// already existing, within the last RecentFor: the cache may not hold it yet, or it is not labelled as
+// the operator's. An object of that name that is not labelled as the operator's is then found out by
+// the Create that fails with AlreadyExists, and the next OwnedOnly read of it asks the API server.
+// It saves a new cluster's first passes about twenty requests that would each be answered 404.
+var OwnedOnly client.GetOption = ownedOnly{}
+
+// ownedOnly is OwnedOnly's type; it changes no GetOptions field.
+type ownedOnly struct{}
+
+// ApplyToGet implements client.GetOption.
+func (ownedOnly) ApplyToGet(*client.GetOptions) {}
+
+// RecentFor is how long after this client created a name (or was refused it) an OwnedOnly read of it
+// that misses the cache still asks the API server: longer than the cache takes to see a new object.
+// A name refused as already existing is asked for until the API server answers NotFound.
+const RecentFor = 2 * time.Minute
+
 // Client returns c, whose Get of a Filtered kind that the cache does not hold asks api (the
-// manager's uncached reader). Lists are answered from the cache only: the operator lists by its own
-// labels. A miss costs one request to the API server; the operator reads a missing object by name
-// only before it creates one.
+// manager's uncached reader), except for OwnedOnly reads (see there). Lists are answered from the
+// cache only: the operator lists by its own labels. A miss costs one request to the API server.
 func Client(c client.Client, api client.Reader) client.Client {
-	return &fallback{Client: c, api: api}
+	return &fallback{Client: c, api: api, recent: map[recentKey]recent{}}
 }
 
 // fallback is Client's client.
 type fallback struct {
 	client.Client
 	api client.Reader
+
+	mu     sync.Mutex
+	recent map[recentKey]recent // names created or refused as existing; see OwnedOnly
+	writes int                  // Creates since recent was last swept of expired entries
 }
 
-// Get reads obj from the cache and, for a Filtered kind the cache does not hold, from the API server.
+// recentKey names an object: its Go type, namespace and name.
+type recentKey struct {
+	kind reflect.Type
+	key  client.ObjectKey
+}
+
+// recent is what fallback remembers of a name.
+type recent struct {
+	at      time.Time // when it was created or refused
+	refused bool      // AlreadyExists: someone else's, or not labelled as the operator's
+}
+
+// Get reads obj from the cache and, for a Filtered kind the cache does not hold, from the API server
+// (for an OwnedOnly read, only when the name is recent; see OwnedOnly).
 func (f *fallback) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := f.Client.Get(ctx, key, obj, opts...)
-	if !apierrors.IsNotFound(err) || !isFiltered(obj) {
+	owned := false
+	var rest []client.GetOption
+	for _, o := range opts {
+		if _, ok := o.(ownedOnly); ok {
+			owned = true
+			continue
+		}
+		rest = append(rest, o)
+	}
+	err := f.Client.Get(ctx, key, obj, rest...)
+	if !isFiltered(obj) {
 		return err
 	}
-	if err := f.api.Get(ctx, key, obj, opts...); err != nil {
+	rk := recentKey{reflect.TypeOf(obj), key}
+	if err == nil || !apierrors.IsNotFound(err) {
+		if err == nil && owned {
+			f.forget(rk, false) // the cache holds it now
+		}
+		return err
+	}
+	if owned && !f.isRecent(rk) {
+		return err
+	}
+	if err := f.api.Get(ctx, key, obj, rest...); err != nil {
 		if apierrors.IsNotFound(err) {
+			f.forget(rk, true)
 			return err
 		}
 		return fmt.Errorf("read %s uncached: %w", key, err)
 	}
 	return nil
+}
+
+// Create creates obj and, for a Filtered kind, remembers its name as recent when it was created or
+// refused as already existing (not for a dry run).
+func (f *fallback) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	err := f.Client.Create(ctx, obj, opts...)
+	co := &client.CreateOptions{}
+	co.ApplyOptions(opts)
+	if !isFiltered(obj) || len(co.DryRun) > 0 || (err != nil && !apierrors.IsAlreadyExists(err)) {
+		return err
+	}
+	f.remember(recentKey{reflect.TypeOf(obj), client.ObjectKeyFromObject(obj)}, err != nil)
+	return err
+}
+
+// remember records k as created (refused false) or refused as already existing, and now and then
+// drops expired names.
+func (f *fallback) remember(k recentKey, refused bool) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recent[k] = recent{at: now, refused: refused}
+	if f.writes++; f.writes < 256 {
+		return
+	}
+	f.writes = 0
+	for rk, r := range f.recent {
+		if !r.refused && now.Sub(r.at) > RecentFor {
+			delete(f.recent, rk)
+		}
+	}
+}
+
+// isRecent says whether an OwnedOnly read of k that missed the cache must ask the API server.
+func (f *fallback) isRecent(k recentKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recent[k]
+	return ok && (r.refused || time.Since(r.at) <= RecentFor)
+}
+
+// forget drops k once the cache holds it, or (gone true) once the API server says it does not exist.
+func (f *fallback) forget(k recentKey, gone bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.recent[k]; ok && (gone || !r.refused) {
+		delete(f.recent, k)
+	}
 }
 
 // isFiltered says whether obj is of a Filtered kind.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,76 @@ func TestCacheHoldsOnlyManagedAndGetFallsBack(t *testing.T) {
 	}
 	if err := cli.Get(ctx, client.ObjectKey{Namespace: "default", Name: "absent"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Get of a Service that does not exist: want NotFound, got %v", err)
+	}
+}
+
+// countingReader counts the reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// lagging is a client whose cache has seen nothing yet: every Get says NotFound.
+type lagging struct{ client.Client }
+
+func (lagging) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(corev1.Resource("object"), key.Name)
+}
+
+// TestOwnedOnlyReads: an OwnedOnly read that misses the cache asks the API server only for a name the
+// client created, or was refused as already existing, lately: a missing name costs no request, a name
+// created a moment ago is found although the cache lags, and an object of the name that is not the
+// operator's is found once its Create was refused.
+func TestOwnedOnlyReads(t *testing.T) {
+	_, k8s := start(t)
+	ctx := context.Background()
+	service := func() *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "default"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	}
+	if err := k8s.Create(ctx, service()); err != nil {
+		t.Fatal(err)
+	}
+	api := &countingReader{Reader: k8s}
+	cli := ownedcache.Client(lagging{k8s}, api)
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: "default", Name: name} }
+
+	if err := cli.Get(ctx, key("absent"), &corev1.Service{}, ownedcache.OwnedOnly); !apierrors.IsNotFound(err) {
+		t.Errorf("OwnedOnly Get of a missing Service: want NotFound, got %v", err)
+	}
+	if err := cli.Get(ctx, key("theirs"), &corev1.Service{}, ownedcache.OwnedOnly); !apierrors.IsNotFound(err) {
+		t.Errorf("OwnedOnly Get of a Service the operator never made: want NotFound (not asked), got %v", err)
+	}
+	if n := api.gets.Load(); n != 0 {
+		t.Errorf("OwnedOnly Gets of names never created asked the API server %d times, want 0", n)
+	}
+
+	if err := cli.Create(ctx, pod("fresh", managed)); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Pod{}
+	if err := cli.Get(ctx, key("fresh"), got, ownedcache.OwnedOnly); err != nil || got.Name != "fresh" {
+		t.Errorf("OwnedOnly Get of a pod created a moment ago, the cache lagging: %v (name %q)", err, got.Name)
+	}
+	if err := cli.Create(ctx, service()); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("Create of a Service of a name taken: want AlreadyExists, got %v", err)
+	}
+	for range 2 { // asked until the API server says it is gone
+		svc := &corev1.Service{}
+		if err := cli.Get(ctx, key("theirs"), svc, ownedcache.OwnedOnly); err != nil || svc.Name != "theirs" {
+			t.Errorf("OwnedOnly Get of a Service whose Create was refused: %v (name %q)", err, svc.Name)
+		}
+	}
+	if err := cli.Create(ctx, pod("dry", managed), client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	before := api.gets.Load()
+	if err := cli.Get(ctx, key("dry"), &corev1.Pod{}, ownedcache.OwnedOnly); !apierrors.IsNotFound(err) || api.gets.Load() != before {
+		t.Errorf("OwnedOnly Get after a dry-run Create: want NotFound without a request, got %v and %d requests", err, api.gets.Load()-before)
 	}
 }
 
