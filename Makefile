@@ -46,7 +46,7 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 
 ##@ Development
 .PHONY: manifests
-manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml, dist/install-namespaced.yaml and the chart's CRDs and rules from the Go markers and config/.
+manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml, dist/install-namespaced.yaml and the chart's CRDs, rules and values.schema.json from the Go markers, config/ and the chart's values.yaml.
 	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook

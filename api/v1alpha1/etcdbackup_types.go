@@ -302,7 +302,9 @@ type RecoverySpec struct {
 	// still starting (its claim provisioned, its image pulled) is down too. A member that is down because
 	// its image cannot be pulled is never replaced: its replacement would run the same spec.
 	//
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
 }

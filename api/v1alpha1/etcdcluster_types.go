@@ -169,7 +169,7 @@ type DefragmentationSpec struct {
 	// MinReclaimable is the least free space (dbSize - dbSizeInUse) worth a defragmentation: a member
 	// with less is skipped, by the schedule and the threshold alike. Default 64Mi.
 	//
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) >= 0",message="spec.maintenance.defragmentation.minReclaimable must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('0')) >= 0",message="spec.maintenance.defragmentation.minReclaimable must not be negative"
 	// +optional
 	MinReclaimable *resource.Quantity `json:"minReclaimable,omitempty"`
 }
@@ -452,7 +452,7 @@ type EtcdOptions struct {
 	// NOSPACE alarm and refuses writes (etcd's default 2GiB; etcd suggests at most 8GiB). It must be
 	// below storage.size (1Gi when unset) or storage.emptyDir.sizeLimit: keep them well above it.
 	//
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="options.quotaBackendBytes must be between 16Mi and 100Gi, such as 2Gi or 8Gi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0)",message="options.quotaBackendBytes must be between 16Mi and 100Gi, such as 2Gi or 8Gi"
 	// +optional
 	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
 
@@ -540,9 +540,9 @@ type StorageSpec struct {
 	// than its backend quota (at most 100Gi) plus the WAL and snapshots; a larger size is a typo that
 	// would leave the members' claims, and so the members, pending for ever.
 	//
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, and etcd uses at most its backend quota (options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, such as 1Gi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, such as 10Gi: no common storage provisions a larger volume, and etcd uses at most its backend quota (options.quotaBackendBytes, at most 100Gi) plus its WAL and snapshots"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size may only grow: shrinking a volume is not supported"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -178,6 +179,50 @@ func TestC11_StorageQuantityNotANumber(t *testing.T) {
 	obj := unstructuredFrom(u)
 	err := k8s.Create(context.Background(), obj)
 	assertInvalid(t, err, "spec.storage.size")
+}
+
+// TestMalformedValuesOneError: a value that is not a quantity (or a duration) where one is expected is
+// refused with exactly one error, on that field, saying what the value should look like; the CEL
+// rules that compare it to a bound guard themselves and add no evaluation error of their own.
+func TestMalformedValuesOneError(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		field string
+		spec  map[string]any
+		want  string
+	}{
+		{"minReclaimable", "spec.maintenance.defragmentation.minReclaimable",
+			map[string]any{"maintenance": map[string]any{"defragmentation": map[string]any{"thresholdPercent": int64(50), "minReclaimable": "lots"}}},
+			`Invalid value: "lots": spec.maintenance.defragmentation.minReclaimable in body should match`},
+		{"quotaBackendBytes", "spec.options.quotaBackendBytes",
+			map[string]any{"options": map[string]any{"quotaBackendBytes": "big"}},
+			`Invalid value: "big": spec.options.quotaBackendBytes in body should match`},
+		{"storage size", "spec.storage.size",
+			map[string]any{"storage": map[string]any{"size": "abc"}},
+			`Invalid value: "abc": spec.storage.size in body should match`},
+		{"replaceUnhealthyMemberAfter", "spec.recovery.replaceUnhealthyMemberAfter",
+			map[string]any{"recovery": map[string]any{"replaceUnhealthyMemberAfter": "soon"}},
+			`Invalid value: "soon": spec.recovery.replaceUnhealthyMemberAfter in body should match`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq++
+			obj := unstructuredFrom(map[string]any{
+				"apiVersion": "etcd.etcdkit.dev/v1alpha1", "kind": "EtcdCluster",
+				"metadata": map[string]any{"name": fmt.Sprintf("c%d", seq), "namespace": "default"},
+				"spec":     tc.spec,
+			})
+			err := k8s.Create(context.Background(), obj)
+			assertInvalid(t, err, tc.want)
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || status.Status().Details == nil {
+				t.Fatalf("error %v has no details", err)
+			}
+			causes := status.Status().Details.Causes
+			if len(causes) != 1 || causes[0].Field != tc.field {
+				t.Errorf("want exactly one error, on %s; got %d: %v", tc.field, len(causes), err)
+			}
+		})
+	}
 }
 
 // TestC10_C11_RejectedOnUpdate: a running cluster cannot go to 0 members, shrink its volumes or

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,10 +27,29 @@ var root = func() string {
 	return r
 }()
 
-// helm runs the chart's helm (hack/tools/helm/go.mod) with args and returns its standard output.
+// helmBinary is the chart's helm (hack/tools/helm/go.mod), built once: go tool takes seconds to find
+// it again on every call.
+var helmBinary = sync.OnceValues(func() (string, error) {
+	cmd := exec.Command("go", "tool", "-n", "-modfile="+filepath.Join(root, "hack/tools/helm/go.mod"), "helm")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// helmPath returns helmBinary's path, or fails t.
+func helmPath(t *testing.T) string {
+	t.Helper()
+	p, err := helmBinary()
+	if err != nil || p == "" {
+		t.Fatalf("go tool -n helm: %q, %v", p, err)
+	}
+	return p
+}
+
+// helm runs the chart's helm with args and returns its standard output.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
-	return command(t, "go", append([]string{"tool", "-modfile=" + filepath.Join(root, "hack/tools/helm/go.mod"), "helm"}, args...)...)
+	return command(t, helmPath(t), args...)
 }
 
 // command runs name with args in the repository's root and returns its standard output.
@@ -218,6 +239,18 @@ func TestGeneratedParts(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("templates/_generated.tpl is stale (%v): run make manifests", err)
 	}
+	values, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSchema, err := Schema(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSchema, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
+	if err != nil || !bytes.Equal(gotSchema, wantSchema) {
+		t.Errorf("values.schema.json is stale (%v): run make manifests", err)
+	}
 }
 
 // TestPrometheusRule: metrics.prometheusRule.enabled renders nothing without files/alerts.yaml (a copy
@@ -312,4 +345,180 @@ func leaves(prefix string, m map[string]any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// helmFails runs helm with args, fails t unless helm fails, and returns what helm wrote to its error
+// output.
+func helmFails(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helmPath(t), args...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Errorf("helm %s succeeded; want it to fail", strings.Join(args, " "))
+	}
+	return stderr.String()
+}
+
+// schemaKeys returns the dotted paths of the properties of schema s (a JSON object), below prefix;
+// properties whose schema has no properties of its own are leaves.
+func schemaKeys(prefix string, s map[string]any) []string {
+	var out []string
+	props, _ := s["properties"].(map[string]any)
+	for k, v := range props {
+		out = append(out, prefix+k)
+		if sub, ok := v.(map[string]any); ok && prefix+k != "webhook.certManager.issuerRef" {
+			out = append(out, schemaKeys(prefix+k+".", sub)...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// valueKeys returns the dotted paths of every key of values.yaml's map m, below prefix.
+func valueKeys(prefix string, m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, prefix+k)
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 && !whole[prefix+k] {
+			out = append(out, valueKeys(prefix+k+".", sub)...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestValuesSchema: values.schema.json describes every key of values.yaml and no other (but Helm's
+// global), each with a description; Helm accepts the defaults and other valid values, and refuses
+// a value of the wrong type, a misspelled key and a value outside its set, naming it.
+func TestValuesSchema(t *testing.T) {
+	chart := filepath.Join("charts", "etcd-operator")
+	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := map[string]any{}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema["$schema"] != schemaDraft || schema["additionalProperties"] != false {
+		t.Errorf("schema %v, additionalProperties %v: want draft 7 and no keys but the chart's", schema["$schema"], schema["additionalProperties"])
+	}
+	inSchema := map[string]bool{}
+	for _, k := range schemaKeys("", schema) {
+		inSchema[k] = true
+	}
+	delete(inSchema, "global")
+	for _, k := range valueKeys("", values) {
+		if !inSchema[k] {
+			t.Errorf("values.yaml has %s, which values.schema.json does not describe: run make manifests", k)
+		}
+		delete(inSchema, k)
+	}
+	for k := range inSchema {
+		if !strings.HasPrefix(k, "webhook.certManager.issuerRef.") {
+			t.Errorf("values.schema.json describes %s, which values.yaml does not have: run make manifests", k)
+		}
+	}
+	var undescribed func(string, map[string]any)
+	undescribed = func(prefix string, s map[string]any) {
+		props, _ := s["properties"].(map[string]any)
+		for k, v := range props {
+			sub, _ := v.(map[string]any)
+			if d, _ := sub["description"].(string); d == "" {
+				t.Errorf("%s%s has no description", prefix, k)
+			}
+			undescribed(prefix+k+".", sub)
+		}
+	}
+	undescribed("", schema)
+
+	t.Run("accepted", func(t *testing.T) {
+		helm(t, "lint", "--strict", chart)
+		for _, sets := range [][]string{
+			nil,
+			{"replicas=3", "podDisruptionBudget.minAvailable=50%", "image.pullPolicy=Always", "goMemLimit=1GiB"},
+			{"webhook.certProvisioner=certManager", "webhook.certManager.issuerRef.name=ca", "webhook.certManager.issuerRef.kind=ClusterIssuer"},
+			{"namespaced=true", "watchNamespaces={apps,db}", "extraArgs={--health-check-interval=30s}", "leaderElection.leaseDuration=30s"},
+			{"podLabels.team=db", "nodeSelector.disk=ssd", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists",
+				"resources.limits.cpu=1", "metrics.podMonitor.enabled=true", "metrics.podMonitor.interval=30s", "metrics.podMonitor.authorization.type=Bearer"},
+		} {
+			render(t, chart, "x", sets...)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		set  string
+		want []string // what helm's message must say
+	}{
+		{"wrong type", "replicas=two", []string{"/replicas", "got string, want integer"}},
+		{"misspelled top-level key", "replcas=3", []string{"additional properties 'replcas' not allowed"}},
+		{"misspelled nested key", "image.tga=v1", []string{"/image", "additional properties 'tga' not allowed"}},
+		{"value outside its set", "webhook.certProvisioner=vault", []string{"/webhook/certProvisioner", "must be one of 'self', 'certManager'"}},
+		{"pull policy outside its set", "image.pullPolicy=Sometimes", []string{"/image/pullPolicy", "must be one of"}},
+		{"no replica", "replicas=0", []string{"/replicas", "minimum"}},
+		{"neither a number nor a percentage", "podDisruptionBudget.minAvailable=half", []string{"/podDisruptionBudget/minAvailable", "'half'"}},
+		{"GOMEMLIMIT of Kubernetes' syntax", "goMemLimit=200Mi", []string{"/goMemLimit", "'200Mi'"}},
+		{"a label that is not a string", "podLabels.tier=1", []string{"/podLabels/tier", "want string"}},
+		{"a flag without its dashes", "extraArgs={health-check-interval=30s}", []string{"/extraArgs/0", "'health-check-interval=30s'"}},
+		{"issuer kind without a name", "webhook.certManager.issuerRef.kind=ClusterIssuer", []string{"/webhook/certManager/issuerRef", "'name' required"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := helmFails(t, "template", "etcd-operator", chart, "--set", tc.set)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("helm template --set %s failed without saying %q:\n%s", tc.set, w, msg)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaNeedsEveryKey: chartgen refuses a values.yaml key without a comment to describe it, an
+// empty default without a rule that gives its type, and a rule for a key values.yaml no longer has;
+// a new key with a comment and a typed default gets a schema of its own.
+func TestSchemaNeedsEveryKey(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, values, want string
+	}{
+		{"no comment", string(raw) + "\nnewCount: 1\n", "newCount has no comment"},
+		{"empty default without a rule", string(raw) + "\n# newMap of something.\nnewMap: {}\n", "newMap does not tell its type"},
+		{"rule without a key", strings.Replace(string(raw), "\ngoMemLimit: 200MiB\n", "\n", 1), "rules for goMemLimit, which values.yaml does not have"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Schema([]byte(tc.values))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Schema: %v; want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	s, err := Schema(append(raw, "\n# newCount of something.\nnewCount: 1\n"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Properties map[string]struct {
+			Type        string `json:"type"`
+			Description string `json:"description"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(s, &got); err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Properties["newCount"]; p.Type != "integer" || p.Description != "newCount of something." {
+		t.Errorf("newCount: %+v; want an integer described by its comment", p)
+	}
 }

@@ -2,6 +2,8 @@
 // sources, so that the chart installs what dist/install.yaml and dist/install-namespaced.yaml install:
 //
 //   - crds/: byte copies of config/crd/bases (controller-gen's CRDs);
+//   - values.schema.json: the schema Helm checks the values against, from values.yaml's keys, defaults
+//     and comments (schema.go);
 //   - templates/_generated.tpl: the rules of every Role and ClusterRole of both install files, and the
 //     webhooks of both webhook configurations (without their Service's namespace, which the chart
 //     sets), each as a named template the chart's templates include.
@@ -48,6 +50,17 @@ func main() {
 
 func run(root string) error {
 	if err := copyCRDs(filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, chartDir, "crds")); err != nil {
+		return err
+	}
+	values, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		return err
+	}
+	schema, err := Schema(values)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, chartDir, "values.schema.json"), schema, 0o644); err != nil {
 		return err
 	}
 	var objs []*unstructured.Unstructured

@@ -61,9 +61,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 
 	case membership.Promote:
 		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
-			return retryLater("promote", err, "promote learner "+a.Member)
+			return retryLater(c, "promote", err, "promote learner "+a.Member)
 		}
-		metrics.CountMembership("promote", nil, false)
+		metrics.CountMembership(c.Namespace, c.Name, "promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
 		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
 
@@ -128,9 +128,9 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 	defer done()
 	added, members, err := leader.AddLearner(callCtx, peerURL)
 	if err != nil {
-		return retryLater("add_learner", err, "add member "+a.Member+" as a learner")
+		return retryLater(c, "add_learner", err, "add member "+a.Member+" as a learner")
 	}
-	metrics.CountMembership("add_learner", nil, false)
+	metrics.CountMembership(c.Namespace, c.Name, "add_learner", nil, false)
 	log.FromContext(ctx).Info("Membership", "etcdcluster", klog.KObj(c), "member", a.Member, "action", a.Kind, "id", etcd.FormatID(added.ID), "reason", a.Reason)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 	if waiting != nil {
@@ -350,10 +350,10 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	if err := leader.RemoveMember(callCtx, a.ID); err != nil {
-		st, err := retryLater("remove", err, "remove member "+a.Member)
+		st, err := retryLater(s.cluster, "remove", err, "remove member "+a.Member)
 		return st, false, err
 	}
-	metrics.CountMembership("remove", nil, false)
+	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "remove", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
 }
@@ -397,15 +397,15 @@ func (r *EtcdClusterReconciler) leaderClient(ctx context.Context, s *scope) (etc
 
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
-// are returned.
-func retryLater(operation string, err error, what string) (*verdict.Step, error) {
+// are returned. The call is counted for cluster c.
+func retryLater(c *etcdv1alpha1.EtcdCluster, operation string, err error, what string) (*verdict.Step, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
-			metrics.CountMembership(operation, err, true)
+			metrics.CountMembership(c.Namespace, c.Name, operation, err, true)
 			return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
 		}
 	}
-	metrics.CountMembership(operation, err, false)
+	metrics.CountMembership(c.Namespace, c.Name, operation, err, false)
 	return nil, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -114,8 +114,9 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 		}
 		return nil
 	})
-	if n := promtestutil.ToFloat64(metrics.MembershipOperations.WithLabelValues("add_learner", "success")); n < 1 {
-		t.Errorf("etcd_operator_membership_operations_total{add_learner,success} = %v", n)
+	// one learner added, counted on this cluster's series
+	if n := promtestutil.ToFloat64(metrics.MembershipOperations.WithLabelValues(c.Namespace, c.Name, "add_learner", "success")); n != 1 {
+		t.Errorf("etcd_operator_membership_operations_total{namespace=%q,cluster=%q,operation=add_learner,result=success} = %v, want 1", c.Namespace, c.Name, n)
 	}
 	if _, err := getPod(c, "grow-4"); !apierrors.IsNotFound(err) {
 		t.Errorf("a second member was added while a learner is in flight (get grow-4: %v)", err)

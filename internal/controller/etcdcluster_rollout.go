@@ -63,9 +63,9 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	if err := s.etcdClient.MoveLeader(callCtx, a.TargetID); err != nil {
-		return retryLater("move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
+		return retryLater(s.cluster, "move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
 	}
-	metrics.CountMembership("move_leader", nil, false)
+	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "move_leader", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
 	return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
 }

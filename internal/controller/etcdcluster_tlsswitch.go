@@ -31,9 +31,9 @@ func (r *EtcdClusterReconciler) switchTLS(ctx context.Context, s *scope) (*verdi
 		callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 		defer cancel()
 		if err := s.etcdClient.UpdatePeerURL(callCtx, a.ID, url); err != nil {
-			return retryLater("update_peer_url", err, "update the peer URL of "+a.Member)
+			return retryLater(s.cluster, "update_peer_url", err, "update the peer URL of "+a.Member)
 		}
-		metrics.CountMembership("update_peer_url", nil, false)
+		metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "update_peer_url", nil, false)
 		msg := fmt.Sprintf("Switching TLS on the peer port: the peer URL of %s is now %s; restarting it to serve it (%d of %d members left)",
 			a.Member, url, a.Remaining-1, len(s.m.Listed()))
 		r.event(s.cluster, corev1.EventTypeNormal, etcdv1alpha1.ReasonSwitchingTLS, "UpdatePeerURL", "%s", msg)

@@ -117,7 +117,7 @@ var clusterVecs = []*prometheus.MetricVec{
 	MemberVoter.MetricVec, MemberHealthy.MetricVec, MemberLeader.MetricVec, MemberDBSize.MetricVec,
 	MemberDBSizeInUse.MetricVec, MemberQuota.MetricVec, MemberQuotaUsage.MetricVec, MemberDownSince.MetricVec,
 	BackupDuration.MetricVec, BackupSize.MetricVec, BackupLastSuccess.MetricVec, BackupFailures.MetricVec,
-	CertificateNotAfter.MetricVec,
+	CertificateNotAfter.MetricVec, MembershipOperations.MetricVec,
 }
 
 func init() {
@@ -288,8 +288,8 @@ func forgetMember(namespace, cluster, member string) {
 	}
 }
 
-// ForgetCluster removes every series of the cluster namespace/name (its members', backups' and
-// certificates' included) and what earlier passes remembered of it, once it is deleted.
+// ForgetCluster removes every series of the cluster namespace/name (its members', backups',
+// certificates' and membership calls' included) and what earlier passes remembered of it, once it is deleted.
 func ForgetCluster(namespace, name string) {
 	for _, v := range clusterVecs {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "cluster": name})

@@ -166,7 +166,25 @@ func TestRecordPass(t *testing.T) {
 		t.Errorf("%d condition series after DataInconsistent went from the status, want 1", n)
 	}
 
+	// membership calls are counted per cluster, and forgotten with it
+	CountMembership("ns-rec", "rec", "add_learner", nil, false)
+	CountMembership("ns-rec", "rec", "remove", etcd.ErrUnhealthyCluster, true)
+	CountMembership("ns-other", "rec", "add_learner", nil, false)
+	if got := promtestutil.ToFloat64(MembershipOperations.WithLabelValues("ns-rec", "rec", "remove", "retry")); got != 1 {
+		t.Errorf("remove retries = %v, want 1", got)
+	}
+	if n := series(t, MembershipOperations, "ns-rec", "rec"); n != 2 {
+		t.Errorf("%d membership series of ns-rec/rec, want 2", n)
+	}
+
 	ForgetCluster("ns-rec", "rec")
+	if n := series(t, MembershipOperations, "ns-rec", "rec"); n != 0 {
+		t.Errorf("%d membership series of ns-rec/rec left after ForgetCluster", n)
+	}
+	if n := series(t, MembershipOperations, "ns-other", "rec"); n != 1 {
+		t.Errorf("%d membership series of ns-other/rec after forgetting ns-rec/rec, want 1", n)
+	}
+	ForgetCluster("ns-other", "rec")
 	for _, v := range clusterVecs {
 		if n := series(t, v, "ns-rec", "rec"); n != 0 {
 			t.Errorf("%d series left after ForgetCluster", n)

@@ -14,12 +14,14 @@ import (
 )
 
 var (
-	// MembershipOperations counts the etcd membership calls the operator made, by operation
-	// (add_learner, promote, remove) and result (success, retry, error).
+	// MembershipOperations counts the etcd membership calls the operator made on each cluster
+	// (labels namespace and cluster, as the per-cluster series of cluster.go; ForgetCluster removes
+	// them), by operation (add_learner, promote, remove, move_leader, update_peer_url) and result
+	// (success, retry, error).
 	MembershipOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_membership_operations_total",
-		Help: "etcd membership calls made by the operator, by operation and result.",
-	}, []string{"operation", "result"})
+		Help: "etcd membership calls the operator made on the cluster, by operation and result.",
+	}, []string{"namespace", "cluster", "operation", "result"})
 
 	// APIWrites counts the operator's write requests to the Kubernetes API, by verb and kind.
 	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -117,8 +119,8 @@ func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch clie
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
-// CountMembership records the result of one membership call.
-func CountMembership(operation string, err error, transient bool) {
+// CountMembership records the result of one membership call on the cluster namespace/cluster.
+func CountMembership(namespace, cluster, operation string, err error, transient bool) {
 	result := "success"
 	switch {
 	case err != nil && transient:
@@ -126,5 +128,5 @@ func CountMembership(operation string, err error, transient bool) {
 	case err != nil:
 		result = "error"
 	}
-	MembershipOperations.WithLabelValues(operation, result).Inc()
+	MembershipOperations.WithLabelValues(namespace, cluster, operation, result).Inc()
 }

@@ -299,7 +299,7 @@ func operatorMetricNames(t *testing.T) map[string]bool {
 	BackupLastSuccess.WithLabelValues("ns-names", "names").Set(1)
 	BackupFailures.WithLabelValues("ns-names", "names").Add(0)
 	CertificateNotAfter.WithLabelValues("ns-names", "names", "ca").Set(1)
-	CountMembership("add_learner", nil, false)
+	CountMembership("ns-names", "names", "add_learner", nil, false)
 	QuorumRestores.WithLabelValues("started").Add(0)
 	APIWrites.WithLabelValues("create", "Pod").Add(0)
 
