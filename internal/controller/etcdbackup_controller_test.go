@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -685,7 +686,9 @@ func TestBackupToMissingClaim(t *testing.T) {
 	waitBackupPhase(t, c.Namespace, b.Name, etcdv1alpha1.BackupRunning)
 
 	// The Job's pod cannot be scheduled (what the scheduler reports for, say, an unbound claim).
+	// labelled as the Job controller labels it: the template's labels and the Job's own
 	labels := map[string]string{jobControllerUIDLabel: string(job.UID), "batch.kubernetes.io/job-name": job.Name}
+	maps.Copy(labels, job.Spec.Template.Labels)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Namespace: job.Namespace, Labels: labels},
 		Spec: *job.Spec.Template.Spec.DeepCopy()}
 	if err := k8s.Create(ctx, pod); err != nil {

@@ -26,20 +26,23 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 	for _, want := range []*corev1.Service{resources.BuildPeerService(s.cluster), resources.BuildClientService(s.cluster)} {
 		got := &corev1.Service{}
 		err := r.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
-		if err == nil {
-			if !metav1.IsControlledBy(got, s.cluster) {
-				return verdict.Blocked(etcdv1alpha1.ReasonForeignObject,
-					fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
+		if apierrors.IsNotFound(err) {
+			if err = r.Create(ctx, want); err == nil {
+				created = append(created, want.Name)
+				continue
 			}
-			continue
+			if apierrors.IsAlreadyExists(err) {
+				// one the cache does not hold: read it (a refused name is read from the API server)
+				err = r.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
+			}
 		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get service %s: %w", want.Name, err)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", want.Name, err)
 		}
-		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create service %s: %w", want.Name, err)
+		if !metav1.IsControlledBy(got, s.cluster) {
+			return verdict.Blocked(etcdv1alpha1.ReasonForeignObject,
+				fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
 		}
-		created = append(created, want.Name)
 	}
 	if len(created) > 0 {
 		// one event: two of the same reason and action would be merged into one series, showing one name

@@ -37,12 +37,18 @@ func EnsureOwned[T client.Object](ctx context.Context, c client.Client, owner me
 	same func(got, want T) bool, update func(got, want T)) (Outcome, error) {
 	kind := kindOf(want)
 	err := c.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsNotFound(err) {
+		err = c.Create(ctx, want)
+		if err == nil {
+			return Created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return Unchanged, fmt.Errorf("create %s %s: %w", kind, want.GetName(), err)
 		}
-		return Created, nil
+		// one the cache does not hold: read it (a refused name is read from the API server)
+		err = c.Get(ctx, client.ObjectKeyFromObject(want), got, ownedcache.OwnedOnly)
+	}
+	switch {
 	case err != nil:
 		return Unchanged, fmt.Errorf("get %s %s: %w", kind, want.GetName(), err)
 	case !metav1.IsControlledBy(got, owner):
