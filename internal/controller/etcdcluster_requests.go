@@ -146,7 +146,7 @@ func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, 
 	if leader != target {
 		var err error
 		st, err = r.moveLeader(ctx, s, rollout.Action{Member: leader.Name, ID: leader.ID(), Target: name, TargetID: target.ID(),
-			Reason: "as " + etcdv1alpha1.AnnotationMoveLeader + " asked"})
+			Reason: fmt.Sprintf("%s asked for %s to lead", etcdv1alpha1.AnnotationMoveLeader, name)})
 		if err != nil || st.Reason != etcdv1alpha1.ReasonMovingLeader {
 			return st, err // not moved yet (retryLater)
 		}
