@@ -87,7 +87,8 @@ func (r *EtcdClusterReconciler) finishRequest(ctx context.Context, c *etcdv1alph
 // pod gone and the claim kept, which would recreate the pod on it). The phases before this one then
 // replace the member as they replace one whose data is gone: removed from etcd, added back as a new
 // learner under a new member ID on an empty claim, promoted once it caught up. Under storage
-// .retainPolicy Retain the claim is deleted too: the request asks for the member's data to go.
+// .retainPolicy Retain the claim is deleted too: the request asks for the member's data to go. Nothing
+// is deleted unless the pass's copy of the cluster is the newest (latest).
 func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	name, ok := c.Annotations[etcdv1alpha1.AnnotationReplaceMember]
@@ -109,6 +110,10 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 					Reason: fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1alpha1.AnnotationReplaceMember)})
 			}
 		}
+	}
+	// the member's data goes only on the newest cluster: a stale copy may show a request since withdrawn
+	if ok, err := r.latest(ctx, c); err != nil || !ok {
+		return verdict.StaleCopy(), err
 	}
 	if mem.Claim != nil {
 		if err := r.Delete(ctx, mem.Claim, client.Preconditions{UID: &mem.Claim.UID}); err != nil && !apierrors.IsNotFound(err) {
