@@ -120,6 +120,14 @@ const (
 	// ReasonAuthFailed: etcd refuses the root password of the cluster's Secret (for example a cluster
 	// restored from a snapshot whose root password is another).
 	ReasonAuthFailed = "AuthenticationFailed"
+	// ReasonReplacingMember: a member is being replaced as AnnotationReplaceMember asked: its claim and
+	// pod were deleted, and the membership steps that follow (remove, add, promote) give the cluster a
+	// new member of that name.
+	ReasonReplacingMember = "ReplacingMember"
+	// ReasonRequestRefused is the reason of the Warning event recorded when the operator removes an
+	// AnnotationMoveLeader or AnnotationReplaceMember request it can never carry out (an unknown
+	// member, a learner, a cluster of one member); the event's note says why and what to do instead.
+	ReasonRequestRefused = "RequestRefused"
 )
 
 // Labels and annotations the operator puts on the objects it owns.
@@ -187,6 +195,30 @@ const (
 	AnnotationCARotationPhase      = "etcd.etcdkit.dev/ca-rotation-phase"
 	AnnotationCARotationStarted    = "etcd.etcdkit.dev/ca-rotation-started"
 	AnnotationCARotationPhaseSince = "etcd.etcdkit.dev/ca-rotation-phase-since"
+
+	// AnnotationDefragment, on an EtcdCluster, asks for every voting member to be defragmented now, one
+	// at a time, followers first and the leader last after leadership moved to a defragmented follower,
+	// whatever spec.maintenance says. Its value is any token (`kubectl etcd defrag` writes the time, RFC
+	// 3339); a new value while a request is under way starts over. The request waits while the cluster
+	// is paused, rolls, or has a member that is not healthy; once every member is done the operator
+	// removes the annotation and records a Defragmented event (status.maintenance records the members
+	// still to do and the last one done).
+	AnnotationDefragment = "etcd.etcdkit.dev/defragment"
+	// AnnotationMoveLeader, on an EtcdCluster, asks for etcd's leadership to move to the member its
+	// value names (a pod name, such as demo-1). The request waits while the cluster is paused, rolls,
+	// or has a member that is not healthy. Once the member leads the operator removes the annotation
+	// and records a MovedLeader event; a member that is not one of the cluster's, or is a learner, is
+	// refused: the annotation is removed with a RequestRefused event.
+	AnnotationMoveLeader = "etcd.etcdkit.dev/move-leader"
+	// AnnotationReplaceMember, on an EtcdCluster, asks for the member its value names (a pod name) to
+	// be replaced: its claim and pod are deleted (its data with them), it is removed from etcd, and a
+	// new member of that name joins with a new member ID and copies the data from the leader. The
+	// request waits while the cluster is paused, rolls, restores, changes its membership, or has
+	// another member that is not healthy (replacing one then could lose quorum); the member itself may
+	// be down. A leader first hands its leadership to a follower. Once the claim and pod are deleted
+	// the operator removes the annotation and records a ReplacingMember event. A member that is not one
+	// of the cluster's, a learner, or the member of a one-member cluster is refused (RequestRefused).
+	AnnotationReplaceMember = "etcd.etcdkit.dev/replace-member"
 	// BackupFinalizer lets the operator delete an EtcdBackup's stored snapshot (when
 	// AnnotationDeleteSnapshot asks for it) before the EtcdBackup goes away.
 	BackupFinalizer = "etcd.etcdkit.dev/backup-finalizer"

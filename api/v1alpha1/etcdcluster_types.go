@@ -767,6 +767,11 @@ type MaintenanceStatus struct {
 	// LastDefragmentation is the newest defragmentation of a member.
 	// +optional
 	LastDefragmentation *DefragmentationRecord `json:"lastDefragmentation,omitempty"`
+	// RequestedDefragmentation is the value of the etcd.etcdkit.dev/defragment annotation whose
+	// request is under way: pendingDefragmentation names the members still to defragment for it. Empty
+	// when none is.
+	// +optional
+	RequestedDefragmentation string `json:"requestedDefragmentation,omitempty"`
 }
 
 // DefragmentationRecord is one member's defragmentation.

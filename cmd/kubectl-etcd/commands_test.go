@@ -421,6 +421,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backup", "demo", "--pvc-sub-path", "x"}, "--pvc-sub-path needs --pvc"},
 		{[]string{"restore", "b"}, `required flag(s) "into" not set`},
 		{[]string{"restore", "b", "--into", "c", "--replicas", "4"}, "--replicas 4: a cluster has an odd number of members"},
+		{[]string{"defrag"}, "accepts 1 arg(s), received 0"},
+		{[]string{"defrag", "demo", "-o", "wide"}, `unknown output format "wide"`},
+		{[]string{"move-leader", "demo"}, "accepts 2 arg(s), received 1"},
+		{[]string{"replace-member", "demo", "demo-1", "-o", "table"}, `unknown output format "table"`},
+		{[]string{"replace-member", "demo", "demo-1"}, "replace-member deletes the member's data: pass --yes to confirm"},
 	} {
 		var out bytes.Buffer
 		cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &out})

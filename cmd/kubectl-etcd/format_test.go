@@ -74,11 +74,13 @@ demo-2   fd422379fda50e48   Voter   -        no        -         -         5m20s
 }
 
 // TestWriteStatusHealthy: a healthy cluster says its conditions are normal, and its table has no
-// DOWN SINCE or PROBLEM column; a spec the operator has not observed yet is pointed out.
+// DOWN SINCE or PROBLEM column; a spec the operator has not observed yet, and a request it has not
+// carried out yet, are pointed out.
 func TestWriteStatusHealthy(t *testing.T) {
 	c := degradedCluster()
 	c.Generation = 5
 	c.Spec.Paused = true
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationReplaceMember: "demo-2"}
 	c.Status.Phase = etcdv1alpha1.PhaseRunning
 	c.Status.Conditions = c.Status.Conditions[:1]
 	c.Status.LastBackup, c.Status.Maintenance = nil, nil
@@ -95,6 +97,7 @@ Leader:        demo-1
 Ready:         2/3
 Paused:        yes
 Last backup:   none
+Requests:      etcd.etcdkit.dev/replace-member=demo-2 (not carried out yet)
 Observed:      generation 4 of 5: the operator has not acted on the newest spec yet
 Conditions:    all normal
 

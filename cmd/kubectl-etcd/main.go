@@ -1,7 +1,9 @@
 // Command kubectl-etcd is the kubectl plugin of etcd-operator: `kubectl etcd status`, `backup`,
-// `restore`, `pause`, `resume` and `version` read and change EtcdClusters and EtcdBackups through the
-// Kubernetes API, with kubectl's kubeconfig flags. It never talks to etcd itself: everything it shows
-// comes from the status the operator keeps.
+// `restore`, `pause`, `resume`, `defrag`, `move-leader`, `replace-member` and `version` read and change
+// EtcdClusters and EtcdBackups through the Kubernetes API, with kubectl's kubeconfig flags. It never
+// talks to etcd itself: everything it shows comes from the status and events the operator keeps, and
+// what needs etcd (defragmenting, moving leadership, replacing a member) it asks of the operator with
+// an annotation on the EtcdCluster.
 //
 // Install it on PATH (`make plugin`, or `go install
 // github.com/etcdkit/etcd-operator/cmd/kubectl-etcd@latest`) and kubectl finds it.

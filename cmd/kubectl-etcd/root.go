@@ -61,7 +61,8 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Short: "Inspect and operate the etcd clusters of etcd-operator",
 		Long: `kubectl etcd reads and changes the EtcdClusters and EtcdBackups of etcd-operator through the
 Kubernetes API: the status of a cluster and its members, on-demand backups, the manifest of a
-cluster restored from a backup, and pausing the operator's changes to a cluster.`,
+cluster restored from a backup, pausing the operator's changes to a cluster, and asking the operator
+to defragment the members, move etcd's leadership or replace a member.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -79,6 +80,9 @@ cluster restored from a backup, and pausing the operator's changes to a cluster.
 		newRestoreCommand(g),
 		newPauseCommand(g, true),
 		newPauseCommand(g, false),
+		newDefragCommand(g),
+		newMoveLeaderCommand(g),
+		newReplaceCommand(g),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the plugin's version",

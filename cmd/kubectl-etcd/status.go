@@ -24,8 +24,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Short: "Show a cluster's state and members, or list the namespace's clusters",
 		Long: `Show an EtcdCluster's state as the operator reports it in its status: phase, version, cluster ID,
 leader, ready members, the conditions that are not in their normal state, the last backup, whether
-it is paused and the members still to be defragmented; then one line per member, with why and since
-when a member is down. Without a name, list the namespace's clusters.
+it is paused, the members still to be defragmented and the requests (defrag, move-leader,
+replace-member) not carried out yet; then one line per member, with why and since when a member is
+down. Without a name, list the namespace's clusters.
 
 -o json or -o yaml prints the cluster's status (without a name: the clusters).`,
 		Example: `  kubectl etcd status demo -n apps

@@ -167,12 +167,13 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // reconcilePhases runs the phases of a live cluster in order, until one takes a step (one that blocks
 // before the observation still lets it run, for the status: observeBlocked). Services, the root
 // Secret, the certificates, the observation, spec validation, backups, the pause (spec.paused ends the
-// pass here), claim ownership, the PodDisruptionBudget and volume
+// pass here: requests by annotation wait), the refusal of requests that can never be carried out, claim ownership, the PodDisruptionBudget and volume
 // expansion come first: they hold whatever the members do. Then the member phases, the first that
 // applies acting: an automatic restore, the bootstrap, recreating lost pods, a quorum lost, the CORRUPT
-// alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, waiting for members that are not healthy;
-// last, on a settled cluster, enabling authentication, a switch of spec.tls, a CA rotation, the
-// consistency check and maintenance (defragmentation).
+// alarm of a replaced member, a membership change, a rolling restart, the NOSPACE alarm, a replacement
+// requested by annotation, waiting for members that are not healthy; last, on a settled cluster,
+// enabling authentication, a switch of spec.tls, a CA rotation, the consistency check, a move of
+// leadership and a defragmentation requested by annotation, and maintenance (defragmentation).
 func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (*verdict.Step, error) {
 	for _, p := range []phase{r.reconcileServices, r.reconcileRootSecret, r.reconcileTLS} {
 		st, err := p(ctx, s)
@@ -188,6 +189,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.validateSpec,
 		r.reconcileBackups,
 		r.holdPaused,
+		r.refuseRequests,
 		r.syncClaimOwnership,
 		r.reconcilePDB,
 		r.reconcileNetworkPolicy,
@@ -200,11 +202,14 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileMembership,
 		r.reconcileRollout,
 		r.reconcileNoSpace,
+		r.reconcileReplaceRequest,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
 		r.enableAuth,
 		r.switchTLS,
 		r.rotateCA,
 		r.checkConsistency,
+		r.reconcileMoveLeaderRequest,
+		r.reconcileDefragRequest,
 		r.reconcileMaintenance,
 	} {
 		if st, err := p(ctx, s); err != nil || st != nil {

@@ -29,7 +29,7 @@ const defragTimeout = 10 * time.Minute
 func (r *EtcdClusterReconciler) reconcileMaintenance(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if c.Spec.Maintenance == nil || c.Spec.Maintenance.Defragmentation == nil {
-		if st := c.Status.Maintenance; st != nil {
+		if st := c.Status.Maintenance; st != nil && st.RequestedDefragmentation == "" {
 			st.PendingDefragmentation = nil // the policy was removed: nothing is due any more
 		}
 		return nil, nil

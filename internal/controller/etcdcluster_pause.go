@@ -20,9 +20,9 @@ const pausedMessage = "spec.paused is true: the operator observes the cluster an
 
 // holdPaused ends the pass of a paused cluster (spec.paused) before any phase that changes its members,
 // after the observation, spec validation and scheduled backups: it still compares the members' hashes
-// (checkConsistency), and the step says what the operator would do next once resumed. The pass is
-// repeated at the health check interval, so the status stays current. It records the pause and the
-// resumption as events.
+// (checkConsistency), and the step says what the operator would do next once resumed and which
+// requests by annotation it holds. The pass is repeated at the health check interval, so the status
+// stays current. It records the pause and the resumption as events.
 func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing)
@@ -42,6 +42,9 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	msg := pausedMessage
 	if next := r.nextOnResume(s); next != "" {
 		msg += "; next once resumed: " + next
+	}
+	if held := verdict.Requests(c); len(held) > 0 {
+		msg += "; requests held until resumed: " + strings.Join(held, ", ")
 	}
 	return verdict.Blocked(etcdv1alpha1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
 }

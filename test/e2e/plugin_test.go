@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,10 +14,14 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // pluginTimeout bounds one command of the plugin that waits on the operator (pause, resume).
@@ -127,4 +133,192 @@ func assertPluginStatus(t testing.TB, bin string, c *etcdv1alpha1.EtcdCluster) {
 	if !strings.Contains(list, c.Name) || !strings.Contains(list, "Running") || !strings.Contains(list, "3/3") {
 		t.Errorf("the list of clusters does not show %s Running 3/3", c.Name)
 	}
+}
+
+// dayTwoTimeout bounds one day-2 command of the plugin: a replacement copies the data to a new member
+// and waits for it to be promoted.
+const dayTwoTimeout = 5 * time.Minute
+
+// TestPluginDayTwo: on a 3-member cluster with a continuous writer, `kubectl etcd move-leader` moves
+// etcd's leadership to a follower; `defrag` defragments every member (each database file shrinks
+// after 16 MiB were written, deleted and compacted away), the new leader last; `replace-member
+// --yes` gives the leader a new member ID on a new claim, and the cluster is Available with 3
+// voters again; a request for an unknown member is refused. No acknowledged write is lost.
+func TestPluginDayTwo(t *testing.T) {
+	bin := buildPlugin(t)
+	const ns = "e2e-plugin-day2"
+	ctx := context.Background()
+	c := newCluster(t, ns, "demo", 3)
+	_, c = assertAvailable(t, c, availableTimeout)
+	ep := clientServiceEndpoint(t, c)
+	w := startWriter(t, ep)
+
+	target := ""
+	for _, m := range c.Status.Members {
+		if !m.Leader {
+			target = m.Name
+		}
+	}
+	var moved struct{ Leader, LeaderID, PreviousLeader string }
+	decodePlugin(t, runPlugin(t, bin, ns, "move-leader", c.Name, target, "-o", "json", "--timeout", pluginTimeout.String()), &moved)
+	if moved.Leader != target || moved.PreviousLeader != c.Status.Leader || moved.LeaderID == "" {
+		t.Errorf("move-leader %s: %+v", target, moved)
+	}
+	assertEtcdLeader(t, c, target)
+
+	fragment(t, ep, c)
+	asked := time.Now()
+	var defrag struct {
+		Members []struct {
+			Name                                string
+			DBSizeBeforeBytes, DBSizeAfterBytes int64
+		}
+		LastDefragmentation *etcdv1alpha1.DefragmentationRecord
+	}
+	decodePlugin(t, runPlugin(t, bin, ns, "defrag", c.Name, "-o", "json", "--timeout", dayTwoTimeout.String()), &defrag)
+	if len(defrag.Members) != 3 {
+		t.Errorf("defrag reports %d members, want 3: %+v", len(defrag.Members), defrag)
+	}
+	for _, m := range defrag.Members {
+		if m.DBSizeAfterBytes <= 0 || m.DBSizeAfterBytes >= m.DBSizeBeforeBytes {
+			t.Errorf("defrag: %s's database file went from %d to %d bytes, want it smaller", m.Name, m.DBSizeBeforeBytes, m.DBSizeAfterBytes)
+		}
+	}
+	if l := defrag.LastDefragmentation; l == nil || l.Member != target || l.Time.Time.Before(asked.Add(-time.Minute)) {
+		t.Errorf("last defragmentation %+v, want the leader %s's, after the request", l, target)
+	}
+
+	refused := exec.Command(bin, "-n", ns, "move-leader", c.Name, "demo-9", "--timeout", pluginTimeout.String())
+	if out, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(out), "the operator refused the request: Refused etcd.etcdkit.dev/move-leader=demo-9: the cluster has no member demo-9") {
+		t.Errorf("move-leader to an unknown member: %v\n%s", err, out)
+	}
+
+	c, err := getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Status.Leader
+	oldClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, oldClaim); err != nil {
+		t.Fatal(err)
+	}
+	var replaced struct{ Member, PreviousID, ID string }
+	decodePlugin(t, runPlugin(t, bin, ns, "replace-member", c.Name, victim, "--yes", "-o", "json", "--timeout", dayTwoTimeout.String()), &replaced)
+	if replaced.Member != victim || replaced.ID == "" || replaced.ID == replaced.PreviousID || replaced.PreviousID == "" {
+		t.Errorf("replace-member %s: %+v", victim, replaced)
+	}
+	assertReplaced(t, c, victim, replaced.ID, oldClaim)
+	assertAvailable(t, c, availableTimeout)
+	w.stopAndVerify(t, ep)
+}
+
+// decodePlugin decodes the plugin's -o json output into v.
+func decodePlugin(t testing.TB, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("decode the plugin's output: %v\n%s", err, out)
+	}
+}
+
+// assertEtcdLeader checks that every member of c agrees that member leads.
+func assertEtcdLeader(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) {
+	t.Helper()
+	id := memberID(t, c, member)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*clientv3.Client{}
+	for name, p := range pods {
+		clients[name] = etcdClient(t, podEndpoint(p))
+	}
+	poll.Eventually(t, statusTimeout, member+" leads", func(ctx context.Context) error {
+		for name, p := range pods {
+			st, err := clients[name].Status(ctx, podEndpoint(p))
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if st.Leader != id {
+				return fmt.Errorf("%s says %s leads, want %s", name, etcd.FormatID(st.Leader), etcd.FormatID(id))
+			}
+		}
+		return nil
+	})
+}
+
+// fragment writes 16 values of 1 MiB through ep, deletes and compacts them away, and waits until the
+// status reports every member's database file at 16 MiB at least: the size defrag reports as before.
+func fragment(t testing.TB, ep string, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	cli := etcdClient(t, ep)
+	value := strings.Repeat("x", 1<<20)
+	for i := range 16 {
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(pctx, fmt.Sprintf("frag/%02d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	del, err := cli.Delete(wctx, "frag/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 2*time.Minute, "the status reports 16 MiB files", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.DBSizeBytes < 16<<20 {
+				return fmt.Errorf("%s: %d bytes", m.Name, m.DBSizeBytes)
+			}
+		}
+		return nil
+	})
+}
+
+// assertReplaced checks that etcd lists member name of c as a voter with member ID id (hex), on
+// another claim than old, beside two other voters.
+func assertReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name, id string, old *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	poll.Eventually(t, statusTimeout, name+" a voter under ID "+id, func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		p := pods[name]
+		if p == nil {
+			return fmt.Errorf("no pod %s", name)
+		}
+		view, err := viewFrom(ctx, podEndpoint(p))
+		if err != nil {
+			return err
+		}
+		voters, found := 0, false
+		for _, m := range view.members {
+			if !m.IsLearner {
+				voters++
+			}
+			found = found || (m.Name == name && !m.IsLearner && etcd.FormatID(m.ID) == id)
+		}
+		if !found || voters != 3 {
+			return fmt.Errorf("members %+v", view.members)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == old.UID {
+			return fmt.Errorf("%s still runs on its old claim", name)
+		}
+		return nil
+	})
 }

@@ -1,0 +1,204 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/rollout"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
+)
+
+// The requests of the annotations AnnotationDefragment, AnnotationMoveLeader and
+// AnnotationReplaceMember. refuseRequests removes, early in a pass, those that can never be carried
+// out; the others wait, annotation kept, until the phase that carries them out runs on a cluster fit
+// for them: reconcileReplaceRequest once no membership change, rollout or NOSPACE alarm is under way
+// (its member may be down), reconcileMoveLeaderRequest and reconcileDefragRequest once every member is
+// healthy and nothing else is under way. A request carried out is removed with an event. Nothing is
+// done while the cluster is paused: holdPaused ends the pass before.
+
+// refuseRequests removes the move-leader and replace-member requests that can never be carried out
+// (verdict.RefuseMoveLeader, verdict.RefuseReplace), with a RequestRefused event each. It takes no
+// step: the pass goes on.
+func (r *EtcdClusterReconciler) refuseRequests(ctx context.Context, s *scope) (*verdict.Step, error) {
+	if !s.m.Answered() {
+		return nil, nil // whether a member is a learner is etcd's to say
+	}
+	for key, refuse := range map[string]func(*model.Cluster, string) string{
+		etcdv1alpha1.AnnotationMoveLeader:    verdict.RefuseMoveLeader,
+		etcdv1alpha1.AnnotationReplaceMember: verdict.RefuseReplace,
+	} {
+		name, ok := s.cluster.Annotations[key]
+		if !ok {
+			continue
+		}
+		if why := refuse(s.m, name); why != "" {
+			if err := r.finishRequest(ctx, s.cluster, key); err != nil {
+				return nil, err
+			}
+			r.event(s.cluster, corev1.EventTypeWarning, etcdv1alpha1.ReasonRequestRefused, "Refuse", "Refused %s", why)
+		}
+	}
+	return nil, nil
+}
+
+// finishRequest removes annotation key from cluster c, as long as it still has the value this pass
+// read (a JSON patch that tests it first: a request made again meanwhile stays), and updates c's
+// annotations and resourceVersion so that the pass's status patch applies. A request already gone,
+// or changed meanwhile, is no error: the next pass sees what is there.
+func (r *EtcdClusterReconciler) finishRequest(ctx context.Context, c *etcdv1alpha1.EtcdCluster, key string) error {
+	value, ok := c.Annotations[key]
+	if !ok {
+		return nil
+	}
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+	body, err := json.Marshal([]map[string]string{{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}})
+	if err != nil {
+		return err
+	}
+	patched := c.DeepCopy()
+	err = r.Patch(ctx, patched, client.RawPatch(types.JSONPatchType, body))
+	switch {
+	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		log.FromContext(ctx).Info("Request changed before it was removed", "etcdcluster", klog.KObj(c), "annotation", key, "error", err.Error())
+	case err != nil:
+		return fmt.Errorf("remove annotation %s: %w", key, err)
+	default:
+		c.ResourceVersion = patched.ResourceVersion
+	}
+	delete(c.Annotations, key)
+	return nil
+}
+
+// reconcileReplaceRequest carries out AnnotationReplaceMember once verdict.ReplaceWait allows it:
+// leadership first moves away from the member when it leads; then its claim and its pod are deleted,
+// the claim first (kubernetes.io/pvc-protection keeps it until the pod is gone, so that no pass sees the
+// pod gone and the claim kept, which would recreate the pod on it). The phases before this one then
+// replace the member as they replace one whose data is gone: removed from etcd, added back as a new
+// learner under a new member ID on an empty claim, promoted once it caught up. Under storage
+// .retainPolicy Retain the claim is deleted too: the request asks for the member's data to go. Nothing
+// is deleted unless the pass's copy of the cluster is the newest (latest).
+func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	name, ok := c.Annotations[etcdv1alpha1.AnnotationReplaceMember]
+	if !ok {
+		return nil, nil
+	}
+	if why := verdict.ReplaceWait(s.m, name); why != "" {
+		log.FromContext(ctx).V(1).Info("Replacement waits", "etcdcluster", klog.KObj(c), "member", name, "reason", why)
+		return nil, nil
+	}
+	mem := s.m.Member(name)
+	if mem == nil {
+		return nil, nil // ReplaceWait holds while etcd does not list it
+	}
+	if leader := s.m.Leader(); leader == mem {
+		for _, f := range s.m.Listed() {
+			if f != mem && f.Voter() && f.Serving() {
+				return r.moveLeader(ctx, s, rollout.Action{Member: name, ID: mem.ID(), Target: f.Name, TargetID: f.ID(),
+					Reason: fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1alpha1.AnnotationReplaceMember)})
+			}
+		}
+	}
+	// the member's data goes only on the newest cluster: a stale copy may show a request since withdrawn
+	if ok, err := r.latest(ctx, c); err != nil || !ok {
+		return verdict.StaleCopy(), err
+	}
+	if mem.Claim != nil {
+		if err := r.Delete(ctx, mem.Claim, client.Preconditions{UID: &mem.Claim.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete persistentvolumeclaim %s of %s, to be replaced: %w", mem.Claim.Name, name, err)
+		}
+	}
+	if mem.Pod != nil {
+		if err := r.Delete(ctx, mem.Pod, client.Preconditions{UID: &mem.Pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete pod %s, to be replaced: %w", name, err)
+		}
+	}
+	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationReplaceMember); err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("Replacing member %s (ID %s) as %s asked: deleted its claim and pod; it is removed from etcd and a new member of that name joins with a new ID and copies the data from the leader",
+		name, etcd.FormatID(mem.ID()), etcdv1alpha1.AnnotationReplaceMember)
+	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonReplacingMember, "Replace", "%s", msg)
+	return verdict.Acting(etcdv1alpha1.ReasonReplacingMember, msg), nil
+}
+
+// reconcileMoveLeaderRequest carries out AnnotationMoveLeader on a settled cluster: etcd's MoveLeader
+// to the member named, which returns once the member leads; then the annotation is removed with a
+// MovedLeader event. A member that leads already needs no move.
+func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	name, ok := c.Annotations[etcdv1alpha1.AnnotationMoveLeader]
+	if !ok || !s.m.Answered() {
+		return nil, nil
+	}
+	target, leader := s.m.Member(name), s.m.Leader()
+	if target == nil || !target.Voter() || !target.Healthy() || leader == nil {
+		return nil, nil // not yet a healthy voter (refuseRequests removed what never will be), or no leader
+	}
+	var st *verdict.Step
+	if leader != target {
+		var err error
+		st, err = r.moveLeader(ctx, s, rollout.Action{Member: leader.Name, ID: leader.ID(), Target: name, TargetID: target.ID(),
+			Reason: fmt.Sprintf("%s asked for %s to lead", etcdv1alpha1.AnnotationMoveLeader, name)})
+		if err != nil || st.Reason != etcdv1alpha1.ReasonMovingLeader {
+			return st, err // not moved yet (retryLater)
+		}
+	} else {
+		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "%s (ID %s) leads already, as %s asked", name, etcd.FormatID(target.ID()), etcdv1alpha1.AnnotationMoveLeader)
+	}
+	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationMoveLeader); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// reconcileDefragRequest carries out AnnotationDefragment on a settled cluster: at a new request
+// (a value status.maintenance.requestedDefragmentation does not record) every voter becomes pending;
+// the pending members are defragmented one per pass, followers first, the leader last after
+// leadership moved to a follower (defragmentOne). Once none is pending the annotation is removed with
+// a Defragmented event. A request withdrawn (the annotation removed) is forgotten.
+func (r *EtcdClusterReconciler) reconcileDefragRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	token, ok := c.Annotations[etcdv1alpha1.AnnotationDefragment]
+	st := c.Status.Maintenance
+	if !ok {
+		if st != nil {
+			st.RequestedDefragmentation = ""
+		}
+		return nil, nil
+	}
+	if !s.m.Answered() {
+		return nil, nil
+	}
+	if st == nil {
+		st = &etcdv1alpha1.MaintenanceStatus{}
+		c.Status.Maintenance = st
+	}
+	underway := st.RequestedDefragmentation == token
+	if !underway {
+		log.FromContext(ctx).Info("Defragmentation requested", "etcdcluster", klog.KObj(c), "request", token)
+	}
+	st.RequestedDefragmentation = token
+	st.PendingDefragmentation = verdict.RequestedDefragmentation(s.m, st.PendingDefragmentation, underway)
+	if len(st.PendingDefragmentation) > 0 {
+		return r.defragmentOne(ctx, s, s.m.Member(st.PendingDefragmentation[0]), etcdv1alpha1.AnnotationDefragment+" asked")
+	}
+	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationDefragment); err != nil {
+		return nil, err
+	}
+	st.RequestedDefragmentation = ""
+	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "Defragmented every voting member as %s=%s asked", etcdv1alpha1.AnnotationDefragment, token)
+	return nil, nil
+}

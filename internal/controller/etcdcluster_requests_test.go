@@ -1,0 +1,271 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// request sets annotation key of cluster c to value, by a merge patch, as `kubectl etcd` does.
+func request(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	if err := k8s.Patch(context.Background(), c.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("annotate %s=%s: %v", key, value, err)
+	}
+}
+
+// waitRequestDone waits until the operator removed annotation key from c.
+func waitRequestDone(t *testing.T, c *etcdv1alpha1.EtcdCluster, key string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, key+" removed", func(context.Context) error {
+		if v, ok := getCluster(t, c).Annotations[key]; ok {
+			return fmt.Errorf("still %s=%s", key, v)
+		}
+		return nil
+	})
+}
+
+// etcdLeader returns the name of the member the running members agree leads, "" when they do not.
+func etcdLeader(members []*testenv.EtcdMember) string {
+	lead := ""
+	for _, m := range members {
+		if m.Etcd.Server.Lead() == uint64(m.Etcd.Server.MemberID()) {
+			lead = m.Name
+		}
+	}
+	return lead
+}
+
+// eventsSince returns the notes of c's events of reason first written at or after since, oldest first.
+func eventsSince(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, since time.Time) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].EventTime.Before(&list.Items[j].EventTime) })
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == c.Name && e.Reason == reason && !e.EventTime.Time.Before(since) {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// TestRequestsByAnnotation: on a real 3-member etcd cluster, etcd.etcdkit.dev/move-leader moves
+// leadership to the member named; etcd.etcdkit.dev/defragment defragments every member once, the
+// leader last after leadership moved away from it; each annotation is removed once done, with an
+// event. Requests that can never be carried out (an unknown member, a learner) are removed with a
+// RequestRefused event, and change nothing.
+func TestRequestsByAnnotation(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("req", testutil.InNamespace("ns-req"), testutil.WithReplicas(3)),
+		"127.0.0.221", "127.0.0.222", "127.0.0.223")
+	ctx := context.Background()
+	first := etcdLeader(members)
+	target := names[0]
+	if target == first {
+		target = names[1]
+	}
+
+	request(t, c, etcdv1alpha1.AnnotationMoveLeader, target)
+	waitRequestDone(t, c, etcdv1alpha1.AnnotationMoveLeader)
+	if got := etcdLeader(members); got != target {
+		t.Errorf("leader %q after move-leader=%s", got, target)
+	}
+	waitEvent(t, c, "MovedLeader", fmt.Sprintf("Moved leadership from %s to %s", first, target))
+	testutil.Eventually(t, waitTimeout, "status.leader "+target, func(context.Context) error {
+		if l := getCluster(t, c).Status.Leader; l != target {
+			return fmt.Errorf("status.leader %q", l)
+		}
+		return nil
+	})
+
+	asked := time.Now().Add(-time.Second)
+	request(t, c, etcdv1alpha1.AnnotationDefragment, "2026-12-03T10:00:00Z")
+	waitRequestDone(t, c, etcdv1alpha1.AnnotationDefragment)
+	waitEvent(t, c, "Defragmented", "Defragmented every voting member as etcd.etcdkit.dev/defragment=2026-12-03T10:00:00Z asked")
+	var order []string
+	for _, note := range eventsSince(t, c, "Defragmented", asked) {
+		if f := strings.Fields(note); f[1] != "every" {
+			order = append(order, f[1])
+		}
+	}
+	if len(order) != 3 || order[2] != target {
+		t.Errorf("defragmented %v, want each member once and the leader %s last", order, target)
+	}
+	if err := findEvent(ctx, c, "MovedLeader", "from "+target); err != nil {
+		t.Errorf("leadership was not moved before the leader's defragmentation: %v", err)
+	}
+	if st := getCluster(t, c).Status.Maintenance; st == nil || len(st.PendingDefragmentation) > 0 || st.RequestedDefragmentation != "" ||
+		st.LastDefragmentation == nil || st.LastDefragmentation.Member != target {
+		t.Errorf("status.maintenance %+v, want nothing pending, no request, the last defragmentation %s's", st, target)
+	}
+
+	// refused: nothing changes
+	leader, ids := etcdLeader(members), memberIDs(t, members[0])
+	for _, tc := range []struct{ key, value, why string }{
+		{etcdv1alpha1.AnnotationMoveLeader, "nosuch", "the cluster has no member nosuch (its members: req-0, req-1, req-2)"},
+		{etcdv1alpha1.AnnotationReplaceMember, "req-7", "the cluster has no member req-7"},
+	} {
+		request(t, c, tc.key, tc.value)
+		waitRequestDone(t, c, tc.key)
+		waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, tc.key+"="+tc.value+": "+tc.why)
+	}
+	if got := etcdLeader(members); got != leader {
+		t.Errorf("leader %s after refused requests, was %s", got, leader)
+	}
+	if got := memberIDs(t, members[0]); got != ids {
+		t.Errorf("members %s after refused requests, were %s", got, ids)
+	}
+
+	// a learner (the scale-up's first; without a kubelet its pod never runs) can neither lead nor be
+	// replaced
+	setReplicas(t, c, 5)
+	testutil.Eventually(t, waitTimeout, "learner req-3 added", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.IsLearner && strings.Contains(m.PeerURLs[0], "req-3") {
+				return nil
+			}
+		}
+		return errors.New("no learner req-3")
+	})
+	for _, key := range []string{etcdv1alpha1.AnnotationMoveLeader, etcdv1alpha1.AnnotationReplaceMember} {
+		request(t, c, key, "req-3")
+		waitRequestDone(t, c, key)
+		waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, key+"=req-3: req-3 is a learner")
+	}
+	if got := etcdLeader(members); got != leader {
+		t.Errorf("leader %s after refused requests, was %s", got, leader)
+	}
+}
+
+// memberIDs returns etcd's member list as one string of sorted "name=ID" pairs.
+func memberIDs(t *testing.T, m *testenv.EtcdMember) string {
+	t.Helper()
+	var out []string
+	for _, em := range memberList(t, m.ClientURL()) {
+		out = append(out, em.Name+"="+etcd.FormatID(em.ID))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// TestReplaceMemberRequest: etcd.etcdkit.dev/replace-member waits while the cluster is paused; once
+// resumed, the member named, which leads, first hands leadership to a follower; then its claim and pod
+// are deleted, the annotation removed with a ReplacingMember event, and, once its etcd stopped (what
+// kubelet does when the pod goes), it is removed from etcd and added back under its name as a new
+// learner with a new member ID on a new claim. (Without a kubelet the new learner never runs here: the
+// end-to-end test TestPluginDayTwo sees the cluster whole again.)
+func TestReplaceMemberRequest(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("rpl", testutil.InNamespace("ns-rpl"), testutil.WithReplicas(3)),
+		"127.0.0.225", "127.0.0.226", "127.0.0.227")
+	ctx := context.Background()
+	victim := etcdLeader(members)
+	var idx int
+	for i, n := range names {
+		if n == victim {
+			idx = i
+		}
+	}
+	var oldID uint64
+	for _, m := range memberList(t, members[(idx+1)%3].ClientURL()) {
+		if m.Name == victim {
+			oldID = m.ID
+		}
+	}
+	oldClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, oldClaim); err != nil {
+		t.Fatal(err)
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
+	testutil.Eventually(t, waitTimeout, "paused", func(context.Context) error {
+		if p := getCluster(t, c).Status.Phase; p != etcdv1alpha1.PhasePaused {
+			return fmt.Errorf("phase %s", p)
+		}
+		return nil
+	})
+	request(t, c, etcdv1alpha1.AnnotationReplaceMember, victim)
+	testutil.Eventually(t, waitTimeout, "Progressing says the request is held", func(context.Context) error {
+		held := "requests held until resumed: " + etcdv1alpha1.AnnotationReplaceMember + "=" + victim
+		if p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, held) {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	testutil.Consistently(t, 3*time.Second, "the request held while paused", func(context.Context) error {
+		if getCluster(t, c).Annotations[etcdv1alpha1.AnnotationReplaceMember] != victim {
+			return errors.New("the annotation was removed while paused")
+		}
+		if _, err := getPod(c, victim); err != nil {
+			return fmt.Errorf("pod %s: %w", victim, err)
+		}
+		return nil
+	})
+	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = false })
+
+	waitRequestDone(t, c, etcdv1alpha1.AnnotationReplaceMember)
+	waitEvent(t, c, "MovedLeader", "Moved leadership from "+victim)
+	waitEvent(t, c, "ReplacingMember", fmt.Sprintf("Replacing member %s (ID %s)", victim, etcd.FormatID(oldID)))
+	if l := etcdLeader(members); l == victim || l == "" {
+		t.Errorf("leader %q: want a follower of %s", l, victim)
+	}
+	members[idx].Stop()
+	finishClaimDeletion(t, c, oldClaim.UID)
+	survivor := members[(idx+1)%3].ClientURL()
+	testutil.Eventually(t, 2*waitTimeout, "a new learner "+victim+" with a new ID on a new claim", func(context.Context) error {
+		var learner *etcd.Member
+		for _, m := range memberList(t, survivor) {
+			if m.ID == oldID {
+				return fmt.Errorf("%s (ID %s) still listed", victim, etcd.FormatID(oldID))
+			}
+			if m.IsLearner {
+				learner = &m
+			}
+		}
+		if learner == nil || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, victim) {
+			return fmt.Errorf("learner %+v: want one with %s's peer URL", learner, victim)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == oldClaim.UID {
+			return errors.New("the learner's claim is the replaced member's")
+		}
+		return nil
+	})
+}
+
+// TestReplaceRequestRefusedForOneMember: the member of a one-member cluster is never replaced (its
+// data would be lost): the request is removed with a RequestRefused event, and the pod stays.
+func TestReplaceRequestRefusedForOneMember(t *testing.T) {
+	c, _, _, _ := runningCluster(t, testutil.EtcdCluster("one", testutil.InNamespace("ns-one"), testutil.WithReplicas(1)), "127.0.0.224")
+	pod, err := getPod(c, "one-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(t, c, etcdv1alpha1.AnnotationReplaceMember, "one-0")
+	waitRequestDone(t, c, etcdv1alpha1.AnnotationReplaceMember)
+	waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, "etcd.etcdkit.dev/replace-member=one-0: the cluster has one member")
+	if p, err := getPod(c, "one-0"); err != nil || p.UID != pod.UID {
+		t.Errorf("pod one-0 after a refused replacement: %v (uid %v, was %s)", err, p.UID, pod.UID)
+	}
+}
