@@ -44,10 +44,11 @@ func runPlugin(t testing.TB, bin, ns string, args ...string) string {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, append([]string{"-n", ns}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kubectl etcd %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	t.Logf("kubectl etcd %s:\n%s", strings.Join(args, " "), stdout.String())
+	t.Logf("kubectl etcd %s (returned after %.1fs):\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stdout.String())
 	return stdout.String()
 }
 
