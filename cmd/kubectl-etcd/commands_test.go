@@ -90,15 +90,7 @@ type result struct {
 // start runs `kubectl etcd --kubeconfig <the test API server> args...` in a goroutine; the channel
 // receives its result when it returns.
 func start(args ...string) (*testutil.SyncBuffer, <-chan result) {
-	r := result{out: &testutil.SyncBuffer{}, errOut: &testutil.SyncBuffer{}}
-	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: r.out, ErrOut: r.errOut})
-	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
-	done := make(chan result, 1)
-	go func() {
-		r.err = cmd.ExecuteContext(context.Background())
-		done <- r
-	}()
-	return r.out, done
+	return startWithInput("", args...)
 }
 
 // run runs the plugin to its end.

@@ -303,14 +303,7 @@ func TestPrometheusRule(t *testing.T) {
 
 // TestValuesDocumented: every value of values.yaml is named in the chart's README table.
 func TestValuesDocumented(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	values := map[string]any{}
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		t.Fatal(err)
-	}
+	values := chartValues(t)
 	readme, err := os.ReadFile(filepath.Join(root, chartDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -394,14 +387,7 @@ func valueKeys(prefix string, m map[string]any) []string {
 // a value of the wrong type, a misspelled key and a value outside its set, naming it.
 func TestValuesSchema(t *testing.T) {
 	chart := filepath.Join("charts", "etcd-operator")
-	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	values := map[string]any{}
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		t.Fatal(err)
-	}
+	values := chartValues(t)
 	b, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -521,4 +507,18 @@ func TestSchemaNeedsEveryKey(t *testing.T) {
 	if p := got.Properties["newCount"]; p.Type != "integer" || p.Description != "newCount of something." {
 		t.Errorf("newCount: %+v; want an integer described by its comment", p)
 	}
+}
+
+// chartValues returns the chart's values.yaml, decoded.
+func chartValues(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	return values
 }

@@ -135,6 +135,21 @@ func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*c
 	return out, nil
 }
 
+// memberClients returns c's member pods and an etcd client of each member's own endpoint, by
+// member name; the clients are closed when the test ends.
+func memberClients(ctx context.Context, t testing.TB, c *etcdv1alpha1.EtcdCluster) (map[string]*corev1.Pod, map[string]*clientv3.Client) {
+	t.Helper()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*clientv3.Client{}
+	for name, p := range pods {
+		clients[name] = etcdClient(t, podEndpoint(p))
+	}
+	return pods, clients
+}
+
 // podEndpoint is the client URL of a member pod's IP: https:// when the member serves TLS there, and
 // then the endpoint dials with its cluster's client certificate (see tlsFor).
 func podEndpoint(p *corev1.Pod) string {

@@ -46,14 +46,7 @@ func TestDefragmentationShrinksDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := startWriter(t, ep) // its writes also let etcd release the compacted pages
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memberCli := map[string]*clientv3.Client{}
-	for name, p := range pods {
-		memberCli[name] = etcdClient(t, podEndpoint(p))
-	}
+	pods, memberCli := memberClients(ctx, t, c)
 	before := map[string]int64{}
 	poll.Eventually(t, statusTimeout, "32 MiB free in every member's file", func(ctx context.Context) error {
 		for name, p := range pods {

@@ -227,14 +227,7 @@ func assertEtcdLeader(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) 
 	id := memberID(t, c, member)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients := map[string]*clientv3.Client{}
-	for name, p := range pods {
-		clients[name] = etcdClient(t, podEndpoint(p))
-	}
+	pods, clients := memberClients(ctx, t, c)
 	poll.Eventually(t, statusTimeout, member+" leads", func(ctx context.Context) error {
 		for name, p := range pods {
 			st, err := clients[name].Status(ctx, podEndpoint(p))
