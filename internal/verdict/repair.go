@@ -124,7 +124,8 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the
 // operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
-// CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers";
+// CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers"
+// (of a learner: "is joining as a learner, not serving yet, since …; replaced at … unless it serves");
 // without a quorum (quorate false), that nothing is replaced; while the cluster is paused, that nothing
 // is done.
 func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, quorate bool) []string {
@@ -133,7 +134,12 @@ func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.Memb
 		if m.Healthy || m.DownSince == nil {
 			continue
 		}
-		s := m.Name + " is down since " + m.DownSince.UTC().Format(time.RFC3339)
+		// a learner is a member joining (scaling up, or a replacement): it has not served yet
+		s, until := m.Name+" is down since ", "recovers"
+		if m.Role == etcdv1alpha1.RoleLearner {
+			s, until = m.Name+" is joining as a learner, not serving yet, since ", "serves"
+		}
+		s += m.DownSince.UTC().Format(time.RFC3339)
 		if m.Problem != "" {
 			s += " (" + m.Problem + ")"
 		}
@@ -142,7 +148,7 @@ func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.Memb
 		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
 		} else if after > 0 {
-			s += fmt.Sprintf("; replaced at %s unless it recovers", m.DownSince.Add(after).UTC().Format(time.RFC3339))
+			s += fmt.Sprintf("; replaced at %s unless it %s", m.DownSince.Add(after).UTC().Format(time.RFC3339), until)
 		} else {
 			s += "; not replaced automatically (spec.recovery.replaceUnhealthyMemberAfter is 0s)"
 		}

@@ -156,7 +156,7 @@ func TestLearnerDownClock(t *testing.T) {
 }
 
 // TestDownSummary: Degraded says of each down member since when, why, and when it will be replaced,
-// or that it is not replaced automatically.
+// or that it is not replaced automatically; of a learner, that it is joining.
 func TestDownSummary(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	members := []etcdv1alpha1.MemberStatus{
@@ -168,6 +168,12 @@ func TestDownSummary(t *testing.T) {
 	want := "s-1 is down since 2026-12-01T12:00:00Z (etcd container CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T12:05:00Z unless it recovers"
 	if got != want {
 		t.Errorf("summary %q, want %q", got, want)
+	}
+	joining := []etcdv1alpha1.MemberStatus{{Name: "s-3", Role: etcdv1alpha1.RoleLearner, DownSince: &since, Problem: "etcd: connection refused"}}
+	got = strings.Join(downSummary(spec, joining, true), "; ")
+	want = "s-3 is joining as a learner, not serving yet, since 2026-12-01T12:00:00Z (etcd: connection refused); replaced at 2026-12-01T12:05:00Z unless it serves"
+	if got != want {
+		t.Errorf("summary of a learner %q, want %q", got, want)
 	}
 	spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 	if got := strings.Join(downSummary(spec, members, false), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
