@@ -413,7 +413,8 @@ func HasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.Co
 // healthy (their containers restarting, or catching up): the cluster waits for them, which the
 // Progressing condition says (False: the operator has nothing to do now) instead of "matches its
 // spec", with what it does next about each: when the member's pod is recreated and when the member is
-// replaced (see RecreateDue and ReplaceDue). A member that serves but for a NOSPACE alarm counts as
+// replaced (see RecreateDue and ReplaceDue), or that it is replaced once its stopping pod is gone when
+// its data is deleted with it. A member that serves but for a NOSPACE alarm counts as
 // healthy here: the NOSPACE phase speaks of it. It returns nil when every member is healthy.
 func AwaitHealthy(m *model.Cluster) *Step {
 	var down []string
@@ -423,6 +424,11 @@ func AwaitHealthy(m *model.Cluster) *Step {
 			continue
 		}
 		s := mem.Name
+		if p := mem.Pod; p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil) {
+			// its data goes with it (a claim deleted, as replace-member does, or emptyDir): no clock to tell
+			down = append(down, s+" (its pod is stopping and its data is deleted: it is replaced once the pod is gone)")
+			continue
+		}
 		if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
 			s += " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
 			if after := spec.ReplaceAfter(); after > 0 {

@@ -138,7 +138,8 @@ func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 }
 
 // TestAwaitHealthy: with nothing else to do, a member that is not healthy makes the pass wait for it
-// (Progressing False, naming it and when its pod is recreated and it is replaced); a NOSPACE alarm
+// (Progressing False, naming it and when its pod is recreated and it is replaced, or that it is
+// replaced once its pod is gone when its data goes with it); a NOSPACE alarm
 // alone does not; a healthy cluster has no step.
 func TestAwaitHealthy(t *testing.T) {
 	all := map[uint64]bool{1: true, 2: true, 3: true}
@@ -152,6 +153,13 @@ func TestAwaitHealthy(t *testing.T) {
 	st := AwaitHealthy(down)
 	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1alpha1.ReasonMembersUnhealthy || st.Message != want {
 		t.Errorf("one member down: step %+v, want the message %q", st, want)
+	}
+	stopping := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}).m
+	want = "Waiting for s-1 (its pod is stopping and its data is deleted: it is replaced once the pod is gone) to become healthy"
+	if st := AwaitHealthy(stopping); st == nil || st.Message != want {
+		t.Errorf("a member whose pod stops without a claim: step %+v, want the message %q", st, want)
 	}
 	noSpace := observed("abc", true, all, 1, 0, func(in *model.Input) {
 		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
