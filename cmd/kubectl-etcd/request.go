@@ -121,6 +121,7 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1alpha1.Et
 	defer cancel()
 	ec := &etcdv1alpha1.EtcdCluster{}
 	var shown string
+	var gone time.Time // when the request was first seen gone from the cluster
 	for {
 		if err := r.c.Get(ctx, r.key, ec); err != nil && ctx.Err() == nil {
 			return nil, clusterGetError(err, r.key.Namespace, r.key.Name)
@@ -134,17 +135,22 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1alpha1.Et
 			fmt.Fprintf(r.progress, "%s  %s\n", elapsed(r.start), line)
 		}
 		if v, ok := ec.Annotations[r.annotation]; (!ok || v != r.value) && ctx.Err() == nil {
+			if gone.IsZero() {
+				gone = time.Now()
+			}
 			events, err := r.events(ctx)
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range events {
-				if e.Reason == etcdv1alpha1.ReasonRequestRefused && strings.Contains(e.Note, r.annotation+"="+r.value+":") {
-					return nil, fmt.Errorf("the operator refused the request: %s", e.Note)
+			switch answer := r.answer(events); {
+			case answer != nil && answer.Reason == etcdv1alpha1.ReasonRequestRefused:
+				return nil, fmt.Errorf("the operator refused the request: %s", answer.Note)
+			case answer != nil:
+				if done, err := answered(ec, events); done || err != nil {
+					return ec, err
 				}
-			}
-			if done, err := answered(ec, events); done || err != nil {
-				return ec, err
+			case time.Since(gone) > withdrawnAfter:
+				return nil, r.withdrawn(v, ok)
 			}
 		}
 		select {
@@ -153,6 +159,43 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1alpha1.Et
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// withdrawnAfter is how long after the request is gone from the cluster the plugin waits for the
+// operator's event about it before taking it as withdrawn: the operator records the event right after
+// it removes the annotation.
+const withdrawnAfter = 10 * time.Second
+
+// answer returns the operator's first answer to the request among events (oldest first): a
+// RequestRefused event about this value, or an event that names the request's annotation and value
+// (the operator's events of a request carried out do: MovedLeader, Defragmented, ReplacingMember); nil
+// when there is none. The first answer counts: a refusal of the same request made again after this
+// one was carried out is not this one's.
+func (r *dayTwo) answer(events []eventsv1.Event) *eventsv1.Event {
+	for i := range events {
+		e := &events[i]
+		if e.Reason == etcdv1alpha1.ReasonRequestRefused {
+			if strings.Contains(e.Note, r.annotation+"="+r.value+":") {
+				return e
+			}
+			continue
+		}
+		if strings.Contains(e.Note, r.annotation) && strings.Contains(e.Note, r.value) {
+			return e
+		}
+	}
+	return nil
+}
+
+// withdrawn is the error of a request that left the cluster without an answer from the operator:
+// someone removed the annotation (now is false), or set another value (now is that value).
+func (r *dayTwo) withdrawn(now string, set bool) error {
+	what := "someone removed the annotation"
+	if set {
+		what = fmt.Sprintf("someone set it to %s", now)
+	}
+	return fmt.Errorf("the request %s=%s was withdrawn from EtcdCluster %s before the operator answered it (%s); the operator did not carry it out",
+		r.annotation, r.value, r.key, what)
 }
 
 // notAnswered is the error of a request the operator had not answered when ctx ended.

@@ -131,6 +131,17 @@ func TestMoveLeader(t *testing.T) {
 		t.Errorf("refused move-leader: %v", r.err)
 	}
 
+	// withdrawn: the annotation goes without an answer from the operator
+	_, done = start("-n", ns, "move-leader", "demo", "demo-2", "--timeout", "30s")
+	awaitRequest(t, c, key)
+	withdraw := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, key)
+	if err := k8s.Patch(context.Background(), c.DeepCopy(), client.RawPatch(types.MergePatchType, withdraw)); err != nil {
+		t.Fatal(err)
+	}
+	if r = <-done; r.err == nil || r.err.Error() != "the request etcd.etcdkit.dev/move-leader=demo-2 was withdrawn from EtcdCluster move-leader/demo before the operator answered it (someone removed the annotation); the operator did not carry it out" {
+		t.Errorf("withdrawn move-leader: %v", r.err)
+	}
+
 	r = run("-n", ns, "move-leader", "demo", "demo-2", "--timeout", "1s", "-o", "json")
 	if r.err == nil || !strings.Contains(r.err.Error(), "the operator had not carried out etcd.etcdkit.dev/move-leader=demo-2 on EtcdCluster move-leader/demo within 1s; the request stays") ||
 		r.out.String() != "" || !strings.Contains(r.errOut.String(), "asked the operator") {
@@ -260,6 +271,8 @@ func TestReplaceMember(t *testing.T) {
 		st.ReadyReplicas = 2
 	})
 	waitOutput(t, out, "ReplacingMember: "+replacing)
+	// the same request made again meanwhile, and refused (demo-1 is a learner then), is not this one's
+	answer(t, c, key, etcdv1alpha1.ReasonRequestRefused, "Refused etcd.etcdkit.dev/replace-member=demo-1: demo-1 is a learner being added to the cluster", nil)
 	setStatus(t, c, func() etcdv1alpha1.EtcdClusterStatus {
 		st := healthyStatus()
 		st.Members[1] = etcdv1alpha1.MemberStatus{Name: "demo-1", ID: "5a1b2c3d4e5f6071", Role: etcdv1alpha1.RoleLearner, Healthy: true}
