@@ -26,25 +26,7 @@ func TestDefragmentationShrinksDatabases(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	ctx := context.Background()
 	ep := clientServiceEndpoint(t, c)
-	cli := etcdClient(t, ep)
-	value := strings.Repeat("x", 1<<20)
-	for i := range 48 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := cli.Put(pctx, fmt.Sprintf("frag/%02d", i), value)
-		cancel()
-		if err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	del, err := cli.Delete(wctx, "frag/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
+	writeDeleteCompact(t, etcdClient(t, ep), 48)
 	w := startWriter(t, ep) // its writes also let etcd release the compacted pages
 	pods, memberCli := memberClients(ctx, t, c)
 	before := map[string]int64{}
@@ -96,8 +78,10 @@ func TestDefragmentationShrinksDatabases(t *testing.T) {
 	if err := eventSaying(ctx, c, "MovedLeader", corev1.EventTypeNormal, "from "+last.Member); err != nil {
 		t.Errorf("the last member defragmented, %s, had not led or leadership was not moved first: %v", last.Member, err)
 	}
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
 	for name, p := range pods {
-		st, err := memberCli[name].Status(wctx, podEndpoint(p))
+		st, err := memberCli[name].Status(sctx, podEndpoint(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,4 +92,28 @@ func TestDefragmentationShrinksDatabases(t *testing.T) {
 	}
 	assertAvailable(t, c, statusTimeout)
 	w.stopAndVerify(t, ep) // 0 acknowledged writes lost
+}
+
+// writeDeleteCompact writes n values of 1 MiB with cli, deletes them and compacts them away: the
+// members' database files keep their size, with that much free for a defragmentation to release.
+func writeDeleteCompact(t testing.TB, cli *clientv3.Client, n int) {
+	t.Helper()
+	value := strings.Repeat("x", 1<<20)
+	for i := range n {
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(pctx, fmt.Sprintf("frag/%02d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	del, err := cli.Delete(wctx, "frag/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
 }

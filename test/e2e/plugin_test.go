@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -246,25 +245,7 @@ func assertEtcdLeader(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) 
 // status reports every member's database file at 16 MiB at least: the size defrag reports as before.
 func fragment(t testing.TB, ep string, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	cli := etcdClient(t, ep)
-	value := strings.Repeat("x", 1<<20)
-	for i := range 16 {
-		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := cli.Put(pctx, fmt.Sprintf("frag/%02d", i), value)
-		cancel()
-		if err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
-	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	del, err := cli.Delete(wctx, "frag/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(wctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
+	writeDeleteCompact(t, etcdClient(t, ep), 16)
 	poll.Eventually(t, 2*time.Minute, "the status reports 16 MiB files", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
