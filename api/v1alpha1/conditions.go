@@ -239,3 +239,16 @@ func (s *EtcdClusterSpec) VersionOrDefault() string {
 	}
 	return s.Version
 }
+
+// Requests returns the day-2 requests c's annotations make (AnnotationMoveLeader,
+// AnnotationDefragment, AnnotationReplaceMember) that the operator has not carried out yet, as
+// "annotation=value", in that order.
+func (c *EtcdCluster) Requests() []string {
+	var out []string
+	for _, key := range []string{AnnotationMoveLeader, AnnotationDefragment, AnnotationReplaceMember} {
+		if v, ok := c.Annotations[key]; ok {
+			out = append(out, key+"="+v)
+		}
+	}
+	return out
+}

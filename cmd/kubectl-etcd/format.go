@@ -124,7 +124,7 @@ func writeHeader(tw io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) {
 	if m := st.Maintenance; m != nil && len(m.PendingDefragmentation) > 0 {
 		line("Pending defragmentation", strings.Join(m.PendingDefragmentation, ", "))
 	}
-	if reqs := pendingRequests(c); len(reqs) > 0 {
+	if reqs := c.Requests(); len(reqs) > 0 {
 		line("Requests", strings.Join(reqs, ", ")+" (not carried out yet)")
 	}
 	if c.Generation > st.ObservedGeneration {
@@ -205,16 +205,4 @@ func writeClusterList(w io.Writer, clusters []etcdv1alpha1.EtcdCluster, now time
 			c.Status.ReadyReplicas, c.Spec.ReplicasOrDefault(), orNone(c.Status.CurrentVersion), orNone(c.Status.Leader), backup)
 	}
 	return tw.Flush()
-}
-
-// pendingRequests returns the day-2 requests on c that the operator has not carried out yet, as
-// "annotation=value".
-func pendingRequests(c *etcdv1alpha1.EtcdCluster) []string {
-	var out []string
-	for _, key := range []string{etcdv1alpha1.AnnotationMoveLeader, etcdv1alpha1.AnnotationDefragment, etcdv1alpha1.AnnotationReplaceMember} {
-		if v, ok := c.Annotations[key]; ok {
-			out = append(out, key+"="+v)
-		}
-	}
-	return out
 }

@@ -43,7 +43,7 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	if next := r.nextOnResume(s); next != "" {
 		msg += "; next once resumed: " + next
 	}
-	if held := verdict.Requests(c); len(held) > 0 {
+	if held := c.Requests(); len(held) > 0 {
 		msg += "; requests held until resumed: " + strings.Join(held, ", ")
 	}
 	return verdict.Blocked(etcdv1alpha1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil

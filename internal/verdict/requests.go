@@ -17,17 +17,6 @@ import (
 // carried out yet (the cluster is paused, rolls, changes its membership, has a member down) it waits,
 // annotation kept, and is carried out once it can.
 
-// Requests returns the requests c's annotations make, as "annotation=value", in a fixed order.
-func Requests(c *etcdv1alpha1.EtcdCluster) []string {
-	var out []string
-	for _, key := range []string{etcdv1alpha1.AnnotationMoveLeader, etcdv1alpha1.AnnotationDefragment, etcdv1alpha1.AnnotationReplaceMember} {
-		if v, ok := c.Annotations[key]; ok {
-			out = append(out, key+"="+v)
-		}
-	}
-	return out
-}
-
 // RefuseMoveLeader returns why moving leadership to member name of m can never be done, "" when it
 // can (or may once the cluster settles): a name that is not one of the cluster's members, or a learner
 // (etcd hands leadership only to a voter). It needs m to have answered.
