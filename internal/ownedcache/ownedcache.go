@@ -121,14 +121,11 @@ func (f *fallback) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 		rest = append(rest, o)
 	}
 	err := f.Client.Get(ctx, key, obj, rest...)
-	if !isFiltered(obj) {
-		return err
-	}
 	rk := recentKey{reflect.TypeOf(obj), key}
-	if err == nil || !apierrors.IsNotFound(err) {
-		if err == nil && owned {
-			f.forget(rk, false) // the cache holds it now
-		}
+	if err == nil && owned {
+		f.forget(rk, false) // the cache holds it now
+	}
+	if !apierrors.IsNotFound(err) || !isFiltered(obj) {
 		return err
 	}
 	if owned && !f.isRecent(rk) {
@@ -192,13 +189,14 @@ func (f *fallback) forget(k recentKey, gone bool) {
 	}
 }
 
-// isFiltered says whether obj is of a Filtered kind.
-func isFiltered(obj client.Object) bool {
-	t := reflect.TypeOf(obj)
+// filteredTypes are the Go types of the Filtered kinds.
+var filteredTypes = func() map[reflect.Type]bool {
+	out := map[reflect.Type]bool{}
 	for _, o := range Filtered() {
-		if reflect.TypeOf(o) == t {
-			return true
-		}
+		out[reflect.TypeOf(o)] = true
 	}
-	return false
-}
+	return out
+}()
+
+// isFiltered says whether obj is of a Filtered kind.
+func isFiltered(obj client.Object) bool { return filteredTypes[reflect.TypeOf(obj)] }
