@@ -5,7 +5,7 @@
 // The invariants it keeps (each has a test):
 //  1. At most one membership change in flight, at most one learner.
 //  2. Nothing changes without a quorum of healthy voters. A member is added only when every voter is
-//     healthy; a healthy voter is removed only when the healthy voters left still make a quorum of the
+//     healthy, or is a new member that has joined and not yet served (Member.Joining); a healthy voter is removed only when the healthy voters left still make a quorum of the
 //     voters left. A member that is down may always be removed: that lowers no healthy count.
 //  3. Scale-down removes, in order: voters that are down, learners, then followers (highest ordinal
 //     first); never the leader, since a follower is always left to remove.
@@ -44,6 +44,11 @@ type Member struct {
 	// Healthy is true when the member answered in this pass: a linearizable read for a voter, its
 	// status for a learner.
 	Healthy bool
+	// Joining is true for a new member that etcd lists under its name, whose etcd started moments ago
+	// and does not serve yet: etcd may take up to its publish timeout (7 s) to serve after joining,
+	// while it takes part in raft (etcd-io/etcd#16436). The next member may be added meanwhile; it
+	// never counts as healthy for quorum.
+	Joining bool
 	// Replace, when not empty, says why the member is to be replaced (removed, then added back as a new
 	// member): down longer than the cluster allows, or its data diverged; ignored while it is healthy.
 	Replace string
@@ -179,6 +184,8 @@ func Next(s State) Action {
 type tally struct {
 	byName                map[string]Member
 	voters, healthyVoters int
+	// joiningVoters are the voters that are not healthy but Joining.
+	joiningVoters int
 	// learner is the first learner listed, nil when there is none.
 	learner *Member
 }
@@ -197,6 +204,8 @@ func tallyOf(s State) tally {
 		t.voters++
 		if m.Healthy {
 			t.healthyVoters++
+		} else if m.Joining {
+			t.joiningVoters++
 		}
 	}
 	return t
@@ -295,16 +304,18 @@ func waitForRemoved(s State, t tally) (Action, bool) {
 }
 
 // scaleUp is step 7. Scale up (or replace): add a member under the lowest free name, once every
-// voter is healthy.
+// voter is healthy or joining (a member added just before, promoted, that etcd has not let serve yet:
+// adding a learner changes no quorum, and etcd refuses the add unless its leader has been connected to
+// a quorum for 5 s).
 func scaleUp(s State, t tally) (Action, bool) {
 	if len(s.Members) >= s.Replicas {
 		return Action{}, false
 	}
 	name := freeName(s.Cluster, t.byName, s.Resources)
-	if t.healthyVoters < t.voters {
+	if t.healthyVoters+t.joiningVoters < t.voters {
 		var down []string
 		for _, m := range sorted(s.Members) {
-			if !m.Healthy {
+			if !m.Healthy && !m.Joining {
 				down = append(down, m.Name)
 			}
 		}
@@ -332,7 +343,7 @@ func scaleUp(s State, t tally) (Action, bool) {
 // or a member is to be replaced: the pod a lost or replaced member's replacement needs (the first name
 // to add, once the old member is removed) must not be taken, under a quota, by a member to add later.
 func prestart(s State, t tally) (Action, bool) {
-	if !s.AwaitAdd || t.healthyVoters < t.voters {
+	if !s.AwaitAdd || t.healthyVoters+t.joiningVoters < t.voters {
 		return Action{}, false
 	}
 	for _, m := range s.Members {

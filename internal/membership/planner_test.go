@@ -8,8 +8,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// cluster "demo": v = healthy voter, d = voter that is down, l = learner not started, L = learner
-// started; ids are ordinal+1. Every member has its pod and claim unless listed in gone.
+// cluster "demo": v = healthy voter, d = voter that is down, j = voter that is joining (new, not
+// serving yet), l = learner not started, L = learner started; ids are ordinal+1. Every member has its pod and claim unless listed in gone.
 func state(replicas int, leader int, spec string, gone ...string) State {
 	s := State{Cluster: "demo", Replicas: replicas, Resources: map[string]Resources{}}
 	for i, c := range strings.Split(spec, "") {
@@ -17,7 +17,7 @@ func state(replicas int, leader int, spec string, gone ...string) State {
 			continue
 		}
 		name := fmt.Sprintf("demo-%d", i)
-		m := Member{ID: uint64(i + 1), Name: name, Started: c != "l", Healthy: c == "v" || c == "L", IsLearner: c == "l" || c == "L"}
+		m := Member{ID: uint64(i + 1), Name: name, Started: c != "l", Healthy: c == "v" || c == "L", IsLearner: c == "l" || c == "L", Joining: c == "j"}
 		s.Members = append(s.Members, m)
 		s.Resources[name] = Resources{Pod: true, Data: true}
 	}
@@ -48,6 +48,9 @@ func TestNext(t *testing.T) {
 		{"C08: a started learner is promoted", state(3, 0, "vL"), Promote, "demo-1"},
 		{"C08: one learner at a time: no add while one is in flight", state(5, 0, "vvvL"), Promote, "demo-3"},
 		{"C06: no add while a voter is down", state(5, 0, "vvd"), Wait, "demo-3"},
+		{"a voter joining (promoted, not serving yet) does not hold back the next add", state(5, 0, "vvvj"), AddLearner, "demo-4"},
+		{"await add: nor the pod of the next member", awaiting(state(5, 0, "vvvj")), CreateAwaitingPod, "demo-4"},
+		{"a joining voter never counts for quorum", state(5, -1, "vddj"), Wait, ""},
 		{"C02: a voter without pod and data is removed", state(3, 0, "vdv", "demo-1"), Remove, "demo-1"},
 		{"a member that answers is not taken for one whose data is gone", state(3, 0, "vvv", "demo-1"), None, ""},
 		{"C02: then re-added under its name", state(3, 0, "v_v"), AddLearner, "demo-1"},
@@ -111,8 +114,10 @@ func genState(t *rapid.T) State {
 		used[ord] = true
 		learner := rapid.Bool().Draw(t, "learner")
 		started := !learner || rapid.Bool().Draw(t, "started")
+		healthy := started && rapid.Bool().Draw(t, "healthy")
 		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started,
-			Healthy: started && rapid.Bool().Draw(t, "healthy"), Replace: rapid.SampledFrom([]string{"", "down too long"}).Draw(t, "replace")})
+			Healthy: healthy, Joining: started && !healthy && rapid.Bool().Draw(t, "joining"),
+			Replace: rapid.SampledFrom([]string{"", "down too long"}).Draw(t, "replace")})
 	}
 	for ord := 0; ord < 10; ord++ {
 		if rapid.Bool().Draw(t, "hasResources") {
@@ -141,7 +146,16 @@ func genState(t *rapid.T) State {
 }
 
 func counts(s State) (voters, healthy, learners int) {
+	voters, healthy, learners, _ = countsJoining(s)
+	return
+}
+
+// countsJoining is counts with the voters that are not healthy but joining.
+func countsJoining(s State) (voters, healthy, learners, joining int) {
 	for _, m := range s.Members {
+		if !m.IsLearner && !m.Healthy && m.Joining {
+			joining++
+		}
 		switch {
 		case m.IsLearner:
 			learners++
@@ -156,14 +170,14 @@ func counts(s State) (voters, healthy, learners int) {
 }
 
 // TestNextNeverBreaksQuorum: from any observed state, the action never adds a member unless every
-// voter is healthy and no learner is in flight, never removes a healthy voter below quorum, never
+// voter is healthy or joining (never counted for quorum) and no learner is in flight, never removes a healthy voter below quorum, never
 // removes the leader, never promotes a non-learner, never deletes a member's pod or claim, and does
 // nothing at all without quorum.
 func TestNextNeverBreaksQuorum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genState(t)
 		a := Next(s)
-		voters, healthy, learners := counts(s)
+		voters, healthy, learners, joining := countsJoining(s)
 		byName := map[string]Member{}
 		byID := map[uint64]Member{}
 		for _, m := range s.Members {
@@ -175,8 +189,8 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 		}
 		switch a.Kind {
 		case AddLearner:
-			if learners > 0 || healthy != voters {
-				t.Fatalf("%v with %d learners, %d/%d healthy voters", a, learners, healthy, voters)
+			if learners > 0 || healthy+joining != voters {
+				t.Fatalf("%v with %d learners, %d/%d healthy voters, %d joining", a, learners, healthy, voters, joining)
 			}
 			if _, ok := byName[a.Member]; ok {
 				t.Fatalf("%v: already a member", a)
@@ -191,8 +205,8 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			if !s.AwaitAdd || len(s.Members)+len(a.Before) >= s.Replicas {
 				t.Fatalf("%v with await add %v, %d members, %d replicas", a, s.AwaitAdd, len(s.Members), s.Replicas)
 			}
-			if healthy != voters {
-				t.Fatalf("%v with %d of %d voters healthy: the pod a replacement needs may be taken", a, healthy, voters)
+			if healthy+joining != voters {
+				t.Fatalf("%v with %d of %d voters healthy, %d joining: the pod a replacement needs may be taken", a, healthy, voters, joining)
 			}
 			for _, b := range a.Before {
 				if r, ok := s.Resources[b]; !ok || !r.Awaiting {

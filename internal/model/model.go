@@ -217,6 +217,41 @@ func (m *Member) PodReady() bool {
 	return false
 }
 
+// JoinGrace is how long after its etcd starts a new member may list its name without serving yet and
+// still count as joining (see Joining): etcd's publish timeout (5 s plus two election timeouts, 7 s by
+// default), after which a member whose first publish was lost retries it, and a margin.
+const JoinGrace = 10 * time.Second
+
+// newMemberData is how young a member's claim (or, without one, its pod) is for the member to count as
+// new in Joining.
+const newMemberData = 2 * time.Minute
+
+// Joining reports whether the member is a new member that has joined and does not serve yet, at now:
+// etcd lists it under its name (it has applied the leader's snapshot: its name came with it), it does not
+// answer, its etcd container has run for less than JoinGrace without a restart, and its claim (or pod,
+// without one) is less than newMemberData old. A new member serves once it has published itself through
+// raft; when the leader's snapshot already holds that proposal, etcd does not see it applied and serves
+// only after retrying it, 7 s after it started (etcd-io/etcd#16436), although it takes part in raft the
+// whole time. A member that restarted, or runs on older data, is never joining.
+func (m *Member) Joining(now time.Time) bool {
+	if !m.Started() || m.Serving() || !m.HasPod() {
+		return false
+	}
+	born := m.Pod.CreationTimestamp.Time
+	if m.Claim != nil {
+		born = m.Claim.CreationTimestamp.Time
+	}
+	if born.IsZero() || now.Sub(born) > newMemberData {
+		return false
+	}
+	for _, st := range m.Pod.Status.ContainerStatuses {
+		if st.Name == resources.EtcdContainer {
+			return st.RestartCount == 0 && st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
+		}
+	}
+	return false
+}
+
 // Down reports whether etcd lists the member and it does not serve (see Serving): it is not answering,
 // or answers with an alarm other than NOSPACE. A learner that has not started yet is down too.
 func (m *Member) Down() bool { return m.Etcd != nil && !m.Serving() }

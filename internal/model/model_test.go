@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,4 +164,35 @@ func TestModelCounts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestJoining: a new member that etcd lists under its name and that does not serve yet is joining for
+// JoinGrace after its etcd started, unless it restarted, serves, or runs on data that is not new.
+func TestJoining(t *testing.T) {
+	now := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
+	member := func(started, claimAge time.Duration, restarts int32, health error) *Member {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-3", CreationTimestamp: metav1.NewTime(now.Add(-claimAge))},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer, RestartCount: restarts,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-started))}}}}}}
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-demo-3", CreationTimestamp: metav1.NewTime(now.Add(-claimAge))}}
+		return &Member{Name: "demo-3", Pod: pod, Claim: claim, Etcd: &etcd.Member{ID: 4, Name: "demo-3"}, Health: health}
+	}
+	down := errors.New("connection refused")
+	for _, tc := range []struct {
+		name string
+		m    *Member
+		want bool
+	}{
+		{"new, started 2 s ago, not serving", member(2*time.Second, 20*time.Second, 0, down), true},
+		{"serving", member(2*time.Second, 20*time.Second, 0, nil), false},
+		{"started longer than JoinGrace ago", member(JoinGrace+time.Second, 30*time.Second, 0, down), false},
+		{"its etcd restarted", member(2*time.Second, 20*time.Second, 1, down), false},
+		{"its data is not new: a member that has been there", member(2*time.Second, time.Hour, 0, down), false},
+		{"etcd does not list its name: not started", func() *Member { m := member(2*time.Second, 20*time.Second, 0, down); m.Etcd.Name = ""; return m }(), false},
+		{"no pod", func() *Member { m := member(2*time.Second, 20*time.Second, 0, down); m.Pod = nil; return m }(), false},
+	} {
+		if got := tc.m.Joining(now); got != tc.want {
+			t.Errorf("%s: Joining = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

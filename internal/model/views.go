@@ -19,7 +19,7 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 	for _, m := range c.Listed() {
 		st.Members = append(st.Members, membership.Member{
 			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving(),
-			Replace: replace[m.Name],
+			Joining: m.Joining(c.Now), Replace: replace[m.Name],
 		})
 	}
 	listed := map[string]bool{}
