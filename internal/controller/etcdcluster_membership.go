@@ -177,11 +177,12 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // awaitPublished returns a step that waits while the peer Service's EndpointSlices do not list the pod
-// of m under its name and address, and for publishSettle after a pass first saw them list it: the
-// cluster's DNS serves the member's name from them, and a name the leader looks up before it exists is
-// answered "no such host" from the DNS server's negative cache for seconds afterwards (5 to 30 s with
-// the usual CoreDNS settings), during which the new member cannot catch up. It reads the API server,
-// not the cache: EndpointSlices are read only here.
+// of m under its name and address, and waits itself until publishSettle after a pass first saw them
+// list it (at most that long; an error only when ctx ends): the cluster's DNS serves the member's name
+// from them, and a name the leader looks up before it exists is answered "no such host" from the DNS
+// server's negative cache for seconds afterwards (5 to 30 s with the usual CoreDNS settings), during
+// which the new member cannot catch up. It reads the API server, not the cache: EndpointSlices are
+// read only here.
 func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
 	reader := client.Reader(r.Client)
 	if r.APIReader != nil {
@@ -197,11 +198,18 @@ func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m 
 			if ep.Hostname == nil || *ep.Hostname != m.Name || !slices.Contains(ep.Addresses, m.Pod.Status.PodIP) {
 				continue
 			}
-			// the DNS server learns of the address through its own watch of the same EndpointSlices
+			// the DNS server learns of the address through its own watch of the same EndpointSlices; the
+			// pass waits out the rest of publishSettle itself: another pass would observe every member
+			// again first, which takes far longer while a member does not answer
 			now := time.Now()
 			if wait := publishSettle - now.Sub(r.published.since(string(m.Pod.UID)+"/"+m.Pod.Status.PodIP, now)); wait > 0 {
-				return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Service %s publishes the address of %s; waiting %s for the cluster's DNS to serve its name before adding it to etcd",
-					resources.PeerServiceName(s.cluster), m.Name, publishSettle)).Within(wait), nil
+				t := time.NewTimer(wait)
+				defer t.Stop()
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-t.C:
+				}
 			}
 			return nil, nil
 		}

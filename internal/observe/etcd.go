@@ -22,6 +22,12 @@ import (
 // statusTimeout bounds a member's Status call, which it answers locally without raft.
 const statusTimeout = time.Second
 
+// notReadyStatusTimeout bounds the Status call of a member whose pod is not Ready: one that has started
+// and does not serve yet (a new member can be that for 7 s, etcd-io/etcd#16436) accepts the connection
+// and answers nothing, and every pass would wait statusTimeout on it; one that serves answers in
+// milliseconds.
+const notReadyStatusTimeout = 500 * time.Millisecond
+
 // Endpoint is the client URL the operator dials for a member pod: its pod IP, so that the operator does
 // not depend on cluster DNS, in the scheme its client port serves, https:// when it serves both (while
 // TLS is being switched) and preferHTTPS is true; "" for a pod without an IP or being deleted.
@@ -63,24 +69,44 @@ func preferHTTPS(m *model.Cluster) bool {
 // or why no member answered ("no member pod is running", or the connect or list error; a password etcd
 // refuses wraps etcd.ErrAuthFailed).
 func Etcd(ctx context.Context, connect etcd.Factory, m *model.Cluster, opts resources.Options, timeout time.Duration, base etcd.Config) (*model.Etcd, etcd.Client, error) {
-	var endpoints []string
+	// the client balances its calls over the members whose pods are Ready (etcd's /readyz: serving)
+	// when there are any: a member that has started but does not serve yet accepts connections and
+	// answers none, and every call the client handed it would take its whole timeout (a new member
+	// can be that for 7 s, etcd-io/etcd#16436); without a Ready pod, over every running one
+	var endpoints, ready []string
 	https := preferHTTPS(m)
 	for _, mem := range m.Pods() {
 		if mem.Pod.Status.Phase == corev1.PodRunning {
 			if ep := Endpoint(mem.Pod, https); ep != "" {
 				endpoints = append(endpoints, ep)
+				if mem.PodReady() {
+					ready = append(ready, ep)
+				}
 			}
 		}
 	}
 	if len(endpoints) == 0 {
 		return nil, nil, fmt.Errorf("no member pod is running")
 	}
-	base.Endpoints, base.DialTimeout = endpoints, timeout
-	cli, err := connect(ctx, base)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
+	var cli etcd.Client
+	var clusterID uint64
+	var members []etcd.Member
+	var err error
+	for _, eps := range [][]string{ready, endpoints} {
+		if len(eps) == 0 || cli != nil && len(eps) == len(ready) {
+			continue
+		}
+		if cli != nil { // the Ready members did not answer (readiness lags): every running one
+			_ = cli.Close()
+		}
+		base.Endpoints, base.DialTimeout = eps, timeout
+		if cli, err = connect(ctx, base); err != nil {
+			return nil, nil, fmt.Errorf("connect to etcd: %w", err)
+		}
+		if clusterID, members, err = memberList(ctx, cli, len(eps), timeout); err == nil {
+			break
+		}
 	}
-	clusterID, members, err := memberList(ctx, cli, len(endpoints), timeout)
 	if err != nil {
 		return nil, cli, err // already says "list members: ..."
 	}
@@ -123,8 +149,12 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 	for _, em := range obs.Members {
 		name := model.MemberName(opts, m.Object, em)
 		var ep string
+		within := statusTimeout
 		if mem := m.Member(name); mem != nil {
 			ep = Endpoint(mem.Pod, preferHTTPS(m))
+			if mem.Pod != nil && !mem.PodReady() {
+				within = notReadyStatusTimeout
+			}
 		}
 		if ep == "" {
 			mu.Lock() // the members asked before write obs too
@@ -133,9 +163,9 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 			continue
 		}
 		wg.Add(1)
-		go func(id uint64) {
+		go func(id uint64, within time.Duration) {
 			defer wg.Done()
-			st, stErr, hErr := ask(ctx, cli, ep, timeout)
+			st, stErr, hErr := ask(ctx, cli, ep, within, timeout)
 			if stErr == nil && st.MemberID != id {
 				// the pod's address answers as another member (an address reused by another cluster, a pod
 				// that started on another member's data): nothing it says is about this member
@@ -148,17 +178,17 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 				obs.Status[id] = st
 			}
 			obs.Health[id] = hErr
-		}(em.ID)
+		}(em.ID, within)
 	}
 	wg.Wait()
 }
 
-// ask asks one member for its status and, for a voter, a linearizable read; the health error is the
-// status error, or the read's.
-func ask(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration) (etcd.EndpointStatus, error, error) {
-	// Status is served locally: a member that does not answer it within statusTimeout is not serving
+// ask asks one member for its status, bounded by statusWithin, and, for a voter, a linearizable read,
+// bounded by timeout; the health error is the status error, or the read's.
+func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout time.Duration) (etcd.EndpointStatus, error, error) {
+	// Status is served locally: a member that does not answer it within statusWithin is not serving
 	// (a starting member accepts connections before it serves them).
-	statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusTimeout))
+	statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusWithin))
 	st, stErr := cli.Status(statusCtx, ep)
 	cancel()
 	if stErr != nil || st.IsLearner {
