@@ -167,11 +167,14 @@ func TestModelCounts(t *testing.T) {
 }
 
 // TestJoining: a new member that etcd lists under its name and that does not serve yet is joining for
-// JoinGrace after its etcd started, unless it restarted, serves, or runs on data that is not new.
+// JoinGrace after its etcd started, unless it restarted, serves, runs on data that is not new, or was
+// not made to join a running cluster (a member of a new cluster that stops answering, as in C06).
 func TestJoining(t *testing.T) {
 	now := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
 	member := func(started, claimAge time.Duration, restarts int32, health error) *Member {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-3", CreationTimestamp: metav1.NewTime(now.Add(-claimAge))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: resources.EtcdContainer,
+				Command: []string{"/usr/local/bin/etcd", "--name=demo-3", "--initial-cluster-state=existing"}}}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer, RestartCount: restarts,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-started))}}}}}}
 		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-demo-3", CreationTimestamp: metav1.NewTime(now.Add(-claimAge))}}
@@ -189,6 +192,11 @@ func TestJoining(t *testing.T) {
 		{"its etcd restarted", member(2*time.Second, 20*time.Second, 1, down), false},
 		{"its data is not new: a member that has been there", member(2*time.Second, time.Hour, 0, down), false},
 		{"etcd does not list its name: not started", func() *Member { m := member(2*time.Second, 20*time.Second, 0, down); m.Etcd.Name = ""; return m }(), false},
+		{"a member of the bootstrap (--initial-cluster-state=new), down moments after it started", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Spec.Containers[0].Command[2] = "--initial-cluster-state=new"
+			return m
+		}(), false},
 		{"no pod", func() *Member { m := member(2*time.Second, 20*time.Second, 0, down); m.Pod = nil; return m }(), false},
 	} {
 		if got := tc.m.Joining(now); got != tc.want {
