@@ -5,8 +5,8 @@
 // The invariants it keeps (each has a test):
 //  1. At most one membership change in flight, at most one learner.
 //  2. Nothing changes without a quorum of healthy voters. A member is added only when every voter is
-//     healthy, or is a new member that has joined and not yet served (Member.Joining); a healthy voter is removed only when the healthy voters left still make a quorum of the
-//     voters left. A member that is down may always be removed: that lowers no healthy count.
+//     healthy, or is a new member that has joined and not yet served (Member.Joining); a healthy voter
+//     is removed only when the healthy voters left still make a quorum of the voters left. A member that is down may always be removed: that lowers no healthy count.
 //  3. Scale-down removes, in order: voters that are down, learners, then followers (highest ordinal
 //     first); never the leader, since a follower is always left to remove.
 //  4. A member is removed from etcd before its pod and claim are deleted, and a pod or claim left from a

@@ -9,7 +9,8 @@ import (
 )
 
 // cluster "demo": v = healthy voter, d = voter that is down, j = voter that is joining (new, not
-// serving yet), l = learner not started, L = learner started; ids are ordinal+1. Every member has its pod and claim unless listed in gone.
+// serving yet), l = learner not started, L = learner started; ids are ordinal+1. Every member has its
+// pod and claim unless listed in gone.
 func state(replicas int, leader int, spec string, gone ...string) State {
 	s := State{Cluster: "demo", Replicas: replicas, Resources: map[string]Resources{}}
 	for i, c := range strings.Split(spec, "") {
@@ -170,9 +171,9 @@ func countsJoining(s State) (voters, healthy, learners, joining int) {
 }
 
 // TestNextNeverBreaksQuorum: from any observed state, the action never adds a member unless every
-// voter is healthy or joining (never counted for quorum) and no learner is in flight, never removes a healthy voter below quorum, never
-// removes the leader, never promotes a non-learner, never deletes a member's pod or claim, and does
-// nothing at all without quorum.
+// voter is healthy or joining (never counted for quorum) and no learner is in flight, never removes a
+// healthy voter below quorum, never removes the leader, never promotes a non-learner, never deletes a
+// member's pod or claim, and does nothing at all without quorum.
 func TestNextNeverBreaksQuorum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genState(t)

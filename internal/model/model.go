@@ -230,10 +230,11 @@ const newMemberData = 2 * time.Minute
 // etcd lists it under its name (it has applied the leader's snapshot: its name came with it), it does not
 // answer, its pod was made to join a running cluster (--initial-cluster-state=existing; a member of
 // the cluster's bootstrap never is), its etcd container has run for less than JoinGrace without a
-// restart, and its claim (or pod, without one) is less than newMemberData old. A new member serves once it has published itself through
-// raft; when the leader's snapshot already holds that proposal, etcd does not see it applied and serves
-// only after retrying it, 7 s after it started (etcd-io/etcd#16436), although it takes part in raft the
-// whole time. A member that restarted, or runs on older data, is never joining.
+// restart, and its claim (or pod, without one) is less than newMemberData old. A new member serves
+// once it has published itself through raft; when the leader's snapshot already holds that proposal,
+// etcd does not see it applied and serves only after retrying it, 7 s after it started
+// (etcd-io/etcd#16436), although it takes part in raft the whole time. A member that restarted, or
+// runs on older data, is never joining.
 func (m *Member) Joining(now time.Time) bool {
 	if !m.Started() || m.Serving() || !m.HasPod() || resources.PodFlag(m.Pod, "initial-cluster-state") != string(resources.StateExisting) {
 		return false
