@@ -10,7 +10,7 @@ KUSTOMIZE      := $(TOOLS) kustomize
 GOLANGCI_LINT  := $(TOOLS) golangci-lint
 # helm has a module of its own: its Kubernetes libraries need not follow the other tools'.
 HELM           := go tool -modfile=hack/tools/helm/go.mod helm
-# crd-ref-docs too: it writes docs/api.md from the Go types of api/v1alpha1.
+# crd-ref-docs too: it writes docs/api.md from the Go types of api/v1beta1.
 CRD_REF_DOCS   := go tool -modfile=hack/tools/crd-ref-docs/go.mod crd-ref-docs
 CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -47,7 +47,7 @@ chaos: ## Inject 200 random faults (CHAOS_FAULTS, seed CHAOS_SEED) into a cluste
 ##@ Development
 .PHONY: manifests
 manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist/install.yaml, dist/install-namespaced.yaml and the chart's CRDs, rules and values.schema.json from the Go markers, config/ and the chart's values.yaml.
-	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/..." \
+	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/...;./internal/storageversion/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	go run ./hack/nsrbac
@@ -61,8 +61,8 @@ generate: ## Generate the deepcopy functions of the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
 
 .PHONY: docs
-docs: ## Generate the API reference docs/api.md from the Go types of api/v1alpha1 (crd-ref-docs, hack/tools/crd-ref-docs).
-	$(CRD_REF_DOCS) --source-path=./api/v1alpha1 --config=hack/tools/crd-ref-docs/config.yaml \
+docs: ## Generate the API reference docs/api.md from the Go types of api/v1beta1 (crd-ref-docs, hack/tools/crd-ref-docs).
+	$(CRD_REF_DOCS) --source-path=./api/v1beta1 --config=hack/tools/crd-ref-docs/config.yaml \
 		--renderer=markdown --output-path=docs/api.md --log-level=ERROR
 
 .PHONY: fmt

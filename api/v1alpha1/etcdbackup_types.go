@@ -1,8 +1,6 @@
 package v1alpha1
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -166,6 +164,7 @@ type EtcdBackupStatus struct {
 // EtcdBackup is one verified snapshot of an EtcdCluster, taken by a Job, stored in S3 or on a PVC.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="etcd.etcdkit.dev/v1alpha1 EtcdBackup is deprecated: use etcd.etcdkit.dev/v1beta1 (docs/api-versions.md says what changed)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=etcdbackup,categories=all
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
@@ -307,27 +306,6 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
-}
-
-// DefaultReplaceUnhealthyMemberAfter is spec.recovery.replaceUnhealthyMemberAfter when it is not set.
-const DefaultReplaceUnhealthyMemberAfter = 5 * time.Minute
-
-// ReplaceAfter returns how long a member may be down before it is replaced (spec.recovery
-// .replaceUnhealthyMemberAfter, DefaultReplaceUnhealthyMemberAfter when unset); 0 means never.
-func (s *EtcdClusterSpec) ReplaceAfter() time.Duration {
-	if s.Recovery == nil || s.Recovery.ReplaceUnhealthyMemberAfter == nil {
-		return DefaultReplaceUnhealthyMemberAfter
-	}
-	return s.Recovery.ReplaceUnhealthyMemberAfter.Duration
-}
-
-// RecreateAfter returns how long a member may be down before its pod is deleted once to be recreated:
-// half of ReplaceAfter, or of the default when replacing is off.
-func (s *EtcdClusterSpec) RecreateAfter() time.Duration {
-	if d := s.ReplaceAfter(); d > 0 {
-		return d / 2
-	}
-	return DefaultReplaceUnhealthyMemberAfter / 2
 }
 
 // RecoveryPhase is where an automatic restore after a quorum loss is.

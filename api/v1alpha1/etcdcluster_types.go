@@ -7,9 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DefaultVersion is the etcd server version a cluster runs when spec.version is empty.
-const DefaultVersion = "3.6.16"
-
 // EtcdClusterSpec is the desired state of an etcd cluster.
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.auth) || !oldSelf.auth.enabled || (has(self.auth) && self.auth.enabled)",message="spec.auth.enabled cannot be turned off once on: every client that reaches the client port would read and write every key; to run without authentication, restore a backup into a new EtcdCluster and run `etcdctl auth disable` there as root"
@@ -174,17 +171,6 @@ type DefragmentationSpec struct {
 	MinReclaimable *resource.Quantity `json:"minReclaimable,omitempty"`
 }
 
-// DefaultMinReclaimable is DefragmentationSpec.MinReclaimable when unset.
-var DefaultMinReclaimable = resource.MustParse("64Mi")
-
-// MinReclaimableBytes returns MinReclaimable in bytes, DefaultMinReclaimable when unset.
-func (d *DefragmentationSpec) MinReclaimableBytes() int64 {
-	if d.MinReclaimable == nil {
-		return DefaultMinReclaimable.Value()
-	}
-	return d.MinReclaimable.Value()
-}
-
 // NetworkPolicySpec says who may reach a cluster's members.
 type NetworkPolicySpec struct {
 	// Enabled creates the cluster's NetworkPolicy (true) or deletes it (false).
@@ -202,11 +188,6 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
-}
-
-// NetworkPolicyEnabled reports whether the cluster has a NetworkPolicy.
-func (s *EtcdClusterSpec) NetworkPolicyEnabled() bool {
-	return s.NetworkPolicy != nil && s.NetworkPolicy.Enabled
 }
 
 // AuthSpec is etcd authentication: the user "root" (with etcd's built-in role "root") exists with the
@@ -228,9 +209,6 @@ type AuthSpec struct {
 	// +optional
 	RootSecretRef *corev1.LocalObjectReference `json:"rootSecretRef,omitempty"`
 }
-
-// AuthEnabled reports whether the spec asks for etcd authentication.
-func (s *EtcdClusterSpec) AuthEnabled() bool { return s.Auth != nil && s.Auth.Enabled }
 
 // AuthStatus is what the operator knows of etcd authentication in the cluster.
 type AuthStatus struct {
@@ -343,30 +321,6 @@ type TLSSecrets struct {
 	Client string `json:"client,omitempty"`
 }
 
-// UserTLSSecrets reports whether the cluster's certificates are Secrets the user keeps (spec.tls.secrets).
-func (s *EtcdClusterSpec) UserTLSSecrets() bool { return s.TLS != nil && s.TLS.Secrets != nil }
-
-// Defaults of IssuerReference.
-const (
-	DefaultIssuerKind  = "Issuer"
-	DefaultIssuerGroup = "cert-manager.io"
-)
-
-// Defaulted returns r with the defaults of its kind and group filled in (the API server fills them on
-// admission; an object built in code may lack them).
-func (r IssuerReference) Defaulted() IssuerReference {
-	if r.Kind == "" {
-		r.Kind = DefaultIssuerKind
-	}
-	if r.Group == "" {
-		r.Group = DefaultIssuerGroup
-	}
-	return r
-}
-
-// TLSIssuer reports whether cert-manager issues the cluster's certificates (spec.tls.issuerRef).
-func (s *EtcdClusterSpec) TLSIssuer() bool { return s.TLS != nil && s.TLS.IssuerRef != nil }
-
 // TLSStatus is what a cluster's certificates are.
 type TLSStatus struct {
 	// ClientSecret is the Secret of the client certificate issued for users (keys ca.crt, tls.crt,
@@ -423,19 +377,6 @@ type TLSListenerSpec struct {
 	// Enabled turns TLS on (true) or serves the port in plain text (false).
 	Enabled bool `json:"enabled"`
 }
-
-// ClientTLS reports whether the client port serves TLS.
-func (s *EtcdClusterSpec) ClientTLS() bool {
-	return s.TLS != nil && s.TLS.Client != nil && s.TLS.Client.Enabled
-}
-
-// PeerTLS reports whether the peer port serves TLS.
-func (s *EtcdClusterSpec) PeerTLS() bool {
-	return s.TLS != nil && s.TLS.Peer != nil && s.TLS.Peer.Enabled
-}
-
-// AnyTLS reports whether either port serves TLS, so that the cluster has a CA.
-func (s *EtcdClusterSpec) AnyTLS() bool { return s.ClientTLS() || s.PeerTLS() }
 
 // AutoCompactionMode is how etcd's --auto-compaction-retention is read.
 //
@@ -792,6 +733,7 @@ type DefragmentationRecord struct {
 // a headless peer Service and a client Service.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="etcd.etcdkit.dev/v1alpha1 EtcdCluster is deprecated: use etcd.etcdkit.dev/v1beta1 (docs/api-versions.md says what changed)"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.bootstrap) == has(oldSelf.spec.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
 // +kubebuilder:subresource:status

@@ -1,4 +1,6 @@
-// Package v1alpha1 contains the v1alpha1 API of the etcd.etcdkit.dev group: EtcdCluster.
+// Package v1alpha1 is the first API version of the etcd.etcdkit.dev group, EtcdCluster and EtcdBackup.
+// It is still served, deprecated, and converted to and from v1beta1, the storage version and the one
+// the operator works with, by the operator's conversion webhook. Its schema does not change any more.
 //
 // +kubebuilder:object:generate=true
 // +groupName=etcd.etcdkit.dev

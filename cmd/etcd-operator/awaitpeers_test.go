@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -49,11 +49,11 @@ func awaitReturn(t *testing.T, done <-chan error, out *testutil.SyncBuffer, what
 // once when the operator POSTs on its listening address, which it then frees for etcd.
 func TestAwaitPeersTold(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "annotations")
-	if err := os.WriteFile(file, []byte(etcdv1alpha1.AnnotationPeersAddressed+`="false"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(etcdv1beta1.AnnotationPeersAddressed+`="false"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	out, done := runAwaitPeersCmd(t, "--annotations-file="+file, "--annotation="+etcdv1alpha1.AnnotationPeersAddressed,
+	out, done := runAwaitPeersCmd(t, "--annotations-file="+file, "--annotation="+etcdv1beta1.AnnotationPeersAddressed,
 		"--listen="+addr, "--interval=10ms", "--progress-interval=20ms")
 	var code int
 	testutil.Eventually(t, 10*time.Second, "await-peers takes the POST", func(ctx context.Context) error {
@@ -92,7 +92,7 @@ func TestAwaitPeersAnnotation(t *testing.T) {
 	if err := os.WriteFile(file, []byte(other), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, done := runAwaitPeersCmd(t, "--annotations-file="+file, "--annotation="+etcdv1alpha1.AnnotationPeersAddressed,
+	out, done := runAwaitPeersCmd(t, "--annotations-file="+file, "--annotation="+etcdv1beta1.AnnotationPeersAddressed,
 		"--interval=10ms", "--progress-interval=20ms")
 	testutil.Eventually(t, 10*time.Second, "a progress line", func(context.Context) error {
 		if !strings.Contains(out.String(), "waiting") {
@@ -105,7 +105,7 @@ func TestAwaitPeersAnnotation(t *testing.T) {
 		t.Fatalf("await-peers returned (%v) before the annotation was set:\n%s", err, out.String())
 	default:
 	}
-	if err := os.WriteFile(file, []byte(other+etcdv1alpha1.AnnotationPeersAddressed+`="true"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(other+etcdv1beta1.AnnotationPeersAddressed+`="true"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	awaitReturn(t, done, out, "the annotation was set")
@@ -118,7 +118,7 @@ func TestAwaitPeersAnnotation(t *testing.T) {
 // why; flags are required.
 func TestAwaitPeersMaxWait(t *testing.T) {
 	out, done := runAwaitPeersCmd(t, "--annotations-file="+filepath.Join(t.TempDir(), "missing"),
-		"--annotation="+etcdv1alpha1.AnnotationPeersAddressed, "--interval=10ms", "--max-wait=200ms")
+		"--annotation="+etcdv1beta1.AnnotationPeersAddressed, "--interval=10ms", "--max-wait=200ms")
 	awaitReturn(t, done, out, "--max-wait")
 	if !strings.Contains(out.String(), "no word from the operator") || !strings.Contains(out.String(), "read the pod's annotations") {
 		t.Errorf("output does not say why etcd starts anyway:\n%s", out.String())

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -31,6 +32,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/controller"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -39,6 +41,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/probe"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/storageversion"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
 )
 
@@ -143,7 +146,9 @@ func runManager(ctx context.Context, o *managerOptions) error {
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(etcdv1beta1.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 
 	o.webhook.Namespace = os.Getenv("POD_NAMESPACE")
 	if err := o.scopeNamespaces(); err != nil {
@@ -298,6 +303,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 	}
 	if err := br.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the EtcdBackup controller: %w", err)
+	}
+	// Objects an operator of v1alpha1 stored are rewritten once in v1beta1, the storage version.
+	if err := mgr.Add(&storageversion.Migrator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespaces: o.watchNamespaces,
+		Log: ctrl.Log.WithName("storageversion")}); err != nil {
+		return fmt.Errorf("add the storage version migrator: %w", err)
 	}
 	return nil
 }

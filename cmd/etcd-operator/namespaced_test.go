@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 	"github.com/etcdkit/etcd-operator/internal/webhook"
@@ -123,7 +123,7 @@ func testNamespacedRBAC(t *testing.T, admin *rest.Config, sa, ns, other string) 
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("listing pods in namespace %q as the operator: want Forbidden, got %v", where, err)
 		}
-		err = as.List(ctx, &etcdv1alpha1.EtcdClusterList{}, client.InNamespace(where))
+		err = as.List(ctx, &etcdv1beta1.EtcdClusterList{}, client.InNamespace(where))
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("listing EtcdClusters in namespace %q as the operator: want Forbidden, got %v", where, err)
 		}
@@ -149,8 +149,8 @@ func testWebhooksOnlyWatched(t *testing.T, k8s client.Client, ns, other string) 
 func testReconcilesWatched(t *testing.T, k8s client.Client, ns string) {
 	ctx := context.Background()
 	c := testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3), testutil.WithStorageSize("1Gi"),
-		func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
+		func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1beta1.TLSListenerSpec{Enabled: true}}
 		})
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func testReconcilesWatched(t *testing.T, k8s client.Client, ns string) {
 	}
 	testutil.Eventually(t, namespacedTimeout, "the cluster's finalizer, Secrets, Services, claims and pods", func(ctx context.Context) error {
 		var errs []error
-		got := &etcdv1alpha1.EtcdCluster{}
+		got := &etcdv1beta1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 			errs = append(errs, err)
 		} else if len(got.Finalizers) == 0 {
@@ -203,7 +203,7 @@ func testReconcilesWatched(t *testing.T, k8s client.Client, ns string) {
 // no status, and nothing created beside it.
 func testLeavesOthersAlone(t *testing.T, k8s client.Client, other string) {
 	testutil.Consistently(t, 3*time.Second, "nothing done for the cluster of another namespace", func(ctx context.Context) error {
-		c := &etcdv1alpha1.EtcdCluster{}
+		c := &etcdv1beta1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: other, Name: "ignored"}, c); err != nil {
 			return err
 		}
@@ -238,18 +238,18 @@ func testForeignUnlabelledService(t *testing.T, k8s client.Client, ns string) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, namespacedTimeout, "the cluster blocked by the foreign Service", func(ctx context.Context) error {
-		c := &etcdv1alpha1.EtcdCluster{}
+		c := &etcdv1beta1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, c); err != nil {
 			return err
 		}
-		p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+		p := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || !strings.Contains(p.Message, "Service other-client exists and is not owned") {
 			return fmt.Errorf("Progressing: %+v", p)
 		}
 		return nil
 	})
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: "other"}); err != nil {
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{etcdv1beta1.LabelCluster: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) > 0 {

@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // backupOptions are the flags of `kubectl etcd backup`.
@@ -68,7 +67,7 @@ another destination.`,
 }
 
 // destination returns the destination the flags name, nil when they name none.
-func (o *backupOptions) destination() (*etcdv1alpha1.BackupDestination, error) {
+func (o *backupOptions) destination() (*etcdv1beta1.BackupDestination, error) {
 	s3 := o.s3Endpoint != "" || o.s3Bucket != "" || o.s3Prefix != "" || o.s3Region != "" ||
 		o.s3CredentialsSecret != "" || o.s3CASecret != "" || o.s3ForcePathStyle
 	switch {
@@ -77,21 +76,21 @@ func (o *backupOptions) destination() (*etcdv1alpha1.BackupDestination, error) {
 	case o.pvcSubPath != "" && o.pvc == "":
 		return nil, errors.New("--pvc-sub-path needs --pvc, the claim it is a directory of")
 	case o.pvc != "":
-		return &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: o.pvc, SubPath: o.pvcSubPath}}, nil
+		return &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: o.pvc, SubPath: o.pvcSubPath}}, nil
 	case !s3:
 		return nil, nil
 	case o.s3Endpoint == "" || o.s3Bucket == "" || o.s3CredentialsSecret == "":
 		return nil, errors.New("an S3 destination needs --s3-endpoint, --s3-bucket and --s3-credentials-secret")
 	}
-	d := &etcdv1alpha1.S3Destination{
+	d := &etcdv1beta1.S3Destination{
 		Endpoint: o.s3Endpoint, Bucket: o.s3Bucket, Prefix: o.s3Prefix, Region: o.s3Region,
 		ForcePathStyle:       o.s3ForcePathStyle,
-		CredentialsSecretRef: corev1.LocalObjectReference{Name: o.s3CredentialsSecret},
+		CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: o.s3CredentialsSecret},
 	}
 	if o.s3CASecret != "" {
-		d.CASecretRef = &corev1.LocalObjectReference{Name: o.s3CASecret}
+		d.CASecretRef = &etcdv1beta1.LocalObjectReference{Name: o.s3CASecret}
 	}
-	return &etcdv1alpha1.BackupDestination{S3: d}, nil
+	return &etcdv1beta1.BackupDestination{S3: d}, nil
 }
 
 // runBackup creates the EtcdBackup of cluster and, with --wait, follows it.
@@ -105,7 +104,7 @@ func runBackup(cmd *cobra.Command, g *globals, o *backupOptions, cluster string)
 		return err
 	}
 	ctx := cmd.Context()
-	ec := &etcdv1alpha1.EtcdCluster{}
+	ec := &etcdv1beta1.EtcdCluster{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, ec); err != nil {
 		return clusterGetError(err, ns, cluster)
 	}
@@ -120,10 +119,10 @@ func runBackup(cmd *cobra.Command, g *globals, o *backupOptions, cluster string)
 	if name == "" {
 		name = cluster + "-" + time.Now().UTC().Format("20060102-150405")
 	}
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: etcdv1alpha1.EtcdBackupSpec{
-			ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: dest, Member: o.member,
+		Spec: etcdv1beta1.EtcdBackupSpec{
+			ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}, Destination: dest, Member: o.member,
 		},
 	}
 	start := time.Now()
@@ -142,7 +141,7 @@ func runBackup(cmd *cobra.Command, g *globals, o *backupOptions, cluster string)
 }
 
 // describeDestination writes a destination for a progress line.
-func describeDestination(d *etcdv1alpha1.BackupDestination) string {
+func describeDestination(d *etcdv1beta1.BackupDestination) string {
 	if d.PVC != nil {
 		return "pvc://" + d.PVC.ClaimName + "/" + d.PVC.SubPath
 	}
@@ -156,9 +155,9 @@ func elapsed(start time.Time) string {
 
 // followBackup reads EtcdBackup b every pollInterval and prints each change of its phase or message,
 // until it succeeded (nil), failed (an error with the operator's message) or ctx ends.
-func followBackup(ctx context.Context, c client.Client, b *etcdv1alpha1.EtcdBackup, start time.Time, out io.Writer, timeout time.Duration) error {
+func followBackup(ctx context.Context, c client.Client, b *etcdv1beta1.EtcdBackup, start time.Time, out io.Writer, timeout time.Duration) error {
 	key := client.ObjectKeyFromObject(b)
-	var phase etcdv1alpha1.BackupPhase
+	var phase etcdv1beta1.BackupPhase
 	var message string
 	for seen := false; ; {
 		err := c.Get(ctx, key, b)
@@ -172,9 +171,9 @@ func followBackup(ctx context.Context, c client.Client, b *etcdv1alpha1.EtcdBack
 			fmt.Fprintf(out, "%s  reading the EtcdBackup failed, trying again: %v\n", elapsed(start), err)
 		}
 		switch phase {
-		case etcdv1alpha1.BackupSucceeded:
+		case etcdv1beta1.BackupSucceeded:
 			return nil
-		case etcdv1alpha1.BackupFailed:
+		case etcdv1beta1.BackupFailed:
 			return fmt.Errorf("EtcdBackup %s failed: %s\nAn EtcdBackup is not retried: fix what the message says, then run `kubectl etcd backup %s` again (`kubectl -n %s describe etcdbackup %s` shows its events)",
 				key, orNone(b.Status.Message), b.Spec.ClusterRef.Name, key.Namespace, key.Name)
 		}
@@ -192,11 +191,11 @@ func followBackup(ctx context.Context, c client.Client, b *etcdv1alpha1.EtcdBack
 }
 
 // backupProgress writes a backup's phase for a progress line.
-func backupProgress(st *etcdv1alpha1.EtcdBackupStatus) string {
+func backupProgress(st *etcdv1beta1.EtcdBackupStatus) string {
 	switch st.Phase {
 	case "":
 		return "waiting for the operator to pick it up"
-	case etcdv1alpha1.BackupSucceeded:
+	case etcdv1beta1.BackupSucceeded:
 		return fmt.Sprintf("Succeeded: %s at revision %d from member %s, stored at %s", humanBytes(st.SizeBytes), st.Revision, orNone(st.Member), orNone(st.Location))
 	}
 	if st.Message != "" {

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -109,7 +109,7 @@ func newNamespace(t *testing.T, name string) string {
 }
 
 // createCluster creates c and then writes st as its status.
-func createCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, st etcdv1alpha1.EtcdClusterStatus) *etcdv1alpha1.EtcdCluster {
+func createCluster(t *testing.T, c *etcdv1beta1.EtcdCluster, st etcdv1beta1.EtcdClusterStatus) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, c); err != nil {
@@ -137,7 +137,7 @@ func TestStatus(t *testing.T) {
 		st.Conditions[i].LastTransitionTime = metav1.Now()
 	}
 	createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3)), st)
-	createCluster(t, testutil.EtcdCluster("other", testutil.InNamespace(ns), testutil.WithReplicas(1)), etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseCreating})
+	createCluster(t, testutil.EtcdCluster("other", testutil.InNamespace(ns), testutil.WithReplicas(1)), etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseCreating})
 
 	r := run("-n", ns, "status", "demo")
 	if r.err != nil {
@@ -158,7 +158,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	r = run("-n", ns, "status", "demo", "-o", "json")
-	got := etcdv1alpha1.EtcdClusterStatus{}
+	got := etcdv1beta1.EtcdClusterStatus{}
 	if r.err != nil || json.Unmarshal(r.out.Bytes(), &got) != nil {
 		t.Fatalf("status -o json: %v\n%s", r.err, r.out)
 	}
@@ -185,7 +185,7 @@ func TestStatus(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "pause")
-	c := createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns)), etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseRunning})
+	c := createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns)), etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning})
 	ctx := context.Background()
 
 	began := time.Now()
@@ -218,8 +218,8 @@ func TestPauseResume(t *testing.T) {
 		return nil
 	})
 	c.Status.ObservedGeneration = c.Generation
-	c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse,
-		Reason: etcdv1alpha1.ReasonReconciled, Message: "all members are current", LastTransitionTime: metav1.Now()}}
+	c.Status.Conditions = []metav1.Condition{{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionFalse,
+		Reason: etcdv1beta1.ReasonReconciled, Message: "all members are current", LastTransitionTime: metav1.Now()}}
 	if err := k8s.Status().Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestBackup(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "backup")
 	ctx := context.Background()
-	createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns)), etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseRunning})
+	createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns)), etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning})
 
 	r := run("-n", ns, "backup", "demo")
 	if r.err == nil || !strings.Contains(r.err.Error(), "has no spec.backup.destination: name one with --pvc") {
@@ -244,14 +244,14 @@ func TestBackup(t *testing.T) {
 	}
 
 	out, done := start("-n", ns, "backup", "demo", "--name", "now", "--pvc", "backups", "--pvc-sub-path", "etcd", "--member", "demo-1", "--timeout", "30s")
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	key := client.ObjectKey{Namespace: ns, Name: "now"}
 	testutil.Eventually(t, 10*time.Second, "EtcdBackup now created", func(ctx context.Context) error {
 		return k8s.Get(ctx, key, b)
 	})
-	wantSpec := etcdv1alpha1.EtcdBackupSpec{
-		ClusterRef:  corev1.LocalObjectReference{Name: "demo"},
-		Destination: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}},
+	wantSpec := etcdv1beta1.EtcdBackupSpec{
+		ClusterRef:  etcdv1beta1.LocalObjectReference{Name: "demo"},
+		Destination: &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}},
 		Member:      "demo-1",
 	}
 	if diff := cmp.Diff(wantSpec, b.Spec); diff != "" {
@@ -263,7 +263,7 @@ func TestBackup(t *testing.T) {
 		}
 		return nil
 	})
-	setBackupStatus := func(st etcdv1alpha1.EtcdBackupStatus, shows string) {
+	setBackupStatus := func(st etcdv1beta1.EtcdBackupStatus, shows string) {
 		t.Helper()
 		b.Status = st
 		if err := k8s.Status().Update(ctx, b); err != nil {
@@ -276,9 +276,9 @@ func TestBackup(t *testing.T) {
 			return nil
 		})
 	}
-	setBackupStatus(etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupRunning}, "Running\n")
+	setBackupStatus(etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupRunning}, "Running\n")
 	failure := "the claim backups does not exist in namespace backup: create it, or name another with spec.destination.pvc.claimName"
-	setBackupStatus(etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupFailed, Message: failure}, "Failed: "+failure)
+	setBackupStatus(etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupFailed, Message: failure}, "Failed: "+failure)
 	r = <-done
 	if r.err == nil || !strings.Contains(r.err.Error(), "EtcdBackup backup/now failed: "+failure) || !strings.Contains(r.err.Error(), "run `kubectl etcd backup demo` again") {
 		t.Errorf("backup that failed: %v", r.err)
@@ -288,7 +288,7 @@ func TestBackup(t *testing.T) {
 	}
 
 	_, done = start("-n", ns, "backup", "demo", "--name", "gone", "--pvc", "backups", "--timeout", "30s")
-	gone := &etcdv1alpha1.EtcdBackup{}
+	gone := &etcdv1beta1.EtcdBackup{}
 	testutil.Eventually(t, 10*time.Second, "EtcdBackup gone created", func(ctx context.Context) error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, gone)
 	})
@@ -306,14 +306,14 @@ func TestBackupDefaultDestination(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "backup-default")
 	c := testutil.EtcdCluster("demo", testutil.InNamespace(ns))
-	c.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}}
-	createCluster(t, c, etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseRunning})
+	c.Spec.Backup = &etcdv1beta1.BackupSpec{Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}}
+	createCluster(t, c, etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning})
 
 	r := run("-n", ns, "backup", "demo", "--wait=false")
 	if r.err != nil || !strings.Contains(r.out.String(), "to the cluster's spec.backup.destination") {
 		t.Fatalf("backup --wait=false: %v\n%s", r.err, r.out)
 	}
-	list := &etcdv1alpha1.EtcdBackupList{}
+	list := &etcdv1beta1.EtcdBackupList{}
 	if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 		t.Fatalf("EtcdBackups: %v %v", list.Items, err)
 	}
@@ -332,8 +332,8 @@ func TestRestore(t *testing.T) {
 	ctx := context.Background()
 	source := testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3), testutil.WithVersion("3.5.26"),
 		testutil.WithStorageSize("5Gi"), testutil.WithStorageClass("fast"), testutil.WithTLS(true, false), testutil.WithQuota("4Gi"))
-	createCluster(t, source, etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseRunning})
-	done := createBackup(t, ns, "nightly", "demo", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, EtcdVersion: "3.5.26", Revision: 42,
+	createCluster(t, source, etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning})
+	done := createBackup(t, ns, "nightly", "demo", etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupSucceeded, EtcdVersion: "3.5.26", Revision: 42,
 		CompletionTime: &metav1.Time{Time: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}})
 
 	r := run("-n", ns, "restore", done, "--into", "demo-copy", "--replicas", "5")
@@ -346,7 +346,7 @@ func TestRestore(t *testing.T) {
 	restored := dryRunCreate(t, r.out.Bytes())
 	want := source.Spec.DeepCopy()
 	want.Replicas = ptr.To[int32](5)
-	want.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "nightly"}}}
+	want.Bootstrap = &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{BackupRef: &etcdv1beta1.LocalObjectReference{Name: "nightly"}}}
 	if diff := cmp.Diff(want, &restored.Spec); diff != "" || restored.Name != "demo-copy" || restored.Namespace != ns {
 		t.Errorf("restored cluster %s/%s, spec (-want +got):\n%s", restored.Namespace, restored.Name, diff)
 	}
@@ -363,7 +363,7 @@ func TestRestore(t *testing.T) {
 		t.Errorf("restored cluster without its source: %+v", restored.Spec)
 	}
 
-	failed := createBackup(t, ns, "broken", "demo", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupFailed, Message: "no member answers"})
+	failed := createBackup(t, ns, "broken", "demo", etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupFailed, Message: "no member answers"})
 	r = run("-n", ns, "restore", failed, "--into", "x")
 	if r.err == nil || !strings.Contains(r.err.Error(), "failed and holds no snapshot") || r.out.String() != "" {
 		t.Errorf("restore of a failed backup: %v\n%s", r.err, r.out)
@@ -371,11 +371,11 @@ func TestRestore(t *testing.T) {
 }
 
 // createBackup creates EtcdBackup name of cluster with status st, and returns its name.
-func createBackup(t *testing.T, ns, name, cluster string, st etcdv1alpha1.EtcdBackupStatus) string {
+func createBackup(t *testing.T, ns, name, cluster string, st etcdv1beta1.EtcdBackupStatus) string {
 	t.Helper()
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}},
+		Spec:       etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}},
 	}
 	if err := k8s.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -389,9 +389,9 @@ func createBackup(t *testing.T, ns, name, cluster string, st etcdv1alpha1.EtcdBa
 
 // dryRunCreate decodes a manifest (YAML or JSON) and creates it with a server-side dry run: the API
 // server validates and defaults it as it would a real create. It returns what the server returned.
-func dryRunCreate(t *testing.T, manifest []byte) *etcdv1alpha1.EtcdCluster {
+func dryRunCreate(t *testing.T, manifest []byte) *etcdv1beta1.EtcdCluster {
 	t.Helper()
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	if err := yaml.UnmarshalStrict(manifest, c); err != nil {
 		t.Fatalf("decode the manifest: %v\n%s", err, manifest)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	eventsv1 "k8s.io/api/events/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // defragResult is what defrag prints with -o.
@@ -18,7 +18,7 @@ type defragResult struct {
 	Request string         `json:"request"`
 	Members []defragMember `json:"members"`
 	// LastDefragmentation is status.maintenance.lastDefragmentation: the last member done.
-	LastDefragmentation *etcdv1alpha1.DefragmentationRecord `json:"lastDefragmentation,omitempty"`
+	LastDefragmentation *etcdv1beta1.DefragmentationRecord `json:"lastDefragmentation,omitempty"`
 }
 
 // defragMember is one member's database file size as the status reported it before the request and
@@ -60,12 +60,12 @@ annotation. A member does not serve while etcd rewrites its file (seconds per Gi
 // done and prints the sizes.
 func runDefrag(cmd *cobra.Command, g *globals, f *requestFlags, cluster string) error {
 	token := time.Now().UTC().Format(time.RFC3339)
-	r, before, err := send(cmd, g, f, cluster, etcdv1alpha1.AnnotationDefragment, token)
+	r, before, err := send(cmd, g, f, cluster, etcdv1beta1.AnnotationDefragment, token)
 	if err != nil {
 		return err
 	}
-	done := fmt.Sprintf("as %s=%s asked", etcdv1alpha1.AnnotationDefragment, token)
-	ec, err := r.follow(cmd.Context(), func(ec *etcdv1alpha1.EtcdCluster, events []eventsv1.Event) (bool, error) {
+	done := fmt.Sprintf("as %s=%s asked", etcdv1beta1.AnnotationDefragment, token)
+	ec, err := r.follow(cmd.Context(), func(ec *etcdv1beta1.EtcdCluster, events []eventsv1.Event) (bool, error) {
 		if st := ec.Status.Maintenance; st != nil && st.RequestedDefragmentation == token {
 			return false, nil // the status of the pass that finished is not written yet
 		}
@@ -84,7 +84,7 @@ func runDefrag(cmd *cobra.Command, g *globals, f *requestFlags, cluster string) 
 		res.LastDefragmentation = st.LastDefragmentation
 	}
 	for _, m := range ec.Status.Members {
-		if m.Role == etcdv1alpha1.RoleLearner {
+		if m.Role == etcdv1beta1.RoleLearner {
 			continue
 		}
 		dm := defragMember{Name: m.Name, DBSizeAfterBytes: m.DBSizeBytes}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // none is what a table shows for a value that is not there.
@@ -19,15 +19,15 @@ const none = "-"
 // normalStatus is the status of each condition type of an EtcdCluster while all is well; status
 // shows the conditions that are not in it.
 var normalStatus = map[string]metav1.ConditionStatus{
-	etcdv1alpha1.ConditionAvailable:            metav1.ConditionTrue,
-	etcdv1alpha1.ConditionProgressing:          metav1.ConditionFalse,
-	etcdv1alpha1.ConditionDegraded:             metav1.ConditionFalse,
-	etcdv1alpha1.ConditionValid:                metav1.ConditionTrue,
-	etcdv1alpha1.ConditionVolumesResized:       metav1.ConditionTrue,
-	etcdv1alpha1.ConditionDataInconsistent:     metav1.ConditionFalse,
-	etcdv1alpha1.ConditionBackupFailing:        metav1.ConditionFalse,
-	etcdv1alpha1.ConditionCertificatesExpiring: metav1.ConditionFalse,
-	etcdv1alpha1.ConditionQuorumDataLost:       metav1.ConditionFalse,
+	etcdv1beta1.ConditionAvailable:            metav1.ConditionTrue,
+	etcdv1beta1.ConditionProgressing:          metav1.ConditionFalse,
+	etcdv1beta1.ConditionDegraded:             metav1.ConditionFalse,
+	etcdv1beta1.ConditionValid:                metav1.ConditionTrue,
+	etcdv1beta1.ConditionVolumesResized:       metav1.ConditionTrue,
+	etcdv1beta1.ConditionDataInconsistent:     metav1.ConditionFalse,
+	etcdv1beta1.ConditionBackupFailing:        metav1.ConditionFalse,
+	etcdv1beta1.ConditionCertificatesExpiring: metav1.ConditionFalse,
+	etcdv1beta1.ConditionQuorumDataLost:       metav1.ConditionFalse,
 }
 
 // abnormalConditions returns the conditions not in their normal status, in the order of the status.
@@ -95,7 +95,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 }
 
 // writeStatus writes the status of one cluster: a header, then its members.
-func writeStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) error {
+func writeStatus(w io.Writer, c *etcdv1beta1.EtcdCluster, now time.Time) error {
 	tw := newTable(w)
 	writeHeader(tw, c, now)
 	if err := tw.Flush(); err != nil {
@@ -110,7 +110,7 @@ func writeStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) error 
 }
 
 // writeHeader writes the cluster-wide lines of writeStatus.
-func writeHeader(tw io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) {
+func writeHeader(tw io.Writer, c *etcdv1beta1.EtcdCluster, now time.Time) {
 	st := &c.Status
 	line := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	line("Cluster", c.Namespace+"/"+c.Name)
@@ -142,7 +142,7 @@ func writeHeader(tw io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) {
 }
 
 // lastBackup writes the newest successful backup: its name, age and location.
-func lastBackup(b *etcdv1alpha1.LastBackup, now time.Time) string {
+func lastBackup(b *etcdv1beta1.LastBackup, now time.Time) string {
 	if b == nil {
 		return "none"
 	}
@@ -158,7 +158,7 @@ func lastBackup(b *etcdv1alpha1.LastBackup, now time.Time) string {
 
 // writeMembers writes the members table. The DOWN SINCE and PROBLEM columns are there only when a
 // member is down.
-func writeMembers(w io.Writer, members []etcdv1alpha1.MemberStatus, now time.Time) error {
+func writeMembers(w io.Writer, members []etcdv1beta1.MemberStatus, now time.Time) error {
 	down := false
 	for _, m := range members {
 		down = down || !m.Healthy
@@ -192,7 +192,7 @@ func writeMembers(w io.Writer, members []etcdv1alpha1.MemberStatus, now time.Tim
 }
 
 // writeClusterList writes the clusters of a namespace as one table.
-func writeClusterList(w io.Writer, clusters []etcdv1alpha1.EtcdCluster, now time.Time) error {
+func writeClusterList(w io.Writer, clusters []etcdv1beta1.EtcdCluster, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tPHASE\tREADY\tVERSION\tLEADER\tLAST BACKUP")
 	for i := range clusters {

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -19,24 +19,24 @@ var now = time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
 func ago(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-d)} }
 
 // degradedCluster is a 3-member cluster whose member demo-2 has been down for 5 minutes.
-func degradedCluster() *etcdv1alpha1.EtcdCluster {
+func degradedCluster() *etcdv1beta1.EtcdCluster {
 	c := testutil.EtcdCluster("demo", testutil.InNamespace("apps"), testutil.WithReplicas(3))
 	c.Generation = 4
-	c.Status = etcdv1alpha1.EtcdClusterStatus{
-		ObservedGeneration: 4, Phase: etcdv1alpha1.PhaseDegraded, ReadyReplicas: 2, Replicas: 3,
+	c.Status = etcdv1beta1.EtcdClusterStatus{
+		ObservedGeneration: 4, Phase: etcdv1beta1.PhaseDegraded, ReadyReplicas: 2, Replicas: 3,
 		ClusterID: "8e9e05c52164694d", Leader: "demo-1", CurrentVersion: "3.6.16",
 		Conditions: []metav1.Condition{
-			{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonQuorumHealthy, LastTransitionTime: *ago(time.Hour)},
-			{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonMembersUnhealthy,
+			{Type: etcdv1beta1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: etcdv1beta1.ReasonQuorumHealthy, LastTransitionTime: *ago(time.Hour)},
+			{Type: etcdv1beta1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: etcdv1beta1.ReasonMembersUnhealthy,
 				Message: "member demo-2 is down:\nCrashLoopBackOff", LastTransitionTime: *ago(5 * time.Minute)},
-			{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonReconciled, LastTransitionTime: *ago(time.Hour)},
+			{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1beta1.ReasonReconciled, LastTransitionTime: *ago(time.Hour)},
 		},
-		LastBackup:  &etcdv1alpha1.LastBackup{Name: "demo-nightly", CompletionTime: ago(3*time.Hour + 10*time.Minute), Location: "pvc://backups/etcd/apps/demo/demo-nightly.db"},
-		Maintenance: &etcdv1alpha1.MaintenanceStatus{PendingDefragmentation: []string{"demo-0", "demo-1"}},
-		Members: []etcdv1alpha1.MemberStatus{
-			{Name: "demo-0", ID: "2c1c5e7f0b3a9d11", Role: etcdv1alpha1.RoleVoter, Healthy: true, Version: "3.6.16", DBSizeBytes: 20 << 20},
-			{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1alpha1.RoleVoter, Healthy: true, Leader: true, Version: "3.6.16", DBSizeBytes: 1572864},
-			{Name: "demo-2", ID: "fd422379fda50e48", Role: etcdv1alpha1.RoleVoter, DownSince: ago(5*time.Minute + 20*time.Second),
+		LastBackup:  &etcdv1beta1.LastBackup{Name: "demo-nightly", CompletionTime: ago(3*time.Hour + 10*time.Minute), Location: "pvc://backups/etcd/apps/demo/demo-nightly.db"},
+		Maintenance: &etcdv1beta1.MaintenanceStatus{PendingDefragmentation: []string{"demo-0", "demo-1"}},
+		Members: []etcdv1beta1.MemberStatus{
+			{Name: "demo-0", ID: "2c1c5e7f0b3a9d11", Role: etcdv1beta1.RoleVoter, Healthy: true, Version: "3.6.16", DBSizeBytes: 20 << 20},
+			{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1beta1.RoleVoter, Healthy: true, Leader: true, Version: "3.6.16", DBSizeBytes: 1572864},
+			{Name: "demo-2", ID: "fd422379fda50e48", Role: etcdv1beta1.RoleVoter, DownSince: ago(5*time.Minute + 20*time.Second),
 				Problem: "CrashLoopBackOff: back-off 40s restarting failed container etcd\nlast terminated: Error"},
 		},
 	}
@@ -80,8 +80,8 @@ func TestWriteStatusHealthy(t *testing.T) {
 	c := degradedCluster()
 	c.Generation = 5
 	c.Spec.Paused = true
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationReplaceMember: "demo-2"}
-	c.Status.Phase = etcdv1alpha1.PhaseRunning
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationReplaceMember: "demo-2"}
+	c.Status.Phase = etcdv1beta1.PhaseRunning
 	c.Status.Conditions = c.Status.Conditions[:1]
 	c.Status.LastBackup, c.Status.Maintenance = nil, nil
 	c.Status.Members = c.Status.Members[:2]
@@ -114,7 +114,7 @@ demo-1   91bc3c398fb3c146   Voter   *        yes       3.6.16    1.5 MiB
 func TestWriteClusterList(t *testing.T) {
 	fresh := testutil.EtcdCluster("fresh", testutil.WithReplicas(5))
 	var out bytes.Buffer
-	if err := writeClusterList(&out, []etcdv1alpha1.EtcdCluster{*degradedCluster(), *fresh}, now); err != nil {
+	if err := writeClusterList(&out, []etcdv1beta1.EtcdCluster{*degradedCluster(), *fresh}, now); err != nil {
 		t.Fatal(err)
 	}
 	want := `NAME    PHASE      READY   VERSION   LEADER   LAST BACKUP
@@ -161,10 +161,10 @@ func TestAge(t *testing.T) {
 // Unknown.
 func TestAbnormalConditions(t *testing.T) {
 	conds := []metav1.Condition{
-		{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse},
-		{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionTrue},
-		{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse},
-		{Type: etcdv1alpha1.ConditionValid, Status: metav1.ConditionTrue},
+		{Type: etcdv1beta1.ConditionAvailable, Status: metav1.ConditionFalse},
+		{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionTrue},
+		{Type: etcdv1beta1.ConditionDegraded, Status: metav1.ConditionFalse},
+		{Type: etcdv1beta1.ConditionValid, Status: metav1.ConditionTrue},
 		{Type: "Future", Status: metav1.ConditionTrue},
 		{Type: "FutureUnknown", Status: metav1.ConditionUnknown},
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	eventsv1 "k8s.io/api/events/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // moveLeaderResult is what move-leader prints with -o.
@@ -47,11 +47,11 @@ member of the cluster, or is a learner, is refused: the command fails with the o
 
 // runMoveLeader asks for member to lead cluster and waits until the status says it does.
 func runMoveLeader(cmd *cobra.Command, g *globals, f *requestFlags, cluster, member string) error {
-	r, before, err := send(cmd, g, f, cluster, etcdv1alpha1.AnnotationMoveLeader, member)
+	r, before, err := send(cmd, g, f, cluster, etcdv1beta1.AnnotationMoveLeader, member)
 	if err != nil {
 		return err
 	}
-	ec, err := r.follow(cmd.Context(), func(ec *etcdv1alpha1.EtcdCluster, _ []eventsv1.Event) (bool, error) {
+	ec, err := r.follow(cmd.Context(), func(ec *etcdv1beta1.EtcdCluster, _ []eventsv1.Event) (bool, error) {
 		return ec.Status.Leader == member, nil
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // newPauseCommand returns `kubectl etcd pause CLUSTER` (paused true) or `kubectl etcd resume CLUSTER`.
@@ -48,7 +48,7 @@ says. The operator then carries out what it held back, such as spec changes made
 // reaches the patched generation and prints the status.
 func setPaused(cmd *cobra.Command, c client.Client, key client.ObjectKey, paused bool, timeout time.Duration) error {
 	ctx := cmd.Context()
-	ec := &etcdv1alpha1.EtcdCluster{}
+	ec := &etcdv1beta1.EtcdCluster{}
 	ec.Namespace, ec.Name = key.Namespace, key.Name
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))
 	if err := c.Patch(ctx, ec, patch); err != nil {
@@ -71,7 +71,7 @@ func setPaused(cmd *cobra.Command, c client.Client, key client.ObjectKey, paused
 		}
 	}
 	fmt.Fprintf(out, "Observed: phase %s", orNone(string(ec.Status.Phase)))
-	if p := meta.FindStatusCondition(ec.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil {
+	if p := meta.FindStatusCondition(ec.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil {
 		fmt.Fprintf(out, ", Progressing=%s %s: %s", p.Status, p.Reason, oneLine(p.Message))
 	}
 	fmt.Fprintln(out)

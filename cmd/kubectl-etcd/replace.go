@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // replaceResult is what replace-member prints with -o.
@@ -98,7 +98,7 @@ func confirmReplace(cmd *cobra.Command, g *globals, yes bool, cluster, member st
 // runReplace asks for member of cluster to be replaced and waits until the status lists it under a new
 // ID, a healthy voter, with the cluster Available and every member ready.
 func runReplace(cmd *cobra.Command, g *globals, f *requestFlags, cluster, member string) error {
-	r, before, err := send(cmd, g, f, cluster, etcdv1alpha1.AnnotationReplaceMember, member)
+	r, before, err := send(cmd, g, f, cluster, etcdv1beta1.AnnotationReplaceMember, member)
 	if err != nil {
 		return err
 	}
@@ -106,12 +106,12 @@ func runReplace(cmd *cobra.Command, g *globals, f *requestFlags, cluster, member
 	if m := memberStatus(before, member); m != nil {
 		res.PreviousID = m.ID
 	}
-	ec, err := r.follow(cmd.Context(), func(ec *etcdv1alpha1.EtcdCluster, _ []eventsv1.Event) (bool, error) {
+	ec, err := r.follow(cmd.Context(), func(ec *etcdv1beta1.EtcdCluster, _ []eventsv1.Event) (bool, error) {
 		m := memberStatus(ec, member)
-		if m == nil || m.ID == "" || m.ID == res.PreviousID || m.Role != etcdv1alpha1.RoleVoter || !m.Healthy {
+		if m == nil || m.ID == "" || m.ID == res.PreviousID || m.Role != etcdv1beta1.RoleVoter || !m.Healthy {
 			return false, nil
 		}
-		a := meta.FindStatusCondition(ec.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		a := meta.FindStatusCondition(ec.Status.Conditions, etcdv1beta1.ConditionAvailable)
 		return a != nil && a.Status == metav1.ConditionTrue && ec.Status.ReadyReplicas == ec.Spec.ReplicasOrDefault(), nil
 	})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // The day-2 requests (defrag, move-leader, replace-member) cannot reach etcd: the plugin sets an
@@ -67,7 +67,7 @@ func (f *requestFlags) progressWriter(cmd *cobra.Command) io.Writer {
 // send reads cluster key, refuses when it already has a request of annotation with another value
 // (one the operator has not carried out yet), then merge-patches annotation=value onto it. It returns
 // the cluster as read before the patch (what the status said then) and the request.
-func send(cmd *cobra.Command, g *globals, f *requestFlags, name, annotation, value string) (*dayTwo, *etcdv1alpha1.EtcdCluster, error) {
+func send(cmd *cobra.Command, g *globals, f *requestFlags, name, annotation, value string) (*dayTwo, *etcdv1beta1.EtcdCluster, error) {
 	c, ns, err := g.client()
 	if err != nil {
 		return nil, nil, err
@@ -75,7 +75,7 @@ func send(cmd *cobra.Command, g *globals, f *requestFlags, name, annotation, val
 	ctx := cmd.Context()
 	r := &dayTwo{c: c, key: client.ObjectKey{Namespace: ns, Name: name}, annotation: annotation, value: value,
 		start: time.Now(), progress: f.progressWriter(cmd), timeout: f.timeout}
-	before := &etcdv1alpha1.EtcdCluster{}
+	before := &etcdv1beta1.EtcdCluster{}
 	if err := c.Get(ctx, r.key, before); err != nil {
 		return nil, nil, clusterGetError(err, ns, name)
 	}
@@ -87,7 +87,7 @@ func send(cmd *cobra.Command, g *globals, f *requestFlags, name, annotation, val
 	if err != nil {
 		return nil, nil, err
 	}
-	after := &etcdv1alpha1.EtcdCluster{}
+	after := &etcdv1beta1.EtcdCluster{}
 	after.Namespace, after.Name = ns, name
 	if err := c.Patch(ctx, after, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return nil, nil, clusterGetError(err, ns, name)
@@ -111,22 +111,22 @@ func send(cmd *cobra.Command, g *globals, f *requestFlags, name, annotation, val
 
 // outcome says whether the operator has answered a request whose annotation it removed: done with
 // nil once it carried it out (and the status shows it), not done while the answer is not visible yet.
-type outcome func(ec *etcdv1alpha1.EtcdCluster, events []eventsv1.Event) (done bool, err error)
+type outcome func(ec *etcdv1beta1.EtcdCluster, events []eventsv1.Event) (done bool, err error)
 
 // follow reads the cluster every pollInterval, printing each change of its Progressing condition,
 // until the operator removed the request and answered it: with a RequestRefused event about it (an
 // error with the event's note), or as answered says. It returns the cluster as last read.
-func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1alpha1.EtcdCluster, error) {
+func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1beta1.EtcdCluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	ec := &etcdv1alpha1.EtcdCluster{}
+	ec := &etcdv1beta1.EtcdCluster{}
 	var shown string
 	var gone time.Time // when the request was first seen gone from the cluster
 	for {
 		if err := r.c.Get(ctx, r.key, ec); err != nil && ctx.Err() == nil {
 			return nil, clusterGetError(err, r.key.Namespace, r.key.Name)
 		}
-		if p := meta.FindStatusCondition(ec.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Reason+p.Message != shown {
+		if p := meta.FindStatusCondition(ec.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil && p.Reason+p.Message != shown {
 			shown = p.Reason + p.Message
 			line := p.Reason
 			if p.Message != "" {
@@ -143,7 +143,7 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1alpha1.Et
 				return nil, err
 			}
 			switch answer := r.answer(events); {
-			case answer != nil && answer.Reason == etcdv1alpha1.ReasonRequestRefused:
+			case answer != nil && answer.Reason == etcdv1beta1.ReasonRequestRefused:
 				return nil, fmt.Errorf("the operator refused the request: %s", answer.Note)
 			case answer != nil:
 				if done, err := answered(ec, events); done || err != nil {
@@ -174,7 +174,7 @@ const withdrawnAfter = 10 * time.Second
 func (r *dayTwo) answer(events []eventsv1.Event) *eventsv1.Event {
 	for i := range events {
 		e := &events[i]
-		if e.Reason == etcdv1alpha1.ReasonRequestRefused {
+		if e.Reason == etcdv1beta1.ReasonRequestRefused {
 			if strings.Contains(e.Note, r.annotation+"="+r.value+":") {
 				return e
 			}
@@ -199,7 +199,7 @@ func (r *dayTwo) withdrawn(now string, set bool) error {
 }
 
 // notAnswered is the error of a request the operator had not answered when ctx ended.
-func (r *dayTwo) notAnswered(ctx context.Context, ec *etcdv1alpha1.EtcdCluster) error {
+func (r *dayTwo) notAnswered(ctx context.Context, ec *etcdv1beta1.EtcdCluster) error {
 	within := "within " + r.timeout.String()
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		within = "when interrupted"
@@ -240,7 +240,7 @@ func eventTime(e *eventsv1.Event) time.Time {
 }
 
 // memberStatus returns the status of member name, nil when the status does not list it.
-func memberStatus(ec *etcdv1alpha1.EtcdCluster, name string) *etcdv1alpha1.MemberStatus {
+func memberStatus(ec *etcdv1beta1.EtcdCluster, name string) *etcdv1beta1.MemberStatus {
 	for i := range ec.Status.Members {
 		if ec.Status.Members[i].Name == name {
 			return &ec.Status.Members[i]

@@ -17,33 +17,33 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // healthyStatus is the status of a healthy 3-member cluster demo led by demo-0, whose members'
 // database files are 8, 6 and 4 MiB.
-func healthyStatus() etcdv1alpha1.EtcdClusterStatus {
-	return etcdv1alpha1.EtcdClusterStatus{
-		Phase: etcdv1alpha1.PhaseRunning, ReadyReplicas: 3, Replicas: 3, Leader: "demo-0",
+func healthyStatus() etcdv1beta1.EtcdClusterStatus {
+	return etcdv1beta1.EtcdClusterStatus{
+		Phase: etcdv1beta1.PhaseRunning, ReadyReplicas: 3, Replicas: 3, Leader: "demo-0",
 		Conditions: []metav1.Condition{
-			{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonQuorumHealthy, LastTransitionTime: metav1.Now()},
-			{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonReconciled, LastTransitionTime: metav1.Now()},
+			{Type: etcdv1beta1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: etcdv1beta1.ReasonQuorumHealthy, LastTransitionTime: metav1.Now()},
+			{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1beta1.ReasonReconciled, LastTransitionTime: metav1.Now()},
 		},
-		Members: []etcdv1alpha1.MemberStatus{
-			{Name: "demo-0", ID: "2c1c5e7f0b3a9d11", Role: etcdv1alpha1.RoleVoter, Healthy: true, Leader: true, DBSizeBytes: 8 << 20},
-			{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1alpha1.RoleVoter, Healthy: true, DBSizeBytes: 6 << 20},
-			{Name: "demo-2", ID: "fd422379fda50e48", Role: etcdv1alpha1.RoleVoter, Healthy: true, DBSizeBytes: 4 << 20},
+		Members: []etcdv1beta1.MemberStatus{
+			{Name: "demo-0", ID: "2c1c5e7f0b3a9d11", Role: etcdv1beta1.RoleVoter, Healthy: true, Leader: true, DBSizeBytes: 8 << 20},
+			{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1beta1.RoleVoter, Healthy: true, DBSizeBytes: 6 << 20},
+			{Name: "demo-2", ID: "fd422379fda50e48", Role: etcdv1beta1.RoleVoter, Healthy: true, DBSizeBytes: 4 << 20},
 		},
 	}
 }
 
 // awaitRequest waits until cluster c has annotation key and returns its value.
-func awaitRequest(t *testing.T, c *etcdv1alpha1.EtcdCluster, key string) string {
+func awaitRequest(t *testing.T, c *etcdv1beta1.EtcdCluster, key string) string {
 	t.Helper()
 	var v string
 	testutil.Eventually(t, 10*time.Second, key+" set", func(ctx context.Context) error {
-		got := &etcdv1alpha1.EtcdCluster{}
+		got := &etcdv1beta1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 			return err
 		}
@@ -58,10 +58,10 @@ func awaitRequest(t *testing.T, c *etcdv1alpha1.EtcdCluster, key string) string 
 
 // answer plays the operator answering a request: it writes the status mutate makes, records an event
 // of reason with note, and removes annotation key.
-func answer(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, reason, note string, mutate func(*etcdv1alpha1.EtcdClusterStatus)) {
+func answer(t *testing.T, c *etcdv1beta1.EtcdCluster, key, reason, note string, mutate func(*etcdv1beta1.EtcdClusterStatus)) {
 	t.Helper()
 	ctx := context.Background()
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +72,14 @@ func answer(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, reason, note string,
 		}
 	}
 	typ := corev1.EventTypeNormal
-	if reason == etcdv1alpha1.ReasonRequestRefused {
+	if reason == etcdv1beta1.ReasonRequestRefused {
 		typ = corev1.EventTypeWarning
 	}
 	e := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: c.Name + "-", Namespace: c.Namespace},
 		EventTime:  metav1.NewMicroTime(time.Now()), ReportingController: "etcd-operator", ReportingInstance: "etcd-operator-test",
 		Action: "Test", Reason: reason, Type: typ, Note: note,
-		Regarding: corev1.ObjectReference{Kind: "EtcdCluster", APIVersion: etcdv1alpha1.GroupVersion.String(), Namespace: c.Namespace, Name: c.Name, UID: got.UID},
+		Regarding: corev1.ObjectReference{Kind: "EtcdCluster", APIVersion: etcdv1beta1.GroupVersion.String(), Namespace: c.Namespace, Name: c.Name, UID: got.UID},
 	}
 	if err := k8s.Create(ctx, e); err != nil {
 		t.Fatalf("create event: %v", err)
@@ -109,7 +109,7 @@ func TestMoveLeader(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "move-leader")
 	c := createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3)), healthyStatus())
-	key := etcdv1alpha1.AnnotationMoveLeader
+	key := etcdv1beta1.AnnotationMoveLeader
 
 	out, done := start("-n", ns, "move-leader", "demo", "demo-1", "--timeout", "30s")
 	if v := awaitRequest(t, c, key); v != "demo-1" {
@@ -117,7 +117,7 @@ func TestMoveLeader(t *testing.T) {
 	}
 	waitOutput(t, out, "EtcdCluster move-leader/demo: asked the operator with etcd.etcdkit.dev/move-leader=demo-1\n")
 	answer(t, c, key, "MovedLeader", "Moved leadership from demo-0 to demo-1 (ID 91bc3c398fb3c146): as etcd.etcdkit.dev/move-leader asked",
-		func(st *etcdv1alpha1.EtcdClusterStatus) { st.Leader = "demo-1" })
+		func(st *etcdv1beta1.EtcdClusterStatus) { st.Leader = "demo-1" })
 	r := <-done
 	if r.err != nil || !strings.HasSuffix(r.out.String(), "\ndemo-1 leads EtcdCluster move-leader/demo (ID 91bc3c398fb3c146); demo-0 led before\n") {
 		t.Errorf("move-leader: %v\n%s", r.err, r.out)
@@ -126,7 +126,7 @@ func TestMoveLeader(t *testing.T) {
 	_, done = start("-n", ns, "move-leader", "demo", "demo-7", "--timeout", "30s")
 	awaitRequest(t, c, key)
 	refusal := "Refused etcd.etcdkit.dev/move-leader=demo-7: the cluster has no member demo-7 (its members: demo-0, demo-1, demo-2)"
-	answer(t, c, key, etcdv1alpha1.ReasonRequestRefused, refusal, nil)
+	answer(t, c, key, etcdv1beta1.ReasonRequestRefused, refusal, nil)
 	if r = <-done; r.err == nil || r.err.Error() != "the operator refused the request: "+refusal {
 		t.Errorf("refused move-leader: %v", r.err)
 	}
@@ -163,12 +163,12 @@ func TestDefrag(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "defrag")
 	c := createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3)), healthyStatus())
-	key := etcdv1alpha1.AnnotationDefragment
-	shrink := func(st *etcdv1alpha1.EtcdClusterStatus) {
+	key := etcdv1beta1.AnnotationDefragment
+	shrink := func(st *etcdv1beta1.EtcdClusterStatus) {
 		for i := range st.Members {
 			st.Members[i].DBSizeBytes = 1 << 20
 		}
-		st.Maintenance = &etcdv1alpha1.MaintenanceStatus{LastDefragmentation: &etcdv1alpha1.DefragmentationRecord{
+		st.Maintenance = &etcdv1beta1.MaintenanceStatus{LastDefragmentation: &etcdv1beta1.DefragmentationRecord{
 			Member: "demo-0", Time: metav1.Now(), DurationMillis: 40, DBSizeBeforeBytes: 8 << 20, DBSizeAfterBytes: 1 << 20}}
 	}
 
@@ -177,7 +177,7 @@ func TestDefrag(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, token); err != nil {
 		t.Errorf("%s=%s: not an RFC 3339 time", key, token)
 	}
-	progressing(t, c, etcdv1alpha1.ReasonDefragmenting, "Defragmented demo-1 in 12ms: its database file went from 6.0 MiB to 1.0 MiB; next: demo-2, demo-0")
+	progressing(t, c, etcdv1beta1.ReasonDefragmenting, "Defragmented demo-1 in 12ms: its database file went from 6.0 MiB to 1.0 MiB; next: demo-2, demo-0")
 	waitOutput(t, out, "Defragmenting: Defragmented demo-1 in 12ms")
 	answer(t, c, key, "Defragmented", "Defragmented every voting member as etcd.etcdkit.dev/defragment="+token+" asked", shrink)
 	r := <-done
@@ -206,14 +206,14 @@ func TestDefrag(t *testing.T) {
 }
 
 // progressing writes the Progressing condition of cluster c as the operator would.
-func progressing(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason, msg string) {
+func progressing(t *testing.T, c *etcdv1beta1.EtcdCluster, reason, msg string) {
 	t.Helper()
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
 		t.Fatal(err)
 	}
 	for i := range got.Status.Conditions {
-		if got.Status.Conditions[i].Type == etcdv1alpha1.ConditionProgressing {
+		if got.Status.Conditions[i].Type == etcdv1beta1.ConditionProgressing {
 			got.Status.Conditions[i].Status, got.Status.Conditions[i].Reason, got.Status.Conditions[i].Message = metav1.ConditionTrue, reason, msg
 		}
 	}
@@ -223,9 +223,9 @@ func progressing(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason, msg string) 
 }
 
 // setStatus writes st as the status of cluster c.
-func setStatus(t *testing.T, c *etcdv1alpha1.EtcdCluster, st etcdv1alpha1.EtcdClusterStatus) {
+func setStatus(t *testing.T, c *etcdv1beta1.EtcdCluster, st etcdv1beta1.EtcdClusterStatus) {
 	t.Helper()
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestReplaceMember(t *testing.T) {
 	apiServer(t)
 	ns := newNamespace(t, "replace")
 	c := createCluster(t, testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3)), healthyStatus())
-	key := etcdv1alpha1.AnnotationReplaceMember
+	key := etcdv1beta1.AnnotationReplaceMember
 
 	r := run("-n", ns, "replace-member", "demo", "demo-1")
 	if r.err == nil || !strings.Contains(r.err.Error(), "pass --yes to confirm (stdin is not a terminal to ask on)") {
@@ -255,7 +255,7 @@ func TestReplaceMember(t *testing.T) {
 	if r.err == nil || r.err.Error() != "not confirmed: nothing was changed" || !strings.Contains(r.errOut.String(), "Replace member demo-1 of EtcdCluster demo? ") {
 		t.Errorf("replace-member not confirmed: %v\n%s", r.err, r.errOut)
 	}
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil || got.Annotations[key] != "" {
 		t.Fatalf("annotations after a replacement not confirmed: %v %v", got.Annotations, err)
 	}
@@ -265,21 +265,21 @@ func TestReplaceMember(t *testing.T) {
 		t.Fatalf("%s=%s, want demo-1", key, v)
 	}
 	replacing := "Replacing member demo-1 (ID 91bc3c398fb3c146) as etcd.etcdkit.dev/replace-member asked: deleted its claim and pod"
-	answer(t, c, key, etcdv1alpha1.ReasonReplacingMember, replacing, func(st *etcdv1alpha1.EtcdClusterStatus) {
-		st.Conditions[1].Status, st.Conditions[1].Reason, st.Conditions[1].Message = metav1.ConditionTrue, etcdv1alpha1.ReasonReplacingMember, replacing
-		st.Members[1] = etcdv1alpha1.MemberStatus{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1alpha1.RoleVoter}
+	answer(t, c, key, etcdv1beta1.ReasonReplacingMember, replacing, func(st *etcdv1beta1.EtcdClusterStatus) {
+		st.Conditions[1].Status, st.Conditions[1].Reason, st.Conditions[1].Message = metav1.ConditionTrue, etcdv1beta1.ReasonReplacingMember, replacing
+		st.Members[1] = etcdv1beta1.MemberStatus{Name: "demo-1", ID: "91bc3c398fb3c146", Role: etcdv1beta1.RoleVoter}
 		st.ReadyReplicas = 2
 	})
 	waitOutput(t, out, "ReplacingMember: "+replacing)
 	// the same request made again meanwhile, and refused (demo-1 is a learner then), is not this one's
-	answer(t, c, key, etcdv1alpha1.ReasonRequestRefused, "Refused etcd.etcdkit.dev/replace-member=demo-1: demo-1 is a learner being added to the cluster", nil)
-	setStatus(t, c, func() etcdv1alpha1.EtcdClusterStatus {
+	answer(t, c, key, etcdv1beta1.ReasonRequestRefused, "Refused etcd.etcdkit.dev/replace-member=demo-1: demo-1 is a learner being added to the cluster", nil)
+	setStatus(t, c, func() etcdv1beta1.EtcdClusterStatus {
 		st := healthyStatus()
-		st.Members[1] = etcdv1alpha1.MemberStatus{Name: "demo-1", ID: "5a1b2c3d4e5f6071", Role: etcdv1alpha1.RoleLearner, Healthy: true}
+		st.Members[1] = etcdv1beta1.MemberStatus{Name: "demo-1", ID: "5a1b2c3d4e5f6071", Role: etcdv1beta1.RoleLearner, Healthy: true}
 		st.ReadyReplicas = 2
 		return st
 	}())
-	setStatus(t, c, func() etcdv1alpha1.EtcdClusterStatus {
+	setStatus(t, c, func() etcdv1beta1.EtcdClusterStatus {
 		st := healthyStatus()
 		st.Members[1].ID = "5a1b2c3d4e5f6071"
 		return st

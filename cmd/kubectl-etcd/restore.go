@@ -5,13 +5,12 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // restoreOptions are the flags of `kubectl etcd restore`.
@@ -67,7 +66,7 @@ func runRestore(cmd *cobra.Command, g *globals, o *restoreOptions, backup string
 		return err
 	}
 	ctx := cmd.Context()
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: backup}, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("no EtcdBackup %q in namespace %s: `kubectl -n %s get etcdbackups` lists them", backup, ns, ns)
@@ -76,13 +75,13 @@ func runRestore(cmd *cobra.Command, g *globals, o *restoreOptions, backup string
 	}
 	warn := cmd.ErrOrStderr()
 	switch b.Status.Phase {
-	case etcdv1alpha1.BackupSucceeded:
-	case etcdv1alpha1.BackupFailed:
+	case etcdv1beta1.BackupSucceeded:
+	case etcdv1beta1.BackupFailed:
 		return fmt.Errorf("EtcdBackup %s/%s failed and holds no snapshot: restore a Succeeded one (`kubectl -n %s get etcdbackups`)", ns, backup, ns)
 	default:
 		fmt.Fprintf(warn, "Note: EtcdBackup %s is %s, not Succeeded yet: the new cluster creates no member until it succeeds.\n", backup, orNone(string(b.Status.Phase)))
 	}
-	source := &etcdv1alpha1.EtcdCluster{}
+	source := &etcdv1beta1.EtcdCluster{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Spec.ClusterRef.Name}, source); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("read EtcdCluster %s/%s, the backed-up cluster: %w", ns, b.Spec.ClusterRef.Name, err)
@@ -105,13 +104,13 @@ func runRestore(cmd *cobra.Command, g *globals, o *restoreOptions, backup string
 
 // restoreManifest returns the EtcdCluster into that restores backup b, with the settings of source
 // (the backed-up cluster; nil when it is gone) and replicas members (0: the source's, or the default).
-func restoreManifest(b *etcdv1alpha1.EtcdBackup, source *etcdv1alpha1.EtcdCluster, into string, replicas int32) *etcdv1alpha1.EtcdCluster {
-	ec := &etcdv1alpha1.EtcdCluster{
-		TypeMeta:   metav1.TypeMeta{APIVersion: etcdv1alpha1.GroupVersion.String(), Kind: "EtcdCluster"},
+func restoreManifest(b *etcdv1beta1.EtcdBackup, source *etcdv1beta1.EtcdCluster, into string, replicas int32) *etcdv1beta1.EtcdCluster {
+	ec := &etcdv1beta1.EtcdCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: etcdv1beta1.GroupVersion.String(), Kind: "EtcdCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: into, Namespace: b.Namespace},
-		Spec: etcdv1alpha1.EtcdClusterSpec{
-			Bootstrap: &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{
-				BackupRef: &corev1.LocalObjectReference{Name: b.Name},
+		Spec: etcdv1beta1.EtcdClusterSpec{
+			Bootstrap: &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{
+				BackupRef: &etcdv1beta1.LocalObjectReference{Name: b.Name},
 			}},
 		},
 	}
@@ -123,7 +122,7 @@ func restoreManifest(b *etcdv1alpha1.EtcdBackup, source *etcdv1alpha1.EtcdCluste
 		s.Storage = *source.Spec.Storage.DeepCopy()
 		s.Options = source.Spec.Options.DeepCopy()
 		if t := source.Spec.TLS; t != nil {
-			s.TLS = &etcdv1alpha1.TLSSpec{Client: t.Client.DeepCopy(), Peer: t.Peer.DeepCopy(), IssuerRef: t.IssuerRef.DeepCopy()}
+			s.TLS = &etcdv1beta1.TLSSpec{Client: t.Client.DeepCopy(), Peer: t.Peer.DeepCopy(), IssuerRef: t.IssuerRef.DeepCopy()}
 		}
 	} else {
 		s.Version = b.Status.EtcdVersion
@@ -136,10 +135,10 @@ func restoreManifest(b *etcdv1alpha1.EtcdBackup, source *etcdv1alpha1.EtcdCluste
 
 // manifest is an EtcdCluster as a user writes it: no status, no server-set metadata.
 type manifest struct {
-	APIVersion string                       `json:"apiVersion"`
-	Kind       string                       `json:"kind"`
-	Metadata   manifestMeta                 `json:"metadata"`
-	Spec       etcdv1alpha1.EtcdClusterSpec `json:"spec"`
+	APIVersion string                      `json:"apiVersion"`
+	Kind       string                      `json:"kind"`
+	Metadata   manifestMeta                `json:"metadata"`
+	Spec       etcdv1beta1.EtcdClusterSpec `json:"spec"`
 }
 
 // manifestMeta is the metadata of a manifest.
@@ -149,7 +148,7 @@ type manifestMeta struct {
 }
 
 // writeManifest writes ec as a manifest to apply; in YAML, after a comment saying what it restores.
-func writeManifest(w io.Writer, format string, ec *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) error {
+func writeManifest(w io.Writer, format string, ec *etcdv1beta1.EtcdCluster, b *etcdv1beta1.EtcdBackup) error {
 	m := manifest{APIVersion: ec.APIVersion, Kind: ec.Kind, Metadata: manifestMeta{Name: ec.Name, Namespace: ec.Namespace}, Spec: ec.Spec}
 	if format == "yaml" {
 		fmt.Fprintf(w, "# A new cluster from EtcdBackup %s: a snapshot of EtcdCluster %s", b.Name, b.Spec.ClusterRef.Name)

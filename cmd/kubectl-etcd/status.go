@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // errNoCRD is returned when the API server does not know EtcdClusters.
@@ -44,7 +44,7 @@ down. Without a name, list the namespace's clusters.
 			if len(args) == 0 {
 				return listClusters(cmd, c, ns, output)
 			}
-			ec := &etcdv1alpha1.EtcdCluster{}
+			ec := &etcdv1beta1.EtcdCluster{}
 			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, ec); err != nil {
 				return clusterGetError(err, ns, args[0])
 			}
@@ -60,7 +60,7 @@ down. Without a name, list the namespace's clusters.
 
 // listClusters writes the EtcdClusters of namespace ns.
 func listClusters(cmd *cobra.Command, c client.Client, ns, output string) error {
-	list := &etcdv1alpha1.EtcdClusterList{}
+	list := &etcdv1beta1.EtcdClusterList{}
 	if err := c.List(cmd.Context(), list, client.InNamespace(ns)); err != nil {
 		if meta.IsNoMatchError(err) {
 			return errNoCRD
@@ -68,7 +68,7 @@ func listClusters(cmd *cobra.Command, c client.Client, ns, output string) error 
 		return fmt.Errorf("list the EtcdClusters of namespace %s: %w", ns, err)
 	}
 	if output != "" {
-		list.APIVersion, list.Kind = etcdv1alpha1.GroupVersion.String(), "EtcdClusterList"
+		list.APIVersion, list.Kind = etcdv1beta1.GroupVersion.String(), "EtcdClusterList"
 		return printObject(cmd.OutOrStdout(), output, list)
 	}
 	if len(list.Items) == 0 {

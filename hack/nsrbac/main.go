@@ -34,6 +34,8 @@ var namespaced = map[string]bool{
 var clusterScoped = map[string]string{
 	"admissionregistration.k8s.io/validatingwebhookconfigurations": webhookWhy,
 	"admissionregistration.k8s.io/mutatingwebhookconfigurations":   webhookWhy,
+	"apiextensions.k8s.io/customresourcedefinitions":               conversionWhy,
+	"apiextensions.k8s.io/customresourcedefinitions/status":        storedWhy,
 	"authentication.k8s.io/tokenreviews":                           "the metrics endpoint (--metrics-secure): who is the scraper whose bearer token came with the request",
 	"authorization.k8s.io/subjectaccessreviews":                    "the metrics endpoint (--metrics-secure): may that scraper get /metrics",
 	"cert-manager.io/clusterissuers":                               "spec.tls.issuerRef: whether the ClusterIssuer a cluster names exists and is Ready (get by name, uncached)",
@@ -43,6 +45,12 @@ var clusterScoped = map[string]string{
 // webhookWhy is the reason of the rules on the webhook configurations.
 const webhookWhy = "the webhook certificate (--webhook-cert-provisioner=self): the operator watches the webhook configurations " +
 	"(list and watch cannot be limited by name) and puts its CA into the caBundle of its own two (update, by name); its readiness check reads them"
+
+// storedWhy is why the operator updates the status of its own CRDs.
+const storedWhy = "the move to the storage version v1beta1: once every object is rewritten in it, the operator records it as the only stored version of its two CRDs (by name); an operator that watches only some namespaces never does"
+
+// conversionWhy is why the operator reads and updates its own CRDs.
+const conversionWhy = "the conversion webhook between v1alpha1 and v1beta1: the operator points its two CRDs (get and update, by name) at its own Service and the caBundle of its webhook configurations"
 
 func main() {
 	root := "."

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -76,7 +76,7 @@ type Keeper struct {
 // with a random password (crypto/rand) when it is missing, reporting created. Errors wrap
 // ErrSecretUnusable when the Secret needs a person (the message says what to do), and never hold the
 // password.
-func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (creds *Credentials, created bool, err error) {
+func (k *Keeper) Ensure(ctx context.Context, c *etcdv1beta1.EtcdCluster) (creds *Credentials, created bool, err error) {
 	if !c.Spec.AuthEnabled() {
 		return nil, false, nil
 	}
@@ -131,7 +131,7 @@ func (k *Keeper) get(ctx context.Context, key types.NamespacedName) (*corev1.Sec
 }
 
 // create creates the generated root Secret of c with a random password.
-func (k *Keeper) create(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*Credentials, bool, error) {
+func (k *Keeper) create(ctx context.Context, c *etcdv1beta1.EtcdCluster) (*Credentials, bool, error) {
 	b := make([]byte, passwordBytes)
 	if _, err := rand.Read(b); err != nil {
 		return nil, false, fmt.Errorf("generate root password: %w", err)
@@ -175,7 +175,7 @@ func Enable(ctx context.Context, cli etcd.Client, creds *Credentials, obs *verdi
 		return nil, err
 	}
 	*obs.Enabled = true
-	return verdict.Acting(etcdv1alpha1.ReasonEnablingAuth, fmt.Sprintf(
+	return verdict.Acting(etcdv1beta1.ReasonEnablingAuth, fmt.Sprintf(
 		"Enabled etcd authentication with user root (password in Secret %s); the operator's clients now authenticate", creds.Secret)), nil
 }
 
@@ -185,7 +185,7 @@ func Refused(err error, creds *Credentials) *verdict.Step {
 	if creds == nil || !errors.Is(err, etcd.ErrAuthFailed) {
 		return nil
 	}
-	return verdict.Blocked(etcdv1alpha1.ReasonAuthFailed, fmt.Sprintf(
+	return verdict.Blocked(etcdv1beta1.ReasonAuthFailed, fmt.Sprintf(
 		"etcd refuses the root password in Secret %s: etcd's root password is another (the cluster may have been restored from a snapshot of a cluster with another password, "+
 			"or the Secret was changed without `etcdctl user passwd root`); put etcd's root password back into the Secret, or point spec.auth.rootSecretRef at the Secret that holds it", creds.Secret))
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // newCluster creates cluster name in a namespace of its own with opts.
-func newCluster(t *testing.T, name string, opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func newCluster(t *testing.T, name string, opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "auth-" + name}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
@@ -124,7 +124,7 @@ func TestEnsure(t *testing.T) {
 	if err := k8s.Delete(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	gen.Status.Auth = &etcdv1alpha1.AuthStatus{Enabled: true, RootSecret: first.Secret}
+	gen.Status.Auth = &etcdv1beta1.AuthStatus{Enabled: true, RootSecret: first.Secret}
 	checkUnusable(t, k, gen, "secret gen-root-credentials is gone but etcd authentication is on with the password it held: "+
 		"the root password Secret cannot be used: restore the Secret from a copy (a new password would be refused by etcd)")
 
@@ -136,7 +136,7 @@ func TestEnsure(t *testing.T) {
 	checkUnusable(t, k, foreign, "secret foreign-root-credentials exists and is not this cluster's: the root password Secret cannot be used: rename or delete it, or name it in spec.auth.rootSecretRef to use its password")
 }
 
-func checkUnusable(t *testing.T, k *Keeper, c *etcdv1alpha1.EtcdCluster, want string) {
+func checkUnusable(t *testing.T, k *Keeper, c *etcdv1beta1.EtcdCluster, want string) {
 	t.Helper()
 	creds, _, err := k.Ensure(context.Background(), c)
 	if creds != nil || !errors.Is(err, ErrSecretUnusable) || !Blocked(err) || err.Error() != want {

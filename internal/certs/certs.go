@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/pki"
@@ -45,13 +45,13 @@ var ErrCALost = errors.New("the cluster's CA is gone")
 func Blocked(err error) (reason string, blocked bool) {
 	switch {
 	case errors.Is(err, ErrForeignSecret):
-		return etcdv1alpha1.ReasonForeignObject, true
+		return etcdv1beta1.ReasonForeignObject, true
 	case errors.Is(err, ErrCALost):
-		return etcdv1alpha1.ReasonCALost, true
+		return etcdv1beta1.ReasonCALost, true
 	case errors.Is(err, ErrCertificateNotReady):
-		return etcdv1alpha1.ReasonCertificateNotReady, true
+		return etcdv1beta1.ReasonCertificateNotReady, true
 	case errors.Is(err, ErrUnusableSecret):
-		return etcdv1alpha1.ReasonTLSSecretUnusable, true
+		return etcdv1beta1.ReasonTLSSecretUnusable, true
 	}
 	return "", false
 }
@@ -102,8 +102,9 @@ type Result struct {
 	// TrustedCAsHash is a short hash of the CA certificates the members trust, once the CA has been
 	// rotated (empty before); Rotation is the phase of the CA rotation under way (empty when none is)
 	// and RotationStarted when it began.
-	TrustedCAsHash, Rotation string
-	RotationStarted          time.Time
+	TrustedCAsHash  string
+	Rotation        etcdv1beta1.CARotationPhase
+	RotationStarted time.Time
 	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
 	// renews (then TrustedCAsHash hashes their ca.crt, and RenewAt is zero).
 	UserSecrets bool
@@ -136,7 +137,7 @@ func (k *Keeper) now() time.Time {
 }
 
 // Ensure makes cluster c's TLS Secrets what its spec needs (EnsureFor the ports its spec.tls enables).
-func (k *Keeper) Ensure(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (Result, error) {
+func (k *Keeper) Ensure(ctx context.Context, c *etcdv1beta1.EtcdCluster) (Result, error) {
 	return k.EnsureFor(ctx, c, Ports{Client: c.Spec.ClientTLS(), Peer: c.Spec.PeerTLS()})
 }
 
@@ -154,7 +155,7 @@ type Ports struct {
 
 // PortsOf returns the ports cluster c's spec enables TLS on, and those any of pods (its member pods)
 // serves TLS on or carries the certificate of.
-func PortsOf(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Ports {
+func PortsOf(c *etcdv1beta1.EtcdCluster, pods []corev1.Pod) Ports {
 	p := Ports{Client: c.Spec.ClientTLS(), Peer: c.Spec.PeerTLS()}
 	named := map[string]bool{resources.ServerTLSSecretName(c): true, resources.PeerTLSSecretName(c): true}
 	for i := range pods {
@@ -178,7 +179,7 @@ func PortsOf(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Ports {
 // that name exists but is not c's, or when the CA Secret cannot be read as a CA: then the error says
 // which Secret to fix. A cluster without TLS on any port gets nothing (and Secrets it had are left
 // alone). It sets the certificate expiry metric of each Secret.
-func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports Ports) (Result, error) {
 	if !ports.Client && !ports.Peer {
 		k.Forget(c.Namespace, c.Name)
 		return Result{}, nil
@@ -240,7 +241,7 @@ func (k *Keeper) EnsureFor(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 }
 
 // ensureCA reads cluster c's CA from its Secret, or creates both.
-func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*caState, []Changed, error) {
+func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1beta1.EtcdCluster) (*caState, []Changed, error) {
 	name := resources.CASecretName(c)
 	s, err := k.get(ctx, c, name)
 	if err != nil {
@@ -282,7 +283,7 @@ func (k *Keeper) ensureCA(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*ca
 
 // ensureLeaf keeps Secret name a certificate of the issuing CA of st for req, with the CA certificates
 // the members trust as its ca.crt, and returns what it changed and the certificate the Secret holds then.
-func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st *caState, name string, req pki.Request) (*Changed, *x509.Certificate, error) {
+func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1beta1.EtcdCluster, st *caState, name string, req pki.Request) (*Changed, *x509.Certificate, error) {
 	ca := st.ca
 	s, err := k.get(ctx, c, name)
 	if err != nil {
@@ -352,8 +353,8 @@ func (k *Keeper) create(ctx context.Context, s *corev1.Secret) error {
 // renewalRequested returns why certificate certPEM must be issued again when cluster c's
 // etcd.etcdkit.dev/renew-certificates annotation asks for certificates issued before a later time. A
 // time after now asks nothing yet: every certificate issued now would be before it again.
-func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte, now time.Time) error {
-	v, ok := c.Annotations[etcdv1alpha1.AnnotationRenewCertificates]
+func renewalRequested(c *etcdv1beta1.EtcdCluster, certPEM []byte, now time.Time) error {
+	v, ok := c.Annotations[etcdv1beta1.AnnotationRenewCertificates]
 	if !ok {
 		return nil
 	}
@@ -363,13 +364,13 @@ func renewalRequested(c *etcdv1alpha1.EtcdCluster, certPEM []byte, now time.Time
 	}
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil || pki.IssuedAt(cert).Before(before) {
-		return fmt.Errorf("renewal requested by annotation %s=%s", etcdv1alpha1.AnnotationRenewCertificates, v)
+		return fmt.Errorf("renewal requested by annotation %s=%s", etcdv1beta1.AnnotationRenewCertificates, v)
 	}
 	return nil
 }
 
 // get reads Secret name of cluster c: nil when there is none, an error when it exists but is not c's.
-func (k *Keeper) get(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Secret, error) {
+func (k *Keeper) get(ctx context.Context, c *etcdv1beta1.EtcdCluster, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
 	// the operator's own Secret, or one about to be created: a Secret of that name that is not
@@ -391,7 +392,7 @@ func (k *Keeper) get(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name stri
 // refreshOperator issues the operator's client certificate for cluster c when it has none from the
 // issuing CA of st or it is due for renewal, and keeps the configuration it dials c's members with: it
 // trusts the CA certificates the members trust.
-func (k *Keeper) refreshOperator(c *etcdv1alpha1.EtcdCluster, st *caState) error {
+func (k *Keeper) refreshOperator(c *etcdv1beta1.EtcdCluster, st *caState) error {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 	ca := st.ca
 	k.mu.Lock()

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/pki"
@@ -50,23 +50,23 @@ func TestMain(m *testing.M) {
 }
 
 // newCluster creates an EtcdCluster with TLS on both ports in a namespace of its own.
-func newCluster(t *testing.T) *etcdv1alpha1.EtcdCluster {
+func newCluster(t *testing.T) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "certs-"}}
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdClusterSpec{TLS: &etcdv1alpha1.TLSSpec{
-			Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}}}
+	c := &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},
+		Spec: etcdv1beta1.EtcdClusterSpec{TLS: &etcdv1beta1.TLSSpec{
+			Client: &etcdv1beta1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1beta1.TLSListenerSpec{Enabled: true}}}}
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func secret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *corev1.Secret {
+func secret(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: name}, s); err != nil {
@@ -296,12 +296,12 @@ func TestRenewalRequestedByAnnotation(t *testing.T) {
 	if _, err := k.Ensure(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRenewCertificates: "not a time"}
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationRenewCertificates: "not a time"}
 	if changed, err := k.Ensure(ctx, c); err != nil || len(changed.Changed) != 0 {
 		t.Fatalf("with an annotation that is not a time: changed %v, err %v; want nothing", secretNames(changed), err)
 	}
 	now = now.Add(time.Minute)
-	c.Annotations[etcdv1alpha1.AnnotationRenewCertificates] = now.UTC().Format(time.RFC3339)
+	c.Annotations[etcdv1beta1.AnnotationRenewCertificates] = now.UTC().Format(time.RFC3339)
 	now = now.Add(time.Second)
 	changed, err := k.Ensure(ctx, c)
 	if err != nil {
@@ -327,7 +327,7 @@ func TestLostCAIsNotReplacedUnderRunningCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := k.Ensure(ctx, c)
-	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCALost || !strings.Contains(err.Error(), "restore the CA Secret") {
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1beta1.ReasonCALost || !strings.Contains(err.Error(), "restore the CA Secret") {
 		t.Fatalf("Ensure after the CA Secret was deleted: %v (reason %q); want it blocked, saying to restore the Secret", err, reason)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: "demo-ca"}, &corev1.Secret{}); err == nil {
@@ -343,7 +343,7 @@ func TestRenewalAnnotationInTheFutureWaits(t *testing.T) {
 	if _, err := k.Ensure(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRenewCertificates: now.Add(time.Hour).UTC().Format(time.RFC3339)}
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationRenewCertificates: now.Add(time.Hour).UTC().Format(time.RFC3339)}
 	for range 3 {
 		if res, err := k.Ensure(ctx, c); err != nil || len(res.Changed) != 0 {
 			t.Fatalf("a renewal asked for an hour from now renewed %v (err %v) at once; every certificate issued now would be renewed again on every pass", secretNames(res), err)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -37,7 +37,7 @@ var ErrCertificateNotReady = errors.New("not ready")
 // (syncIssued, trust.go). While a Secret is missing or not yet usable, it returns
 // ErrCertificateIssuing or ErrCertificateNotReady with what the Certificate's conditions say. RenewAt is
 // the earliest renewal time cert-manager reports.
-func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports Ports) (Result, error) {
 	wanted := k.Options.IssuedCertificates(c, ports.Client, ports.Peer)
 	current := make([]*unstructured.Unstructured, 0, len(wanted))
 	var applied []Changed
@@ -58,7 +58,7 @@ func (k *Keeper) ensureIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 
 // useIssued is ensureIssued once the Certificates are current: it checks the Secrets cert-manager
 // wrote and copies them into the operator's (syncIssued).
-func (k *Keeper) useIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports, current []*unstructured.Unstructured) (Result, error) {
+func (k *Keeper) useIssued(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports Ports, current []*unstructured.Unstructured) (Result, error) {
 	res, leaves, err := k.checkUser(ctx, c, ports)
 	if err != nil {
 		if !errors.Is(err, ErrUnusableSecret) {
@@ -106,7 +106,7 @@ func (k *Keeper) useIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 // its name that cluster c controls, and returns it as the API server has it, and what it did for the
 // cluster's events ("" when nothing). An update that conflicts with cert-manager's own (of the status)
 // is tried again on a fresh read.
-func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
+func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1beta1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
 	var got *unstructured.Unstructured
 	var why string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -119,7 +119,7 @@ func (k *Keeper) applyCertificate(ctx context.Context, c *etcdv1alpha1.EtcdClust
 
 // applyCertificateOnce is one attempt of applyCertificate; its error wraps the API server's, so that a
 // conflict is seen as one.
-func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
+func (k *Keeper) applyCertificateOnce(ctx context.Context, c *etcdv1beta1.EtcdCluster, want *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(resources.CertificateGVK)
 	err := k.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: want.GetName()}, got)
@@ -217,7 +217,7 @@ func conditionText(m map[string]any) string {
 }
 
 // issuerOf names cluster c's issuer for messages: "Issuer ca" or "ClusterIssuer ca".
-func issuerOf(c *etcdv1alpha1.EtcdCluster) string {
+func issuerOf(c *etcdv1beta1.EtcdCluster) string {
 	ref := c.Spec.TLS.IssuerRef.Defaulted()
 	return ref.Kind + " " + ref.Name
 }
@@ -225,7 +225,7 @@ func issuerOf(c *etcdv1alpha1.EtcdCluster) string {
 // issuerReady returns ErrCertificateNotReady, saying why, when the issuer of cluster c's
 // spec.tls.issuerRef is one of cert-manager's (group cert-manager.io) and does not exist or is not
 // Ready; nil otherwise (an external issuer's kinds are not known here).
-func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+func (k *Keeper) issuerReady(ctx context.Context, c *etcdv1beta1.EtcdCluster) error {
 	ref := c.Spec.TLS.IssuerRef.Defaulted()
 	if ref.Group != resources.CertificateGVK.Group {
 		return nil
@@ -264,12 +264,12 @@ const (
 // issuedFor returns an unusable-Secret error when l is a Secret of spec.tls.issuerRef that cert-manager
 // did not write for that issuer (its annotations name another, or none): one left from a cluster of the
 // same name, or written before the issuer was changed, until cert-manager issues it again.
-func issuedFor(c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
+func issuedFor(c *etcdv1beta1.EtcdCluster, l *userLeaf) error {
 	if !l.issued {
 		return nil
 	}
 	a := l.secret.Annotations
-	got := etcdv1alpha1.IssuerReference{Name: a[issuerNameAnnotation], Kind: a[issuerKindAnnotation], Group: a[issuerGroupAnnotation]}.Defaulted()
+	got := etcdv1beta1.IssuerReference{Name: a[issuerNameAnnotation], Kind: a[issuerKindAnnotation], Group: a[issuerGroupAnnotation]}.Defaulted()
 	if got == c.Spec.TLS.IssuerRef.Defaulted() {
 		return nil
 	}
@@ -282,7 +282,7 @@ func issuedFor(c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
 // servedExpiry makes the expiry res reports, and the expiry metric of each certificate, those of the
 // certificates the members serve and the clients mount (the operator's Secrets): while a change of the
 // issuer's CA waits, they are older than those cert-manager has issued.
-func servedExpiry(c *etcdv1alpha1.EtcdCluster, ports []*issuedPort, res *Result) {
+func servedExpiry(c *etcdv1beta1.EtcdCluster, ports []*issuedPort, res *Result) {
 	for _, p := range ports {
 		for i, m := range p.mirrors {
 			cert, err := pki.ParseCert(m.Data[resources.TLSCertKey])

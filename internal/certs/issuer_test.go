@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/pki"
@@ -61,7 +61,7 @@ func caSecret(t *testing.T, ns, name, commonName string) *x509.Certificate {
 }
 
 // certificate reads the Certificate named name of cluster c.
-func certificate(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *unstructured.Unstructured {
+func certificate(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(resources.CertificateGVK)
@@ -72,7 +72,7 @@ func certificate(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *unstru
 }
 
 // leaf parses the first certificate of the tls.crt of Secret name of cluster c.
-func leaf(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *x509.Certificate {
+func leaf(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) *x509.Certificate {
 	t.Helper()
 	b, _ := pem.Decode(secret(t, c, name).Data[resources.TLSCertKey])
 	if b == nil {
@@ -94,7 +94,7 @@ func leaf(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) *x509.Certific
 func TestIssuedCertificates(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t)
-	c.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
+	c.Spec.TLS.IssuerRef = &etcdv1beta1.IssuerReference{Name: "ca"}
 	if err := k8s.Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestIssuedCertificates(t *testing.T) {
 	if len(first.Changed) != 3 || !strings.Contains(first.Changed[0].Reason, "Certificate created, for the Issuer ca") {
 		t.Errorf("the first pass: changes %+v; want the three Certificates created, for the cluster's events", first.Changed)
 	}
-	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCertificateNotReady ||
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1beta1.ReasonCertificateNotReady ||
 		!strings.Contains(err.Error(), "the Issuer ca of spec.tls.issuerRef is not ready: it does not exist in namespace "+c.Namespace) {
 		t.Fatalf("the Issuer is missing: %v (reason %q); want it blocked, naming the Issuer", err, reason)
 	}
@@ -121,7 +121,7 @@ func TestIssuedCertificates(t *testing.T) {
 		if got, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name"); got != "ca" {
 			t.Errorf("certificate %s names issuer %q, want ca", name, got)
 		}
-		if got, _, _ := unstructured.NestedString(u.Object, "spec", "secretTemplate", "labels", etcdv1alpha1.LabelCluster); got != "demo" {
+		if got, _, _ := unstructured.NestedString(u.Object, "spec", "secretTemplate", "labels", etcdv1beta1.LabelCluster); got != "demo" {
 			t.Errorf("certificate %s does not label its Secret with the cluster: %q", name, got)
 		}
 	}
@@ -264,7 +264,7 @@ func TestIssuedCertificates(t *testing.T) {
 
 	// a Certificate of the name the cluster needs that is not its own
 	other := newCluster(t)
-	other.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: "ca"}
+	other.Spec.TLS.IssuerRef = &etcdv1beta1.IssuerReference{Name: "ca"}
 	if err := k8s.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestIssuedCertificates(t *testing.T) {
 
 // assertMirror checks that the operator's Secret of kind ("server", "peer", "client") of cluster c holds
 // the certificate and key of cert-manager's Secret, and ca.crt the CAs trust alone.
-func assertMirror(t *testing.T, c *etcdv1alpha1.EtcdCluster, kind string, trust ...*x509.Certificate) {
+func assertMirror(t *testing.T, c *etcdv1beta1.EtcdCluster, kind string, trust ...*x509.Certificate) {
 	t.Helper()
 	issued, mirror := secret(t, c, "demo-cm-"+kind+"-tls"), secret(t, c, "demo-"+kind+"-tls")
 	if !bytes.Equal(issued.Data[resources.TLSCertKey], mirror.Data[resources.TLSCertKey]) || !bytes.Equal(issued.Data[resources.TLSKeyKey], mirror.Data[resources.TLSKeyKey]) {
@@ -305,7 +305,7 @@ func assertTrust(t *testing.T, s *corev1.Secret, trust ...*x509.Certificate) {
 // keeps serving the old certificates (TrustNewCA: the members restart to trust it), copies the new
 // ones only once the rotation step is taken CARotationDwell later on a settled cluster
 // (IssueFromNewCA), drops the old CA the same dwell later (DropOldCA), then ends the change.
-func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster, old *x509.Certificate) {
+func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1beta1.EtcdCluster, old *x509.Certificate) {
 	ctx := context.Background()
 	// member pods mount the Secrets of both ports
 	mounted := certs.Ports{Client: true, Peer: true, MountedClient: true, MountedPeer: true}
@@ -348,7 +348,7 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Rotation != etcdv1alpha1.CARotationTrustNewCA || res.TrustedCAsHash == before.TrustedCAsHash || res.RotationStarted.IsZero() {
+	if res.Rotation != etcdv1beta1.CARotationTrustNewCA || res.TrustedCAsHash == before.TrustedCAsHash || res.RotationStarted.IsZero() {
 		t.Errorf("certificates of a new CA: rotation %q started %s, trust hash %s (before %s); want TrustNewCA and a new hash",
 			res.Rotation, res.RotationStarted, res.TrustedCAsHash, before.TrustedCAsHash)
 	}
@@ -364,7 +364,7 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	}
 	// the only member's pod recreated for the change (no pod mounts the Secrets for a moment): the
 	// change goes on, the old certificates served
-	if res, err := k.EnsureFor(ctx, c, certs.Ports{Client: true, Peer: true}); err != nil || res.Rotation != etcdv1alpha1.CARotationTrustNewCA ||
+	if res, err := k.EnsureFor(ctx, c, certs.Ports{Client: true, Peer: true}); err != nil || res.Rotation != etcdv1beta1.CARotationTrustNewCA ||
 		leaf(t, c, "demo-peer-tls").CheckSignatureFrom(old) != nil {
 		t.Errorf("no member pod for a moment during the change: rotation %q, err %v; want TrustNewCA and the old certificates kept", res.Rotation, err)
 	}
@@ -374,7 +374,7 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	if err := k8s.Delete(ctx, saved); err != nil {
 		t.Fatal(err)
 	}
-	c.Status.TLS = &etcdv1alpha1.TLSStatus{CARotation: &etcdv1alpha1.CARotationStatus{Phase: res.Rotation}} // as the status says
+	c.Status.TLS = &etcdv1beta1.TLSStatus{CARotation: &etcdv1beta1.CARotationStatus{Phase: res.Rotation}} // as the status says
 	if _, err := k.EnsureFor(ctx, c, mounted); !errors.Is(err, certs.ErrCALost) || !strings.Contains(err.Error(), "secret demo-peer-tls, which the member pods mount, was deleted") {
 		t.Errorf("the peer Secret deleted during the change: %v; want ErrCALost naming it", err)
 	}
@@ -382,7 +382,7 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 	if err := k8s.Create(ctx, saved); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != etcdv1alpha1.CARotationTrustNewCA {
+	if res, err = k.EnsureFor(ctx, c, mounted); err != nil || res.Rotation != etcdv1beta1.CARotationTrustNewCA {
 		t.Fatalf("the peer Secret put back: rotation %q, err %v", res.Rotation, err)
 	}
 	// deleted again, and no copy: once no member pod is left (the user deleted them together), the
@@ -397,7 +397,7 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 
 	// the next steps, on a settled cluster (no members to check here), each a dwell after the last
 	now := time.Now()
-	step := func(at time.Duration, want string) {
+	step := func(at time.Duration, want etcdv1beta1.CARotationPhase) {
 		t.Helper()
 		k.Now = func() time.Time { return now.Add(at) }
 		if ch, wait, err := k.AdvanceRotation(ctx, c, res, nil); err != nil || ch != nil || !strings.Contains(wait, "waits until") {
@@ -413,12 +413,12 @@ func replaceIssuerCA(t *testing.T, k *certs.Keeper, c *etcdv1alpha1.EtcdCluster,
 			t.Fatalf("after the step: rotation %q, err %v; want %q", res.Rotation, err, want)
 		}
 	}
-	step(0, etcdv1alpha1.CARotationIssueFromNewCA)
+	step(0, etcdv1beta1.CARotationIssueFromNewCA)
 	for _, kind := range []string{"server", "client"} {
 		assertMirror(t, c, kind, old, newCA)
 	}
 	assertMirror(t, c, "peer", newCA)
-	step(certs.CARotationDwell, etcdv1alpha1.CARotationDropOldCA)
+	step(certs.CARotationDwell, etcdv1beta1.CARotationDropOldCA)
 	for _, kind := range []string{"server", "peer", "client"} {
 		assertMirror(t, c, kind, newCA)
 	}

@@ -17,7 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -64,7 +64,7 @@ type caState struct {
 	next *pki.CA
 	// phase is the rotation's phase (empty when none is under way), started when the rotation began
 	// and since when the phase did.
-	phase          string
+	phase          etcdv1beta1.CARotationPhase
 	started, since time.Time
 }
 
@@ -74,7 +74,7 @@ func readCAState(s *corev1.Secret) (*caState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &caState{secret: s, ca: ca, trust: ca.CertPEM, phase: s.Annotations[etcdv1alpha1.AnnotationCARotationPhase]}
+	st := &caState{secret: s, ca: ca, trust: ca.CertPEM, phase: etcdv1beta1.CARotationPhase(s.Annotations[etcdv1beta1.AnnotationCARotationPhase])}
 	if b, ok := s.Data[resources.CAKey]; ok {
 		if _, err := pki.Pool(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", resources.CAKey, err)
@@ -82,10 +82,10 @@ func readCAState(s *corev1.Secret) (*caState, error) {
 		st.trust, st.rotated = b, true
 	}
 	if st.phase != "" {
-		st.started, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1alpha1.AnnotationCARotationStarted])
-		st.since, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince])
+		st.started, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1beta1.AnnotationCARotationStarted])
+		st.since, _ = time.Parse(time.RFC3339, s.Annotations[etcdv1beta1.AnnotationCARotationPhaseSince])
 	}
-	if st.phase == etcdv1alpha1.CARotationTrustNewCA {
+	if st.phase == etcdv1beta1.CARotationTrustNewCA {
 		if st.next, err = pki.ParseCA(s.Data[nextCertKey], s.Data[nextKeyKey]); err != nil {
 			return nil, fmt.Errorf("the new CA (%s) of the rotation under way: %w", nextCertKey, err)
 		}
@@ -106,11 +106,11 @@ func (st *caState) trustedHash() string {
 // rotationDue returns why cluster c's CA ca must be rotated now ("" when it need not): the
 // etcd.etcdkit.dev/rotate-ca annotation asks for CAs issued before a time that has come, or the CA
 // expires within CARotateBefore.
-func rotationDue(c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, now time.Time) string {
-	if v, ok := c.Annotations[etcdv1alpha1.AnnotationRotateCA]; ok {
+func rotationDue(c *etcdv1beta1.EtcdCluster, ca *x509.Certificate, now time.Time) string {
+	if v, ok := c.Annotations[etcdv1beta1.AnnotationRotateCA]; ok {
 		before, err := time.Parse(time.RFC3339, v)
 		if err == nil && !before.After(now) && pki.IssuedAt(ca).Before(before) {
-			return fmt.Sprintf("requested by annotation %s=%s", etcdv1alpha1.AnnotationRotateCA, v)
+			return fmt.Sprintf("requested by annotation %s=%s", etcdv1beta1.AnnotationRotateCA, v)
 		}
 	}
 	if ca.NotAfter.Sub(now) < CARotateBefore {
@@ -137,7 +137,7 @@ func rotationDue(c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, now time.Tim
 //  3. every member serves certificates of the new CA on its TLS ports: the old CA leaves the trust
 //     bundle, and the members restart one at a time again;
 //  4. every member trusts only the new CA: the rotation is over.
-func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluster, res Result, members map[string]string) (*Changed, string, error) {
+func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1beta1.EtcdCluster, res Result, members map[string]string) (*Changed, string, error) {
 	if res.issued != nil {
 		return k.advanceIssued(ctx, c, res.issued, members)
 	}
@@ -150,13 +150,13 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		s.Annotations = map[string]string{}
 	}
 	now := k.now()
-	if st.phase == etcdv1alpha1.CARotationTrustNewCA || st.phase == etcdv1alpha1.CARotationIssueFromNewCA {
+	if st.phase == etcdv1beta1.CARotationTrustNewCA || st.phase == etcdv1beta1.CARotationIssueFromNewCA {
 		if until := st.since.Add(k.dwell()); now.Before(until) {
 			return nil, fmt.Sprintf("CA rotation (%s) waits until %s for clients that mount Secret %s to load it",
 				st.phase, until.UTC().Format(time.RFC3339), resources.ClientTLSSecretName(c)), nil
 		}
 	}
-	s.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince] = now.UTC().Format(time.RFC3339)
+	s.Annotations[etcdv1beta1.AnnotationCARotationPhaseSince] = now.UTC().Format(time.RFC3339)
 	why, wait, err := k.nextPhase(ctx, c, st, s, members, now)
 	if why == "" || err != nil {
 		return nil, wait, err
@@ -170,7 +170,7 @@ func (k *Keeper) AdvanceRotation(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 // nextPhase writes into s, a copy of the CA Secret st was read from, the next phase of the rotation
 // st is in, or the start of one that is due; it returns why (empty when nothing changes) or what the
 // rotation waits for.
-func (k *Keeper) nextPhase(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st *caState, s *corev1.Secret,
+func (k *Keeper) nextPhase(ctx context.Context, c *etcdv1beta1.EtcdCluster, st *caState, s *corev1.Secret,
 	members map[string]string, now time.Time) (why, wait string, err error) {
 	switch st.phase {
 	case "":
@@ -192,31 +192,31 @@ func (k *Keeper) nextPhase(ctx context.Context, c *etcdv1alpha1.EtcdCluster, st 
 		}
 		s.Data[nextCertKey], s.Data[nextKeyKey] = next.CertPEM, keyPEM
 		s.Data[resources.CAKey] = bundle(st.ca.CertPEM, next.CertPEM)
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationTrustNewCA
-		s.Annotations[etcdv1alpha1.AnnotationCARotationStarted] = now.UTC().Format(time.RFC3339)
+		s.Annotations[etcdv1beta1.AnnotationCARotationPhase] = string(etcdv1beta1.CARotationTrustNewCA)
+		s.Annotations[etcdv1beta1.AnnotationCARotationStarted] = now.UTC().Format(time.RFC3339)
 		return "CA rotation started (" + due + "): the members restart one at a time to trust the old and the new CA", "", nil
-	case etcdv1alpha1.CARotationTrustNewCA:
+	case etcdv1beta1.CARotationTrustNewCA:
 		s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey] = s.Data[nextCertKey], s.Data[nextKeyKey]
 		delete(s.Data, nextCertKey)
 		delete(s.Data, nextKeyKey)
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationIssueFromNewCA
+		s.Annotations[etcdv1beta1.AnnotationCARotationPhase] = string(etcdv1beta1.CARotationIssueFromNewCA)
 		return "CA rotation: every member trusts the new CA, which now issues the cluster's certificates", "", nil
-	case etcdv1alpha1.CARotationIssueFromNewCA:
+	case etcdv1beta1.CARotationIssueFromNewCA:
 		if wait := k.servedByOld(ctx, c, st.ca, members); wait != "" {
 			return "", wait, nil
 		}
 		s.Data[resources.CAKey] = st.ca.CertPEM
-		s.Annotations[etcdv1alpha1.AnnotationCARotationPhase] = etcdv1alpha1.CARotationDropOldCA
+		s.Annotations[etcdv1beta1.AnnotationCARotationPhase] = string(etcdv1beta1.CARotationDropOldCA)
 		return "CA rotation: every member serves certificates of the new CA; the members restart one at a time to trust only it", "", nil
-	case etcdv1alpha1.CARotationDropOldCA:
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhase)
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationStarted)
-		delete(s.Annotations, etcdv1alpha1.AnnotationCARotationPhaseSince)
+	case etcdv1beta1.CARotationDropOldCA:
+		delete(s.Annotations, etcdv1beta1.AnnotationCARotationPhase)
+		delete(s.Annotations, etcdv1beta1.AnnotationCARotationStarted)
+		delete(s.Annotations, etcdv1beta1.AnnotationCARotationPhaseSince)
 		return "CA rotation finished: every member trusts only the new CA, which expires at " + st.ca.Cert.NotAfter.UTC().Format(time.RFC3339), "", nil
 	}
 	return "", "", fmt.Errorf("secret %s: unknown %s %q: set it to one of %s, %s or %s", s.Name,
-		etcdv1alpha1.AnnotationCARotationPhase, st.phase, etcdv1alpha1.CARotationTrustNewCA,
-		etcdv1alpha1.CARotationIssueFromNewCA, etcdv1alpha1.CARotationDropOldCA)
+		etcdv1beta1.AnnotationCARotationPhase, st.phase, etcdv1beta1.CARotationTrustNewCA,
+		etcdv1beta1.CARotationIssueFromNewCA, etcdv1beta1.CARotationDropOldCA)
 }
 
 // bundle returns the PEM certificates one after the other.
@@ -231,7 +231,7 @@ func bundle(certs ...[]byte) []byte {
 
 // servedByOld returns which member still serves, on a TLS port of cluster c, a certificate that ca did
 // not issue, and why the rotation waits for it ("" when every member serves ca's).
-func (k *Keeper) servedByOld(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ca *pki.CA, members map[string]string) string {
+func (k *Keeper) servedByOld(ctx context.Context, c *etcdv1beta1.EtcdCluster, ca *pki.CA, members map[string]string) string {
 	var ports []int
 	if c.Spec.ClientTLS() {
 		ports = append(ports, resources.ClientPort)

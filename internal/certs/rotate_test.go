@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 )
@@ -37,7 +37,7 @@ func certsIn(bundle []byte) int {
 
 // copySecretFiles writes Secret name's keys into dir, over what is there, as the kubelet updates a
 // mounted Secret.
-func copySecretFiles(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, dir string) {
+func copySecretFiles(t *testing.T, c *etcdv1beta1.EtcdCluster, name, dir string) {
 	t.Helper()
 	for k, v := range secret(t, c, name).Data {
 		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
@@ -92,7 +92,7 @@ func TestCARotationPhases(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t)
 	k := &certs.Keeper{Client: k8s}
-	ensure := func(wantPhase string) certs.Result {
+	ensure := func(wantPhase etcdv1beta1.CARotationPhase) certs.Result {
 		t.Helper()
 		res, err := k.Ensure(ctx, c)
 		if err != nil {
@@ -128,7 +128,7 @@ func TestCARotationPhases(t *testing.T) {
 	// 1. start: both CAs are trusted, the old one still issues
 	// certificate times have whole seconds: the annotation names a second after the CA's issue, and the
 	// keeper's clock runs past it
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
 	offset := 2 * time.Second
 	k.Now = func() time.Time { return time.Now().Add(offset) }
 	stale := res
@@ -138,7 +138,7 @@ func TestCARotationPhases(t *testing.T) {
 	if _, _, err := k.AdvanceRotation(ctx, c, stale, members); !apierrors.IsConflict(err) {
 		t.Fatalf("a step on a stale read of the CA Secret: err %v, want a conflict", err)
 	}
-	trusting := ensure(etcdv1alpha1.CARotationTrustNewCA)
+	trusting := ensure(etcdv1beta1.CARotationTrustNewCA)
 	if trusting.TrustedCAsHash == "" {
 		t.Fatal("no trusted-CA hash once the bundle holds two CAs: the members would not restart to trust the new one")
 	}
@@ -164,7 +164,7 @@ func TestCARotationPhases(t *testing.T) {
 	if ch, _ := advance(trusting, members); ch == nil {
 		t.Fatal("no step after every member trusts both CAs")
 	}
-	issuing := ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	issuing := ensure(etcdv1beta1.CARotationIssueFromNewCA)
 	if issuing.TrustedCAsHash != trusting.TrustedCAsHash {
 		t.Fatal("the trusted-CA hash changed when only the leaves were issued again: members would restart for nothing")
 	}
@@ -192,16 +192,16 @@ func TestCARotationPhases(t *testing.T) {
 		t.Fatalf("old CA dropped while the member serves its certificates: change %+v, wait %q", ch, wait)
 	}
 	copySecretFiles(t, c, "demo-server-tls", serverDir)
-	issuing = ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	issuing = ensure(etcdv1beta1.CARotationIssueFromNewCA)
 	if ch, wait := advance(issuing, members); ch != nil || !strings.Contains(wait, "port 2380") {
 		t.Fatalf("old CA dropped while the member serves an old peer certificate: change %+v, wait %q", ch, wait)
 	}
 	copySecretFiles(t, c, "demo-peer-tls", peerDir)
-	issuing = ensure(etcdv1alpha1.CARotationIssueFromNewCA)
+	issuing = ensure(etcdv1beta1.CARotationIssueFromNewCA)
 	if ch, wait := advance(issuing, members); ch == nil {
 		t.Fatalf("old CA not dropped once the member serves only new certificates: waits %q", wait)
 	}
-	dropping := ensure(etcdv1alpha1.CARotationDropOldCA)
+	dropping := ensure(etcdv1beta1.CARotationDropOldCA)
 	if dropping.TrustedCAsHash == issuing.TrustedCAsHash || dropping.TrustedCAsHash == "" {
 		t.Fatal("the trusted-CA hash did not change when the old CA left the bundle: members would keep trusting it")
 	}
@@ -238,7 +238,7 @@ func TestCARotationNotStartedWhereRestartsLoseData(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
 	ch, wait, err := k.AdvanceRotation(ctx, c, res, nil)
 	if err != nil || ch != nil || !strings.Contains(wait, "scale to 3 members first") {
 		t.Fatalf("change %+v, wait %q, err %v; want no rotation and a wait that says to scale first", ch, wait, err)
@@ -260,7 +260,7 @@ func TestStaleCACopyAfterRotationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := secret(t, c, "demo-ca").DeepCopy()
-	c.Annotations = map[string]string{etcdv1alpha1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	c.Annotations = map[string]string{etcdv1beta1.AnnotationRotateCA: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
 	offset := 2 * time.Second
 	k.Now = func() time.Time { return time.Now().Add(offset) }
 	for i := 0; i < 4; i++ { // start, then three phases (each after the dwell; no members to wait for)
@@ -282,7 +282,7 @@ func TestStaleCACopyAfterRotationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = k.Ensure(ctx, c)
-	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonCALost || !strings.Contains(err.Error(), "latest copy") {
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1beta1.ReasonCALost || !strings.Contains(err.Error(), "latest copy") {
 		t.Fatalf("Ensure with a stale CA: err %v; want ErrCALost saying to put back the latest copy", err)
 	}
 	if !bytes.Equal(secret(t, c, "demo-server-tls").Data["tls.crt"], leaf) {

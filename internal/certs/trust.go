@@ -15,7 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -57,7 +57,7 @@ type issuedPort struct {
 // says. ports.MountedClient and MountedPeer tell the ports whose Secrets member pods mount: a port no
 // pod uses (yet, and with no CA change under way) takes cert-manager's certificates and CAs as they are.
 // It fails with ErrCALost when a Secret the pods mount is gone during a CA change.
-func (k *Keeper) syncIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf, ports Ports) ([]*issuedPort, []Changed, error) {
+func (k *Keeper) syncIssued(ctx context.Context, c *etcdv1beta1.EtcdCluster, leaves []*userLeaf, ports Ports) ([]*issuedPort, []Changed, error) {
 	var out []*issuedPort
 	var changed []Changed
 	if ports.Client {
@@ -82,7 +82,7 @@ func (k *Keeper) syncIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, le
 }
 
 // mirrorName is the operator's Secret of cert-manager's Secret l.
-func mirrorName(c *etcdv1alpha1.EtcdCluster, l *userLeaf) string {
+func mirrorName(c *etcdv1beta1.EtcdCluster, l *userLeaf) string {
 	switch l.kind {
 	case "server":
 		return resources.ServerTLSSecretName(c)
@@ -93,7 +93,7 @@ func mirrorName(c *etcdv1alpha1.EtcdCluster, l *userLeaf) string {
 }
 
 // syncPort is syncIssued for one port.
-func (k *Keeper) syncPort(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *issuedPort, mounted bool) ([]Changed, error) {
+func (k *Keeper) syncPort(ctx context.Context, c *etcdv1beta1.EtcdCluster, p *issuedPort, mounted bool) ([]Changed, error) {
 	p.mirrors = make([]*corev1.Secret, len(p.sources))
 	var issuerCAs []*x509.Certificate
 	for i, l := range p.sources {
@@ -106,7 +106,7 @@ func (k *Keeper) syncPort(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *i
 	}
 	now := k.now()
 	holder := p.mirrors[0]
-	changing := holder != nil && holder.Annotations[etcdv1alpha1.AnnotationCARotationStarted] != ""
+	changing := holder != nil && holder.Annotations[etcdv1beta1.AnnotationCARotationStarted] != ""
 	missing := p.missing() >= 0
 	// a port no member pod uses takes cert-manager's certificates as they are, unless a CA change is
 	// under way (the only member's pod being recreated for it, say) and its Secrets are all there
@@ -169,7 +169,7 @@ func (p *issuedPort) desired(reset bool) (certs, keys [][]byte, reasons []string
 // started with, which the certificate cert-manager holds may not chain to, and what the Secret held is
 // lost. Outside a change, a gone Secret is written again from cert-manager's (the members trust the
 // issuer's CA).
-func missingMidChange(c *etcdv1alpha1.EtcdCluster, p *issuedPort) error {
+func missingMidChange(c *etcdv1beta1.EtcdCluster, p *issuedPort) error {
 	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
 		return nil
 	}
@@ -198,14 +198,14 @@ func (p *issuedPort) missing() int {
 // loadTrust sets p's trust bundle and the times of the CA change under way from holder, its first
 // mirror, and adds to it the CAs of issuerCAs it lacks; with reset (no bundle yet, or no pod uses it)
 // the bundle is issuerCAs. It returns why the bundle changed (nil when it did not, or with reset).
-func (p *issuedPort) loadTrust(c *etcdv1alpha1.EtcdCluster, holder *corev1.Secret, issuerCAs []*x509.Certificate, reset bool, now time.Time) []string {
+func (p *issuedPort) loadTrust(c *etcdv1beta1.EtcdCluster, holder *corev1.Secret, issuerCAs []*x509.Certificate, reset bool, now time.Time) []string {
 	if reset || p.missing() == 0 {
 		p.trust = pki.Bundle(issuerCAs...)
 		return nil
 	}
 	p.trust = holder.Data[resources.CAKey]
-	p.started, _ = time.Parse(time.RFC3339, holder.Annotations[etcdv1alpha1.AnnotationCARotationStarted])
-	p.since, _ = time.Parse(time.RFC3339, holder.Annotations[etcdv1alpha1.AnnotationCARotationPhaseSince])
+	p.started, _ = time.Parse(time.RFC3339, holder.Annotations[etcdv1beta1.AnnotationCARotationStarted])
+	p.since, _ = time.Parse(time.RFC3339, holder.Annotations[etcdv1beta1.AnnotationCARotationPhaseSince])
 	var added []*x509.Certificate
 	for _, ca := range issuerCAs {
 		if !pki.ContainsCert(p.trust, ca) && !slices.ContainsFunc(added, ca.Equal) {
@@ -256,18 +256,18 @@ func unusedCAs(trust []byte, issuerCAs []*x509.Certificate, certs [][]byte) []*x
 
 // writeMirror makes the i-th mirror of p hold certPEM, keyPEM and p's trust bundle (the first also the
 // annotations of the CA change under way) and returns it: the same object when it already did.
-func (k *Keeper) writeMirror(ctx context.Context, c *etcdv1alpha1.EtcdCluster, p *issuedPort, i int, certPEM, keyPEM []byte) (*corev1.Secret, error) {
+func (k *Keeper) writeMirror(ctx context.Context, c *etcdv1beta1.EtcdCluster, p *issuedPort, i int, certPEM, keyPEM []byte) (*corev1.Secret, error) {
 	m := p.mirrors[i]
 	want := resources.TLSSecret(c, mirrorName(c, p.sources[i]), certPEM, keyPEM, p.trust)
 	annotations := map[string]string{}
 	if m != nil {
 		maps.Copy(annotations, m.Annotations)
 	}
-	delete(annotations, etcdv1alpha1.AnnotationCARotationStarted)
-	delete(annotations, etcdv1alpha1.AnnotationCARotationPhaseSince)
+	delete(annotations, etcdv1beta1.AnnotationCARotationStarted)
+	delete(annotations, etcdv1beta1.AnnotationCARotationPhaseSince)
 	if i == 0 && !p.started.IsZero() {
-		annotations[etcdv1alpha1.AnnotationCARotationStarted] = p.started.UTC().Format(time.RFC3339)
-		annotations[etcdv1alpha1.AnnotationCARotationPhaseSince] = p.since.UTC().Format(time.RFC3339)
+		annotations[etcdv1beta1.AnnotationCARotationStarted] = p.started.UTC().Format(time.RFC3339)
+		annotations[etcdv1beta1.AnnotationCARotationPhaseSince] = p.since.UTC().Format(time.RFC3339)
 	}
 	if m == nil {
 		want.Annotations = annotations
@@ -295,19 +295,19 @@ func commonNames(cas []*x509.Certificate) string {
 
 // issuedTrust returns the short hash of the trust bundles of ports (what status.tls.trustedCAsHash
 // says), the CA change under way (a CARotation* phase, "" when none is) and when it began.
-func issuedTrust(ports []*issuedPort) (hash, phase string, started time.Time) {
+func issuedTrust(ports []*issuedPort) (hash string, phase etcdv1beta1.CARotationPhase, started time.Time) {
 	var all []byte
-	rank := map[string]int{"": 0, etcdv1alpha1.CARotationDropOldCA: 1, etcdv1alpha1.CARotationIssueFromNewCA: 2, etcdv1alpha1.CARotationTrustNewCA: 3}
+	rank := map[etcdv1beta1.CARotationPhase]int{"": 0, etcdv1beta1.CARotationDropOldCA: 1, etcdv1beta1.CARotationIssueFromNewCA: 2, etcdv1beta1.CARotationTrustNewCA: 3}
 	for _, p := range ports {
 		all = append(all, p.trust...)
-		ph := ""
+		var ph etcdv1beta1.CARotationPhase
 		switch {
 		case len(p.pending) > 0:
-			ph = etcdv1alpha1.CARotationTrustNewCA
+			ph = etcdv1beta1.CARotationTrustNewCA
 		case len(p.unused) > 0:
-			ph = etcdv1alpha1.CARotationIssueFromNewCA
+			ph = etcdv1beta1.CARotationIssueFromNewCA
 		case !p.started.IsZero():
-			ph = etcdv1alpha1.CARotationDropOldCA
+			ph = etcdv1beta1.CARotationDropOldCA
 		}
 		if rank[ph] > rank[phase] {
 			phase = ph
@@ -326,7 +326,7 @@ func issuedTrust(ports []*issuedPort) (hash, phase string, started time.Time) {
 // then drops CAs no certificate needs once every member serves one of the CAs that stay, then ends the
 // change; each step CARotationDwell after the one before. members are the IPs of the member pods by
 // member name. It returns the change made or what it waits for.
-func (k *Keeper) advanceIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports []*issuedPort, members map[string]string) (*Changed, string, error) {
+func (k *Keeper) advanceIssued(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports []*issuedPort, members map[string]string) (*Changed, string, error) {
 	now := k.now()
 	var since time.Time
 	var pending, unused, started bool
@@ -388,7 +388,7 @@ func (k *Keeper) advanceIssued(ctx context.Context, c *etcdv1alpha1.EtcdCluster,
 // writePorts writes the mirrors of the ports with a CA change under way after a step of
 // advanceIssued: the certificates that were pending copied in, and the step's time (ongoing) or the
 // change ended. It returns the first mirror written.
-func (k *Keeper) writePorts(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports []*issuedPort, ongoing bool, now time.Time) (*corev1.Secret, error) {
+func (k *Keeper) writePorts(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports []*issuedPort, ongoing bool, now time.Time) (*corev1.Secret, error) {
 	var first *corev1.Secret
 	for _, p := range ports {
 		if p.started.IsZero() {

@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -41,7 +41,7 @@ type userLeaf struct {
 // on the client port, the server's to the CAs of the client's ca.crt, which the operator dials with),
 // the peer certificate with peer TLS. It returns what the certificates are, and keeps the operator's
 // client configuration (the client Secret's certificate and ca.crt).
-func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, error) {
+func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports Ports) (Result, error) {
 	res, leaves, err := k.checkUser(ctx, c, ports)
 	if err != nil || !ports.Client {
 		return res, err
@@ -52,10 +52,10 @@ func (k *Keeper) ensureUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 // checkUser checks the Secrets of ensureUser, or with spec.tls.issuerRef those cert-manager writes
 // (resources.IssuedTLSSecretName), and returns them: server and client first with client TLS, then
 // peer with peer TLS.
-func (k *Keeper) checkUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, ports Ports) (Result, []*userLeaf, error) {
+func (k *Keeper) checkUser(ctx context.Context, c *etcdv1beta1.EtcdCluster, ports Ports) (Result, []*userLeaf, error) {
 	serverReq, peerReq, clientReq := k.Options.UserCertRequests(c)
 	issued := c.Spec.TLSIssuer()
-	name := func(user func(*etcdv1alpha1.EtcdCluster) string, suffix string) string {
+	name := func(user func(*etcdv1beta1.EtcdCluster) string, suffix string) string {
 		if issued {
 			return resources.IssuedTLSSecretName(c, suffix)
 		}
@@ -110,7 +110,7 @@ func (k *Keeper) checkUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, por
 }
 
 // readUser reads the Secret of l into it: any Secret of that name, whoever made it.
-func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *userLeaf) error {
+func (k *Keeper) readUser(ctx context.Context, c *etcdv1beta1.EtcdCluster, l *userLeaf) error {
 	if l.name == "" {
 		return fmt.Errorf("spec.tls.secrets.%s is %w: it is empty, but the member pods still use the %s certificate; "+
 			"set it back until the switch off of its port has finished (status.tls goes once no port uses TLS)", l.field, ErrUnusableSecret, l.kind)
@@ -137,7 +137,7 @@ func (k *Keeper) readUser(ctx context.Context, c *etcdv1alpha1.EtcdCluster, l *u
 // resources.PeerCommonName (spec.tls.secrets.peerCommonName, or the name the Certificate of
 // spec.tls.issuerRef asks for) when that is set; otherwise the peer CA must be no CA of the server
 // Secret's ca.crt, whose client certificates would otherwise be accepted as members'.
-func peerIdentity(c *etcdv1alpha1.EtcdCluster, leaves []*userLeaf) error {
+func peerIdentity(c *etcdv1beta1.EtcdCluster, leaves []*userLeaf) error {
 	var server, peer *userLeaf
 	for _, l := range leaves {
 		switch l.kind {
@@ -192,7 +192,7 @@ func (e *unusableSecret) Unwrap() error { return e.err }
 // userOperator keeps the operator's client configuration of cluster c from the client Secret of
 // spec.tls.secrets: it presents that certificate, and accepts a member whose certificate chains to the
 // Secret's ca.crt and names the client Service, which the server certificate must then do.
-func (k *Keeper) userOperator(c *etcdv1alpha1.EtcdCluster, server, client *userLeaf) error {
+func (k *Keeper) userOperator(c *etcdv1beta1.EtcdCluster, server, client *userLeaf) error {
 	caPEM, certPEM := client.secret.Data[resources.CAKey], client.secret.Data[resources.TLSCertKey]
 	names := k.Options.ClientServiceNames(c)
 	svc := names[len(names)-1]

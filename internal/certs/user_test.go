@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/pki"
@@ -46,7 +46,7 @@ func userSecret(t *testing.T, ns, name string, ca *pki.CA, req pki.Request, caPE
 func TestUserSecrets(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t)
-	c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{Server: "etcd-server", Peer: "etcd-peer", Client: "etcd-client"}
+	c.Spec.TLS.Secrets = &etcdv1beta1.TLSSecrets{Server: "etcd-server", Peer: "etcd-peer", Client: "etcd-client"}
 	if err := k8s.Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestUserSecrets(t *testing.T) {
 
 	k := &certs.Keeper{Client: k8s, Options: opts}
 	_, err = k.Ensure(ctx, c)
-	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1alpha1.ReasonTLSSecretUnusable ||
+	if reason, blocked := certs.Blocked(err); !blocked || reason != etcdv1beta1.ReasonTLSSecretUnusable ||
 		!strings.Contains(err.Error(), "secret etcd-peer (spec.tls.secrets.peer) is not usable: it does not exist") {
 		t.Fatalf("the peer Secret is missing: %v (reason %s), want it blocked, naming the Secret", err, reason)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -57,14 +57,14 @@ type EtcdBackupReconciler struct {
 // reconciler, it writes the status once per pass, only when it changed and with an optimistic lock,
 // and advances observedGeneration only on a pass that succeeded.
 func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		return r.reconcileBackupDelete(ctx, b)
 	}
-	if controllerutil.AddFinalizer(b, etcdv1alpha1.BackupFinalizer) {
+	if controllerutil.AddFinalizer(b, etcdv1beta1.BackupFinalizer) {
 		if err := r.Update(ctx, b); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
@@ -93,7 +93,7 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // patchStatus writes b's status, in one patch, when it differs from what the pass started with.
-func (r *EtcdBackupReconciler) patchStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup, before *etcdv1alpha1.EtcdBackupStatus) error {
+func (r *EtcdBackupReconciler) patchStatus(ctx context.Context, b *etcdv1beta1.EtcdBackup, before *etcdv1beta1.EtcdBackupStatus) error {
 	if equality.Semantic.DeepEqual(before, &b.Status) {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (r *EtcdBackupReconciler) patchStatus(ctx context.Context, b *etcdv1alpha1.
 }
 
 // event records an event on b, when the reconciler has a recorder.
-func (r *EtcdBackupReconciler) event(b *etcdv1alpha1.EtcdBackup, eventType, reason, action, note string, args ...any) {
+func (r *EtcdBackupReconciler) event(b *etcdv1beta1.EtcdBackup, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(b, nil, eventType, reason, action, note, args...)
 	}
@@ -119,7 +119,7 @@ func (r *EtcdBackupReconciler) event(b *etcdv1alpha1.EtcdBackup, eventType, reas
 
 // unfinishedBackupsOf returns requests for the unfinished backups of the cluster named name in ns.
 func (r *EtcdBackupReconciler) unfinishedBackupsOf(ctx context.Context, ns, name string, except types.UID) []reconcile.Request {
-	list := &etcdv1alpha1.EtcdBackupList{}
+	list := &etcdv1beta1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return nil
 	}
@@ -137,13 +137,13 @@ func (r *EtcdBackupReconciler) unfinishedBackupsOf(ctx context.Context, ns, name
 func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.apiReader = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&etcdv1alpha1.EtcdBackup{}).
+		For(&etcdv1beta1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
-		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		Watches(&etcdv1beta1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.unfinishedBackupsOf(ctx, o.GetNamespace(), o.GetName(), "")
 		})).
-		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			b, ok := o.(*etcdv1alpha1.EtcdBackup)
+		Watches(&etcdv1beta1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			b, ok := o.(*etcdv1beta1.EtcdBackup)
 			if !ok {
 				return nil
 			}

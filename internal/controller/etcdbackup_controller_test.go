@@ -33,7 +33,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -228,18 +228,18 @@ func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 	return j
 }
 
-func getBackup(t *testing.T, ns, name string) *etcdv1alpha1.EtcdBackup {
+func getBackup(t *testing.T, ns, name string) *etcdv1beta1.EtcdBackup {
 	t.Helper()
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
 		t.Fatalf("get backup %s: %v", name, err)
 	}
 	return b
 }
 
-func waitBackupPhase(t *testing.T, ns, name string, phase etcdv1alpha1.BackupPhase) *etcdv1alpha1.EtcdBackup {
+func waitBackupPhase(t *testing.T, ns, name string, phase etcdv1beta1.BackupPhase) *etcdv1beta1.EtcdBackup {
 	t.Helper()
-	var b *etcdv1alpha1.EtcdBackup
+	var b *etcdv1beta1.EtcdBackup
 	testutil.Eventually(t, waitTimeout, "backup "+name+" "+string(phase), func(context.Context) error {
 		b = getBackup(t, ns, name)
 		if b.Status.Phase != phase {
@@ -250,11 +250,11 @@ func waitBackupPhase(t *testing.T, ns, name string, phase etcdv1alpha1.BackupPha
 	return b
 }
 
-func newBackup(t *testing.T, ns, name, cluster string, dest *etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+func newBackup(t *testing.T, ns, name, cluster string, dest *etcdv1beta1.BackupDestination) *etcdv1beta1.EtcdBackup {
 	t.Helper()
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: dest},
+		Spec:       etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}, Destination: dest},
 	}
 	if err := k8s.Create(context.Background(), b); err != nil {
 		t.Fatalf("create backup %s: %v", name, err)
@@ -264,14 +264,14 @@ func newBackup(t *testing.T, ns, name, cluster string, dest *etcdv1alpha1.Backup
 
 // availableCluster creates a 1-member cluster whose member is an embedded etcd on host, and waits
 // until it is Available.
-func availableCluster(t *testing.T, name, host string) (*etcdv1alpha1.EtcdCluster, jobWorld) {
+func availableCluster(t *testing.T, name, host string) (*etcdv1beta1.EtcdCluster, jobWorld) {
 	t.Helper()
 	c := createCluster(t, name, 1)
 	testenv.StartEtcd(t, []string{name + "-0"}, []string{host})
 	runPods(t, c, map[string]string{name + "-0": host})
 	testutil.Eventually(t, waitTimeout, "cluster "+name+" Available", func(context.Context) error {
 		c = getCluster(t, c)
-		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+		if a := condition(c, etcdv1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
 			return fmt.Errorf("available %+v", a)
 		}
 		return nil
@@ -281,7 +281,7 @@ func availableCluster(t *testing.T, name, host string) (*etcdv1alpha1.EtcdCluste
 
 // s3Destination creates the credentials Secret (with the given secret key) and returns a destination
 // in the test's S3 server.
-func s3Destination(t *testing.T, ns string, s3 *testenv.S3Server, secretKey string) *etcdv1alpha1.BackupDestination {
+func s3Destination(t *testing.T, ns string, s3 *testenv.S3Server, secretKey string) *etcdv1beta1.BackupDestination {
 	t.Helper()
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: ns},
@@ -290,13 +290,13 @@ func s3Destination(t *testing.T, ns string, s3 *testenv.S3Server, secretKey stri
 	if err := k8s.Create(context.Background(), sec); err != nil {
 		t.Fatal(err)
 	}
-	return &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+	return &etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{
 		Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, ForcePathStyle: true, Prefix: "etcd",
-		CredentialsSecretRef: corev1.LocalObjectReference{Name: sec.Name},
+		CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: sec.Name},
 	}}
 }
 
-func setBackupSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, spec *etcdv1alpha1.BackupSpec) {
+func setBackupSpec(t *testing.T, c *etcdv1beta1.EtcdCluster, spec *etcdv1beta1.BackupSpec) {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, "set spec.backup", func(context.Context) error {
 		cur := getCluster(t, c)
@@ -317,7 +317,7 @@ func TestBackupToS3(t *testing.T) {
 	c, w := availableCluster(t, "bks3", "127.0.0.161")
 	ctx := context.Background()
 	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
-	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest})
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{Destination: *dest})
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.161:2379"}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -330,14 +330,14 @@ func TestBackupToS3(t *testing.T) {
 	newBackup(t, c.Namespace, "first", c.Name, nil)
 
 	job := waitJob(t, c.Namespace, "first-backup")
-	b := waitBackupPhase(t, c.Namespace, "first", etcdv1alpha1.BackupRunning)
+	b := waitBackupPhase(t, c.Namespace, "first", etcdv1beta1.BackupRunning)
 	if b.Status.StartTime == nil || !strings.Contains(b.Status.Message, "first-backup") {
 		t.Errorf("running status %+v", b.Status)
 	}
 	if code, msg := runJob(t, job, w); code != 0 {
 		t.Fatalf("backup exited %d: %s", code, msg)
 	}
-	b = waitBackupPhase(t, c.Namespace, "first", etcdv1alpha1.BackupSucceeded)
+	b = waitBackupPhase(t, c.Namespace, "first", etcdv1beta1.BackupSucceeded)
 	st := b.Status
 	wantKey := c.Namespace + "/bks3/first.db"
 	if st.Key != wantKey || st.Location != "s3://backups/etcd/"+wantKey || st.SizeBytes <= 0 || st.Revision < put.Header.Revision ||
@@ -345,7 +345,7 @@ func TestBackupToS3(t *testing.T) {
 		st.CompletionTime == nil || st.StartTime == nil || st.Member == "" {
 		t.Errorf("status %+v", st)
 	}
-	if cond := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.BackupConditionComplete); cond == nil || cond.Status != metav1.ConditionTrue {
+	if cond := meta.FindStatusCondition(st.Conditions, etcdv1beta1.BackupConditionComplete); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("Complete condition %+v", cond)
 	}
 	obj, err := s3Object(s3, "etcd/"+wantKey)
@@ -394,12 +394,12 @@ func TestBackupsOfOneClusterAreSerialised(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.claims["backups"] = t.TempDir()
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "snapshots"}}
+	dest := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "snapshots"}}
 	newBackup(t, c.Namespace, "a", c.Name, dest)
 	newBackup(t, c.Namespace, "b", c.Name, dest)
 
 	jobA := waitJob(t, c.Namespace, "a-backup")
-	b := waitBackupPhase(t, c.Namespace, "b", etcdv1alpha1.BackupPending)
+	b := waitBackupPhase(t, c.Namespace, "b", etcdv1beta1.BackupPending)
 	if !strings.Contains(b.Status.Message, "backup a of the same cluster") {
 		t.Errorf("b waits for: %q", b.Status.Message)
 	}
@@ -409,7 +409,7 @@ func TestBackupsOfOneClusterAreSerialised(t *testing.T) {
 	if code, msg := runJob(t, jobA, w); code != 0 {
 		t.Fatalf("a exited %d: %s", code, msg)
 	}
-	a := waitBackupPhase(t, c.Namespace, "a", etcdv1alpha1.BackupSucceeded)
+	a := waitBackupPhase(t, c.Namespace, "a", etcdv1beta1.BackupSucceeded)
 	jobB := waitJob(t, c.Namespace, "b-backup")
 	if jobB.CreationTimestamp.Before(a.Status.CompletionTime) {
 		t.Errorf("b's Job was created at %v, before a completed at %v", jobB.CreationTimestamp, a.Status.CompletionTime)
@@ -417,7 +417,7 @@ func TestBackupsOfOneClusterAreSerialised(t *testing.T) {
 	if code, msg := runJob(t, jobB, w); code != 0 {
 		t.Fatalf("b exited %d: %s", code, msg)
 	}
-	b = waitBackupPhase(t, c.Namespace, "b", etcdv1alpha1.BackupSucceeded)
+	b = waitBackupPhase(t, c.Namespace, "b", etcdv1beta1.BackupSucceeded)
 	key := c.Namespace + "/bkser/b.db"
 	if b.Status.Location != "pvc://backups/snapshots/"+key {
 		t.Errorf("location %q", b.Status.Location)
@@ -441,11 +441,11 @@ func TestBackupWrongCredentials(t *testing.T) {
 	if code != resources.ExitCodeBackupFailed {
 		t.Fatalf("exit code %d, want %d: %s", code, resources.ExitCodeBackupFailed, msg)
 	}
-	b := waitBackupPhase(t, c.Namespace, "denied", etcdv1alpha1.BackupFailed)
+	b := waitBackupPhase(t, c.Namespace, "denied", etcdv1beta1.BackupFailed)
 	if !strings.Contains(b.Status.Message, "check the credentials Secret") || b.Status.Message != strings.TrimSpace(msg) {
 		t.Errorf("message %q, termination message %q", b.Status.Message, msg)
 	}
-	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue {
+	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1beta1.BackupConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("Failed condition %+v", cond)
 	}
 	testutil.Eventually(t, waitTimeout, "Warning event", func(context.Context) error {
@@ -474,7 +474,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 		if err := k8s.List(ctx, jobs, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
-		if phase := getBackup(t, c.Namespace, "denied").Status.Phase; len(jobs.Items) != 1 || phase != etcdv1alpha1.BackupFailed {
+		if phase := getBackup(t, c.Namespace, "denied").Status.Phase; len(jobs.Items) != 1 || phase != etcdv1beta1.BackupFailed {
 			return fmt.Errorf("%d jobs, phase %s", len(jobs.Items), phase)
 		}
 		return nil
@@ -496,13 +496,13 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 		return k8s.Status().Update(ctx, cur)
 	})
 	before := time.Now().Truncate(time.Minute)
-	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{
 		Schedule:    "* * * * *",
-		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "nowhere"}},
+		Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "nowhere"}},
 	})
-	var list []etcdv1alpha1.EtcdBackup
+	var list []etcdv1beta1.EtcdBackup
 	testutil.Eventually(t, waitTimeout, "one scheduled backup", func(context.Context) error {
-		l := &etcdv1alpha1.EtcdBackupList{}
+		l := &etcdv1beta1.EtcdBackupList{}
 		if err := k8s.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
@@ -516,11 +516,11 @@ func TestScheduleCatchUpIsOneBackup(t *testing.T) {
 		t.Fatalf("%d backups for 10 missed times, want 1", len(list))
 	}
 	b := list[0]
-	scheduled, err := time.Parse(time.RFC3339, b.Annotations[etcdv1alpha1.AnnotationScheduledTime])
+	scheduled, err := time.Parse(time.RFC3339, b.Annotations[etcdv1beta1.AnnotationScheduledTime])
 	if err != nil || scheduled.Before(before) {
 		t.Errorf("scheduled for %v (%v), want the newest missed time, not before %v", scheduled, err, before)
 	}
-	if b.Name != resources.ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1alpha1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
+	if b.Name != resources.ScheduledBackupName(c.Name, scheduled) || b.Labels[etcdv1beta1.LabelScheduled] != "true" || !metav1.IsControlledBy(&b, getCluster(t, c)) {
 		t.Errorf("backup %s labels %v owners %v", b.Name, b.Labels, b.OwnerReferences)
 	}
 	testutil.Eventually(t, waitTimeout, "status.lastScheduleTime advanced", func(context.Context) error {
@@ -538,15 +538,15 @@ func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
 	c, w := availableCluster(t, "bkret", "127.0.0.165")
 	ctx := context.Background()
 	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
-	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest})
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{Destination: *dest})
 	c = getCluster(t, c)
 	names := []string{"bkret-1", "bkret-2", "bkret-3"}
 	for _, n := range names { // as the schedule creates them
-		b := &etcdv1alpha1.EtcdBackup{
+		b := &etcdv1beta1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: c.Namespace,
-				Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
+				Labels:          map[string]string{etcdv1beta1.LabelCluster: c.Name, etcdv1beta1.LabelScheduled: "true"},
 				OwnerReferences: []metav1.OwnerReference{resources.OwnerReference(c)}},
-			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest},
+			Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name}, Destination: dest},
 		}
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
@@ -554,18 +554,18 @@ func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
 		if code, msg := runJob(t, waitJob(t, c.Namespace, n+"-backup"), w); code != 0 {
 			t.Fatalf("%s exited %d: %s", n, code, msg)
 		}
-		waitBackupPhase(t, c.Namespace, n, etcdv1alpha1.BackupSucceeded)
+		waitBackupPhase(t, c.Namespace, n, etcdv1beta1.BackupSucceeded)
 	}
 	key := func(n string) string { return "etcd/" + c.Namespace + "/bkret/" + n + ".db" }
-	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{
-		Schedule: "0 0 1 1 *", Retention: &etcdv1alpha1.BackupRetention{MaxCount: ptr.To[int32](2)}, Destination: *dest,
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{
+		Schedule: "0 0 1 1 *", Retention: &etcdv1beta1.BackupRetention{MaxCount: ptr.To[int32](2)}, Destination: *dest,
 	})
 	del := waitJob(t, c.Namespace, "bkret-1-delete")
 	if code, msg := runJob(t, del, w); code != 0 {
 		t.Fatalf("delete exited %d: %s", code, msg)
 	}
 	testutil.Eventually(t, waitTimeout, "bkret-1 gone", func(context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "bkret-1"}, &etcdv1alpha1.EtcdBackup{})
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "bkret-1"}, &etcdv1beta1.EtcdBackup{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -580,14 +580,14 @@ func TestRetentionDeletesOldestWithSnapshots(t *testing.T) {
 		}
 	}
 	for _, n := range names[1:] {
-		if getBackup(t, c.Namespace, n).Status.Phase != etcdv1alpha1.BackupSucceeded {
+		if getBackup(t, c.Namespace, n).Status.Phase != etcdv1beta1.BackupSucceeded {
 			t.Errorf("%s not kept", n)
 		}
 		if _, err := s3Object(s3, key(n)); err != nil {
 			t.Errorf("%s: %v", key(n), err)
 		}
 	}
-	if cond := condition(getCluster(t, c), etcdv1alpha1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionFalse {
+	if cond := condition(getCluster(t, c), etcdv1beta1.ConditionBackupFailing); cond == nil || cond.Status != metav1.ConditionFalse {
 		t.Errorf("verdict.BackupFailing %+v", cond)
 	}
 }
@@ -599,25 +599,25 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 	c, w := availableCluster(t, "bkfinal", "127.0.0.166")
 	ctx := context.Background()
 	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
-	setBackupSpec(t, c, &etcdv1alpha1.BackupSpec{Destination: *dest, FinalSnapshot: true})
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{Destination: *dest, FinalSnapshot: true})
 	c = getCluster(t, c)
 	if err := k8s.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	name := resources.FinalSnapshotName(c)
 	job := waitJob(t, c.Namespace, name+"-backup")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{}); err != nil {
 		t.Fatalf("the cluster went before its final snapshot: %v", err)
 	}
 	if code, msg := runJob(t, job, w); code != 0 {
 		t.Fatalf("final snapshot exited %d: %s", code, msg)
 	}
-	b := waitBackupPhase(t, c.Namespace, name, etcdv1alpha1.BackupSucceeded)
+	b := waitBackupPhase(t, c.Namespace, name, etcdv1beta1.BackupSucceeded)
 	if len(b.OwnerReferences) != 0 {
 		t.Errorf("final snapshot is owned: %v", b.OwnerReferences)
 	}
 	testutil.Eventually(t, waitTimeout, "cluster deleted", func(context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -629,7 +629,7 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 
 	// Never Available: deleted without waiting.
 	dead := createCluster(t, "bkdead", 1)
-	setBackupSpec(t, dead, &etcdv1alpha1.BackupSpec{Destination: *dest, FinalSnapshot: true})
+	setBackupSpec(t, dead, &etcdv1beta1.BackupSpec{Destination: *dest, FinalSnapshot: true})
 	testutil.Eventually(t, waitTimeout, "finalizer", func(context.Context) error {
 		if len(getCluster(t, dead).Finalizers) == 0 {
 			return errors.New("no finalizer yet")
@@ -641,7 +641,7 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "unreachable cluster deleted", func(context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(dead), &etcdv1alpha1.EtcdCluster{})
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(dead), &etcdv1beta1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -651,7 +651,7 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 		return fmt.Errorf("still there: %w", err)
 	})
 	t.Logf("unreachable cluster deleted in %v", time.Since(start))
-	l := &etcdv1alpha1.EtcdBackupList{}
+	l := &etcdv1beta1.EtcdBackupList{}
 	if err := k8s.List(ctx, l, client.InNamespace(dead.Namespace)); err != nil || len(l.Items) != 0 {
 		t.Errorf("%d backups of an unreachable cluster (%v)", len(l.Items), err)
 	}
@@ -663,11 +663,11 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 func TestBackupToMissingClaim(t *testing.T) {
 	ctx := context.Background()
 	c, _ := availableCluster(t, "bkclaim", "127.0.0.81")
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}
+	dest := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "snapshots"}}
 	b := newBackup(t, c.Namespace, "to-missing", c.Name, dest)
 	testutil.Eventually(t, waitTimeout, "Pending on the missing claim", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
-		if b.Status.Phase != etcdv1alpha1.BackupPending || !strings.Contains(b.Status.Message, "the destination claim snapshots does not exist in namespace "+c.Namespace+": create it") {
+		if b.Status.Phase != etcdv1beta1.BackupPending || !strings.Contains(b.Status.Message, "the destination claim snapshots does not exist in namespace "+c.Namespace+": create it") {
 			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
 		}
 		return nil
@@ -683,7 +683,7 @@ func TestBackupToMissingClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := waitJob(t, c.Namespace, resources.BackupJobName(b))
-	waitBackupPhase(t, c.Namespace, b.Name, etcdv1alpha1.BackupRunning)
+	waitBackupPhase(t, c.Namespace, b.Name, etcdv1beta1.BackupRunning)
 
 	// The Job's pod cannot be scheduled (what the scheduler reports for, say, an unbound claim).
 	// labelled as the Job controller labels it: the template's labels and the Job's own
@@ -703,7 +703,7 @@ func TestBackupToMissingClaim(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "the stuck pod named", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
 		want := "pod " + pod.Name + " cannot be scheduled: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims: fix that, or delete this EtcdBackup"
-		if b.Status.Phase != etcdv1alpha1.BackupRunning || !strings.Contains(b.Status.Message, want) {
+		if b.Status.Phase != etcdv1beta1.BackupRunning || !strings.Contains(b.Status.Message, want) {
 			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
 		}
 		return nil
@@ -718,22 +718,22 @@ func TestFinalSnapshotOfDeletedClusterFails(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "gone-final", Namespace: ns.Name,
-			Labels: map[string]string{etcdv1alpha1.LabelCluster: "gone", etcdv1alpha1.LabelFinalSnapshot: "true"}},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "gone"},
-			Destination: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots"}}},
+			Labels: map[string]string{etcdv1beta1.LabelCluster: "gone", etcdv1beta1.LabelFinalSnapshot: "true"}},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "gone"},
+			Destination: &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "snapshots"}}},
 	}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupPhase(t, ns.Name, b.Name, etcdv1alpha1.BackupFailed)
+	b = waitBackupPhase(t, ns.Name, b.Name, etcdv1beta1.BackupFailed)
 	if !strings.Contains(b.Status.Message, "EtcdCluster gone was deleted before its final snapshot could start") {
 		t.Errorf("message %q", b.Status.Message)
 	}
 	// an ordinary backup of a cluster that does not exist (yet) keeps waiting for it
 	o := newBackup(t, ns.Name, "gone-manual", "gone", b.Spec.Destination)
-	o = waitBackupPhase(t, ns.Name, o.Name, etcdv1alpha1.BackupPending)
+	o = waitBackupPhase(t, ns.Name, o.Name, etcdv1beta1.BackupPending)
 	if !strings.Contains(o.Status.Message, "EtcdCluster gone does not exist") {
 		t.Errorf("message %q", o.Status.Message)
 	}
@@ -757,12 +757,12 @@ func TestFailedBackupPassKeepsObservedGeneration(t *testing.T) {
 	})
 
 	removePolicy()
-	got := waitBackupPhase(t, c.Namespace, b.Name, etcdv1alpha1.BackupRunning)
+	got := waitBackupPhase(t, c.Namespace, b.Name, etcdv1beta1.BackupRunning)
 	if got.Generation == 0 || got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration %d, generation %d after a pass that worked", got.Status.ObservedGeneration, got.Generation)
 	}
-	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionComplete); cond == nil ||
-		cond.Reason != etcdv1alpha1.BackupReasonRunning || cond.ObservedGeneration != got.Generation {
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.BackupConditionComplete); cond == nil ||
+		cond.Reason != etcdv1beta1.BackupReasonRunning || cond.ObservedGeneration != got.Generation {
 		t.Errorf("Complete condition %+v", cond)
 	}
 }
@@ -845,7 +845,7 @@ func TestBackupStatusPatchConflict(t *testing.T) {
 	b := newBackup(t, c.Namespace, "stale", c.Name, dest)
 	testutil.Eventually(t, waitTimeout, "Pending on the cluster", func(context.Context) error {
 		b = getBackup(t, c.Namespace, b.Name)
-		if b.Status.Phase != etcdv1alpha1.BackupPending || !strings.Contains(b.Status.Message, "to be Available") {
+		if b.Status.Phase != etcdv1beta1.BackupPending || !strings.Contains(b.Status.Message, "to be Available") {
 			return fmt.Errorf("phase %q message %q", b.Status.Phase, b.Status.Message)
 		}
 		return nil
@@ -865,13 +865,13 @@ func TestBackupStatusPatchConflict(t *testing.T) {
 }
 
 // snapshotClaim creates the claim "snapshots" in namespace ns and returns a destination on it.
-func snapshotClaim(t *testing.T, ns string) *etcdv1alpha1.BackupDestination {
+func snapshotClaim(t *testing.T, ns string) *etcdv1beta1.BackupDestination {
 	t.Helper()
 	return destinationClaim(t, ns, "snapshots")
 }
 
 // destinationClaim creates claim name in ns, as a backup destination, and returns that destination.
-func destinationClaim(t *testing.T, ns, name string) *etcdv1alpha1.BackupDestination {
+func destinationClaim(t *testing.T, ns, name string) *etcdv1beta1.BackupDestination {
 	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -879,5 +879,5 @@ func destinationClaim(t *testing.T, ns, name string) *etcdv1alpha1.BackupDestina
 	if err := k8s.Create(context.Background(), pvc); err != nil {
 		t.Fatal(err)
 	}
-	return &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: name}}
+	return &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: name}}
 }

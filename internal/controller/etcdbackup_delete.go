@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -25,17 +25,17 @@ const deleteSnapshotGiveUp = 15 * time.Minute
 // reconcileBackupDelete removes the finalizer of a deleted backup, after deleting its stored snapshot
 // when the etcd.etcdkit.dev/delete-snapshot annotation asks for it. It never holds the EtcdBackup
 // longer than deleteSnapshotGiveUp.
-func (r *EtcdBackupReconciler) reconcileBackupDelete(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(b, etcdv1alpha1.BackupFinalizer) {
+func (r *EtcdBackupReconciler) reconcileBackupDelete(ctx context.Context, b *etcdv1beta1.EtcdBackup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, etcdv1beta1.BackupFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] == "true" && b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.Status.Key != "" {
+	if b.Annotations[etcdv1beta1.AnnotationDeleteSnapshot] == "true" && b.Status.Phase == etcdv1beta1.BackupSucceeded && b.Status.Key != "" {
 		res, done, err := r.deleteSnapshot(ctx, b)
 		if err != nil || !done {
 			return res, err
 		}
 	}
-	controllerutil.RemoveFinalizer(b, etcdv1alpha1.BackupFinalizer)
+	controllerutil.RemoveFinalizer(b, etcdv1beta1.BackupFinalizer)
 	if err := r.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
@@ -44,7 +44,7 @@ func (r *EtcdBackupReconciler) reconcileBackupDelete(ctx context.Context, b *etc
 
 // deleteSnapshot runs the Job that deletes b's stored snapshot and manifest; done once it finished,
 // failed, or cannot run (then a Warning event names what is left behind).
-func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, bool, error) {
+func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1beta1.EtcdBackup) (ctrl.Result, bool, error) {
 	leftBehind := func(why string, args ...any) (ctrl.Result, bool, error) {
 		r.event(b, corev1.EventTypeWarning, "SnapshotNotDeleted", "DeleteSnapshot", "%s: %s is left in place; delete it and its manifest (.json) by hand",
 			fmt.Sprintf(why, args...), b.Status.Location)
@@ -53,7 +53,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 	if time.Since(b.DeletionTimestamp.Time) > deleteSnapshotGiveUp {
 		return leftBehind("not deleted within %s", deleteSnapshotGiveUp)
 	}
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, false, fmt.Errorf("get cluster: %w", err)

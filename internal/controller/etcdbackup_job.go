@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -27,7 +27,7 @@ const podResultGrace = 30 * time.Second
 
 // observeJob sets b's status from its Job: Running while it runs, Succeeded with the result the pod
 // wrote as its termination message, or Failed with the failure message it wrote.
-func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job) ctrl.Result {
+func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1beta1.EtcdBackup, job *batchv1.Job) ctrl.Result {
 	complete, _ := verdict.JobCondition(job, batchv1.JobComplete)
 	failed, failedMsg := verdict.JobCondition(job, batchv1.JobFailed)
 	finishedRecently := time.Since(verdict.JobFinishTime(job)) < podResultGrace
@@ -57,8 +57,8 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		}
 		r.fail(b, msg)
 	default:
-		if b.Status.Phase != etcdv1alpha1.BackupRunning {
-			b.Status.Phase = etcdv1alpha1.BackupRunning
+		if b.Status.Phase != etcdv1beta1.BackupRunning {
+			b.Status.Phase = etcdv1beta1.BackupRunning
 			start := job.CreationTimestamp
 			b.Status.StartTime = &start
 		}

@@ -13,14 +13,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // reconcileJob reads the result of b's Job when it has one, or creates it once b may run.
-func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
+func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1beta1.EtcdBackup) (ctrl.Result, error) {
 	job := &batchv1.Job{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, job)
 	switch {
@@ -37,8 +37,8 @@ func (r *EtcdBackupReconciler) reconcileJob(ctx context.Context, b *etcdv1alpha1
 
 // startBackup creates the Job of b, which has none, once b may run; a backup whose Job went away
 // while it ran, or the final snapshot of a cluster that is gone, fails instead.
-func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
-	if b.Status.Phase == etcdv1alpha1.BackupRunning {
+func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1beta1.EtcdBackup) (ctrl.Result, error) {
+	if b.Status.Phase == etcdv1beta1.BackupRunning {
 		// the cache may not hold yet the Job created a moment ago: only the API server says it is gone
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, &batchv1.Job{})
 		if err == nil {
@@ -49,9 +49,9 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 		r.fail(b, fmt.Sprintf("the backup Job %s was deleted before it finished; create another EtcdBackup", resources.BackupJobName(b)))
 		return ctrl.Result{}, nil
 	}
-	if b.Labels[etcdv1alpha1.LabelFinalSnapshot] == "true" {
+	if b.Labels[etcdv1beta1.LabelFinalSnapshot] == "true" {
 		// the final snapshot of a cluster that is gone can never be taken: say so instead of waiting
-		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, &etcdv1alpha1.EtcdCluster{})
+		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, &etcdv1beta1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			r.fail(b, fmt.Sprintf("EtcdCluster %s was deleted before its final snapshot could start (its deletion waits at most %s for it); nothing was stored", b.Spec.ClusterRef.Name, finalSnapshotTimeout))
 			return ctrl.Result{}, nil
@@ -79,10 +79,10 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 		return ctrl.Result{}, fmt.Errorf("create job %s: %w", job.Name, err)
 	}
 	now := metav1.Now()
-	b.Status.Phase = etcdv1alpha1.BackupRunning
+	b.Status.Phase = etcdv1beta1.BackupRunning
 	b.Status.StartTime = &now
 	b.Status.Message = fmt.Sprintf("Job %s is taking the snapshot, to %s", job.Name, resources.DestinationLocation(dest, verdict.BackupKey(b)))
-	verdict.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, etcdv1alpha1.BackupReasonRunning, b.Status.Message)
+	verdict.SetBackupCondition(b, etcdv1beta1.BackupConditionComplete, false, etcdv1beta1.BackupReasonRunning, b.Status.Message)
 	r.event(b, corev1.EventTypeNormal, "Started", "Backup", "Created Job %s to back up EtcdCluster %s", job.Name, c.Name)
 	return ctrl.Result{}, nil
 }
@@ -91,8 +91,8 @@ func (r *EtcdBackupReconciler) startBackup(ctx context.Context, b *etcdv1alpha1.
 // missing or not Available, it has no destination, the operator's image is unknown, or another
 // backup of the same cluster runs or was created earlier (backups of one cluster run one at a time,
 // in creation order).
-func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (*etcdv1alpha1.EtcdCluster, *etcdv1alpha1.BackupDestination, string, error) {
-	c := &etcdv1alpha1.EtcdCluster{}
+func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1beta1.EtcdBackup) (*etcdv1beta1.EtcdCluster, *etcdv1beta1.BackupDestination, string, error) {
+	c := &etcdv1beta1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s", b.Spec.ClusterRef.Name, b.Namespace), nil
@@ -119,8 +119,8 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 	}
 	// a cluster that refuses writes (NOSPACE) still serves snapshots, and one is most wanted then; a
 	// copy of one member (a survivor of a quorum loss) needs no quorum
-	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); b.Spec.Member == "" &&
-		(a == nil || (a.Status != metav1.ConditionTrue && a.Reason != etcdv1alpha1.ReasonNoSpace)) {
+	if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionAvailable); b.Spec.Member == "" &&
+		(a == nil || (a.Status != metav1.ConditionTrue && a.Reason != etcdv1beta1.ReasonNoSpace)) {
 		why := "it has not reported its status yet"
 		if a != nil {
 			why = a.Message
@@ -135,18 +135,18 @@ func (r *EtcdBackupReconciler) mayRun(ctx context.Context, b *etcdv1alpha1.EtcdB
 
 // blockingBackup names the backup of the same cluster that b waits for, "" when none: one that is
 // Running or has an unfinished Job, or one created before b that is not finished and could run.
-func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) (string, error) {
-	list := &etcdv1alpha1.EtcdBackupList{}
+func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1beta1.EtcdBackup, c *etcdv1beta1.EtcdCluster) (string, error) {
+	list := &etcdv1beta1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(b.Namespace)); err != nil {
 		return "", fmt.Errorf("list backups: %w", err)
 	}
-	var earlier []*etcdv1alpha1.EtcdBackup
+	var earlier []*etcdv1beta1.EtcdBackup
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.UID == b.UID || o.Spec.ClusterRef.Name != b.Spec.ClusterRef.Name || verdict.BackupFinished(o) || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if o.Status.Phase == etcdv1alpha1.BackupRunning {
+		if o.Status.Phase == etcdv1beta1.BackupRunning {
 			return fmt.Sprintf("waiting for backup %s of the same cluster, which is running: backups of one cluster run one at a time", o.Name), nil
 		}
 		// a copy of one member does not wait for earlier backups that wait for the cluster
@@ -156,7 +156,7 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 	}
 	jobs := &batchv1.JobList{}
 	if err := r.List(ctx, jobs, client.InNamespace(b.Namespace), client.MatchingLabels{
-		etcdv1alpha1.LabelCluster: resources.ShortName(c.Name, 63), "app.kubernetes.io/name": "etcd-backup",
+		etcdv1beta1.LabelCluster: resources.ShortName(c.Name, 63), "app.kubernetes.io/name": "etcd-backup",
 	}); err != nil {
 		return "", fmt.Errorf("list jobs: %w", err)
 	}
@@ -166,7 +166,7 @@ func (r *EtcdBackupReconciler) blockingBackup(ctx context.Context, b *etcdv1alph
 		}
 	}
 	if len(earlier) > 0 {
-		first := slices.MinFunc(earlier, func(x, y *etcdv1alpha1.EtcdBackup) int {
+		first := slices.MinFunc(earlier, func(x, y *etcdv1beta1.EtcdBackup) int {
 			if verdict.CreatedBefore(x, y) {
 				return -1
 			}

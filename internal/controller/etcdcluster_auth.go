@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/auth"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -18,7 +18,7 @@ func (r *EtcdClusterReconciler) reconcileRootSecret(ctx context.Context, s *scop
 		r.event(s.cluster, corev1.EventTypeNormal, "CreatedSecret", "Create", "Created Secret %s with a random password for etcd's user root", creds.Secret)
 	}
 	if auth.Blocked(err) {
-		return verdict.Blocked(etcdv1alpha1.ReasonRootSecretUnusable, err.Error()), nil
+		return verdict.Blocked(etcdv1beta1.ReasonRootSecretUnusable, err.Error()), nil
 	}
 	if s.creds = creds; creds != nil {
 		s.report.Auth = &verdict.AuthObservation{RootSecret: creds.Secret}
@@ -30,7 +30,7 @@ func (r *EtcdClusterReconciler) reconcileRootSecret(ctx context.Context, s *scop
 func (r *EtcdClusterReconciler) enableAuth(ctx context.Context, s *scope) (*verdict.Step, error) {
 	st, err := auth.Enable(ctx, s.etcdClient, s.creds, s.report.Auth, r.etcdTimeout())
 	if st != nil {
-		r.event(s.cluster, corev1.EventTypeNormal, etcdv1alpha1.ReasonEnablingAuth, "EnableAuth", "%s", st.Message)
+		r.event(s.cluster, corev1.EventTypeNormal, etcdv1beta1.ReasonEnablingAuth, "EnableAuth", "%s", st.Message)
 	}
 	return st, err
 }

@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -71,10 +71,10 @@ func TestAuthAndTLSLeakNoSecrets(t *testing.T) {
 		if c.Status.Auth == nil || !c.Status.Auth.Enabled || c.Status.Auth.RootSecret != "authtls-root-credentials" {
 			return fmt.Errorf("status.auth %+v", c.Status.Auth)
 		}
-		if d := condition(c, etcdv1alpha1.ConditionDataInconsistent); d == nil || d.Reason != etcdv1alpha1.ReasonHashesMatch {
+		if d := condition(c, etcdv1beta1.ConditionDataInconsistent); d == nil || d.Reason != etcdv1beta1.ReasonHashesMatch {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
-		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
+		if c.Status.Phase != etcdv1beta1.PhaseRunning || c.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("phase %s, %d ready", c.Status.Phase, c.Status.ReadyReplicas)
 		}
 		return nil
@@ -172,7 +172,7 @@ func secretFiles(t *testing.T, s *corev1.Secret, clientCertAuth bool) transport.
 // clientTLS is the TLS configuration of a client certificate Secret of cluster c, as the operator's
 // own: the members' certificate names their DNS names, not the loopback address dialled, so
 // VerifyConnection checks that it is the CA's and names the client Service.
-func clientTLS(t *testing.T, s *corev1.Secret, c *etcdv1alpha1.EtcdCluster) *tls.Config {
+func clientTLS(t *testing.T, s *corev1.Secret, c *etcdv1beta1.EtcdCluster) *tls.Config {
 	t.Helper()
 	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -49,7 +49,7 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	now := time.Now()
 	sched, err := policy.ParseSchedule(spec.Schedule, spec.TimeZone)
 	if err != nil {
-		obs.Failing, obs.FailingTrue = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: "spec.backup: " + err.Error()}, true
+		obs.Failing, obs.FailingTrue = &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: "spec.backup: " + err.Error()}, true
 		return nil, nil
 	}
 	earliest := c.CreationTimestamp.Time
@@ -72,15 +72,15 @@ func (r *EtcdClusterReconciler) reconcileBackups(ctx context.Context, s *scope) 
 	}
 	failing, reasonMsg := verdict.BackupFailing(scheduled, obs.Last, policy.SchedulePeriod(sched, now), now)
 	obs.Failing, obs.FailingTrue = &verdict.Progress{Reason: reasonMsg[0], Message: reasonMsg[1]}, failing
-	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionBackupFailing) {
+	if failing && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1beta1.ConditionBackupFailing) {
 		r.event(c, corev1.EventTypeWarning, reasonMsg[0], "Backup", "%s", reasonMsg[1])
 	}
 	return nil, nil
 }
 
 // listBackups returns the EtcdBackups of cluster c, and of those the ones its schedule created.
-func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (all, scheduled []*etcdv1alpha1.EtcdBackup, err error) {
-	list := &etcdv1alpha1.EtcdBackupList{}
+func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1beta1.EtcdCluster) (all, scheduled []*etcdv1beta1.EtcdBackup, err error) {
+	list := &etcdv1beta1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, nil, fmt.Errorf("list backups: %w", err)
 	}
@@ -90,7 +90,7 @@ func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1
 			continue
 		}
 		all = append(all, b)
-		if b.Labels[etcdv1alpha1.LabelScheduled] == "true" && metav1.IsControlledBy(b, c) {
+		if b.Labels[etcdv1beta1.LabelScheduled] == "true" && metav1.IsControlledBy(b, c) {
 			scheduled = append(scheduled, b)
 		}
 	}
@@ -100,7 +100,7 @@ func (r *EtcdClusterReconciler) listBackups(ctx context.Context, c *etcdv1alpha1
 // createScheduledBackup creates the EtcdBackup of schedule time t, unless a scheduled backup of
 // the cluster has not finished yet (then t is skipped, as a CronJob with concurrencyPolicy Forbid
 // does, so that backups of an unreachable cluster do not pile up).
-func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, t time.Time, missed int) error {
+func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *etcdv1beta1.EtcdCluster, scheduled []*etcdv1beta1.EtcdBackup, t time.Time, missed int) error {
 	name := resources.ScheduledBackupName(c.Name, t)
 	exists, running := verdict.ScheduledBackupBlocked(scheduled, name)
 	if running != nil {
@@ -126,15 +126,15 @@ func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *et
 
 // applyRetention deletes the scheduled backups spec.backup.retention no longer keeps, with their
 // stored snapshots (the delete-snapshot annotation makes the EtcdBackup's finalizer delete them).
-func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alpha1.EtcdCluster, scheduled []*etcdv1alpha1.EtcdBackup, now time.Time) error {
+func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1beta1.EtcdCluster, scheduled []*etcdv1beta1.EtcdBackup, now time.Time) error {
 	for _, b := range verdict.Pruned(c.Spec.Backup.Retention, scheduled, now) {
 		name := b.Name
-		if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] != "true" {
+		if b.Annotations[etcdv1beta1.AnnotationDeleteSnapshot] != "true" {
 			patch := client.MergeFrom(b.DeepCopy())
 			if b.Annotations == nil {
 				b.Annotations = map[string]string{}
 			}
-			b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] = "true"
+			b.Annotations[etcdv1beta1.AnnotationDeleteSnapshot] = "true"
 			if err := r.Patch(ctx, b, patch); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
@@ -154,7 +154,7 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1alp
 // for one: it creates an EtcdBackup not owned by the cluster (so that it outlives it) while the
 // cluster was last seen Available, and waits for it, without blocking, at most finalSnapshotTimeout
 // after the deletion. done is true when deletion may proceed.
-func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (res ctrl.Result, done bool, err error) {
+func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1beta1.EtcdCluster) (res ctrl.Result, done bool, err error) {
 	defer func() {
 		if done {
 			metrics.ForgetBackup(c.Namespace, c.Name)
@@ -164,11 +164,11 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1alph
 		return ctrl.Result{}, true, nil
 	}
 	name := resources.FinalSnapshotName(c)
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b)
 	switch {
 	case apierrors.IsNotFound(err):
-		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			r.event(c, corev1.EventTypeWarning, "FinalSnapshotSkipped", "Delete", "No final snapshot: the cluster is not Available")
 			return ctrl.Result{}, true, nil
 		}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -32,7 +32,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 	names := resources.InitialMemberNames(c)
 	initial := r.Options.InitialCluster(c, names)
 	if len(s.m.ForeignClaims) > 0 {
-		st := verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		st := verdict.Blocked(etcdv1beta1.ReasonInvalidSpec, fmt.Sprintf(
 			"Claims %s hold the data of an earlier cluster named %s (kept by storage.retainPolicy Retain); a new cluster does not start on them: delete them, or give this cluster another name",
 			strings.Join(s.m.ForeignClaims, ", "), c.Name))
 		r.event(c, corev1.EventTypeWarning, "ForeignClaims", "Bootstrap", "%s", st.Message)
@@ -75,9 +75,9 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 			r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
 		}
 	}
-	reason, msg := etcdv1alpha1.ReasonBootstrapping, fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))
+	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))
 	if verdict.Recovering(c) {
-		reason = etcdv1alpha1.ReasonRestoringFromBackup
+		reason = etcdv1beta1.ReasonRestoringFromBackup
 	}
 	if plan != nil {
 		msg = fmt.Sprintf("Waiting for the %d initial members to restore snapshot %s, start and form a new cluster", len(names), plan.Key)
@@ -89,7 +89,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 }
 
 // markPeersAddressed marks the pods of the initial members names with
-// etcdv1alpha1.AnnotationPeersAddressed once every one of them has its address, and so its DNS name
+// etcdv1beta1.AnnotationPeersAddressed once every one of them has its address, and so its DNS name
 // (the peer Service publishes the addresses of pods that are not ready): their init containers
 // await-peers then let etcd start, and no etcd looks a peer's name up before it exists.
 func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope, names []string) error {
@@ -113,7 +113,7 @@ func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope
 			unreached = append(unreached, fmt.Sprintf("%s: %v", p.Name, err))
 		}
 	}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1alpha1.AnnotationPeersAddressed+`":"true"}}}`))
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1beta1.AnnotationPeersAddressed+`":"true"}}}`))
 	for _, p := range waiting {
 		if err := r.Patch(ctx, p.DeepCopy(), patch); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("mark pod %s: every initial member has its address: %w", p.Name, err)

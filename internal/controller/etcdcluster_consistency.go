@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/observe"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -47,12 +47,12 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		return nil, nil
 	}
 	if v.Consistent {
-		s.report.Consistency = &verdict.Progress{Reason: etcdv1alpha1.ReasonHashesMatch, Message: v.Message}
+		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
 	}
-	s.report.Consistency = &verdict.Progress{Reason: etcdv1alpha1.ReasonHashMismatch, Message: v.Message}
-	if !verdict.HasCondition(c, etcdv1alpha1.ConditionDataInconsistent, metav1.ConditionTrue, v.Message) {
-		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonHashMismatch, "CheckConsistency", "%s", v.Message)
+	s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashMismatch, Message: v.Message}
+	if !verdict.HasCondition(c, etcdv1beta1.ConditionDataInconsistent, metav1.ConditionTrue, v.Message) {
+		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonHashMismatch, "CheckConsistency", "%s", v.Message)
 	}
 	return nil, nil
 }

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/auth"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -81,7 +81,7 @@ type EtcdClusterReconciler struct {
 
 // scope is what one pass observed, once, and what it found out for the status.
 type scope struct {
-	cluster *etcdv1alpha1.EtcdCluster
+	cluster *etcdv1beta1.EtcdCluster
 	// m is what the pass observed of the cluster: its members' pods, claims and what etcd reported.
 	m *model.Cluster
 	// in is what m was built from.
@@ -115,7 +115,7 @@ type phase func(context.Context, *scope) (*verdict.Step, error)
 
 // Reconcile moves one EtcdCluster one step closer to its spec and records what it observed.
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.ForgetCluster(req.Namespace, req.Name) // gone: so are its series
@@ -125,7 +125,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !c.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, c)
 	}
-	if controllerutil.AddFinalizer(c, etcdv1alpha1.Finalizer) {
+	if controllerutil.AddFinalizer(c, etcdv1beta1.Finalizer) {
 		if err := r.Update(ctx, c); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
@@ -144,8 +144,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	st, err := r.reconcilePhases(ctx, s)
 	phaseErr := err
 	if err != nil {
-		st = verdict.Acting(etcdv1alpha1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
-		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonReconcileError, "Reconcile", "%v", err)
+		st = verdict.Acting(etcdv1beta1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
+		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonReconcileError, "Reconcile", "%v", err)
 	}
 	verdict.Status(c, s.m, &s.report, st, r.Options, err == nil)
 	metrics.RecordPass(s.m, st)
@@ -245,15 +245,15 @@ func (r *EtcdClusterReconciler) requeueFor(s *scope, st *verdict.Step) ctrl.Resu
 // finalizer, after a final snapshot when spec.backup.finalSnapshot asks for one (bounded, skipped when
 // the cluster is not Available). It makes no etcd call: members are going away together, and a
 // cluster without quorum could not answer one anyway.
-func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(c, etcdv1alpha1.Finalizer) {
+func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1beta1.EtcdCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, etcdv1beta1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	if res, done, err := r.finalSnapshot(ctx, c); err != nil || !done {
 		return res, err
 	}
 	r.event(c, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the cluster's members")
-	controllerutil.RemoveFinalizer(c, etcdv1alpha1.Finalizer)
+	controllerutil.RemoveFinalizer(c, etcdv1beta1.Finalizer)
 	if err := r.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
@@ -263,7 +263,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1al
 }
 
 // patchStatus writes the status when it differs from what the pass started with.
-func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, before *etcdv1alpha1.EtcdClusterStatus) error {
+func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1beta1.EtcdCluster, before *etcdv1beta1.EtcdClusterStatus) error {
 	if verdict.StatusEqual(before, &c.Status) {
 		return nil
 	}
@@ -280,7 +280,7 @@ func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1alpha1
 	return nil
 }
 
-func (r *EtcdClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, action, note string, args ...any) {
+func (r *EtcdClusterReconciler) event(c *etcdv1beta1.EtcdCluster, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(c, nil, eventType, reason, action, note, args...)
 	}
@@ -300,7 +300,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.MemberEvents, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)))
 	}
 	return b.
-		For(&etcdv1alpha1.EtcdCluster{}, builder.WithPredicates(notOnlyLoad())).
+		For(&etcdv1beta1.EtcdCluster{}, builder.WithPredicates(notOnlyLoad())).
 		Owns(&corev1.Pod{}).
 		// Claims by label, not owner: a claim kept by retainPolicy Retain has no owner but still matters.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
@@ -310,7 +310,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&etcdv1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfBackup)).
+		Watches(&etcdv1beta1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfBackup)).
 		Named("etcdcluster").
 		// Passes of different clusters run in parallel: one cluster whose members do not answer (each
 		// etcd call waits out its timeout) must not delay the others.

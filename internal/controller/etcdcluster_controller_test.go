@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -32,7 +32,7 @@ import (
 
 const waitTimeout = 30 * time.Second
 
-func createCluster(t *testing.T, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
+func createCluster(t *testing.T, name string, replicas int32) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-" + name}}
@@ -51,7 +51,7 @@ func createCluster(t *testing.T, name string, replicas int32) *etcdv1alpha1.Etcd
 // that clusters of finished tests (whose etcd members are stopped) do not keep the reconcilers busy
 // with passes that time out while later tests wait for theirs. When the test failed, it first logs the
 // cluster's state (dumpCluster).
-func retireAtEnd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+func retireAtEnd(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -63,7 +63,7 @@ func retireAtEnd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 			return
 		}
 		testutil.Eventually(t, waitTimeout, "cluster "+c.Name+" deleted", func(context.Context) error {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -74,9 +74,9 @@ func retireAtEnd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 
 // dumpCluster logs what a failed test needs to be diagnosed from CI output alone: the cluster's
 // conditions, its pods, and the last operator log lines about its namespace.
-func dumpCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+func dumpCluster(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 	t.Helper()
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err == nil {
 		t.Logf("status of %s: phase %s, members %d, ready %d", c.Name, got.Status.Phase, len(got.Status.Members), got.Status.ReadyReplicas)
 		for _, cond := range got.Status.Conditions {
@@ -106,23 +106,23 @@ func dumpCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	}
 }
 
-func getCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
+func getCluster(t *testing.T, c *etcdv1beta1.EtcdCluster) *etcdv1beta1.EtcdCluster {
 	t.Helper()
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
 		t.Fatalf("get cluster: %v", err)
 	}
 	return got
 }
 
-func getPod(c *etcdv1alpha1.EtcdCluster, name string) (*corev1.Pod, error) {
+func getPod(c *etcdv1beta1.EtcdCluster, name string) (*corev1.Pod, error) {
 	p := &corev1.Pod{}
 	return p, k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: name}, p)
 }
 
 // runPods makes the member pods look as kubelet would report them once their containers run: phase
 // Running at the given IPs (there is no kubelet in this test).
-func runPods(t *testing.T, c *etcdv1alpha1.EtcdCluster, ips map[string]string) {
+func runPods(t *testing.T, c *etcdv1beta1.EtcdCluster, ips map[string]string) {
 	t.Helper()
 	for name, ip := range ips {
 		testutil.Eventually(t, waitTimeout, "pod "+name+" running", func(context.Context) error {
@@ -139,7 +139,7 @@ func runPods(t *testing.T, c *etcdv1alpha1.EtcdCluster, ips map[string]string) {
 	}
 }
 
-func condition(c *etcdv1alpha1.EtcdCluster, condType string) *metav1.Condition {
+func condition(c *etcdv1beta1.EtcdCluster, condType string) *metav1.Condition {
 	return meta.FindStatusCondition(c.Status.Conditions, condType)
 }
 
@@ -160,7 +160,7 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 		return nil
 	})
 	c = getCluster(t, c)
-	if !slices.Contains(c.Finalizers, etcdv1alpha1.Finalizer) {
+	if !slices.Contains(c.Finalizers, etcdv1beta1.Finalizer) {
 		t.Errorf("finalizers = %v", c.Finalizers)
 	}
 	wantInitial := "--initial-cluster=" + opts.InitialCluster(c, []string{"boot-0", "boot-1", "boot-2"})
@@ -201,11 +201,11 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	}
 	testutil.Eventually(t, waitTimeout, "status Creating", func(context.Context) error {
 		c = getCluster(t, c)
-		p := condition(c, etcdv1alpha1.ConditionProgressing)
-		if c.Status.Phase != etcdv1alpha1.PhaseCreating || p == nil || p.Status != metav1.ConditionTrue || p.Reason != etcdv1alpha1.ReasonBootstrapping {
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if c.Status.Phase != etcdv1beta1.PhaseCreating || p == nil || p.Status != metav1.ConditionTrue || p.Reason != etcdv1beta1.ReasonBootstrapping {
 			return fmt.Errorf("phase %q, progressing %+v", c.Status.Phase, p)
 		}
-		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionFalse {
+		if a := condition(c, etcdv1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionFalse {
 			return fmt.Errorf("available %+v", a)
 		}
 		return nil
@@ -244,7 +244,7 @@ func TestBootstrapWaitsForEveryAddress(t *testing.T) {
 	}
 	marked := func(name string) bool {
 		p, err := getPod(c, name)
-		return err == nil && p.Annotations[etcdv1alpha1.AnnotationPeersAddressed] == "true"
+		return err == nil && p.Annotations[etcdv1beta1.AnnotationPeersAddressed] == "true"
 	}
 	runPods(t, c, map[string]string{names[0]: "127.0.0.87", names[1]: "127.0.0.88"})
 	testutil.Consistently(t, 2*time.Second, "no member told while one has no address", func(context.Context) error {
@@ -281,11 +281,11 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	wantClusterID := etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID()))
 	testutil.Eventually(t, waitTimeout, "Available from real etcd", func(context.Context) error {
 		c = getCluster(t, c)
-		a := condition(c, etcdv1alpha1.ConditionAvailable)
+		a := condition(c, etcdv1beta1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue {
 			return fmt.Errorf("available %+v", a)
 		}
-		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
+		if c.Status.Phase != etcdv1beta1.PhaseRunning || c.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("phase %q ready %d", c.Status.Phase, c.Status.ReadyReplicas)
 		}
 		return nil
@@ -302,7 +302,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	}
 	leaders := 0
 	for i, m := range st.Members {
-		if m.Name != names[i] || !m.Healthy || m.Role != etcdv1alpha1.RoleVoter || m.ID == "" || m.DBSizeBytes <= 0 {
+		if m.Name != names[i] || !m.Healthy || m.Role != etcdv1beta1.RoleVoter || m.ID == "" || m.DBSizeBytes <= 0 {
 			t.Errorf("member %d = %+v", i, m)
 		}
 		if m.ID != etcd.FormatID(uint64(members[i].Etcd.Server.MemberID())) {
@@ -321,7 +321,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 
 	// The steady state includes the first consistency check's result.
 	testutil.Eventually(t, waitTimeout, "first consistency check", func(context.Context) error {
-		if d := condition(getCluster(t, c), etcdv1alpha1.ConditionDataInconsistent); d == nil || d.Status != metav1.ConditionFalse {
+		if d := condition(getCluster(t, c), etcdv1beta1.ConditionDataInconsistent); d == nil || d.Status != metav1.ConditionFalse {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
 		return nil
@@ -369,10 +369,10 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	})
 	testutil.Eventually(t, waitTimeout, "Degraded while the member has no running pod", func(context.Context) error {
 		c = getCluster(t, c)
-		if d := condition(c, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
+		if d := condition(c, etcdv1beta1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
 			return fmt.Errorf("degraded %+v", d)
 		}
-		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+		if a := condition(c, etcdv1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
 			return fmt.Errorf("available %+v (2 of 3 healthy keep quorum)", a)
 		}
 		return nil
@@ -380,7 +380,7 @@ func TestStatusFromRealEtcd(t *testing.T) {
 	runPods(t, c, map[string]string{names[1]: hosts[1]})
 	testutil.Eventually(t, waitTimeout, "Running again", func(context.Context) error {
 		c = getCluster(t, c)
-		if c.Status.Phase != etcdv1alpha1.PhaseRunning || c.Status.ReadyReplicas != 3 {
+		if c.Status.Phase != etcdv1beta1.PhaseRunning || c.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("phase %q ready %d", c.Status.Phase, c.Status.ReadyReplicas)
 		}
 		return nil
@@ -394,7 +394,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 	// Running pods at addresses where nothing listens: no member answers.
 	runPods(t, c, map[string]string{"dead-0": "127.0.0.21", "dead-1": "127.0.0.22", "dead-2": "127.0.0.23"})
 	testutil.Eventually(t, waitTimeout, "finalizer", func(context.Context) error {
-		if !slices.Contains(getCluster(t, c).Finalizers, etcdv1alpha1.Finalizer) {
+		if !slices.Contains(getCluster(t, c).Finalizers, etcdv1beta1.Finalizer) {
 			return errors.New("no finalizer yet")
 		}
 		return nil
@@ -404,7 +404,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "cluster gone", func(context.Context) error {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -437,8 +437,8 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "bootstrap blocked by the stale claim", func(context.Context) error {
 		got := getCluster(t, c)
-		p := condition(got, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, "data-reuse-0") {
+		p := condition(got, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonInvalidSpec || !strings.Contains(p.Message, "data-reuse-0") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
@@ -471,7 +471,7 @@ func TestClaimOfAnotherClusterIsNotUsed(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), pvc); err != nil {
 			return err
 		}
-		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != string(getCluster(t, c).UID) {
+		if uid := pvc.Annotations[etcdv1beta1.AnnotationClusterUID]; uid != string(getCluster(t, c).UID) {
 			return fmt.Errorf("claim cluster-uid %q", uid)
 		}
 		return nil
@@ -497,16 +497,16 @@ func TestRetainPolicyAppliesToExistingClaims(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, waitTimeout, "claim owned under Delete", owned(true))
-	setPolicy := func(p etcdv1alpha1.RetainPolicy) {
+	setPolicy := func(p etcdv1beta1.RetainPolicy) {
 		testutil.Eventually(t, waitTimeout, "set retainPolicy", func(context.Context) error {
 			got := getCluster(t, c)
 			got.Spec.Storage.RetainPolicy = p
 			return k8s.Update(ctx, got)
 		})
 	}
-	setPolicy(etcdv1alpha1.RetainPolicyRetain)
+	setPolicy(etcdv1beta1.RetainPolicyRetain)
 	testutil.Eventually(t, waitTimeout, "claim released under Retain", owned(false))
-	setPolicy(etcdv1alpha1.RetainPolicyDelete)
+	setPolicy(etcdv1beta1.RetainPolicyDelete)
 	testutil.Eventually(t, waitTimeout, "claim owned again under Delete", owned(true))
 }
 
@@ -534,7 +534,7 @@ func TestForeignObjectsReported(t *testing.T) {
 	}
 	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "Progressing names the foreign Service", func(context.Context) error {
-		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
+		p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || !strings.Contains(p.Message, "Service fo-client exists and is not owned") {
 			return fmt.Errorf("progressing %+v", p)
 		}
@@ -569,8 +569,8 @@ func TestCertManagerMissingReported(t *testing.T) {
 	}
 	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "Progressing says cert-manager is not installed", func(context.Context) error {
-		p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonCertificateNotReady ||
+		p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonCertificateNotReady ||
 			!strings.Contains(p.Message, "cert-manager is not installed in this Kubernetes cluster") || !strings.Contains(p.Message, "install cert-manager") {
 			return fmt.Errorf("progressing %+v", p)
 		}
@@ -606,7 +606,7 @@ func TestHealthReportedWhileBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, waitTimeout, "blocked by the Service", func(context.Context) error {
-		if p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "Service blk-client exists and is not owned") {
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "Service blk-client exists and is not owned") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
@@ -615,11 +615,11 @@ func TestHealthReportedWhileBlocked(t *testing.T) {
 	// a blocked cluster is looked at again within verdict.RequeueBlocked
 	testutil.Eventually(t, verdict.RequeueBlocked+waitTimeout, "the stopped member reported while blocked", func(context.Context) error {
 		got := getCluster(t, c)
-		d := condition(got, etcdv1alpha1.ConditionDegraded)
+		d := condition(got, etcdv1beta1.ConditionDegraded)
 		if got.Status.ReadyReplicas != 2 || d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "blk-2") {
 			return fmt.Errorf("ready %d, degraded %+v", got.Status.ReadyReplicas, d)
 		}
-		if p := condition(got, etcdv1alpha1.ConditionProgressing); p == nil || p.Reason != etcdv1alpha1.ReasonForeignObject {
+		if p := condition(got, etcdv1beta1.ConditionProgressing); p == nil || p.Reason != etcdv1beta1.ReasonForeignObject {
 			return fmt.Errorf("progressing %+v, want still blocked by the Service", p)
 		}
 		return nil

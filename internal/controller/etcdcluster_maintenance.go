@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -39,10 +39,10 @@ func (r *EtcdClusterReconciler) reconcileMaintenance(ctx context.Context, s *sco
 	}
 	plan, err := verdict.PlanDefragmentation(s.m, time.Now())
 	if err != nil {
-		return verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, err.Error()), nil
+		return verdict.Blocked(etcdv1beta1.ReasonInvalidSpec, err.Error()), nil
 	}
 	if c.Status.Maintenance == nil {
-		c.Status.Maintenance = &etcdv1alpha1.MaintenanceStatus{}
+		c.Status.Maintenance = &etcdv1beta1.MaintenanceStatus{}
 	}
 	st := c.Status.Maintenance
 	if !plan.ScheduleTime.IsZero() {
@@ -83,7 +83,7 @@ func (r *EtcdClusterReconciler) defragmentOne(ctx context.Context, s *scope, mem
 func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, endpoint string, before int64) (*verdict.Step, error) {
 	c := s.cluster
 	if c.Status.Maintenance == nil {
-		c.Status.Maintenance = &etcdv1alpha1.MaintenanceStatus{}
+		c.Status.Maintenance = &etcdv1beta1.MaintenanceStatus{}
 	}
 	st := c.Status.Maintenance
 	callCtx, cancel := context.WithTimeout(ctx, defragTimeout)
@@ -102,7 +102,7 @@ func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, 
 		after = now.DBSizeBytes
 	}
 	st.PendingDefragmentation = slices.DeleteFunc(st.PendingDefragmentation, func(n string) bool { return n == name })
-	st.LastDefragmentation = &etcdv1alpha1.DefragmentationRecord{Member: name, Time: metav1.Now(),
+	st.LastDefragmentation = &etcdv1beta1.DefragmentationRecord{Member: name, Time: metav1.Now(),
 		DurationMillis: took.Milliseconds(), DBSizeBeforeBytes: before, DBSizeAfterBytes: after}
 	msg := fmt.Sprintf("Defragmented %s in %s: its database file went from %s to %s", name, took.Round(time.Millisecond),
 		verdict.FormatBytes(before), verdict.FormatBytes(after))
@@ -110,5 +110,5 @@ func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, 
 		msg += "; next: " + strings.Join(rest, ", ")
 	}
 	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "%s", msg)
-	return verdict.Acting(etcdv1alpha1.ReasonDefragmenting, msg), nil
+	return verdict.Acting(etcdv1beta1.ReasonDefragmenting, msg), nil
 }

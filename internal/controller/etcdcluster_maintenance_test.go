@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -55,8 +55,8 @@ func TestDefragmentationOverThreshold(t *testing.T) {
 	firstLeader := leaderName()
 
 	minFree := resource.MustParse("4Mi")
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{
 			ThresholdPercent: ptr.To[int32](50), MinReclaimable: &minFree}}
 	})
 	var order []string

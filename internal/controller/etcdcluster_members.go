@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -36,8 +36,8 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
 		// not ours): never replace it blindly, and do not retry in a loop
-		return verdict.Blocked(etcdv1alpha1.ReasonForeignObject, fmt.Sprintf(
-			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1alpha1.LabelCluster, s.cluster.Name)), nil
+		return verdict.Blocked(etcdv1beta1.ReasonForeignObject, fmt.Sprintf(
+			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1beta1.LabelCluster, s.cluster.Name)), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("create pod %s: %w", m.Name, err)
 	}
@@ -50,7 +50,7 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	retain := c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain
+	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
 	for _, m := range s.m.Claims() {
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)

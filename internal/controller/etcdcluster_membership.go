@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
@@ -42,9 +42,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		return nil, nil
 	case membership.Wait:
 		if a.Member == "" { // quorum lost: nothing to do until it is back
-			return verdict.Stalled(etcdv1alpha1.ReasonQuorumLost, a.Reason), nil
+			return verdict.Stalled(etcdv1beta1.ReasonQuorumLost, a.Reason), nil
 		}
-		return verdict.Acting(etcdv1alpha1.ReasonWaiting, a.Reason), nil
+		return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason), nil
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)
@@ -57,7 +57,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return st, err
 		}
 		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
-		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
+		return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
 
 	case membership.Promote:
 		if err := cli.PromoteLearner(callCtx, a.ID); err != nil {
@@ -65,7 +65,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		}
 		metrics.CountMembership(c.Namespace, c.Name, "promote", nil, false)
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
-		return verdict.Acting(etcdv1alpha1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
+		return verdict.Acting(etcdv1beta1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
 
 	case membership.Remove:
 		return r.removeMembers(ctx, s, a)
@@ -75,14 +75,14 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return nil, err
 		}
 		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
+		return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
 }
 
 // logMembership logs the planner's action: at V(1) when it waits or has nothing to do, and for an
 // AddLearner, which may wait for the member's pod over several passes and is logged once made (addLearner).
-func logMembership(ctx context.Context, c *etcdv1alpha1.EtcdCluster, a membership.Action) {
+func logMembership(ctx context.Context, c *etcdv1beta1.EtcdCluster, a membership.Action) {
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	if a.Kind == membership.Wait || a.Kind == membership.None || a.Kind == membership.AddLearner {
 		logger.V(1).Info("Membership", "action", a.Kind, "reason", a.Reason)
@@ -102,7 +102,7 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 		existing := &corev1.PersistentVolumeClaim{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing)
 		if err == nil {
-			return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+			return verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf(
 				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
 		}
 		if !apierrors.IsNotFound(err) {
@@ -134,12 +134,12 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 	log.FromContext(ctx).Info("Membership", "etcdcluster", klog.KObj(c), "member", a.Member, "action", a.Kind, "id", etcd.FormatID(added.ID), "reason", a.Reason)
 	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 	if waiting != nil {
-		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; its pod starts etcd and catches up", a.Member)), nil
+		return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; its pod starts etcd and catches up", a.Member)), nil
 	}
 	if st, err := r.createJoiningMember(ctx, s, a.Member, members); err != nil || st != nil {
 		return st, err
 	}
-	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
+	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; waiting for it to start and catch up", a.Member)), nil
 }
 
 // awaitingInitialCluster is the --initial-cluster of the last of names, members to be added in that
@@ -171,7 +171,7 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 	}
 	msg := fmt.Sprintf("Deleted the waiting pod and claim of %s, created for a membership that has changed since; others are created", m.Name)
 	r.event(s.cluster, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "%s", msg)
-	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, msg), nil
+	return verdict.Acting(etcdv1beta1.ReasonAddingMember, msg), nil
 }
 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
@@ -214,7 +214,7 @@ func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m 
 			return nil, nil
 		}
 	}
-	return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("waiting for Service %s to publish the address of %s (its DNS name) before adding it to etcd",
+	return verdict.Acting(etcdv1beta1.ReasonWaiting, fmt.Sprintf("waiting for Service %s to publish the address of %s (its DNS name) before adding it to etcd",
 		resources.PeerServiceName(s.cluster), m.Name)), nil
 }
 
@@ -268,8 +268,8 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	pvcName := resources.PVCName(a.Member)
 	claimMade := false
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvcName}, existing); err == nil {
-		if !(&model.Member{Claim: existing}).AwaitingClaim() || existing.Annotations[etcdv1alpha1.AnnotationClusterUID] != string(c.UID) {
-			return verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf(
+		if !(&model.Member{Claim: existing}).AwaitingClaim() || existing.Annotations[etcdv1beta1.AnnotationClusterUID] != string(c.UID) {
+			return verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf(
 				"Cannot add member %s: claim %s holds data of a removed member (storage.retainPolicy Retain); delete the claim to let the member be added", a.Member, pvcName)), nil
 		}
 		claimMade = true // made for this add by an earlier pass, its pod not made or gone since
@@ -277,9 +277,9 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		return nil, fmt.Errorf("get persistentvolumeclaim %s: %w", pvcName, err)
 	}
 	if pod := (&corev1.Pod{}); reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: a.Member}, pod) == nil &&
-		pod.DeletionTimestamp == nil && pod.Labels[etcdv1alpha1.LabelCluster] == c.Name && (&model.Member{Pod: pod}).AwaitsAdd() {
+		pod.DeletionTimestamp == nil && pod.Labels[etcdv1beta1.LabelCluster] == c.Name && (&model.Member{Pod: pod}).AwaitsAdd() {
 		// made by an earlier pass and not yet in this pass's cache
-		return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
+		return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 	}
 	m := resources.Member{Name: a.Member, InitialClusterState: resources.StateExisting,
 		InitialCluster: r.awaitingInitialCluster(s, s.m.NewMemberPeerHTTPS(), append(slices.Clone(a.Before), a.Member)...), AwaitAdd: true}
@@ -317,7 +317,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		return st, err
 	}
 	r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
-	return verdict.Acting(etcdv1alpha1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
+	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
 // podRefused is the step when admission refuses the pod of member, to be added to etcd (err: a
@@ -325,7 +325,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 // raised or freed brings no event the operator watches, so the pass looks again after
 // verdict.RequeueRefused (a dry run, which writes nothing).
 func podRefused(member string, err error) *verdict.Step {
-	st := verdict.Blocked(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
+	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
 		"it is created once that allows it (raise the quota, or lower spec.replicas)", member, err))
 	st.After = verdict.RequeueRefused
 	return st
@@ -363,7 +363,7 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 	}
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "remove", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
-	return verdict.Acting(etcdv1alpha1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
+	return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
 }
 
 // forgetMember rebuilds the pass's model as if etcd had not listed member id: what the pass observed
@@ -406,11 +406,11 @@ func (r *EtcdClusterReconciler) leaderClient(ctx context.Context, s *scope) (etc
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
 // member connected for less than 5 s, no leader) into progress to look at again soon; other errors
 // are returned. The call is counted for cluster c.
-func retryLater(c *etcdv1alpha1.EtcdCluster, operation string, err error, what string) (*verdict.Step, error) {
+func retryLater(c *etcdv1beta1.EtcdCluster, operation string, err error, what string) (*verdict.Step, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
 			metrics.CountMembership(c.Namespace, c.Name, operation, err, true)
-			return verdict.Acting(etcdv1alpha1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
+			return verdict.Acting(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
 		}
 	}
 	metrics.CountMembership(c.Namespace, c.Name, operation, err, false)
@@ -459,10 +459,10 @@ func (r *EtcdClusterReconciler) deleteMemberResources(ctx context.Context, s *sc
 		return nil
 	}
 	pvc := m.Claim
-	if s.cluster.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain && !unused {
+	if s.cluster.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain && !unused {
 		patch := client.MergeFrom(pvc.DeepCopy())
-		delete(pvc.Labels, etcdv1alpha1.LabelCluster)
-		delete(pvc.Labels, etcdv1alpha1.LabelMember)
+		delete(pvc.Labels, etcdv1beta1.LabelCluster)
+		delete(pvc.Labels, etcdv1beta1.LabelMember)
 		pvc.OwnerReferences = nil
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("release persistentvolumeclaim %s: %w", pvc.Name, err)

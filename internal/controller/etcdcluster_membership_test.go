@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -38,16 +38,16 @@ func memberList(t *testing.T, endpoint string) []etcd.Member {
 	return ms
 }
 
-func setReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
+func setReplicas(t *testing.T, c *etcdv1beta1.EtcdCluster, n int32) {
 	t.Helper()
-	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) })
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) })
 }
 
 // updateSpec changes the cluster's spec with mutate on its latest version, again on a conflict with
 // the operator's own writes (finalizer, status), and returns the updated cluster.
-func updateSpec(t *testing.T, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+func updateSpec(t *testing.T, c *etcdv1beta1.EtcdCluster, mutate func(*etcdv1beta1.EtcdCluster)) *etcdv1beta1.EtcdCluster {
 	t.Helper()
-	var got *etcdv1alpha1.EtcdCluster
+	var got *etcdv1beta1.EtcdCluster
 	testutil.Eventually(t, waitTimeout, "update the spec", func(context.Context) error {
 		got = getCluster(t, c)
 		mutate(got)
@@ -66,7 +66,7 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 	members := testenv.StartEtcd(t, names, hosts)
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if got := getCluster(t, c); got.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
 		return nil
@@ -108,8 +108,8 @@ func TestScaleUpAddsOneLearner(t *testing.T) {
 	// learner, and says so.
 	testutil.Eventually(t, waitTimeout, "Scaling, waiting for the learner", func(context.Context) error {
 		got := getCluster(t, c)
-		p := condition(got, etcdv1alpha1.ConditionProgressing)
-		if got.Status.Phase != etcdv1alpha1.PhaseScaling || p == nil || p.Reason != etcdv1alpha1.ReasonWaiting {
+		p := condition(got, etcdv1beta1.ConditionProgressing)
+		if got.Status.Phase != etcdv1beta1.PhaseScaling || p == nil || p.Reason != etcdv1beta1.ReasonWaiting {
 			return fmt.Errorf("phase %s progressing %+v", got.Status.Phase, p)
 		}
 		return nil
@@ -137,7 +137,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 	var leader string
 	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
 		got := getCluster(t, c)
-		if got.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if got.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
 		leader = got.Status.Leader
@@ -194,7 +194,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 	}
 	testutil.Eventually(t, waitTimeout, "Running with one member", func(context.Context) error {
 		got := getCluster(t, c)
-		if got.Status.Phase != etcdv1alpha1.PhaseRunning || got.Status.ReadyReplicas != 1 {
+		if got.Status.Phase != etcdv1beta1.PhaseRunning || got.Status.ReadyReplicas != 1 {
 			return fmt.Errorf("phase %s, %d ready, conditions %+v", got.Status.Phase, got.Status.ReadyReplicas, got.Status.Conditions)
 		}
 		return nil

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -74,7 +74,7 @@ func TestClusterMetrics(t *testing.T) {
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 	testutil.Eventually(t, waitTimeout, "Available with 3 ready voters", func(context.Context) error {
 		c = getCluster(t, c)
-		if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != "True" || c.Status.ReadyReplicas != 3 {
+		if a := condition(c, etcdv1beta1.ConditionAvailable); a == nil || a.Status != "True" || c.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("available %+v, ready %d", a, c.Status.ReadyReplicas)
 		}
 		return nil
@@ -145,7 +145,7 @@ func TestClusterMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, waitTimeout, "cluster gone, and its series", func(context.Context) error {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{})
 		if !apierrors.IsNotFound(err) {
 			return errors.New("cluster still there")
 		}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -36,11 +36,11 @@ func (r *EtcdClusterReconciler) reconcileNetworkPolicy(ctx context.Context, s *s
 	}
 	switch {
 	case err != nil: // unknown operator pods, or refused (RBAC, a policy engine, a quota): the members are still repaired
-		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonReconcileError, Message: err.Error()}
+		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1beta1.ReasonReconcileError, Message: err.Error()}
 	case out == kube.Created || out == kube.Updated:
 		r.event(c, corev1.EventTypeNormal, "AppliedNetworkPolicy", "Apply", "NetworkPolicy %s: the peer port only from members, the client port only from the operator, backup Jobs and %d listed sources", want.Name, len(c.Spec.NetworkPolicy.ClientFrom))
 	case out == kube.Foreign:
-		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1alpha1.ReasonForeignObject, Message: fmt.Sprintf(
+		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1beta1.ReasonForeignObject, Message: fmt.Sprintf(
 			"NetworkPolicy %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep the cluster's", want.Name)}
 	}
 	return nil, nil

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -57,7 +57,7 @@ func TestNetworkPolicyKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testutil.EtcdCluster("np", testutil.InNamespace(ns.Name), testutil.WithReplicas(1))
-	c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true, ClientFrom: []networkingv1.NetworkPolicyPeer{
+	c.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: true, ClientFrom: []networkingv1.NetworkPolicyPeer{
 		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "apps"}}}}}
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestNetworkPolicyKept(t *testing.T) {
 	}
 	peer, cli, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1], np.Spec.Ingress[2]
 	operator := map[string]string{"app.kubernetes.io/name": "etcd-operator", "pod-template-hash": "another-revision"}
-	backup := resources.BackupLabels(c.Name, &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}})
+	backup := resources.BackupLabels(c.Name, &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}})
 	other := map[string]string{"app": "curious"}
 	for _, tc := range []struct {
 		what   string

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -23,16 +23,16 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 	quota := resources.QuotaBackendBytes(c)
 	v := verdict.JudgeNoSpace(s.m, quota)
 	if v.Full != "" {
-		if !verdict.HasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, v.Full) &&
-			!verdict.HasCondition(c, etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, v.Full) {
-			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonNoSpace, "Disarm", "%s", v.Full)
+		if !verdict.HasCondition(c, etcdv1beta1.ConditionProgressing, metav1.ConditionFalse, v.Full) &&
+			!verdict.HasCondition(c, etcdv1beta1.ConditionProgressing, metav1.ConditionTrue, v.Full) {
+			r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonNoSpace, "Disarm", "%s", v.Full)
 		}
 		if len(v.Defragment) > 0 {
 			if st, err := r.defragmentOne(ctx, s, v.Defragment[0], "its data fits the quota, its file does not (NOSPACE)"); err != nil || st != nil {
-				return verdict.Acting(etcdv1alpha1.ReasonNoSpace, v.Full), err
+				return verdict.Acting(etcdv1beta1.ReasonNoSpace, v.Full), err
 			}
 		}
-		return verdict.Blocked(etcdv1alpha1.ReasonNoSpace, v.Full), nil
+		return verdict.Blocked(etcdv1beta1.ReasonNoSpace, v.Full), nil
 	}
 	if len(v.Disarm) == 0 {
 		return nil, nil
@@ -47,7 +47,7 @@ func (r *EtcdClusterReconciler) reconcileNoSpace(ctx context.Context, s *scope) 
 	}
 	sort.Strings(names)
 	r.event(c, corev1.EventTypeNormal, "DisarmedNoSpace", "Disarm", "Disarmed the NOSPACE alarm of %s: the databases fit the %d-byte quota again; writes are accepted", strings.Join(names, ", "), quota)
-	return verdict.Acting(etcdv1alpha1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))), nil
+	return verdict.Acting(etcdv1beta1.ReasonNoSpace, fmt.Sprintf("Disarmed the NOSPACE alarm of %s", strings.Join(names, ", "))), nil
 }
 
 // disarmCorrupt disarms the CORRUPT alarms of members etcd no longer lists (replaced): they only block writes.
@@ -61,7 +61,7 @@ func (r *EtcdClusterReconciler) disarmCorrupt(ctx context.Context, s *scope) (*v
 	}
 	msg := fmt.Sprintf("Disarmed the CORRUPT alarm of removed members %016x: writes are accepted again", ids)
 	r.event(s.cluster, corev1.EventTypeNormal, "DisarmedCorrupt", "Disarm", "%s", msg)
-	return verdict.Acting(etcdv1alpha1.ReasonCorrupt, msg), nil
+	return verdict.Acting(etcdv1beta1.ReasonCorrupt, msg), nil
 }
 
 // disarm calls disarm for each member ID, each call bounded by the etcd timeout; it stops at an error.

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -64,24 +64,24 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 	raiseNoSpace(t, members[1])
 	testutil.Eventually(t, waitTimeout, "NoSpace reported", func(context.Context) error {
 		c = getCluster(t, c)
-		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
-		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonNoSpace {
+		a, p := condition(c, etcdv1beta1.ConditionAvailable), condition(c, etcdv1beta1.ConditionProgressing)
+		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1beta1.ReasonNoSpace {
 			return fmt.Errorf("available %+v", a)
 		}
-		if p == nil || p.Reason != etcdv1alpha1.ReasonNoSpace || !strings.Contains(p.Message, "raise spec.options.quotaBackendBytes") ||
+		if p == nil || p.Reason != etcdv1beta1.ReasonNoSpace || !strings.Contains(p.Message, "raise spec.options.quotaBackendBytes") ||
 			!strings.Contains(p.Message, "of the 16777216-byte quota") {
 			return fmt.Errorf("progressing %+v", p)
 		}
-		if c.Status.Phase != etcdv1alpha1.PhaseDegraded {
+		if c.Status.Phase != etcdv1beta1.PhaseDegraded {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
-		return findEvent(ctx, c, etcdv1alpha1.ReasonNoSpace, "etcd refuses writes")
+		return findEvent(ctx, c, etcdv1beta1.ReasonNoSpace, "etcd refuses writes")
 	})
 	if alarms := alarmList(t, cli); len(alarms) != 1 {
 		t.Fatalf("alarms %v: the operator disarmed NOSPACE while the databases do not fit", alarms)
 	}
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Options.QuotaBackendBytes = ptr.To(resource.MustParse("64Mi"))
 	})
 	hash := resources.Options{}.SpecHash(c)
@@ -96,7 +96,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 			if p.Status.Phase != corev1.PodRunning {
 				runPods(t, c, map[string]string{n: ipOf[n]})
 			}
-			if p.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash {
+			if p.Annotations[etcdv1beta1.AnnotationSpecHash] == hash {
 				rolled++
 			}
 		}

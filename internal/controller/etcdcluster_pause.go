@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -25,8 +25,8 @@ const pausedMessage = "spec.paused is true: the operator observes the cluster an
 // stays current. It records the pause and the resumption as events.
 func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-	wasPaused := p != nil && p.Reason == etcdv1alpha1.ReasonPaused
+	p := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionProgressing)
+	wasPaused := p != nil && p.Reason == etcdv1beta1.ReasonPaused
 	if !c.Spec.Paused {
 		if wasPaused {
 			r.event(c, corev1.EventTypeNormal, "Resumed", "Resume", "spec.paused is false: the operator changes the cluster's members again")
@@ -34,7 +34,7 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 		return nil, nil
 	}
 	if !wasPaused {
-		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonPaused, "Pause", "%s", pausedMessage)
+		r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonPaused, "Pause", "%s", pausedMessage)
 	}
 	if _, err := r.checkConsistency(ctx, s); err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	if held := c.Requests(); len(held) > 0 {
 		msg += "; requests held until resumed: " + strings.Join(held, ", ")
 	}
-	return verdict.Blocked(etcdv1alpha1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
+	return verdict.Blocked(etcdv1beta1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
 }
 
 // nextOnResume says what the membership planner or the rollout would do first if the cluster were not

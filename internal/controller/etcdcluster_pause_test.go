@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -30,21 +30,21 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 	c = waitAvailable(t, c, 3)
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused = true })
 	paused := func(want string) {
 		t.Helper()
 		testutil.Eventually(t, waitTimeout, "Progressing says paused and "+want, func(context.Context) error {
 			c = getCluster(t, c)
-			p := condition(c, etcdv1alpha1.ConditionProgressing)
-			if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonPaused || !strings.Contains(p.Message, want) ||
-				p.ObservedGeneration != c.Generation || c.Status.Phase != etcdv1alpha1.PhasePaused {
+			p := condition(c, etcdv1beta1.ConditionProgressing)
+			if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonPaused || !strings.Contains(p.Message, want) ||
+				p.ObservedGeneration != c.Generation || c.Status.Phase != etcdv1beta1.PhasePaused {
 				return fmt.Errorf("phase %s, progressing %+v", c.Status.Phase, p)
 			}
 			return nil
 		})
 	}
 	paused("spec.paused is true")
-	if a := condition(c, etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+	if a := condition(c, etcdv1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
 		t.Errorf("Available %+v while paused, want True: the status keeps being observed", a)
 	}
 
@@ -61,7 +61,7 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 		t.Fatalf("pod pause-1 recreated while paused (%v)", err)
 	}
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
 	paused("spec.paused is true")
 	for _, n := range []string{"pause-1", "pause-3", "pause-4"} {
 		if _, err := getPod(c, n); !apierrors.IsNotFound(err) {
@@ -72,7 +72,7 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 		t.Errorf("%d members while paused, want 3", got)
 	}
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused, c.Spec.Replicas = false, ptr.To[int32](3) })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused, c.Spec.Replicas = false, ptr.To[int32](3) })
 	testutil.Eventually(t, waitTimeout, "pod pause-1 recreated once resumed", func(context.Context) error {
 		_, err := getPod(c, "pause-1")
 		return err
@@ -80,7 +80,7 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 	runPods(t, c, map[string]string{names[1]: hosts[1]})
 	c = waitAvailable(t, c, 3)
 	testutil.Eventually(t, waitTimeout, "phase Running once resumed", func(context.Context) error {
-		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
 		return nil
@@ -94,7 +94,7 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 		for _, e := range evs.Items {
 			seen[e.Reason] = true
 		}
-		if !seen[etcdv1alpha1.ReasonPaused] || !seen["Resumed"] {
+		if !seen[etcdv1beta1.ReasonPaused] || !seen["Resumed"] {
 			return fmt.Errorf("event reasons %v", seen)
 		}
 		return nil

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -31,7 +31,7 @@ func (r *EtcdClusterReconciler) reconcileQuorumLoss(ctx context.Context, s *scop
 	if d.Permanent() {
 		return r.quorumDataLost(ctx, s, d)
 	}
-	return verdict.Stalled(etcdv1alpha1.ReasonQuorumLost,
+	return verdict.Stalled(etcdv1beta1.ReasonQuorumLost,
 		"No member answers: pods whose data is kept are recreated; no membership change is made until a quorum answers again"), nil
 }
 
@@ -45,16 +45,16 @@ func (r *EtcdClusterReconciler) quorumDataLost(ctx context.Context, s *scope, d 
 	msg := d.Message(c.Spec.Storage.EmptyDir != nil)
 	since := verdict.DataLostSince(c)
 	report := func(tail string) *verdict.Step {
-		st := verdict.Stalled(etcdv1alpha1.ReasonQuorumDataLost, msg+"; "+tail)
+		st := verdict.Stalled(etcdv1beta1.ReasonQuorumDataLost, msg+"; "+tail)
 		if since.IsZero() {
-			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonQuorumDataLost, "Recover", "%s", st.Message)
+			r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonQuorumDataLost, "Recover", "%s", st.Message)
 		}
 		return st
 	}
 	if !verdict.OptedIn(c) {
 		return report("nothing is changed. To recover, create a new EtcdCluster with spec.bootstrap.restore naming the newest EtcdBackup, or set spec.recovery.restoreOnQuorumLoss to let the operator copy the members that kept their data and recreate this cluster from the most up-to-date copy (writes after it are lost)"), nil
 	}
-	list := &etcdv1alpha1.EtcdBackupList{}
+	list := &etcdv1beta1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, fmt.Errorf("list etcdbackups: %w", err)
 	}
@@ -96,7 +96,7 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 		if err := r.Create(ctx, resources.BuildSurvivorSnapshot(c, name, since)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create the copy of survivor %s: %w", name, err)
 		}
-		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonQuorumDataLost, "Copy", "Copying member %s, which kept its data, before the cluster is recreated", name)
+		r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonQuorumDataLost, "Copy", "Copying member %s, which kept its data, before the cluster is recreated", name)
 	}
 	for _, b := range sc.Retry {
 		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
@@ -108,15 +108,15 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 
 // startRecovery decides, on the newest copy of the cluster only, to recreate it from backup b: the
 // decision is written to status.recovery before anything is deleted, so that it is taken once.
-func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d verdict.DataLoss, b *etcdv1alpha1.EtcdBackup, dest *etcdv1alpha1.BackupDestination, msg string,
+func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d verdict.DataLoss, b *etcdv1beta1.EtcdBackup, dest *etcdv1beta1.BackupDestination, msg string,
 	survivors []string, lost int64) (*verdict.Step, error) {
 	c := s.cluster
 	taken := b.Status.CompletionTime.UTC().Format(time.RFC3339)
 	if ok, err := r.latest(ctx, c); err != nil || !ok {
 		return verdict.StaleCopy(), err // decide on the newest cluster only
 	}
-	c.Status.Recovery = &etcdv1alpha1.RecoveryStatus{
-		Phase:                etcdv1alpha1.RecoveryDeleting,
+	c.Status.Recovery = &etcdv1beta1.RecoveryStatus{
+		Phase:                etcdv1beta1.RecoveryDeleting,
 		Backup:               b.Name,
 		Key:                  b.Status.Key,
 		SHA256:               b.Status.SHA256,
@@ -136,8 +136,8 @@ func (r *EtcdClusterReconciler) startRecovery(ctx context.Context, s *scope, d v
 		return st, err
 	}
 	metrics.QuorumRestores.WithLabelValues("started").Inc()
-	r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
+	r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonRestoringFromBackup, "Recover",
 		"%s; recreating the cluster from EtcdBackup %s (revision %d, taken %s; %d revisions known lost)", msg, b.Name, b.Status.Revision, taken, lost)
-	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup,
+	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup,
 		fmt.Sprintf("Recreating the cluster from EtcdBackup %s after a quorum loss without data: deleting the lost cluster's members", b.Name)), nil
 }

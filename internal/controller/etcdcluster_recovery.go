@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -32,12 +32,12 @@ func (r *EtcdClusterReconciler) recoveryDelay() time.Duration {
 // latest reports whether c is the newest version of the cluster in the API server (read uncached):
 // destructive recovery steps are taken only on it, never on a stale cached copy that may not show a
 // step already taken.
-func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (bool, error) {
+func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1beta1.EtcdCluster) (bool, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
-	cur := &etcdv1alpha1.EtcdCluster{}
+	cur := &etcdv1beta1.EtcdCluster{}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 		return false, fmt.Errorf("read the latest etcdcluster: %w", err)
 	}
@@ -63,24 +63,24 @@ func (r *EtcdClusterReconciler) reconcileRecovery(ctx context.Context, s *scope)
 	if s.m.Answered() {
 		answering = etcd.FormatID(s.m.Etcd.ClusterID)
 	}
-	if rec.Phase == etcdv1alpha1.RecoveryDeleting && answering != "" && answering != rec.PreviousClusterID {
-		rec.Phase = etcdv1alpha1.RecoveryRestoring // the restored cluster answers: nothing of the lost one is left
+	if rec.Phase == etcdv1beta1.RecoveryDeleting && answering != "" && answering != rec.PreviousClusterID {
+		rec.Phase = etcdv1beta1.RecoveryRestoring // the restored cluster answers: nothing of the lost one is left
 	}
-	if rec.Phase == etcdv1alpha1.RecoveryDeleting {
+	if rec.Phase == etcdv1beta1.RecoveryDeleting {
 		return r.deleteLostCluster(ctx, s, answering)
 	}
 	if answering != "" {
 		if answering != rec.PreviousClusterID {
 			now := metav1.Now()
-			rec.Phase, rec.CompletionTime = etcdv1alpha1.RecoverySucceeded, &now
+			rec.Phase, rec.CompletionTime = etcdv1beta1.RecoverySucceeded, &now
 			metrics.QuorumRestores.WithLabelValues("succeeded").Inc()
 			r.event(c, corev1.EventTypeNormal, "RestoredFromBackup", "Recover",
 				"Recreated the cluster from EtcdBackup %s (revision %d) in %s: new cluster ID %s", rec.Backup, rec.Revision,
 				now.Sub(rec.StartTime.Time).Round(time.Second), answering)
-			return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+			return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf(
 				"Recreated the cluster from EtcdBackup %s: new cluster ID %s", rec.Backup, answering)), nil
 		}
-		return verdict.Stalled(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Stalled(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"A member of the lost cluster %s answers while the cluster is being restored from EtcdBackup %s: delete its pod", rec.PreviousClusterID, rec.Backup)), nil
 	}
 	return nil, nil // bootstrap creates the members that restore the snapshot
@@ -104,30 +104,30 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 		return nil, err
 	}
 	if len(retained) > 0 {
-		return verdict.Blocked(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Blocked(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Recreating the cluster from EtcdBackup %s waits: claims %s hold the lost cluster's data and storage.retainPolicy is Retain; copy what you need, then delete them",
 			rec.Backup, strings.Join(retained, ", "))), nil
 	}
 	if len(left) > 0 {
-		return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Recreating the cluster from EtcdBackup %s: waiting for the lost cluster's %s to go (a pod stuck terminating on an unreachable node must be force-deleted)", rec.Backup, strings.Join(left, ", "))), nil
 	}
-	rec.Phase = etcdv1alpha1.RecoveryRestoring
+	rec.Phase = etcdv1beta1.RecoveryRestoring
 	// the lost cluster's identity goes with it: the members are recreated as a new cluster
 	c.Status.ClusterID, c.Status.Members = "", nil
 	// recorded before any member is created, so that no later pass takes it for the lost cluster's
 	if st, err := r.recordStatus(ctx, c, "that the lost cluster's members are deleted"); err != nil || st != nil {
 		return st, err
 	}
-	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoringFromBackup, "Recover",
+	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonRestoringFromBackup, "Recover",
 		"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
-	return verdict.Acting(etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
+	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
 }
 
 // recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery
 // step is announced (event, metric) and acted on only once it is recorded. A conflict (a newer cluster
 // exists) asks for another look soon instead of an error.
-func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1alpha1.EtcdCluster, what string) (*verdict.Step, error) {
+func (r *EtcdClusterReconciler) recordStatus(ctx context.Context, c *etcdv1beta1.EtcdCluster, what string) (*verdict.Step, error) {
 	err := r.Status().Update(ctx, c)
 	switch {
 	case err == nil:
@@ -144,8 +144,8 @@ func (r *EtcdClusterReconciler) cancelRecovery(s *scope, why string) (*verdict.S
 	c := s.cluster
 	backupName := c.Status.Recovery.Backup
 	c.Status.Recovery = nil
-	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s: %s; what was already deleted stays deleted", backupName, why)
-	return verdict.Acting(etcdv1alpha1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)), nil
+	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonRestoreCancelled, "Recover", "Cancelled the restore of EtcdBackup %s: %s; what was already deleted stays deleted", backupName, why)
+	return verdict.Acting(etcdv1beta1.ReasonRestoreCancelled, fmt.Sprintf("Cancelled the restore of EtcdBackup %s: %s", backupName, why)), nil
 }
 
 // deleteLostMembers deletes every member pod and claim of the cluster and returns those not gone yet.
@@ -168,7 +168,7 @@ func (r *EtcdClusterReconciler) deleteLostMembers(ctx context.Context, s *scope)
 		if pvc.DeletionTimestamp != nil {
 			continue
 		}
-		if c.Spec.Storage.RetainPolicy == etcdv1alpha1.RetainPolicyRetain {
+		if c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain {
 			retained = append(retained, name)
 			continue
 		}

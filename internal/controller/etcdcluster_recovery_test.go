@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -34,7 +34,7 @@ import (
 // says Restoring from that backup, and once a new cluster answers, Succeeded with a new cluster ID.
 func TestC05_QuorumLostWithoutData(t *testing.T) {
 	ctx := context.Background()
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	dest := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}
 	c, members, names, hosts := runningCluster(t,
 		testutil.EtcdCluster("c05", testutil.InNamespace("ns-c05"), testutil.WithReplicas(3), testutil.WithEmptyDir()), "127.0.0.51", "127.0.0.52", "127.0.0.53")
 	oldID := c.Status.ClusterID
@@ -56,24 +56,24 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	}
 	testutil.Eventually(t, waitTimeout, "QuorumDataLost reported", func(context.Context) error {
 		c = getCluster(t, c)
-		a, p := condition(c, etcdv1alpha1.ConditionAvailable), condition(c, etcdv1alpha1.ConditionProgressing)
-		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonQuorumDataLost {
+		a, p := condition(c, etcdv1beta1.ConditionAvailable), condition(c, etcdv1beta1.ConditionProgressing)
+		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1beta1.ReasonQuorumDataLost {
 			return fmt.Errorf("available %+v", a)
 		}
-		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1alpha1.ReasonQuorumDataLost ||
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonQuorumDataLost ||
 			!strings.Contains(p.Message, "members c05-0, c05-1, c05-2 lost their data") || !strings.Contains(p.Message, "nothing is changed") {
 			return fmt.Errorf("progressing %+v", p)
 		}
-		if c.Status.Phase != etcdv1alpha1.PhaseQuorumLost {
+		if c.Status.Phase != etcdv1beta1.PhaseQuorumLost {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
-		if q := condition(c, etcdv1alpha1.ConditionQuorumDataLost); q == nil || q.Status != metav1.ConditionTrue {
+		if q := condition(c, etcdv1beta1.ConditionQuorumDataLost); q == nil || q.Status != metav1.ConditionTrue {
 			return fmt.Errorf("QuorumDataLost %+v", q)
 		}
 		return nil
 	})
 	testutil.Eventually(t, waitTimeout, "a Warning event", func(context.Context) error {
-		return findEvent(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, "lost their data")
+		return findEvent(ctx, c, etcdv1beta1.ReasonQuorumDataLost, "lost their data")
 	})
 	// Passes keep coming (requeues every 5 s); none creates a member.
 	rv := c.ResourceVersion
@@ -92,8 +92,8 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	}
 
 	// Opting in restores the newest successful backup.
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: true}
 	})
 	var token string
 	for _, n := range names {
@@ -120,14 +120,14 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	}
 	c = getCluster(t, c)
 	rec := c.Status.Recovery
-	if rec == nil || rec.Phase != etcdv1alpha1.RecoveryRestoring || rec.Backup != b.Name || rec.Revision != 42 ||
+	if rec == nil || rec.Phase != etcdv1beta1.RecoveryRestoring || rec.Backup != b.Name || rec.Revision != 42 ||
 		rec.PreviousClusterID != oldID || !slices.Equal(rec.LostMembers, names) || rec.Destination == nil || rec.Destination.PVC.ClaimName != "backups" {
 		t.Fatalf("status.recovery %+v", rec)
 	}
-	if c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.ClusterID != "" {
+	if c.Status.Phase != etcdv1beta1.PhaseRestoring || c.Status.ClusterID != "" {
 		t.Errorf("phase %s clusterID %q while restoring", c.Status.Phase, c.Status.ClusterID)
 	}
-	waitEvent(t, c, etcdv1alpha1.ReasonRestoringFromBackup, "recreating the cluster from EtcdBackup c05-nightly")
+	waitEvent(t, c, etcdv1beta1.ReasonRestoringFromBackup, "recreating the cluster from EtcdBackup c05-nightly")
 
 	// The members restore and form a new cluster (here: a new embedded cluster at the pods' addresses,
 	// with the token the operator chose; the token of the lost one would make the same cluster ID).
@@ -135,10 +135,10 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
 	testutil.Eventually(t, waitTimeout, "recovery Succeeded", func(context.Context) error {
 		c = getCluster(t, c)
-		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.CompletionTime == nil {
+		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1beta1.RecoverySucceeded || rec.CompletionTime == nil {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
-		if c.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if c.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
 		return nil
@@ -154,13 +154,13 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 
 // waitEvent waits until cluster c has an event of reason whose note contains text: events are written
 // asynchronously, so what they tell of may be seen before them.
-func waitEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason, text string) {
+func waitEvent(t *testing.T, c *etcdv1beta1.EtcdCluster, reason, text string) {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, reason, text) })
 }
 
 // findEvent returns nil when an event of the given reason about c has a note containing text.
-func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text string) error {
+func findEvent(ctx context.Context, c *etcdv1beta1.EtcdCluster, reason, text string) error {
 	list := &eventsv1.EventList{}
 	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return err
@@ -179,7 +179,7 @@ func findEvent(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, text st
 
 // stopThenDeleteData stops the etcd members of the given indexes, all of them first, then deletes
 // their pods and claims: the quorum is lost before any data is, as when several nodes go at once.
-func stopThenDeleteData(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []*testenv.EtcdMember, names []string, idx ...int) {
+func stopThenDeleteData(t *testing.T, c *etcdv1beta1.EtcdCluster, members []*testenv.EtcdMember, names []string, idx ...int) {
 	t.Helper()
 	for _, i := range idx {
 		members[i].Stop()
@@ -197,12 +197,12 @@ func stopThenDeleteData(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []*te
 // restoring the survivor's copy.
 func TestQuorumLostWithClaimsGone(t *testing.T) {
 	ctx := context.Background()
-	c, members, names, _ := runningCluster(t, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: "ns-lostclaims"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
-			Storage:  etcdv1alpha1.StorageSpec{RetainPolicy: etcdv1alpha1.RetainPolicyRetain},
-			Recovery: &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true},
-			Backup: &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{
-				PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}}}}, "127.0.0.71", "127.0.0.72", "127.0.0.73")
+	c, members, names, _ := runningCluster(t, &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "lc", Namespace: "ns-lostclaims"},
+		Spec: etcdv1beta1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
+			Storage:  etcdv1beta1.StorageSpec{RetainPolicy: etcdv1beta1.RetainPolicyRetain},
+			Recovery: &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: true},
+			Backup: &etcdv1beta1.BackupSpec{Destination: etcdv1beta1.BackupDestination{
+				PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}}}}, "127.0.0.71", "127.0.0.72", "127.0.0.73")
 	// A backup with no destination of its own: the cluster's spec.backup.destination holds it.
 	b := succeededBackup(t, c, "lc-hourly", nil, "ns-lostclaims/lc/hourly.db", strings.Repeat("ef", 32), 7)
 
@@ -235,8 +235,8 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	b = survivor
 	testutil.Eventually(t, waitTimeout, "the restore waits for the retained claim", func(context.Context) error {
 		c = getCluster(t, c)
-		p := condition(c, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "members lc-1, lc-2 lost their data") ||
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonQuorumDataLost || !strings.Contains(p.Message, "members lc-1, lc-2 lost their data") ||
 			!strings.Contains(p.Message, "claims data-lc-0 still hold the lost cluster's data and storage.retainPolicy is Retain") {
 			return fmt.Errorf("progressing %+v", p)
 		}
@@ -249,7 +249,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 		t.Fatalf("the survivor's pod was touched under Retain: %v", err)
 	}
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = etcdv1alpha1.RetainPolicyDelete })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.RetainPolicy = etcdv1beta1.RetainPolicyDelete })
 	testutil.Eventually(t, waitTimeout, "restore started", func(context.Context) error {
 		c = getCluster(t, c)
 		if rec := c.Status.Recovery; rec == nil || rec.Backup != b.Name || !slices.Equal(rec.LostMembers, []string{"lc-1", "lc-2"}) ||
@@ -273,7 +273,7 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "survivor's claim gone", func(context.Context) error {
 		pvc := &corev1.PersistentVolumeClaim{}
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-lc-0"}, pvc)
-		if err == nil && pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != "" && pvc.CreationTimestamp.After(c.Status.Recovery.StartTime.Add(-time.Second)) {
+		if err == nil && pvc.Annotations[etcdv1beta1.AnnotationInitialClusterState] != "" && pvc.CreationTimestamp.After(c.Status.Recovery.StartTime.Add(-time.Second)) {
 			return nil // already recreated for the restore
 		}
 		if err == nil && pvc.DeletionTimestamp == nil {
@@ -302,14 +302,14 @@ func TestQuorumLostWithClaimsGone(t *testing.T) {
 			t.Errorf("claim of %s: %v", n, err)
 		}
 	}
-	if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRestoring || c.Status.Recovery.Phase != etcdv1alpha1.RecoveryRestoring {
+	if c = getCluster(t, c); c.Status.Phase != etcdv1beta1.PhaseRestoring || c.Status.Recovery.Phase != etcdv1beta1.RecoveryRestoring {
 		t.Errorf("phase %s, recovery %+v", c.Status.Phase, c.Status.Recovery)
 	}
 }
 
 // deleteMemberAndClaim deletes member name's pod and claim, finishing the claim's deletion as
 // kube-controller-manager would once no pod uses it.
-func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+func deleteMemberAndClaim(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) {
 	t.Helper()
 	ctx := context.Background()
 	// the claim first, as a cluster with the PVC-protection controller has it: marked for deletion
@@ -352,9 +352,9 @@ func deleteMemberAndClaim(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string
 // off: status.recovery is cleared, an event says so, and no member is created from the backup.
 func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	ctx := context.Background()
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	dest := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}
 	cx := testutil.EtcdCluster("cx", testutil.InNamespace("ns-cancel"), testutil.WithReplicas(3), testutil.WithRestoreOnQuorumLoss(true))
-	cx.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: *dest}
+	cx.Spec.Backup = &etcdv1beta1.BackupSpec{Destination: *dest}
 	c, members, names, _ := runningCluster(t, cx, "127.0.0.74", "127.0.0.75", "127.0.0.76")
 	succeededBackup(t, c, "cx-b", dest, "ns-cancel/cx/b.db", strings.Repeat("01", 32), 3)
 	// the survivor's pod cannot go until the test lets it
@@ -385,7 +385,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 	markSucceeded(t, c, waitSurvivorCopy(t, c, names[0]), "ns-cancel/cx/survivor.db", strings.Repeat("02", 32), 1)
 	testutil.Eventually(t, waitTimeout, "restore decided, deleting", func(context.Context) error {
 		c = getCluster(t, c)
-		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoveryDeleting || rec.Backup != "cx-b" {
+		if rec := c.Status.Recovery; rec == nil || rec.Phase != etcdv1beta1.RecoveryDeleting || rec.Backup != "cx-b" {
 			return fmt.Errorf("status.recovery %+v", rec)
 		}
 		p, err := getPod(c, names[0])
@@ -397,20 +397,20 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 		}
 		return nil
 	})
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Recovery.RestoreOnQuorumLoss = false })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RestoreOnQuorumLoss = false })
 	testutil.Eventually(t, waitTimeout, "restore cancelled", func(context.Context) error {
 		c = getCluster(t, c)
 		if c.Status.Recovery != nil {
 			return fmt.Errorf("status.recovery %+v", c.Status.Recovery)
 		}
-		return findEvent(ctx, c, etcdv1alpha1.ReasonRestoreCancelled, "spec.recovery.restoreOnQuorumLoss was turned off")
+		return findEvent(ctx, c, etcdv1beta1.ReasonRestoreCancelled, "spec.recovery.restoreOnQuorumLoss was turned off")
 	})
 	release()
 	// with the survivor's pod and claim gone, the loss is reported, and nothing is restored
 	testutil.Eventually(t, waitTimeout, "loss reported, nothing restored", func(context.Context) error {
 		c = getCluster(t, c)
-		p := condition(c, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(p.Message, "nothing is changed") {
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonQuorumDataLost || !strings.Contains(p.Message, "nothing is changed") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
@@ -425,7 +425,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 // runningCluster creates c, and its namespace, runs one embedded etcd member per host as its members
 // <name>-0.. (marking their pods Running at those addresses, as kubelet would), and waits until the
 // cluster is Running. It returns the cluster as last read, the members, their names and hosts.
-func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) (*etcdv1alpha1.EtcdCluster, []*testenv.EtcdMember, []string, []string) {
+func runningCluster(t *testing.T, c *etcdv1beta1.EtcdCluster, hosts ...string) (*etcdv1beta1.EtcdCluster, []*testenv.EtcdMember, []string, []string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}); err != nil {
@@ -444,7 +444,7 @@ func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) 
 	members := testenv.StartEtcd(t, names, hosts)
 	runPods(t, c, ips)
 	testutil.Eventually(t, waitTimeout, "Running", func(context.Context) error {
-		if c = getCluster(t, c); c.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if c = getCluster(t, c); c.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
 		return nil
@@ -455,11 +455,11 @@ func runningCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster, hosts ...string) 
 // succeededBackup creates EtcdBackup name of cluster c (to dest; nil: the cluster's destination) and
 // sets its status as its Job would on success (the Job cannot run here): key, sha256, revision, etcd
 // 3.6.16, completed now, stored at key in its destination.
-func succeededBackup(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, dest *etcdv1alpha1.BackupDestination, key, sha string, revision int64) *etcdv1alpha1.EtcdBackup {
+func succeededBackup(t *testing.T, c *etcdv1beta1.EtcdCluster, name string, dest *etcdv1beta1.BackupDestination, key, sha string, revision int64) *etcdv1beta1.EtcdBackup {
 	t.Helper()
 	ctx := context.Background()
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: dest}}
+	b := &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name}, Destination: dest}}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -468,12 +468,12 @@ func succeededBackup(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, des
 
 // waitSurvivorCopy waits for the one EtcdBackup that copies member, the survivor of a quorum loss of
 // cluster c, and checks that nothing was deleted while the copy runs.
-func waitSurvivorCopy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) *etcdv1alpha1.EtcdBackup {
+func waitSurvivorCopy(t *testing.T, c *etcdv1beta1.EtcdCluster, member string) *etcdv1beta1.EtcdBackup {
 	t.Helper()
-	survivor := &etcdv1alpha1.EtcdBackup{}
+	survivor := &etcdv1beta1.EtcdBackup{}
 	testutil.Eventually(t, waitTimeout, "the survivor is copied first", func(ctx context.Context) error {
-		list := &etcdv1alpha1.EtcdBackupList{}
-		if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelSurvivorSnapshot: "true"}); err != nil {
+		list := &etcdv1beta1.EtcdBackupList{}
+		if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1beta1.LabelSurvivorSnapshot: "true"}); err != nil {
 			return err
 		}
 		if len(list.Items) != 1 || list.Items[0].Spec.Member != member || !strings.HasPrefix(list.Items[0].Name, member+"-survivor-") {
@@ -481,7 +481,7 @@ func waitSurvivorCopy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) 
 		}
 		*survivor = list.Items[0]
 		c = getCluster(t, c)
-		if p := condition(c, etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "copying the members that kept their data before anything is deleted: "+member) {
+		if p := condition(c, etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "copying the members that kept their data before anything is deleted: "+member) {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
@@ -494,7 +494,7 @@ func waitSurvivorCopy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) 
 
 // markSucceeded sets backup b's status as its Job would on success, once the backup controller has
 // looked at it (see succeededBackup).
-func markSucceeded(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, key, sha string, revision int64) *etcdv1alpha1.EtcdBackup {
+func markSucceeded(t *testing.T, c *etcdv1beta1.EtcdCluster, b *etcdv1beta1.EtcdBackup, key, sha string, revision int64) *etcdv1beta1.EtcdBackup {
 	t.Helper()
 	ctx := context.Background()
 	stored := b.Spec.Destination
@@ -509,7 +509,7 @@ func markSucceeded(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.Et
 			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name) // its first write would overwrite ours
 		}
 		now := metav1.Now()
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: key, SHA256: sha, Revision: revision,
+		b.Status = etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupSucceeded, Key: key, SHA256: sha, Revision: revision,
 			EtcdVersion: "3.6.16", CompletionTime: &now, ObservedGeneration: b.Generation, Location: resources.DestinationLocation(stored, key)}
 		return k8s.Status().Update(ctx, b)
 	})

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -53,10 +53,10 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	}
 	switch {
 	case len(recreated) > 0:
-		return verdict.Acting(etcdv1alpha1.ReasonRecreatingMember,
+		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
 			fmt.Sprintf("Recreated member pods %s on their data; waiting for them to rejoin", strings.Join(recreated, ", "))), nil
 	case len(waiting) > 0:
-		return verdict.Acting(etcdv1alpha1.ReasonRecreatingMember,
+		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
 			fmt.Sprintf("Waiting for the failed or down member pods %s to go before recreating them", strings.Join(waiting, ", "))), nil
 	}
 	return nil, nil

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -31,8 +31,8 @@ import (
 func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("heal", testutil.InNamespace("ns-heal"), testutil.WithReplicas(3)), "127.0.0.51", "127.0.0.52", "127.0.0.53")
 	const policy = 20 * time.Second
-	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
 	})
 	var oldID uint64
 	for _, m := range memberList(t, members[0].ClientURL()) {
@@ -50,7 +50,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 			return err
 		}
 		a := oldClaim.Annotations
-		if a[etcdv1alpha1.AnnotationMemberID] != etcd.FormatID(oldID) || a[etcdv1alpha1.AnnotationClusterID] != etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID())) {
+		if a[etcdv1beta1.AnnotationMemberID] != etcd.FormatID(oldID) || a[etcdv1beta1.AnnotationClusterID] != etcd.FormatID(uint64(members[0].Etcd.Server.Cluster().ID())) {
 			return fmt.Errorf("annotations %v", a)
 		}
 		return nil
@@ -62,7 +62,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	markNotReady(t, c, "heal-2")
 
 	testutil.Eventually(t, waitTimeout, "Degraded names heal-2, since when, and when it is replaced", func(context.Context) error {
-		d := condition(getCluster(t, c), etcdv1alpha1.ConditionDegraded)
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
 		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "heal-2 is down since ") || !strings.Contains(d.Message, "replaced at ") {
 			return fmt.Errorf("degraded %+v", d)
 		}
@@ -142,7 +142,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 }
 
 // markNotReady sets the pod's Ready condition False, as kubelet does when its readiness probe fails.
-func markNotReady(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+func markNotReady(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, "pod "+name+" not ready", func(context.Context) error {
 		p, err := getPod(c, name)
@@ -156,7 +156,7 @@ func markNotReady(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
 
 // finishClaimDeletion waits for the claim of that UID to be deleted and finishes its deletion as
 // kube-controller-manager would (dropping kubernetes.io/pvc-protection once no pod uses it).
-func finishClaimDeletion(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UID) {
+func finishClaimDeletion(t *testing.T, c *etcdv1beta1.EtcdCluster, uid types.UID) {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, "claim "+string(uid)+" deleted", func(context.Context) error {
 		list := &corev1.PersistentVolumeClaimList{}
@@ -189,9 +189,9 @@ func finishClaimDeletion(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UI
 // again: Available turns True), and adds a new learner under the member's name with a new ID.
 func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("rot", testutil.InNamespace("ns-rot"), testutil.WithReplicas(3)), "127.0.0.61", "127.0.0.62", "127.0.0.63")
-	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
 		// replacing "down" members is off: a CORRUPT alarm is replaced anyway
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 	})
 	oldID := uint64(members[1].Etcd.Server.MemberID())
 	ctx := context.Background()
@@ -217,7 +217,7 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 		waitEvent(t, c, reason, text)
 	}
 	testutil.Eventually(t, waitTimeout, "Available again", func(context.Context) error {
-		if a := condition(getCluster(t, c), etcdv1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+		if a := condition(getCluster(t, c), etcdv1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
 			return fmt.Errorf("available %+v", a)
 		}
 		return nil
@@ -329,8 +329,8 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 // past its grace period, is deleted without waiting for the kubelet; a new learner takes its name.
 func TestStuckTerminatingMemberReplaced(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("stuck", testutil.InNamespace("ns-stuck"), testutil.WithReplicas(3)), "127.0.0.187", "127.0.0.188", "127.0.0.189")
-	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 20 * time.Second}}
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: 20 * time.Second}}
 	})
 	ctx := context.Background()
 	oldID := uint64(members[2].Etcd.Server.MemberID())

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
@@ -36,8 +36,8 @@ func (r *EtcdClusterReconciler) refuseRequests(ctx context.Context, s *scope) (*
 		return nil, nil // whether a member is a learner is etcd's to say
 	}
 	for key, refuse := range map[string]func(*model.Cluster, string) string{
-		etcdv1alpha1.AnnotationMoveLeader:    verdict.RefuseMoveLeader,
-		etcdv1alpha1.AnnotationReplaceMember: verdict.RefuseReplace,
+		etcdv1beta1.AnnotationMoveLeader:    verdict.RefuseMoveLeader,
+		etcdv1beta1.AnnotationReplaceMember: verdict.RefuseReplace,
 	} {
 		name, ok := s.cluster.Annotations[key]
 		if !ok {
@@ -47,7 +47,7 @@ func (r *EtcdClusterReconciler) refuseRequests(ctx context.Context, s *scope) (*
 			if err := r.finishRequest(ctx, s.cluster, key); err != nil {
 				return nil, err
 			}
-			r.event(s.cluster, corev1.EventTypeWarning, etcdv1alpha1.ReasonRequestRefused, "Refuse", "Refused %s", why)
+			r.event(s.cluster, corev1.EventTypeWarning, etcdv1beta1.ReasonRequestRefused, "Refuse", "Refused %s", why)
 		}
 	}
 	return nil, nil
@@ -57,7 +57,7 @@ func (r *EtcdClusterReconciler) refuseRequests(ctx context.Context, s *scope) (*
 // read (a JSON patch that tests it first: a request made again meanwhile stays), and updates c's
 // annotations and resourceVersion so that the pass's status patch applies. A request already gone,
 // or changed meanwhile, is no error: the next pass sees what is there.
-func (r *EtcdClusterReconciler) finishRequest(ctx context.Context, c *etcdv1alpha1.EtcdCluster, key string) error {
+func (r *EtcdClusterReconciler) finishRequest(ctx context.Context, c *etcdv1beta1.EtcdCluster, key string) error {
 	value, ok := c.Annotations[key]
 	if !ok {
 		return nil
@@ -91,7 +91,7 @@ func (r *EtcdClusterReconciler) finishRequest(ctx context.Context, c *etcdv1alph
 // is deleted unless the pass's copy of the cluster is the newest (latest).
 func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	name, ok := c.Annotations[etcdv1alpha1.AnnotationReplaceMember]
+	name, ok := c.Annotations[etcdv1beta1.AnnotationReplaceMember]
 	if !ok {
 		return nil, nil
 	}
@@ -107,7 +107,7 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 		for _, f := range s.m.Listed() {
 			if f != mem && f.Voter() && f.Serving() {
 				return r.moveLeader(ctx, s, rollout.Action{Member: name, ID: mem.ID(), Target: f.Name, TargetID: f.ID(),
-					Reason: fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1alpha1.AnnotationReplaceMember)})
+					Reason: fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1beta1.AnnotationReplaceMember)})
 			}
 		}
 	}
@@ -125,13 +125,13 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 			return nil, fmt.Errorf("delete pod %s, to be replaced: %w", name, err)
 		}
 	}
-	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationReplaceMember); err != nil {
+	if err := r.finishRequest(ctx, c, etcdv1beta1.AnnotationReplaceMember); err != nil {
 		return nil, err
 	}
 	msg := fmt.Sprintf("Replacing member %s (ID %s) as %s asked: deleted its claim and pod; it is removed from etcd and a new member of that name joins with a new ID and copies the data from the leader",
-		name, etcd.FormatID(mem.ID()), etcdv1alpha1.AnnotationReplaceMember)
-	r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonReplacingMember, "Replace", "%s", msg)
-	return verdict.Acting(etcdv1alpha1.ReasonReplacingMember, msg), nil
+		name, etcd.FormatID(mem.ID()), etcdv1beta1.AnnotationReplaceMember)
+	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
+	return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
 }
 
 // reconcileMoveLeaderRequest carries out AnnotationMoveLeader on a settled cluster: etcd's MoveLeader
@@ -139,7 +139,7 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 // MovedLeader event. A member that leads already needs no move.
 func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	name, ok := c.Annotations[etcdv1alpha1.AnnotationMoveLeader]
+	name, ok := c.Annotations[etcdv1beta1.AnnotationMoveLeader]
 	if !ok || !s.m.Answered() {
 		return nil, nil
 	}
@@ -151,14 +151,14 @@ func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, 
 	if leader != target {
 		var err error
 		st, err = r.moveLeader(ctx, s, rollout.Action{Member: leader.Name, ID: leader.ID(), Target: name, TargetID: target.ID(),
-			Reason: fmt.Sprintf("%s asked for %s to lead", etcdv1alpha1.AnnotationMoveLeader, name)})
-		if err != nil || st.Reason != etcdv1alpha1.ReasonMovingLeader {
+			Reason: fmt.Sprintf("%s asked for %s to lead", etcdv1beta1.AnnotationMoveLeader, name)})
+		if err != nil || st.Reason != etcdv1beta1.ReasonMovingLeader {
 			return st, err // not moved yet (retryLater)
 		}
 	} else {
-		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "%s (ID %s) leads already, as %s asked", name, etcd.FormatID(target.ID()), etcdv1alpha1.AnnotationMoveLeader)
+		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "%s (ID %s) leads already, as %s asked", name, etcd.FormatID(target.ID()), etcdv1beta1.AnnotationMoveLeader)
 	}
-	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationMoveLeader); err != nil {
+	if err := r.finishRequest(ctx, c, etcdv1beta1.AnnotationMoveLeader); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -171,7 +171,7 @@ func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, 
 // a Defragmented event. A request withdrawn (the annotation removed) is forgotten.
 func (r *EtcdClusterReconciler) reconcileDefragRequest(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	token, ok := c.Annotations[etcdv1alpha1.AnnotationDefragment]
+	token, ok := c.Annotations[etcdv1beta1.AnnotationDefragment]
 	st := c.Status.Maintenance
 	if !ok {
 		if st != nil {
@@ -183,7 +183,7 @@ func (r *EtcdClusterReconciler) reconcileDefragRequest(ctx context.Context, s *s
 		return nil, nil
 	}
 	if st == nil {
-		st = &etcdv1alpha1.MaintenanceStatus{}
+		st = &etcdv1beta1.MaintenanceStatus{}
 		c.Status.Maintenance = st
 	}
 	underway := st.RequestedDefragmentation == token
@@ -193,12 +193,12 @@ func (r *EtcdClusterReconciler) reconcileDefragRequest(ctx context.Context, s *s
 	st.RequestedDefragmentation = token
 	st.PendingDefragmentation = verdict.RequestedDefragmentation(s.m, st.PendingDefragmentation, underway)
 	if len(st.PendingDefragmentation) > 0 {
-		return r.defragmentOne(ctx, s, s.m.Member(st.PendingDefragmentation[0]), etcdv1alpha1.AnnotationDefragment+" asked")
+		return r.defragmentOne(ctx, s, s.m.Member(st.PendingDefragmentation[0]), etcdv1beta1.AnnotationDefragment+" asked")
 	}
-	if err := r.finishRequest(ctx, c, etcdv1alpha1.AnnotationDefragment); err != nil {
+	if err := r.finishRequest(ctx, c, etcdv1beta1.AnnotationDefragment); err != nil {
 		return nil, err
 	}
 	st.RequestedDefragmentation = ""
-	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "Defragmented every voting member as %s=%s asked", etcdv1alpha1.AnnotationDefragment, token)
+	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "Defragmented every voting member as %s=%s asked", etcdv1beta1.AnnotationDefragment, token)
 	return nil, nil
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -22,7 +22,7 @@ import (
 )
 
 // request sets annotation key of cluster c to value, by a merge patch, as `kubectl etcd` does.
-func request(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
+func request(t *testing.T, c *etcdv1beta1.EtcdCluster, key, value string) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
 	if err := k8s.Patch(context.Background(), c.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -31,7 +31,7 @@ func request(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
 }
 
 // waitRequestDone waits until the operator removed annotation key from c.
-func waitRequestDone(t *testing.T, c *etcdv1alpha1.EtcdCluster, key string) {
+func waitRequestDone(t *testing.T, c *etcdv1beta1.EtcdCluster, key string) {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, key+" removed", func(context.Context) error {
 		if v, ok := getCluster(t, c).Annotations[key]; ok {
@@ -53,7 +53,7 @@ func etcdLeader(members []*testenv.EtcdMember) string {
 }
 
 // eventsSince returns the notes of c's events of reason first written at or after since, oldest first.
-func eventsSince(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, since time.Time) []string {
+func eventsSince(t *testing.T, c *etcdv1beta1.EtcdCluster, reason string, since time.Time) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := k8s.List(context.Background(), list, client.InNamespace(c.Namespace)); err != nil {
@@ -84,8 +84,8 @@ func TestRequestsByAnnotation(t *testing.T) {
 		target = names[1]
 	}
 
-	request(t, c, etcdv1alpha1.AnnotationMoveLeader, target)
-	waitRequestDone(t, c, etcdv1alpha1.AnnotationMoveLeader)
+	request(t, c, etcdv1beta1.AnnotationMoveLeader, target)
+	waitRequestDone(t, c, etcdv1beta1.AnnotationMoveLeader)
 	if got := etcdLeader(members); got != target {
 		t.Errorf("leader %q after move-leader=%s", got, target)
 	}
@@ -98,8 +98,8 @@ func TestRequestsByAnnotation(t *testing.T) {
 	})
 
 	asked := time.Now().Add(-time.Second)
-	request(t, c, etcdv1alpha1.AnnotationDefragment, "2026-12-03T10:00:00Z")
-	waitRequestDone(t, c, etcdv1alpha1.AnnotationDefragment)
+	request(t, c, etcdv1beta1.AnnotationDefragment, "2026-12-03T10:00:00Z")
+	waitRequestDone(t, c, etcdv1beta1.AnnotationDefragment)
 	waitEvent(t, c, "Defragmented", "Defragmented every voting member as etcd.etcdkit.dev/defragment=2026-12-03T10:00:00Z asked")
 	var order []string
 	for _, note := range eventsSince(t, c, "Defragmented", asked) {
@@ -121,12 +121,12 @@ func TestRequestsByAnnotation(t *testing.T) {
 	// refused: nothing changes
 	leader, ids := etcdLeader(members), memberIDs(t, members[0])
 	for _, tc := range []struct{ key, value, why string }{
-		{etcdv1alpha1.AnnotationMoveLeader, "nosuch", "the cluster has no member nosuch (its members: req-0, req-1, req-2)"},
-		{etcdv1alpha1.AnnotationReplaceMember, "req-7", "the cluster has no member req-7"},
+		{etcdv1beta1.AnnotationMoveLeader, "nosuch", "the cluster has no member nosuch (its members: req-0, req-1, req-2)"},
+		{etcdv1beta1.AnnotationReplaceMember, "req-7", "the cluster has no member req-7"},
 	} {
 		request(t, c, tc.key, tc.value)
 		waitRequestDone(t, c, tc.key)
-		waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, tc.key+"="+tc.value+": "+tc.why)
+		waitEvent(t, c, etcdv1beta1.ReasonRequestRefused, tc.key+"="+tc.value+": "+tc.why)
 	}
 	if got := etcdLeader(members); got != leader {
 		t.Errorf("leader %s after refused requests, was %s", got, leader)
@@ -146,10 +146,10 @@ func TestRequestsByAnnotation(t *testing.T) {
 		}
 		return errors.New("no learner req-3")
 	})
-	for _, key := range []string{etcdv1alpha1.AnnotationMoveLeader, etcdv1alpha1.AnnotationReplaceMember} {
+	for _, key := range []string{etcdv1beta1.AnnotationMoveLeader, etcdv1beta1.AnnotationReplaceMember} {
 		request(t, c, key, "req-3")
 		waitRequestDone(t, c, key)
-		waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, key+"=req-3: req-3 is a learner")
+		waitEvent(t, c, etcdv1beta1.ReasonRequestRefused, key+"=req-3: req-3 is a learner")
 	}
 	if got := etcdLeader(members); got != leader {
 		t.Errorf("leader %s after refused requests, was %s", got, leader)
@@ -195,23 +195,23 @@ func TestReplaceMemberRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused = true })
 	testutil.Eventually(t, waitTimeout, "paused", func(context.Context) error {
-		if p := getCluster(t, c).Status.Phase; p != etcdv1alpha1.PhasePaused {
+		if p := getCluster(t, c).Status.Phase; p != etcdv1beta1.PhasePaused {
 			return fmt.Errorf("phase %s", p)
 		}
 		return nil
 	})
-	request(t, c, etcdv1alpha1.AnnotationReplaceMember, victim)
+	request(t, c, etcdv1beta1.AnnotationReplaceMember, victim)
 	testutil.Eventually(t, waitTimeout, "Progressing says the request is held", func(context.Context) error {
-		held := "requests held until resumed: " + etcdv1alpha1.AnnotationReplaceMember + "=" + victim
-		if p := condition(getCluster(t, c), etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, held) {
+		held := "requests held until resumed: " + etcdv1beta1.AnnotationReplaceMember + "=" + victim
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, held) {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
 	})
 	testutil.Consistently(t, 3*time.Second, "the request held while paused", func(context.Context) error {
-		if getCluster(t, c).Annotations[etcdv1alpha1.AnnotationReplaceMember] != victim {
+		if getCluster(t, c).Annotations[etcdv1beta1.AnnotationReplaceMember] != victim {
 			return errors.New("the annotation was removed while paused")
 		}
 		if _, err := getPod(c, victim); err != nil {
@@ -219,9 +219,9 @@ func TestReplaceMemberRequest(t *testing.T) {
 		}
 		return nil
 	})
-	updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = false })
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused = false })
 
-	waitRequestDone(t, c, etcdv1alpha1.AnnotationReplaceMember)
+	waitRequestDone(t, c, etcdv1beta1.AnnotationReplaceMember)
 	waitEvent(t, c, "MovedLeader", "Moved leadership from "+victim)
 	waitEvent(t, c, "ReplacingMember", fmt.Sprintf("Replacing member %s (ID %s)", victim, etcd.FormatID(oldID)))
 	if l := etcdLeader(members); l == victim || l == "" {
@@ -262,9 +262,9 @@ func TestReplaceRequestRefusedForOneMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	request(t, c, etcdv1alpha1.AnnotationReplaceMember, "one-0")
-	waitRequestDone(t, c, etcdv1alpha1.AnnotationReplaceMember)
-	waitEvent(t, c, etcdv1alpha1.ReasonRequestRefused, "etcd.etcdkit.dev/replace-member=one-0: the cluster has one member")
+	request(t, c, etcdv1beta1.AnnotationReplaceMember, "one-0")
+	waitRequestDone(t, c, etcdv1beta1.AnnotationReplaceMember)
+	waitEvent(t, c, etcdv1beta1.ReasonRequestRefused, "etcd.etcdkit.dev/replace-member=one-0: the cluster has one member")
 	if p, err := getPod(c, "one-0"); err != nil || p.UID != pod.UID {
 		t.Errorf("pod one-0 after a refused replacement: %v (uid %v, was %s)", err, p.UID, pod.UID)
 	}

@@ -7,7 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -27,7 +27,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 	}
 	var plan *resources.RestorePlan
 	switch {
-	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoveryDeleting:
+	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1beta1.RecoveryDeleting:
 		// the cluster's newest bootstrap: the automatic restore (or a member of it that never started)
 		p, wait := verdict.RecoveryPlan(c)
 		if wait != nil {
@@ -43,7 +43,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 			if s.m.Formed() {
 				return nil, nil, nil
 			}
-			if wait.Reason == etcdv1alpha1.ReasonInvalidSpec {
+			if wait.Reason == etcdv1beta1.ReasonInvalidSpec {
 				s.report.Invalid = wait
 				return nil, verdict.Blocked(wait.Reason, wait.Message), nil
 			}
@@ -54,7 +54,7 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 		return nil, nil, nil
 	}
 	if r.Options.OperatorImage == "" {
-		return nil, verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec,
+		return nil, verdict.Blocked(etcdv1beta1.ReasonInvalidSpec,
 			"The operator does not know its own image, which restores run: start it with --operator-image, or with POD_NAME and POD_NAMESPACE set"), nil
 	}
 	s.restore = plan
@@ -63,39 +63,39 @@ func (r *EtcdClusterReconciler) restorePlan(ctx context.Context, s *scope) (*res
 
 // resolveRestore reads spec.bootstrap.restore: the snapshot's destination, key and sha256. It returns
 // why it cannot (yet) as a progress: ReasonInvalidSpec when the user must change something.
-func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *verdict.Progress, error) {
+func (r *EtcdClusterReconciler) resolveRestore(ctx context.Context, c *etcdv1beta1.EtcdCluster) (*resources.RestorePlan, *verdict.Progress, error) {
 	rs := c.Spec.Bootstrap.Restore
 	if src := rs.Source; src != nil {
 		return &resources.RestorePlan{Destination: src.Destination, Key: src.Key, SHA256: src.SHA256}, nil, nil
 	}
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: rs.BackupRef.Name}, b)
 	if apierrors.IsNotFound(err) {
-		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
+		return nil, &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: fmt.Sprintf(
 			"spec.bootstrap.restore.backupRef: EtcdBackup %s not found in namespace %s; create it, or delete this EtcdCluster and create it again naming an existing backup (spec.bootstrap cannot change)", rs.BackupRef.Name, c.Namespace)}, nil
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("get etcdbackup %s: %w", rs.BackupRef.Name, err)
 	}
 	switch b.Status.Phase {
-	case etcdv1alpha1.BackupSucceeded:
-	case etcdv1alpha1.BackupFailed:
-		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
+	case etcdv1beta1.BackupSucceeded:
+	case etcdv1beta1.BackupFailed:
+		return nil, &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: fmt.Sprintf(
 			"spec.bootstrap.restore.backupRef: EtcdBackup %s failed (%s); delete this EtcdCluster and create it again naming a backup that succeeded (spec.bootstrap cannot change)", b.Name, b.Status.Message)}, nil
 	default:
-		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonWaiting, Message: fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
+		return nil, &verdict.Progress{Reason: etcdv1beta1.ReasonWaiting, Message: fmt.Sprintf("Waiting for EtcdBackup %s to succeed before restoring it (phase %q)", b.Name, b.Status.Phase)}, nil
 	}
 	if msg := verdict.SnapshotVersionProblem(b.Status.EtcdVersion, c.Spec.VersionOrDefault()); msg != "" {
-		return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf("spec.bootstrap.restore.backupRef: EtcdBackup %s: %s", b.Name, msg)}, nil
+		return nil, &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: fmt.Sprintf("spec.bootstrap.restore.backupRef: EtcdBackup %s: %s", b.Name, msg)}, nil
 	}
 	dest := b.Spec.Destination
 	if dest == nil {
-		src := &etcdv1alpha1.EtcdCluster{}
+		src := &etcdv1beta1.EtcdCluster{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: b.Spec.ClusterRef.Name}, src)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, nil, fmt.Errorf("get etcdcluster %s: %w", b.Spec.ClusterRef.Name, err)
 		}
 		if err != nil || src.Spec.Backup == nil {
-			return nil, &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
+			return nil, &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: fmt.Sprintf(
 				"spec.bootstrap.restore.backupRef: EtcdBackup %s names no destination and its cluster %s no longer says where backups go; delete this EtcdCluster and create it again with bootstrap.restore.source (key %s)",
 				b.Name, b.Spec.ClusterRef.Name, b.Status.Key)}, nil
 		}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -39,10 +39,10 @@ func TestRestoreBootstrap(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	dest := &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd",
-		ForcePathStyle: true, CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3-creds"}}}
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns.Name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "src"}, Destination: dest}}
+	dest := &etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd",
+		ForcePathStyle: true, CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: "s3-creds"}}}
+	b := &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns.Name},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "src"}, Destination: dest}}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,8 @@ func TestRestoreBootstrap(t *testing.T) {
 	retireAtEnd(t, c)
 	testutil.Eventually(t, waitTimeout, "waiting for the backup", func(context.Context) error {
 		c = getCluster(t, c)
-		p := condition(c, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1alpha1.ReasonWaiting || !strings.Contains(p.Message, "Waiting for EtcdBackup nightly to succeed") {
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonWaiting || !strings.Contains(p.Message, "Waiting for EtcdBackup nightly to succeed") {
 			return fmt.Errorf("Progressing %+v", p)
 		}
 		return nil
@@ -71,7 +71,7 @@ func TestRestoreBootstrap(t *testing.T) {
 		if b.Status.Phase == "" {
 			return fmt.Errorf("the backup controller has not looked at %s yet", b.Name) // its first write would overwrite ours
 		}
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "ns-restore/src/nightly.db", SHA256: sha,
+		b.Status = etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupSucceeded, Key: "ns-restore/src/nightly.db", SHA256: sha,
 			EtcdVersion: "3.6.16", ObservedGeneration: b.Generation}
 		return k8s.Status().Update(ctx, b)
 	})
@@ -107,18 +107,18 @@ func TestRestoreRefused(t *testing.T) {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	dest := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
+	dest := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}
 	for _, tc := range []struct {
 		name, version string
-		status        etcdv1alpha1.EtcdBackupStatus
+		status        etcdv1beta1.EtcdBackupStatus
 		mention       string
 	}{
-		{"failed", "3.6.16", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupFailed, Message: "access denied"}, "EtcdBackup failed failed (access denied)"},
-		{"newer", "3.5.35", etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "k", SHA256: strings.Repeat("0", 64), EtcdVersion: "3.6.16"}, "taken from etcd 3.6.16 and cannot be restored by 3.5.35"},
+		{"failed", "3.6.16", etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupFailed, Message: "access denied"}, "EtcdBackup failed failed (access denied)"},
+		{"newer", "3.5.35", etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupSucceeded, Key: "k", SHA256: strings.Repeat("0", 64), EtcdVersion: "3.6.16"}, "taken from etcd 3.6.16 and cannot be restored by 3.5.35"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns.Name},
-				Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "src"}, Destination: dest}}
+			b := &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns.Name},
+				Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "src"}, Destination: dest}}
 			if err := k8s.Create(ctx, b); err != nil {
 				t.Fatal(err)
 			}
@@ -141,8 +141,8 @@ func TestRestoreRefused(t *testing.T) {
 			retireAtEnd(t, c)
 			testutil.Eventually(t, waitTimeout, "refused", func(context.Context) error {
 				c = getCluster(t, c)
-				p := condition(c, etcdv1alpha1.ConditionProgressing)
-				if p == nil || p.Reason != etcdv1alpha1.ReasonInvalidSpec || !strings.Contains(p.Message, tc.mention) {
+				p := condition(c, etcdv1beta1.ConditionProgressing)
+				if p == nil || p.Reason != etcdv1beta1.ReasonInvalidSpec || !strings.Contains(p.Message, tc.mention) {
 					return fmt.Errorf("Progressing %+v", p)
 				}
 				return nil

@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
@@ -35,24 +35,24 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return nil, nil
 	case rollout.Wait:
 		logger.V(1).Info("Rollout paused", "reason", a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, a.Reason), nil
+		return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, a.Reason), nil
 	case rollout.MoveLeader:
 		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
 		return r.moveLeader(ctx, s, a)
 	case rollout.Restart:
 		if verdict.RestartLosesData(c) {
-			return verdict.Blocked(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
 			return nil, err
 		} else if refused != "" {
-			return verdict.Acting(etcdv1alpha1.ReasonRolloutPaused, fmt.Sprintf(
+			return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
 		}
 		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
-		return verdict.Acting(etcdv1alpha1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
+		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
 }
@@ -67,7 +67,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 	}
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "move_leader", nil, false)
 	r.event(s.cluster, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
-	return verdict.Acting(etcdv1alpha1.ReasonMovingLeader, a.Reason), nil
+	return verdict.Acting(etcdv1beta1.ReasonMovingLeader, a.Reason), nil
 }
 
 // restartMember takes a member's pod down so that it is recreated on its claim with the current spec:
@@ -75,7 +75,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // PodDisruptionBudget has no room); deleted when it is the only member (its restart is the downtime a
 // single member always has) or its pod is not Ready (a member already down, such as one whose image
 // cannot be pulled).
-func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, m *model.Member) (refused string, err error) {
+func (r *EtcdClusterReconciler) restartMember(ctx context.Context, c *etcdv1beta1.EtcdCluster, m *model.Member) (refused string, err error) {
 	if m == nil || m.Pod == nil {
 		return "", nil // gone meanwhile: it is recreated with the current spec
 	}

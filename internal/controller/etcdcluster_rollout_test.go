@@ -16,18 +16,18 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // waitAvailable waits until the cluster is Available with every member a healthy voter.
-func waitAvailable(t *testing.T, c *etcdv1alpha1.EtcdCluster, ready int32) *etcdv1alpha1.EtcdCluster {
+func waitAvailable(t *testing.T, c *etcdv1beta1.EtcdCluster, ready int32) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	testutil.Eventually(t, waitTimeout, "Available", func(context.Context) error {
 		c = getCluster(t, c)
-		a := condition(c, etcdv1alpha1.ConditionAvailable)
+		a := condition(c, etcdv1beta1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue || c.Status.ReadyReplicas != ready {
 			return fmt.Errorf("available %+v ready %d", a, c.Status.ReadyReplicas)
 		}
@@ -77,15 +77,15 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	firstLeader := leaderName()
 	testutil.Eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func(context.Context) error {
 		c = getCluster(t, c)
-		d := condition(c, etcdv1alpha1.ConditionDataInconsistent)
-		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1alpha1.ReasonHashesMatch || !strings.Contains(d.Message, "All 3 members hash to") {
+		d := condition(c, etcdv1beta1.ConditionDataInconsistent)
+		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1beta1.ReasonHashesMatch || !strings.Contains(d.Message, "All 3 members hash to") {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
 		return nil
 	})
 
-	c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
 	})
 	wantHash := resources.Options{}.SpecHash(c)
@@ -94,8 +94,8 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	// disruption controller yet), the eviction is refused, the rollout waits and says so, and no pod goes.
 	testutil.Eventually(t, waitTimeout, "rollout waits for the PodDisruptionBudget", func(context.Context) error {
 		c = getCluster(t, c)
-		p := condition(c, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1alpha1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") {
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
@@ -125,7 +125,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 			}
 			uids[n] = p.UID
 			order = append(order, restart{n, leaderName()})
-			if got := p.Annotations[etcdv1alpha1.AnnotationSpecHash]; got != wantHash {
+			if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != wantHash {
 				t.Errorf("recreated pod %s has spec hash %q, want %q", n, got, wantHash)
 			}
 			if got := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]; got.String() != "200Mi" {
@@ -154,7 +154,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	c = waitAvailable(t, c, 3)
 	testutil.Eventually(t, waitTimeout, "phase Running after the rollout", func(context.Context) error {
 		c = getCluster(t, c)
-		if c.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if c.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
 		return nil
@@ -183,13 +183,13 @@ func TestC09_VersionPathRefusedWithoutPodChanges(t *testing.T) {
 	})
 	testutil.Eventually(t, waitTimeout, "Valid=False", func(context.Context) error {
 		c = getCluster(t, c)
-		v := condition(c, etcdv1alpha1.ConditionValid)
-		if v == nil || v.Status != metav1.ConditionFalse || v.Reason != etcdv1alpha1.ReasonInvalidSpec {
+		v := condition(c, etcdv1beta1.ConditionValid)
+		if v == nil || v.Status != metav1.ConditionFalse || v.Reason != etcdv1beta1.ReasonInvalidSpec {
 			return fmt.Errorf("Valid %+v", v)
 		}
 		return nil
 	})
-	if v := condition(c, etcdv1alpha1.ConditionValid); !strings.Contains(v.Message, "3.5.26") || !strings.Contains(v.Message, "no member is changed") {
+	if v := condition(c, etcdv1beta1.ConditionValid); !strings.Contains(v.Message, "3.5.26") || !strings.Contains(v.Message, "no member is changed") {
 		t.Errorf("Valid message %q does not name the path", v.Message)
 	}
 	after, err := getPod(c, "path-0")
@@ -208,8 +208,8 @@ func TestVolumeExpansion(t *testing.T) {
 		reason    string
 		wantBytes string
 	}{
-		{"grow", true, etcdv1alpha1.ReasonExpandingVolumes, "2Gi"},
-		{"nogrow", false, etcdv1alpha1.ReasonExpansionRefused, "1Gi"},
+		{"grow", true, etcdv1beta1.ReasonExpandingVolumes, "2Gi"},
+		{"nogrow", false, etcdv1beta1.ReasonExpansionRefused, "1Gi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc-" + tc.name},
@@ -243,10 +243,10 @@ func TestVolumeExpansion(t *testing.T) {
 			}
 			setClaimStatus(size)
 			bigger := resource.MustParse("2Gi")
-			c = updateSpec(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
+			c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
 			testutil.Eventually(t, waitTimeout, "VolumesResized "+tc.reason, func(context.Context) error {
 				c = getCluster(t, c)
-				v := condition(c, etcdv1alpha1.ConditionVolumesResized)
+				v := condition(c, etcdv1beta1.ConditionVolumesResized)
 				if v == nil || v.Reason != tc.reason || v.Status != metav1.ConditionFalse {
 					return fmt.Errorf("VolumesResized %+v", v)
 				}
@@ -259,7 +259,7 @@ func TestVolumeExpansion(t *testing.T) {
 				t.Errorf("claim requests %s, want %s", got.String(), tc.wantBytes)
 			}
 			if !tc.expand {
-				if msg := condition(c, etcdv1alpha1.ConditionVolumesResized).Message; !strings.Contains(msg, "does not allow volume expansion") || !strings.Contains(msg, "data-vol-0") {
+				if msg := condition(c, etcdv1beta1.ConditionVolumesResized).Message; !strings.Contains(msg, "does not allow volume expansion") || !strings.Contains(msg, "data-vol-0") {
 					t.Errorf("message %q does not say which claim cannot grow and why", msg)
 				}
 				return
@@ -268,7 +268,7 @@ func TestVolumeExpansion(t *testing.T) {
 			setClaimStatus(bigger)
 			testutil.Eventually(t, waitTimeout, "VolumesResized True", func(context.Context) error {
 				c = getCluster(t, c)
-				if v := condition(c, etcdv1alpha1.ConditionVolumesResized); v == nil || v.Status != metav1.ConditionTrue {
+				if v := condition(c, etcdv1beta1.ConditionVolumesResized); v == nil || v.Status != metav1.ConditionTrue {
 					return fmt.Errorf("VolumesResized %+v", v)
 				}
 				return nil
@@ -281,7 +281,7 @@ func TestVolumeExpansion(t *testing.T) {
 // PodDisruptionBudget until the test ends: every 50 ms, disruptionsAllowed is the number of Ready
 // member pods that are not terminating, less minAvailable, with observedGeneration current, so that
 // the Eviction API answers as it would in a cluster.
-func runDisruptionController(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+func runDisruptionController(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -300,7 +300,7 @@ func runDisruptionController(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 				continue
 			}
 			pods := &corev1.PodList{}
-			if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}); err != nil {
+			if err := k8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1beta1.LabelCluster: c.Name}); err != nil {
 				continue
 			}
 			var healthy int32

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/ownedcache"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -40,7 +40,7 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 			return nil, fmt.Errorf("service %s: %w", want.Name, err)
 		}
 		if !metav1.IsControlledBy(got, s.cluster) {
-			return verdict.Blocked(etcdv1alpha1.ReasonForeignObject,
+			return verdict.Blocked(etcdv1beta1.ReasonForeignObject,
 				fmt.Sprintf("Service %s exists and is not owned by this EtcdCluster: delete it, or give the cluster another name", want.Name)), nil
 		}
 	}
@@ -74,11 +74,11 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
 	if errors.Is(err, certs.ErrCertificateIssuing) {
-		return verdict.Acting(etcdv1alpha1.ReasonWaitingForCertificates, "Waiting for cert-manager: "+err.Error()), nil
+		return verdict.Acting(etcdv1beta1.ReasonWaitingForCertificates, "Waiting for cert-manager: "+err.Error()), nil
 	}
 	if reason, blocked := certs.Blocked(err); blocked {
 		st := verdict.Blocked(reason, err.Error())
-		if reason == etcdv1alpha1.ReasonCertificateNotReady {
+		if reason == etcdv1beta1.ReasonCertificateNotReady {
 			st.After = certificateRetry // cert-manager retries on its own, without an event here
 		}
 		return st, nil
@@ -91,7 +91,7 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 func (r *EtcdClusterReconciler) rotateCA(ctx context.Context, s *scope) (*verdict.Step, error) {
 	ch, wait, err := r.Certs.AdvanceRotation(ctx, s.cluster, s.certs, s.m.PodIPs())
 	if ch != nil {
-		r.event(s.cluster, corev1.EventTypeNormal, etcdv1alpha1.ReasonRotatingCA, "Rotate", "Secret %s: %s", ch.Secret, ch.Reason)
+		r.event(s.cluster, corev1.EventTypeNormal, etcdv1beta1.ReasonRotatingCA, "Rotate", "Secret %s: %s", ch.Secret, ch.Reason)
 		wait = ch.Reason
 	}
 	return verdict.RotatingCA(wait, ch == nil), err

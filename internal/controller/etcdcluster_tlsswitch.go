@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -22,7 +22,7 @@ func (r *EtcdClusterReconciler) switchTLS(ctx context.Context, s *scope) (*verdi
 	a := rollout.Next(s.m.PeerSwitch())
 	switch a.Kind {
 	case rollout.Wait:
-		return verdict.Acting(etcdv1alpha1.ReasonSwitchingTLS, "Switching TLS on the peer port: "+a.Reason), nil
+		return verdict.Acting(etcdv1beta1.ReasonSwitchingTLS, "Switching TLS on the peer port: "+a.Reason), nil
 	case rollout.MoveLeader:
 		a.Reason = fmt.Sprintf("the leader %s is the last member whose peer port to switch", a.Member)
 		return r.moveLeader(ctx, s, a)
@@ -36,8 +36,8 @@ func (r *EtcdClusterReconciler) switchTLS(ctx context.Context, s *scope) (*verdi
 		metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "update_peer_url", nil, false)
 		msg := fmt.Sprintf("Switching TLS on the peer port: the peer URL of %s is now %s; restarting it to serve it (%d of %d members left)",
 			a.Member, url, a.Remaining-1, len(s.m.Listed()))
-		r.event(s.cluster, corev1.EventTypeNormal, etcdv1alpha1.ReasonSwitchingTLS, "UpdatePeerURL", "%s", msg)
-		return verdict.Acting(etcdv1alpha1.ReasonSwitchingTLS, msg), nil
+		r.event(s.cluster, corev1.EventTypeNormal, etcdv1beta1.ReasonSwitchingTLS, "UpdatePeerURL", "%s", msg)
+		return verdict.Acting(etcdv1beta1.ReasonSwitchingTLS, msg), nil
 	}
 	return verdict.ClientTLSGrace(s.m), nil
 }

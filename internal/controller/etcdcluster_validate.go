@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -23,9 +23,9 @@ func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*verd
 		return nil, nil
 	}
 	msg := strings.Join(problems, "; ") + "; no member is changed until the spec is fixed"
-	s.report.Invalid = &verdict.Progress{Reason: etcdv1alpha1.ReasonInvalidSpec, Message: msg}
-	if !verdict.HasCondition(c, etcdv1alpha1.ConditionValid, metav1.ConditionFalse, msg) {
-		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonInvalidSpec, "Validate", "%s", msg)
+	s.report.Invalid = &verdict.Progress{Reason: etcdv1beta1.ReasonInvalidSpec, Message: msg}
+	if !verdict.HasCondition(c, etcdv1beta1.ConditionValid, metav1.ConditionFalse, msg) {
+		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonInvalidSpec, "Validate", "%s", msg)
 	}
-	return verdict.Blocked(etcdv1alpha1.ReasonInvalidSpec, msg), nil
+	return verdict.Blocked(etcdv1beta1.ReasonInvalidSpec, msg), nil
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -45,9 +45,9 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 	}
 	// a claim growing brings the pass back sooner (requeueFor); it stops nothing else
 	s.report.Volumes = v.Condition(want)
-	if msg := s.report.Volumes.Message; s.report.Volumes.Reason == etcdv1alpha1.ReasonExpansionRefused &&
-		!verdict.HasCondition(c, etcdv1alpha1.ConditionVolumesResized, metav1.ConditionFalse, msg) {
-		r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonExpansionRefused, "Expand", "%s", msg)
+	if msg := s.report.Volumes.Message; s.report.Volumes.Reason == etcdv1beta1.ReasonExpansionRefused &&
+		!verdict.HasCondition(c, etcdv1beta1.ConditionVolumesResized, metav1.ConditionFalse, msg) {
+		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonExpansionRefused, "Expand", "%s", msg)
 	}
 	return nil, nil
 }

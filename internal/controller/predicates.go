@@ -5,7 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // notOnlyLoad drops the update events of an EtcdCluster whose only change is what etcd's client load
@@ -16,8 +16,8 @@ import (
 // the load figures are written by the passes that run anyway (at least once per health check).
 func notOnlyLoad() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*etcdv1alpha1.EtcdCluster)
-		n, ok2 := e.ObjectNew.(*etcdv1alpha1.EtcdCluster)
+		o, ok1 := e.ObjectOld.(*etcdv1beta1.EtcdCluster)
+		n, ok2 := e.ObjectNew.(*etcdv1beta1.EtcdCluster)
 		if !ok1 || !ok2 {
 			return true
 		}
@@ -27,7 +27,7 @@ func notOnlyLoad() predicate.Predicate {
 
 // onlyLoadChanged reports whether old and new differ only in status.revision and the members' database
 // sizes (and in what every write changes: resourceVersion, managedFields).
-func onlyLoadChanged(old, new *etcdv1alpha1.EtcdCluster) bool {
+func onlyLoadChanged(old, new *etcdv1beta1.EtcdCluster) bool {
 	if old.Generation != new.Generation || !equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
 		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) || !equality.Semantic.DeepEqual(old.Finalizers, new.Finalizers) ||
 		!equality.Semantic.DeepEqual(old.DeletionTimestamp, new.DeletionTimestamp) || !equality.Semantic.DeepEqual(old.OwnerReferences, new.OwnerReferences) {
@@ -38,7 +38,7 @@ func onlyLoadChanged(old, new *etcdv1alpha1.EtcdCluster) bool {
 }
 
 // withoutLoad returns a copy of st without the figures client load moves.
-func withoutLoad(st *etcdv1alpha1.EtcdClusterStatus) *etcdv1alpha1.EtcdClusterStatus {
+func withoutLoad(st *etcdv1beta1.EtcdClusterStatus) *etcdv1beta1.EtcdClusterStatus {
 	out := st.DeepCopy()
 	out.Revision = 0
 	for i := range out.Members {

@@ -5,7 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -14,26 +14,26 @@ import (
 func TestOnlyLoadChanged(t *testing.T) {
 	base := testutil.EtcdCluster("demo")
 	base.Generation = 3
-	base.Status = etcdv1alpha1.EtcdClusterStatus{Phase: etcdv1alpha1.PhaseRunning, Revision: 10,
-		Members: []etcdv1alpha1.MemberStatus{{Name: "demo-0", DBSizeBytes: 20480, Healthy: true}}}
+	base.Status = etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning, Revision: 10,
+		Members: []etcdv1beta1.MemberStatus{{Name: "demo-0", DBSizeBytes: 20480, Healthy: true}}}
 	for _, tc := range []struct {
 		name   string
-		change func(*etcdv1alpha1.EtcdCluster)
+		change func(*etcdv1beta1.EtcdCluster)
 		only   bool
 	}{
-		{"revision and database size", func(c *etcdv1alpha1.EtcdCluster) {
+		{"revision and database size", func(c *etcdv1beta1.EtcdCluster) {
 			c.Status.Revision = 11
 			c.Status.Members[0].DBSizeBytes = 24576
 			c.ResourceVersion = "99"
 		}, true},
-		{"a member's health", func(c *etcdv1alpha1.EtcdCluster) { c.Status.Members[0].Healthy = false }, false},
-		{"the phase", func(c *etcdv1alpha1.EtcdCluster) { c.Status.Phase = etcdv1alpha1.PhaseScaling }, false},
-		{"a condition", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionTrue}}
+		{"a member's health", func(c *etcdv1beta1.EtcdCluster) { c.Status.Members[0].Healthy = false }, false},
+		{"the phase", func(c *etcdv1beta1.EtcdCluster) { c.Status.Phase = etcdv1beta1.PhaseScaling }, false},
+		{"a condition", func(c *etcdv1beta1.EtcdCluster) {
+			c.Status.Conditions = []metav1.Condition{{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionTrue}}
 		}, false},
-		{"the spec", func(c *etcdv1alpha1.EtcdCluster) { c.Generation = 4 }, false},
-		{"an annotation", func(c *etcdv1alpha1.EtcdCluster) { c.Annotations = map[string]string{"a": "b"} }, false},
-		{"deletion", func(c *etcdv1alpha1.EtcdCluster) { now := metav1.Now(); c.DeletionTimestamp = &now }, false},
+		{"the spec", func(c *etcdv1beta1.EtcdCluster) { c.Generation = 4 }, false},
+		{"an annotation", func(c *etcdv1beta1.EtcdCluster) { c.Annotations = map[string]string{"a": "b"} }, false},
+		{"deletion", func(c *etcdv1beta1.EtcdCluster) { now := metav1.Now(); c.DeletionTimestamp = &now }, false},
 	} {
 		n := base.DeepCopy()
 		tc.change(n)

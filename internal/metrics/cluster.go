@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -195,7 +195,7 @@ func RecordPass(m *model.Cluster, st *verdict.Step) {
 
 // recordConditions sets etcd_operator_cluster_condition for each condition of c's status, removes
 // the series of those in before that the status no longer has, and returns the conditions set.
-func recordConditions(c *etcdv1alpha1.EtcdCluster, before map[string]bool) map[string]bool {
+func recordConditions(c *etcdv1beta1.EtcdCluster, before map[string]bool) map[string]bool {
 	now := map[string]bool{}
 	for _, cond := range c.Status.Conditions {
 		now[cond.Type] = true
@@ -239,7 +239,7 @@ func recordMember(m *model.Cluster, mem *model.Member, leader *model.Member) {
 
 // memberQuota returns the backend quota the member runs with, in bytes: its pod's
 // --quota-backend-bytes, etcd's default when the pod sets none, and the spec's when it has no pod.
-func memberQuota(c *etcdv1alpha1.EtcdCluster, mem *model.Member) int64 {
+func memberQuota(c *etcdv1beta1.EtcdCluster, mem *model.Member) int64 {
 	if mem.Pod == nil {
 		return resources.QuotaBackendBytes(c)
 	}
@@ -272,9 +272,9 @@ func countRolloutStep(namespace, cluster string, st *verdict.Step) {
 		return
 	}
 	switch st.Reason {
-	case etcdv1alpha1.ReasonRollingUpdate:
+	case etcdv1beta1.ReasonRollingUpdate:
 		ClusterRolloutSteps.WithLabelValues(namespace, cluster, "restart").Inc()
-	case etcdv1alpha1.ReasonMovingLeader:
+	case etcdv1beta1.ReasonMovingLeader:
 		ClusterRolloutSteps.WithLabelValues(namespace, cluster, "move_leader").Inc()
 	}
 }

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -70,8 +70,8 @@ func series(t *testing.T, c prometheus.Collector, namespace, cluster string) int
 func TestRecordPass(t *testing.T) {
 	c := testutil.EtcdCluster("rec", testutil.InNamespace("ns-rec"), testutil.WithReplicas(3), testutil.WithQuota("64Mi"))
 	c.Status.Conditions = []metav1.Condition{
-		{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue},
-		{Type: etcdv1alpha1.ConditionDataInconsistent, Status: metav1.ConditionFalse},
+		{Type: etcdv1beta1.ConditionAvailable, Status: metav1.ConditionTrue},
+		{Type: etcdv1beta1.ConditionDataInconsistent, Status: metav1.ConditionFalse},
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rec-0"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
 		{Name: resources.EtcdContainer, Command: []string{"etcd", "--quota-backend-bytes=1048576"}}}}}
@@ -123,7 +123,7 @@ func TestRecordPass(t *testing.T) {
 
 	// member 3 is down and leaves the leader's seat to member 1; NOSPACE is raised; a rollout restart
 	e := observed("rec", 3, 1, map[uint64]bool{3: true}, etcd.Alarm{MemberID: 1, Type: etcd.AlarmNoSpace})
-	RecordPass(model.Build(model.Input{Cluster: c, Etcd: e, Now: now}), verdict.Acting(etcdv1alpha1.ReasonRollingUpdate, "restart"))
+	RecordPass(model.Build(model.Input{Cluster: c, Etcd: e, Now: now}), verdict.Acting(etcdv1beta1.ReasonRollingUpdate, "restart"))
 	if got := promtestutil.ToFloat64(ClusterLeaderChanges.WithLabelValues("ns-rec", "rec")); got != 1 {
 		t.Errorf("leader changes = %v, want 1", got)
 	}

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -290,9 +290,9 @@ func TestQueriedMetricsExist(t *testing.T) {
 func operatorMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	c := testutil.EtcdCluster("names", testutil.InNamespace("ns-names"))
-	c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue}}
+	c.Status.Conditions = []metav1.Condition{{Type: etcdv1beta1.ConditionAvailable, Status: metav1.ConditionTrue}}
 	e := observed("names", 3, 1, map[uint64]bool{3: true}, etcd.Alarm{MemberID: 1, Type: etcd.AlarmNoSpace})
-	RecordPass(model.Build(model.Input{Cluster: c, Etcd: e}), verdict.Acting(etcdv1alpha1.ReasonRollingUpdate, "restart"))
+	RecordPass(model.Build(model.Input{Cluster: c, Etcd: e}), verdict.Acting(etcdv1beta1.ReasonRollingUpdate, "restart"))
 	defer ForgetCluster("ns-names", "names")
 	BackupDuration.WithLabelValues("ns-names", "names").Observe(1)
 	BackupSize.WithLabelValues("ns-names", "names").Set(1)

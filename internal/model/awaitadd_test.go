@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -29,7 +29,7 @@ func TestAwaitsAdd(t *testing.T) {
 	waiting := &corev1.ContainerStatus{Name: resources.EtcdContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
 	ran := &corev1.ContainerStatus{Name: resources.EtcdContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}, RestartCount: 1}
-	claimed := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{etcdv1alpha1.AnnotationMemberID: "aa"}}}
+	claimed := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{etcdv1beta1.AnnotationMemberID: "aa"}}}
 	for _, tc := range []struct {
 		name          string
 		m             Member
@@ -64,8 +64,8 @@ func TestAwaitingClaim(t *testing.T) {
 		m    Member
 		want bool
 	}{
-		{"made for an add", Member{Claim: claim(map[string]string{etcdv1alpha1.AnnotationAwaitsAdd: "true"})}, true},
-		{"etcd started on it", Member{Claim: claim(map[string]string{etcdv1alpha1.AnnotationAwaitsAdd: "true", etcdv1alpha1.AnnotationMemberID: "aa"})}, false},
+		{"made for an add", Member{Claim: claim(map[string]string{etcdv1beta1.AnnotationAwaitsAdd: "true"})}, true},
+		{"etcd started on it", Member{Claim: claim(map[string]string{etcdv1beta1.AnnotationAwaitsAdd: "true", etcdv1beta1.AnnotationMemberID: "aa"})}, false},
 		{"a member's claim", Member{Claim: claim(nil)}, false},
 		{"no claim", Member{}, false},
 	} {

@@ -18,7 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -68,7 +68,7 @@ type Member struct {
 	// set.
 	Health error
 	// Recorded is the member as the EtcdCluster's status last listed it; nil when it was not listed.
-	Recorded *etcdv1alpha1.MemberStatus
+	Recorded *etcdv1beta1.MemberStatus
 	// DownSince is when the member went down (see Down), the zero time while it is not down: the
 	// earliest of when the status first recorded it down, when its pod stopped being Ready, and this
 	// pass. It survives the pod being recreated.
@@ -85,7 +85,7 @@ func (m *Member) Voter() bool {
 	if m.Etcd != nil {
 		return !m.Etcd.IsLearner
 	}
-	return m.Recorded != nil && m.Recorded.Role == etcdv1alpha1.RoleVoter && m.Recorded.ID != ""
+	return m.Recorded != nil && m.Recorded.Role == etcdv1beta1.RoleVoter && m.Recorded.ID != ""
 }
 
 // Learner reports whether etcd lists the member as a learner.
@@ -136,7 +136,7 @@ func (m *Member) PodStuck(now time.Time) bool {
 // finished, etcd has never run in the pod, and the claim records no member identity. A pod whose etcd
 // has run (a member since removed) never counts: its data is a removed member's.
 func (m *Member) AwaitsAdd() bool {
-	if m.Pod == nil || (m.Claim != nil && m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] != "") {
+	if m.Pod == nil || (m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationMemberID] != "") {
 		return false
 	}
 	if !slices.ContainsFunc(m.Pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == resources.AwaitAddContainerName }) {
@@ -157,10 +157,10 @@ func (m *Member) AwaitsAdd() bool {
 }
 
 // AwaitingClaim reports whether the member's claim was made for a member to be added before its add
-// (etcdv1alpha1.AnnotationAwaitsAdd) and no etcd has started on it (it records no member ID): it holds
+// (etcdv1beta1.AnnotationAwaitsAdd) and no etcd has started on it (it records no member ID): it holds
 // no data. Its pod is made right after it, or again if it went.
 func (m *Member) AwaitingClaim() bool {
-	return m.HasClaim() && m.Claim.Annotations[etcdv1alpha1.AnnotationAwaitsAdd] != "" && m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] == ""
+	return m.HasClaim() && m.Claim.Annotations[etcdv1beta1.AnnotationAwaitsAdd] != "" && m.Claim.Annotations[etcdv1beta1.AnnotationMemberID] == ""
 }
 
 // ClaimLostGrace is how long a pod that waits for its add may be seen without its claim before the claim
@@ -195,9 +195,9 @@ func (m *Member) AwaitAddRunning() bool {
 
 // AwaitsPeerAddresses reports whether the member's pod waits in its init container
 // resources.AwaitPeersContainerName for the operator to mark it with
-// etcdv1alpha1.AnnotationPeersAddressed, and is not marked yet.
+// etcdv1beta1.AnnotationPeersAddressed, and is not marked yet.
 func (m *Member) AwaitsPeerAddresses() bool {
-	if !m.HasPod() || m.Pod.Annotations[etcdv1alpha1.AnnotationPeersAddressed] == "true" {
+	if !m.HasPod() || m.Pod.Annotations[etcdv1beta1.AnnotationPeersAddressed] == "true" {
 		return false
 	}
 	return slices.ContainsFunc(m.Pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == resources.AwaitPeersContainerName })
@@ -379,12 +379,12 @@ func (m *Member) StartedAs() resources.Member {
 	if m.Claim == nil {
 		return out
 	}
-	if state := m.Claim.Annotations[etcdv1alpha1.AnnotationInitialClusterState]; state != "" {
+	if state := m.Claim.Annotations[etcdv1beta1.AnnotationInitialClusterState]; state != "" {
 		out.InitialClusterState = state
 	}
-	out.InitialCluster = m.Claim.Annotations[etcdv1alpha1.AnnotationInitialCluster]
-	out.ExpectMemberID = m.Claim.Annotations[etcdv1alpha1.AnnotationMemberID]
-	out.ExpectClusterID = m.Claim.Annotations[etcdv1alpha1.AnnotationClusterID]
+	out.InitialCluster = m.Claim.Annotations[etcdv1beta1.AnnotationInitialCluster]
+	out.ExpectMemberID = m.Claim.Annotations[etcdv1beta1.AnnotationMemberID]
+	out.ExpectClusterID = m.Claim.Annotations[etcdv1beta1.AnnotationClusterID]
 	return out
 }
 
@@ -395,7 +395,7 @@ func (m *Member) PodFlag(name string) string { return resources.PodFlag(m.Pod, n
 // Cluster is what one pass observed of an EtcdCluster.
 type Cluster struct {
 	// Object is the EtcdCluster as the pass read it.
-	Object *etcdv1alpha1.EtcdCluster
+	Object *etcdv1beta1.EtcdCluster
 	// Desired is the number of voting members the spec asks for.
 	Desired int
 	// Members holds every member name that has a pod, a claim, an etcd member, or, when etcd did not
@@ -417,7 +417,7 @@ type Cluster struct {
 // Input is what a pass listed and asked, from which Build makes the model.
 type Input struct {
 	// Cluster is the EtcdCluster.
-	Cluster *etcdv1alpha1.EtcdCluster
+	Cluster *etcdv1beta1.EtcdCluster
 	// Options name the members' peer URLs (to name an etcd member that has not started).
 	Options resources.Options
 	// Pods and Claims are the objects carrying the cluster's selector labels; pods and claims that are
@@ -454,7 +454,7 @@ func Build(in Input) *Cluster {
 	}
 	for i := range in.Claims {
 		pvc := &in.Claims[i]
-		if uid := pvc.Annotations[etcdv1alpha1.AnnotationClusterUID]; uid != "" && uid != string(c.UID) {
+		if uid := pvc.Annotations[etcdv1beta1.AnnotationClusterUID]; uid != "" && uid != string(c.UID) {
 			out.ForeignClaims = append(out.ForeignClaims, pvc.Name)
 			continue
 		}
@@ -511,7 +511,7 @@ func downSince(m *Member, now time.Time) time.Time {
 	if !m.Down() {
 		return time.Time{}
 	}
-	if r := m.Recorded; r != nil && r.Role == etcdv1alpha1.RoleLearner && m.Voter() {
+	if r := m.Recorded; r != nil && r.Role == etcdv1beta1.RoleLearner && m.Voter() {
 		// promoted since the status last listed it: etcd promotes only a learner in sync with the
 		// leader, so it was not down then, whatever the checks of its learner days said
 		return now
@@ -568,7 +568,7 @@ func (c *Cluster) NeverStarted(name string) bool {
 // JoinInitialCluster returns the --initial-cluster a member joining cluster c starts with: every member
 // of members (etcd's member list, the joining member included) as "<name>=<peer URL>", sorted, so that
 // the same members give the same pod spec.
-func JoinInitialCluster(opts resources.Options, c *etcdv1alpha1.EtcdCluster, members []etcd.Member) string {
+func JoinInitialCluster(opts resources.Options, c *etcdv1beta1.EtcdCluster, members []etcd.Member) string {
 	var parts []string
 	for _, em := range members {
 		if len(em.PeerURLs) > 0 {
@@ -684,7 +684,7 @@ func (c *Cluster) filter(keep func(*Member) bool) []*Member {
 
 // MemberName returns the name of an etcd member: the name it reports, or, for a learner that has not
 // started, the member name in its peer URL; its hex ID when neither is known.
-func MemberName(opts resources.Options, c *etcdv1alpha1.EtcdCluster, m etcd.Member) string {
+func MemberName(opts resources.Options, c *etcdv1beta1.EtcdCluster, m etcd.Member) string {
 	if m.Name != "" {
 		return m.Name
 	}

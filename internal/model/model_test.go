@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"pgregory.net/rapid"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -50,7 +50,7 @@ func TestBuildJoinsByName(t *testing.T) {
 	m := Build(Input{Cluster: c, Options: opts, Etcd: e,
 		Pods: []corev1.Pod{pod("d-0", false), pod("d-2", true), pod("d-backup-x", false), pod("other-0", false)},
 		Claims: []corev1.PersistentVolumeClaim{claim("d-0", nil), claim("d-1", nil),
-			claim("d-5", map[string]string{etcdv1alpha1.AnnotationClusterUID: "uid-before"})},
+			claim("d-5", map[string]string{etcdv1beta1.AnnotationClusterUID: "uid-before"})},
 	})
 	var names []string
 	for _, mem := range m.Members {
@@ -83,11 +83,11 @@ func TestBuildJoinsByName(t *testing.T) {
 func TestBuildWithoutEtcd(t *testing.T) {
 	c := testutil.EtcdCluster("d")
 	c.Status.ClusterID = "abc"
-	c.Status.Members = []etcdv1alpha1.MemberStatus{
-		{Name: "d-0", ID: "1", Role: etcdv1alpha1.RoleVoter},
-		{Name: "d-1", ID: "2", Role: etcdv1alpha1.RoleVoter},
-		{Name: "d-2", Role: etcdv1alpha1.RoleVoter}, // recorded while etcd did not answer
-		{Name: "d-3", ID: "4", Role: etcdv1alpha1.RoleLearner},
+	c.Status.Members = []etcdv1beta1.MemberStatus{
+		{Name: "d-0", ID: "1", Role: etcdv1beta1.RoleVoter},
+		{Name: "d-1", ID: "2", Role: etcdv1beta1.RoleVoter},
+		{Name: "d-2", Role: etcdv1beta1.RoleVoter}, // recorded while etcd did not answer
+		{Name: "d-3", ID: "4", Role: etcdv1beta1.RoleLearner},
 	}
 	m := Build(Input{Cluster: c, Pods: []corev1.Pod{pod("d-0", false)}, EtcdErr: errors.New("down")})
 	if m.Answered() || !m.Formed() || m.Voters() != 2 || m.HealthyVoters() != 0 || m.Quorum() != 2 || len(m.Registered()) != 4 || m.Leader() != nil {
@@ -101,8 +101,8 @@ func TestBuildWithoutEtcd(t *testing.T) {
 // TestStartedAs: a member restarts with the flags its claim recorded when it was first started.
 func TestStartedAs(t *testing.T) {
 	m := &Member{Name: "d-3", Claim: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		etcdv1alpha1.AnnotationInitialClusterState: resources.StateExisting,
-		etcdv1alpha1.AnnotationInitialCluster:      "d-0=http://a:2380,d-3=http://b:2380",
+		etcdv1beta1.AnnotationInitialClusterState: resources.StateExisting,
+		etcdv1beta1.AnnotationInitialCluster:      "d-0=http://a:2380,d-3=http://b:2380",
 	}}}}
 	got := m.StartedAs()
 	if got.Name != "d-3" || got.InitialClusterState != resources.StateExisting || got.InitialCluster != "d-0=http://a:2380,d-3=http://b:2380" {

@@ -3,7 +3,7 @@ package model
 import (
 	"time"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -94,11 +94,11 @@ func (c *Cluster) DesiredTLS(name string) resources.PodTLS {
 const DefaultTLSSwitchGrace = 2 * time.Minute
 
 // ClientScheme returns the scheme spec.tls.client asks for: "https" or "http".
-func (c *Cluster) ClientScheme() string {
+func (c *Cluster) ClientScheme() etcdv1beta1.URLScheme {
 	if c.Object.Spec.ClientTLS() {
-		return "https"
+		return etcdv1beta1.SchemeHTTPS
 	}
-	return "http"
+	return etcdv1beta1.SchemeHTTP
 }
 
 // ClientSchemeChangedAt returns when the operator saw spec.tls.client.enabled change to what it asks
@@ -189,6 +189,6 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 // PodCurrent reports whether member m's pod was built from the current spec (its spec hash annotation
 // is hash, resources.Options.SpecHash) and serves TLS as DesiredTLS says.
 func (c *Cluster) PodCurrent(m *Member, hash string) bool {
-	return m.Pod != nil && m.Pod.Annotations[etcdv1alpha1.AnnotationSpecHash] == hash &&
+	return m.Pod != nil && m.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == hash &&
 		resources.PodTLSOf(m.Pod) == c.DesiredTLS(m.Name)
 }

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -20,7 +20,7 @@ var (
 )
 
 // memberPod builds the pod of member name of c serving as t, created at created.
-func memberPod(c *etcdv1alpha1.EtcdCluster, name string, t resources.PodTLS, created time.Time) corev1.Pod {
+func memberPod(c *etcdv1beta1.EtcdCluster, name string, t resources.PodTLS, created time.Time) corev1.Pod {
 	p := resources.Options{}.BuildPod(c, resources.Member{Name: name, InitialClusterState: resources.StateNew, TLS: &t})
 	p.CreationTimestamp = metav1.NewTime(created)
 	return *p
@@ -37,7 +37,7 @@ func TestClientTLSSwitch(t *testing.T) {
 	names := []string{"s-0", "s-1", "s-2"}
 	for _, tc := range []struct {
 		name      string
-		c         *etcdv1alpha1.EtcdCluster
+		c         *etcdv1beta1.EtcdCluster
 		pods      []resources.PodTLS
 		ages      []time.Duration // of each pod; an hour when missing
 		want      resources.PodTLS
@@ -103,13 +103,13 @@ func TestClientTLSSwitch(t *testing.T) {
 
 // changedBack returns a copy of c whose status.tls records client scheme scheme, changed at changed (none
 // when zero); no status.tls when scheme is empty.
-func changedBack(c *etcdv1alpha1.EtcdCluster, scheme string, changed time.Time) *etcdv1alpha1.EtcdCluster {
+func changedBack(c *etcdv1beta1.EtcdCluster, scheme string, changed time.Time) *etcdv1beta1.EtcdCluster {
 	c = c.DeepCopy()
 	if scheme == "" {
 		c.Status.TLS = nil
 		return c
 	}
-	c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: scheme}
+	c.Status.TLS = &etcdv1beta1.TLSStatus{ClientScheme: etcdv1beta1.URLScheme(scheme)}
 	if !changed.IsZero() {
 		c.Status.TLS.ClientSchemeChangedAt = &metav1.Time{Time: changed}
 	}
@@ -124,7 +124,7 @@ func TestDesiredPeerTLS(t *testing.T) {
 	on := testutil.EtcdCluster("p", testutil.WithTLS(false, true))
 	off := testutil.EtcdCluster("p", testutil.WithTLS(false, false))
 	opts := resources.Options{}
-	urls := func(c *etcdv1alpha1.EtcdCluster, https ...bool) *Etcd {
+	urls := func(c *etcdv1beta1.EtcdCluster, https ...bool) *Etcd {
 		e := &Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{}}
 		for i, h := range https {
 			name := resources.MemberName(c, i)
@@ -134,7 +134,7 @@ func TestDesiredPeerTLS(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		c         *etcdv1alpha1.EtcdCluster
+		c         *etcdv1beta1.EtcdCluster
 		recorded  []bool
 		certs     bool
 		listeners []bool // of p-0, p-1, p-2 and a new member p-3
@@ -175,7 +175,7 @@ func TestDesiredPeerTLS(t *testing.T) {
 
 	// etcd did not answer: the status's peer URLs say
 	c := on.DeepCopy()
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "p-0", PeerURL: opts.PeerURLScheme(c, "p-0", true)}, {Name: "p-1", PeerURL: opts.PeerURLScheme(c, "p-1", false)}}
+	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "p-0", PeerURL: opts.PeerURLScheme(c, "p-0", true)}, {Name: "p-1", PeerURL: opts.PeerURLScheme(c, "p-1", false)}}
 	m := Build(Input{Cluster: c, EtcdErr: ErrNotObserved})
 	if !m.DesiredTLS("p-0").PeerHTTPS || m.DesiredTLS("p-1").PeerHTTPS || m.NewMemberPeerHTTPS() {
 		t.Errorf("from the status: p-0 %+v p-1 %+v new member https %v; want https, plain text, plain text",

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -21,10 +21,10 @@ import (
 func TestPlannerViews(t *testing.T) {
 	c := testutil.EtcdCluster("w", testutil.WithReplicas(3))
 	ready := pod("w-0", false)
-	ready.Annotations = map[string]string{etcdv1alpha1.AnnotationSpecHash: "new"}
+	ready.Annotations = map[string]string{etcdv1beta1.AnnotationSpecHash: "new"}
 	ready.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	old := pod("w-1", false)
-	old.Annotations = map[string]string{etcdv1alpha1.AnnotationSpecHash: "old"}
+	old.Annotations = map[string]string{etcdv1beta1.AnnotationSpecHash: "old"}
 	e := &Etcd{ClusterID: 1, Leader: 1,
 		Members: []etcd.Member{{ID: 1, Name: "w-0"}, {ID: 2, Name: "w-1"}},
 		Health:  map[uint64]error{1: nil, 2: etcd.ErrNoSpace},
@@ -69,8 +69,8 @@ func TestDownSince(t *testing.T) {
 	promoted := pod("d-5", false)
 	promoted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: notReadyAt}}
 	c := testutil.EtcdCluster("d", testutil.WithReplicas(7))
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt},
-		{Name: "d-5", Role: etcdv1alpha1.RoleLearner, DownSince: &recordedAt}}
+	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt},
+		{Name: "d-5", Role: etcdv1beta1.RoleLearner, DownSince: &recordedAt}}
 	e := &Etcd{ClusterID: 1, Leader: 2,
 		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}, {ID: 6, Name: "d-5"}},
 		Health: map[uint64]error{1: errors.New("context deadline exceeded"), 2: nil, 3: errors.New("connection refused"), 5: nil,

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -208,7 +208,7 @@ func (p *Prober) closeAll() {
 func MemberPods(reader client.Reader, clientTLS func(namespace, cluster string) *tls.Config) func(ctx context.Context) ([]Target, error) {
 	return func(ctx context.Context) ([]Target, error) {
 		pods := &corev1.PodList{}
-		if err := reader.List(ctx, pods, client.HasLabels{etcdv1alpha1.LabelCluster, etcdv1alpha1.LabelMember}); err != nil {
+		if err := reader.List(ctx, pods, client.HasLabels{etcdv1beta1.LabelCluster, etcdv1beta1.LabelMember}); err != nil {
 			return nil, err
 		}
 		var out []Target
@@ -219,7 +219,7 @@ func MemberPods(reader client.Reader, clientTLS func(namespace, cluster string) 
 			}
 			tg := Target{Endpoint: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)), Object: pod}
 			if resources.ServesClientTLS(pod) {
-				if tg.TLS = clientTLS(pod.Namespace, pod.Labels[etcdv1alpha1.LabelCluster]); tg.TLS == nil {
+				if tg.TLS = clientTLS(pod.Namespace, pod.Labels[etcdv1beta1.LabelCluster]); tg.TLS == nil {
 					continue
 				}
 			}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // Settings of backup Jobs.
@@ -63,35 +63,35 @@ func ShortName(name string, max int) string {
 
 // BackupJobName is the name of the Job that takes backup b: "<b>-backup", shortened to 63
 // characters with a hash when b's name is long.
-func BackupJobName(b *etcdv1alpha1.EtcdBackup) string {
+func BackupJobName(b *etcdv1beta1.EtcdBackup) string {
 	return ShortName(b.Name, maxNameLength-len("-backup")) + "-backup"
 }
 
 // DeleteSnapshotJobName is the name of the Job that deletes b's stored snapshot: "<b>-delete",
 // shortened like BackupJobName.
-func DeleteSnapshotJobName(b *etcdv1alpha1.EtcdBackup) string {
+func DeleteSnapshotJobName(b *etcdv1beta1.EtcdBackup) string {
 	return ShortName(b.Name, maxNameLength-len("-delete")) + "-delete"
 }
 
 // BackupLabels are the labels of the Jobs and pods of backup b of cluster clusterName.
-func BackupLabels(clusterName string, b *etcdv1alpha1.EtcdBackup) map[string]string {
+func BackupLabels(clusterName string, b *etcdv1beta1.EtcdBackup) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":       "etcd-backup",
 		"app.kubernetes.io/instance":   ShortName(clusterName, maxNameLength),
 		"app.kubernetes.io/managed-by": "etcd-operator",
-		etcdv1alpha1.LabelCluster:      ShortName(clusterName, maxNameLength),
-		etcdv1alpha1.LabelBackup:       ShortName(b.Name, maxNameLength),
+		etcdv1beta1.LabelCluster:       ShortName(clusterName, maxNameLength),
+		etcdv1beta1.LabelBackup:        ShortName(b.Name, maxNameLength),
 	}
 }
 
 // BackupOwnerReference makes backup b the controller of an object.
-func BackupOwnerReference(b *etcdv1alpha1.EtcdBackup) metav1.OwnerReference {
-	return *metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup"))
+func BackupOwnerReference(b *etcdv1beta1.EtcdBackup) metav1.OwnerReference {
+	return *metav1.NewControllerRef(b, etcdv1beta1.GroupVersion.WithKind("EtcdBackup"))
 }
 
 // BackupEndpoints returns the client URLs of cluster c's members (fully qualified DNS names): those
 // its status lists, or, before etcd has answered, those of ordinals 0..replicas-1.
-func (o Options) BackupEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
+func (o Options) BackupEndpoints(c *etcdv1beta1.EtcdCluster) []string {
 	var eps []string
 	for _, m := range c.Status.Members {
 		if m.Name != "" {
@@ -107,7 +107,7 @@ func (o Options) BackupEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
 }
 
 // DestinationArgs are the `etcd-operator backup` flags of destination d as the Job mounts it.
-func DestinationArgs(d *etcdv1alpha1.BackupDestination) []string {
+func DestinationArgs(d *etcdv1beta1.BackupDestination) []string {
 	switch {
 	case d.S3 != nil:
 		args := []string{
@@ -139,7 +139,7 @@ func DestinationArgs(d *etcdv1alpha1.BackupDestination) []string {
 // if any, read-only at S3CADir (both optional: a missing Secret or key fails the command with a
 // message naming it, instead of a pod stuck in ContainerCreating), or the claim's subPath at
 // BackupPVCDir (read-only when readOnly).
-func DestinationVolumes(d *etcdv1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume, []corev1.VolumeMount) {
+func DestinationVolumes(d *etcdv1beta1.BackupDestination, readOnly bool) ([]corev1.Volume, []corev1.VolumeMount) {
 	switch {
 	case d.S3 != nil:
 		vols := []corev1.Volume{{Name: "s3-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -164,7 +164,7 @@ func DestinationVolumes(d *etcdv1alpha1.BackupDestination, readOnly bool) ([]cor
 
 // DestinationLocation is where backup key (see policy.Key) is in destination d:
 // "s3://<bucket>/<prefix>/<key>" or "pvc://<claim>/<subPath>/<key>"; "" for an empty destination.
-func DestinationLocation(d *etcdv1alpha1.BackupDestination, key string) string {
+func DestinationLocation(d *etcdv1beta1.BackupDestination, key string) string {
 	switch {
 	case d == nil:
 		return ""
@@ -182,7 +182,7 @@ func DestinationLocation(d *etcdv1alpha1.BackupDestination, key string) string {
 // A failed backup is not retried: the command exits with ExitCodeBackupFailed and a termination
 // message saying why (wrong credentials would fail again); only pods lost to a disruption are
 // replaced. The Job is owned by b.
-func (o Options) BuildBackupJob(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, d *etcdv1alpha1.BackupDestination) *batchv1.Job {
+func (o Options) BuildBackupJob(c *etcdv1beta1.EtcdCluster, b *etcdv1beta1.EtcdBackup, d *etcdv1beta1.BackupDestination) *batchv1.Job {
 	endpoints := "--endpoints=" + strings.Join(o.BackupEndpoints(c), ",")
 	if b.Spec.Member != "" {
 		endpoints = "--member=" + o.ClientURL(c, b.Spec.Member)
@@ -231,7 +231,7 @@ const BackupClientTLSDir = "/etc/etcd-operator/etcd-client-tls"
 // destination d (`etcd-operator backup delete`), for destinations the operator cannot reach itself
 // (a claim) and so that it never reads S3 credentials. clusterName is b's cluster (the key's second
 // element). Owned by b, not retried on failure.
-func (o Options) BuildDeleteSnapshotJob(namespace, clusterName string, b *etcdv1alpha1.EtcdBackup, d *etcdv1alpha1.BackupDestination) *batchv1.Job {
+func (o Options) BuildDeleteSnapshotJob(namespace, clusterName string, b *etcdv1beta1.EtcdBackup, d *etcdv1beta1.BackupDestination) *batchv1.Job {
 	args := []string{
 		"backup", "delete",
 		"--namespace=" + namespace,
@@ -244,7 +244,7 @@ func (o Options) BuildDeleteSnapshotJob(namespace, clusterName string, b *etcdv1
 }
 
 // backupJob is the Job of both builders.
-func (o Options) backupJob(name, clusterName string, b *etcdv1alpha1.EtcdBackup, d *etcdv1alpha1.BackupDestination, args []string, deadline time.Duration) *batchv1.Job {
+func (o Options) backupJob(name, clusterName string, b *etcdv1beta1.EtcdBackup, d *etcdv1beta1.BackupDestination, args []string, deadline time.Duration) *batchv1.Job {
 	labels := BackupLabels(clusterName, b)
 	volumes := []corev1.Volume{{Name: "staging", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	mounts := []corev1.VolumeMount{{Name: "staging", MountPath: BackupStagingDir}}
@@ -315,7 +315,7 @@ func ScheduledBackupName(cluster string, t time.Time) string {
 
 // FinalSnapshotName is the name of the EtcdBackup taken when cluster c is deleted: "<cluster>-final-"
 // and the first 8 characters of its UID, so that a later cluster of the same name gets its own.
-func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
+func FinalSnapshotName(c *etcdv1beta1.EtcdCluster) string {
 	uid := string(c.UID)
 	if len(uid) > 8 {
 		uid = uid[:8]
@@ -326,15 +326,15 @@ func FinalSnapshotName(c *etcdv1alpha1.EtcdCluster) string {
 // BuildScheduledBackup returns the EtcdBackup cluster c's schedule creates for schedule time t (named
 // by ScheduledBackupName, owned by c, so that retention and the cluster's deletion take it), to
 // c's spec.backup.destination.
-func BuildScheduledBackup(c *etcdv1alpha1.EtcdCluster, t time.Time) *etcdv1alpha1.EtcdBackup {
-	return &etcdv1alpha1.EtcdBackup{
+func BuildScheduledBackup(c *etcdv1beta1.EtcdCluster, t time.Time) *etcdv1beta1.EtcdBackup {
+	return &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ScheduledBackupName(c.Name, t), Namespace: c.Namespace,
-			Labels:          map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelScheduled: "true"},
-			Annotations:     map[string]string{etcdv1alpha1.AnnotationScheduledTime: t.UTC().Format(time.RFC3339)},
+			Labels:          map[string]string{etcdv1beta1.LabelCluster: c.Name, etcdv1beta1.LabelScheduled: "true"},
+			Annotations:     map[string]string{etcdv1beta1.AnnotationScheduledTime: t.UTC().Format(time.RFC3339)},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
 		},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
 	}
 }
 
@@ -348,25 +348,25 @@ func SurvivorSnapshotName(member string, since time.Time) string {
 // BuildSurvivorSnapshot returns the EtcdBackup that copies member, a survivor of the quorum loss of
 // cluster c that began at since, to c's spec.backup.destination (set by the caller) before the
 // cluster is recreated: not owned by c, so that the copy outlives the cluster.
-func BuildSurvivorSnapshot(c *etcdv1alpha1.EtcdCluster, member string, since time.Time) *etcdv1alpha1.EtcdBackup {
-	return &etcdv1alpha1.EtcdBackup{
+func BuildSurvivorSnapshot(c *etcdv1beta1.EtcdCluster, member string, since time.Time) *etcdv1beta1.EtcdBackup {
+	return &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: SurvivorSnapshotName(member, since), Namespace: c.Namespace,
-			Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelSurvivorSnapshot: "true"},
+			Labels: map[string]string{etcdv1beta1.LabelCluster: c.Name, etcdv1beta1.LabelSurvivorSnapshot: "true"},
 		},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name},
 			Destination: c.Spec.Backup.Destination.DeepCopy(), Member: member},
 	}
 }
 
 // BuildFinalSnapshot returns the EtcdBackup taken when cluster c is deleted (named by
 // FinalSnapshotName): not owned by c, so that it outlives it.
-func BuildFinalSnapshot(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdBackup {
-	return &etcdv1alpha1.EtcdBackup{
+func BuildFinalSnapshot(c *etcdv1beta1.EtcdCluster) *etcdv1beta1.EtcdBackup {
+	return &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: FinalSnapshotName(c), Namespace: c.Namespace,
-			Labels: map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelFinalSnapshot: "true"},
+			Labels: map[string]string{etcdv1beta1.LabelCluster: c.Name, etcdv1beta1.LabelFinalSnapshot: "true"},
 		},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name}, Destination: c.Spec.Backup.Destination.DeepCopy()},
 	}
 }

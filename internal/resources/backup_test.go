@@ -12,25 +12,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-func backupFixtures() (*etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup) {
+func backupFixtures() (*etcdv1beta1.EtcdCluster, *etcdv1beta1.EtcdBackup) {
 	c := testutil.EtcdCluster("demo", testutil.InNamespace("apps"), testutil.WithUID("cluster-uid"), testutil.WithReplicas(3),
-		func(c *etcdv1alpha1.EtcdCluster) {
-			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"}}
+		func(c *etcdv1beta1.EtcdCluster) {
+			c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"}}
 		})
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "apps", UID: "backup-uid"},
-		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}},
+		Spec:       etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "demo"}},
 	}
 	return c, b
 }
 
-var s3Dest = &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+var s3Dest = &etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{
 	Endpoint: "http://s3.storage.svc:7070", Bucket: "etcd", Prefix: "prod", Region: "eu-1", ForcePathStyle: true,
-	CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3-creds"},
+	CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: "s3-creds"},
 }}
 
 // TestBuildBackupJobS3: the Job runs `etcd-operator backup` in the operator's image against every
@@ -46,7 +46,7 @@ func TestBuildBackupJobS3(t *testing.T) {
 	if !metav1.IsControlledBy(j, b) {
 		t.Errorf("job is not controlled by the backup: %+v", j.OwnerReferences)
 	}
-	for k, v := range map[string]string{etcdv1alpha1.LabelCluster: "demo", etcdv1alpha1.LabelBackup: "nightly", "app.kubernetes.io/managed-by": "etcd-operator"} {
+	for k, v := range map[string]string{etcdv1beta1.LabelCluster: "demo", etcdv1beta1.LabelBackup: "nightly", "app.kubernetes.io/managed-by": "etcd-operator"} {
 		if j.Labels[k] != v || j.Spec.Template.Labels[k] != v {
 			t.Errorf("label %s = %q / %q, want %q", k, j.Labels[k], j.Spec.Template.Labels[k], v)
 		}
@@ -127,7 +127,7 @@ func checkHardened(t *testing.T, j *batchv1.Job) {
 func TestBuildBackupJobPVC(t *testing.T) {
 	c, b := backupFixtures()
 	c.Status.Members = nil // before etcd answered: ordinals from spec.replicas
-	d := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd/demo"}}
+	d := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd/demo"}}
 	j := Options{OperatorImage: "op"}.BuildBackupJob(c, b, d)
 	ctr := j.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(ctr.Args, "--dir="+BackupPVCDir) || slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--s3") }) {
@@ -172,7 +172,7 @@ func TestBackupJobNamesFitLabels(t *testing.T) {
 	for _, n := range []int{1, 40, 55, 56, 57, 63, 64, 120, 253} {
 		for _, suffix := range []string{"a", "b"} {
 			name := strings.Repeat("x", n-1) + suffix
-			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			b := &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
 			for _, jn := range []string{BackupJobName(b), DeleteSnapshotJobName(b)} {
 				if errs := validation.IsDNS1123Label(jn); len(errs) > 0 {
 					t.Errorf("job name %q of a %d-character backup: %v", jn, n, errs)
@@ -194,13 +194,13 @@ func TestBackupJobNamesFitLabels(t *testing.T) {
 // TestDestinationLocation: locations as EtcdBackup status reports them.
 func TestDestinationLocation(t *testing.T) {
 	for _, tc := range []struct {
-		d    *etcdv1alpha1.BackupDestination
+		d    *etcdv1beta1.BackupDestination
 		want string
 	}{
 		{s3Dest, "s3://etcd/prod/apps/demo/b.db"},
-		{&etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "etcd"}}, "s3://etcd/apps/demo/b.db"},
-		{&etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "x/y"}}, "pvc://backups/x/y/apps/demo/b.db"},
-		{&etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}, "pvc://backups/apps/demo/b.db"},
+		{&etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{Bucket: "etcd"}}, "s3://etcd/apps/demo/b.db"},
+		{&etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "x/y"}}, "pvc://backups/x/y/apps/demo/b.db"},
+		{&etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}, "pvc://backups/apps/demo/b.db"},
 		{nil, ""},
 	} {
 		if got := DestinationLocation(tc.d, "apps/demo/b.db"); got != tc.want {
@@ -236,15 +236,15 @@ func TestScheduledBackupName(t *testing.T) {
 // final snapshot is not owned, so that it outlives the cluster; both go to the cluster's destination.
 func TestBuildClusterBackups(t *testing.T) {
 	c := testutil.EtcdCluster("demo", testutil.WithUID("0123456789abcdef"))
-	c.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}}}
+	c.Spec.Backup = &etcdv1beta1.BackupSpec{Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "snaps"}}}
 	at := time.Date(2026, 1, 10, 2, 0, 0, 0, time.UTC)
 	s := BuildScheduledBackup(c, at)
-	if s.Name != "demo-20260110-020000" || s.Labels[etcdv1alpha1.LabelScheduled] != "true" || len(s.OwnerReferences) != 1 ||
-		s.Annotations[etcdv1alpha1.AnnotationScheduledTime] != "2026-01-10T02:00:00Z" || s.Spec.Destination.PVC.ClaimName != "snaps" {
+	if s.Name != "demo-20260110-020000" || s.Labels[etcdv1beta1.LabelScheduled] != "true" || len(s.OwnerReferences) != 1 ||
+		s.Annotations[etcdv1beta1.AnnotationScheduledTime] != "2026-01-10T02:00:00Z" || s.Spec.Destination.PVC.ClaimName != "snaps" {
 		t.Errorf("scheduled backup %+v", s)
 	}
 	f := BuildFinalSnapshot(c)
-	if f.Name != "demo-final-01234567" || len(f.OwnerReferences) != 0 || f.Labels[etcdv1alpha1.LabelFinalSnapshot] != "true" || f.Spec.Destination.PVC.ClaimName != "snaps" {
+	if f.Name != "demo-final-01234567" || len(f.OwnerReferences) != 0 || f.Labels[etcdv1beta1.LabelFinalSnapshot] != "true" || f.Spec.Destination.PVC.ClaimName != "snaps" {
 		t.Errorf("final snapshot %+v", f)
 	}
 	if s.Spec.Destination == &c.Spec.Backup.Destination {
@@ -252,7 +252,7 @@ func TestBuildClusterBackups(t *testing.T) {
 	}
 	v := BuildSurvivorSnapshot(c, "demo-2", at)
 	if v.Name != "demo-2-survivor-20260110-020000" || v.Spec.Member != "demo-2" || len(v.OwnerReferences) != 0 ||
-		v.Labels[etcdv1alpha1.LabelSurvivorSnapshot] != "true" || v.Labels[etcdv1alpha1.LabelScheduled] != "" || v.Spec.Destination.PVC.ClaimName != "snaps" {
+		v.Labels[etcdv1beta1.LabelSurvivorSnapshot] != "true" || v.Labels[etcdv1beta1.LabelScheduled] != "" || v.Spec.Destination.PVC.ClaimName != "snaps" {
 		t.Errorf("survivor snapshot %+v", v)
 	}
 	// its Job dials that member only, and takes it without a leader
@@ -270,7 +270,7 @@ func TestBuildBackupJobWithClientTLS(t *testing.T) {
 	}) {
 		t.Fatalf("a plain-text cluster's backup dials TLS: %q", j.Spec.Template.Spec.Containers[0].Args)
 	}
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
+	c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: true}}
 	j := Options{}.BuildBackupJob(c, b, s3Dest)
 	ctr := j.Spec.Template.Spec.Containers[0]
 	for _, w := range []string{"--cacert=/etc/etcd-operator/etcd-client-tls/ca.crt", "--cert=/etc/etcd-operator/etcd-client-tls/tls.crt",

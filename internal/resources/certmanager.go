@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // CertificateGVK is cert-manager's Certificate, which the operator creates for each TLS Secret of a
@@ -35,7 +35,7 @@ type IssuedCertificate struct {
 // generated again at each renewal; its Secret carries the cluster's labels, so that the operator's
 // cache holds and watches it. Duration and renewal are the issuer's defaults (cert-manager's: 90 days,
 // renewed a third before expiry).
-func (o Options) IssuedCertificates(c *etcdv1alpha1.EtcdCluster, client, peer bool) []IssuedCertificate {
+func (o Options) IssuedCertificates(c *etcdv1beta1.EtcdCluster, client, peer bool) []IssuedCertificate {
 	var out []IssuedCertificate
 	if client {
 		server := o.ServerCertRequest(c)
@@ -61,7 +61,7 @@ func (o Options) IssuedCertificates(c *etcdv1alpha1.EtcdCluster, client, peer bo
 }
 
 // certificate is the Certificate of cluster c that writes Secret name, with spec fields spec.
-func certificate(c *etcdv1alpha1.EtcdCluster, name string, spec map[string]any) *unstructured.Unstructured {
+func certificate(c *etcdv1beta1.EtcdCluster, name string, spec map[string]any) *unstructured.Unstructured {
 	ref := c.Spec.TLS.IssuerRef.Defaulted()
 	labels := map[string]any{}
 	for k, v := range Labels(c) {

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // Initial cluster states of a member, as etcd's --initial-cluster-state takes them.
@@ -53,7 +53,7 @@ type Member struct {
 }
 
 // PodTLS is how member m's pod serves TLS in cluster c: m.TLS, or SpecTLS.
-func (m Member) PodTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
+func (m Member) PodTLS(c *etcdv1beta1.EtcdCluster) PodTLS {
 	if m.TLS != nil {
 		return *m.TLS
 	}
@@ -66,22 +66,29 @@ func (m Member) PodTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
 // etcd reads its trusted CA files only when it starts), and the names of the Secrets of spec.tls.secrets.
 // A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
 // defaults are not part of it, so that an operator upgrade does not restart etcd.
-func (o Options) SpecHash(c *etcdv1alpha1.EtcdCluster) string {
+func (o Options) SpecHash(c *etcdv1beta1.EtcdCluster) string {
 	var trusted string
 	if c.Status.TLS != nil && c.Spec.AnyTLS() {
 		trusted = c.Status.TLS.TrustedCAsHash
 	}
-	var secrets *etcdv1alpha1.TLSSecrets
+	var secrets *etcdv1beta1.TLSSecrets
 	if c.Spec.UserTLSSecrets() {
 		secrets = c.Spec.TLS.Secrets
 	}
+	// spec.options is hashed as v1alpha1 encoded it (autoCompactionMode as etcd's flag value), so that
+	// members started by an operator of v1alpha1 are not rolled when it is upgraded.
+	options := c.Spec.Options
+	if options != nil && options.AutoCompactionMode != "" {
+		options = options.DeepCopy()
+		options.AutoCompactionMode = etcdv1beta1.AutoCompactionMode(options.AutoCompactionMode.Flag())
+	}
 	b, _ := json.Marshal(struct {
-		Image       string                    `json:"image"`
-		PodTemplate *etcdv1alpha1.PodTemplate `json:"podTemplate,omitempty"`
-		Options     *etcdv1alpha1.EtcdOptions `json:"options,omitempty"`
-		TrustedCAs  string                    `json:"trustedCAs,omitempty"`
-		TLSSecrets  *etcdv1alpha1.TLSSecrets  `json:"tlsSecrets,omitempty"`
-	}{o.Image(c), c.Spec.PodTemplate, c.Spec.Options, trusted, secrets})
+		Image       string                   `json:"image"`
+		PodTemplate *etcdv1beta1.PodTemplate `json:"podTemplate,omitempty"`
+		Options     *etcdv1beta1.EtcdOptions `json:"options,omitempty"`
+		TrustedCAs  string                   `json:"trustedCAs,omitempty"`
+		TLSSecrets  *etcdv1beta1.TLSSecrets  `json:"tlsSecrets,omitempty"`
+	}{o.Image(c), c.Spec.PodTemplate, options, trusted, secrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:5])
 }
@@ -91,7 +98,7 @@ const DefaultQuotaBackendBytes int64 = 2 << 30
 
 // QuotaBackendBytes returns the database size quota, in bytes, the members of cluster c run with:
 // spec.options.quotaBackendBytes, or etcd's default.
-func QuotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
+func QuotaBackendBytes(c *etcdv1beta1.EtcdCluster) int64 {
 	if o := c.Spec.Options; o != nil && o.QuotaBackendBytes != nil {
 		return o.QuotaBackendBytes.Value()
 	}

@@ -18,7 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // Ports etcd listens on in every member pod.
@@ -77,7 +77,7 @@ func (o Options) clusterDomain() string {
 
 // Image returns the etcd image a cluster's members run: spec.image, or the repository tagged
 // "v<version>".
-func (o Options) Image(c *etcdv1alpha1.EtcdCluster) string {
+func (o Options) Image(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.Image != "" {
 		return c.Spec.Image
 	}
@@ -89,13 +89,13 @@ func (o Options) Image(c *etcdv1alpha1.EtcdCluster) string {
 }
 
 // PeerServiceName is the name of the headless Service that gives each member a DNS name.
-func PeerServiceName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-peer" }
+func PeerServiceName(c *etcdv1beta1.EtcdCluster) string { return c.Name + "-peer" }
 
 // ClientServiceName is the name of the ClusterIP Service clients use (port 2379).
-func ClientServiceName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-client" }
+func ClientServiceName(c *etcdv1beta1.EtcdCluster) string { return c.Name + "-client" }
 
 // MemberName is the name of member number ordinal: its pod and its etcd member name, "<cluster>-<ordinal>".
-func MemberName(c *etcdv1alpha1.EtcdCluster, ordinal int) string {
+func MemberName(c *etcdv1beta1.EtcdCluster, ordinal int) string {
 	return c.Name + "-" + strconv.Itoa(ordinal)
 }
 
@@ -110,7 +110,7 @@ func Merged(dst, src map[string]string) map[string]string {
 
 // InitialMemberNames returns the names of the members a new cluster c bootstraps with: ordinals 0 to
 // spec.replicas-1.
-func InitialMemberNames(c *etcdv1alpha1.EtcdCluster) []string {
+func InitialMemberNames(c *etcdv1beta1.EtcdCluster) []string {
 	names := make([]string, c.Spec.ReplicasOrDefault())
 	for i := range names {
 		names[i] = MemberName(c, i)
@@ -119,7 +119,7 @@ func InitialMemberNames(c *etcdv1alpha1.EtcdCluster) []string {
 }
 
 // MemberOrdinal returns the ordinal of a member name of cluster c, or false when name is not one.
-func MemberOrdinal(c *etcdv1alpha1.EtcdCluster, name string) (int, bool) {
+func MemberOrdinal(c *etcdv1beta1.EtcdCluster, name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, c.Name+"-")
 	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
 		return 0, false
@@ -137,59 +137,59 @@ func PVCName(member string) string { return "data-" + member }
 // PeerURL is the URL a member advertises to its peers:
 // https://<member>.<cluster>-peer.<namespace>.svc.<domain>:2380 (http:// without peer TLS). Fully
 // qualified, so that it resolves the same way from every pod whatever its search path.
-func (o Options) PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+func (o Options) PeerURL(c *etcdv1beta1.EtcdCluster, member string) string {
 	return o.PeerURLScheme(c, member, c.Spec.PeerTLS())
 }
 
 // PeerURLScheme is PeerURL with https:// when https is true, http:// otherwise, whatever the spec says:
 // the URL of a member whose peer port is being switched.
-func (o Options) PeerURLScheme(c *etcdv1alpha1.EtcdCluster, member string, https bool) string {
+func (o Options) PeerURLScheme(c *etcdv1beta1.EtcdCluster, member string, https bool) string {
 	return fmt.Sprintf("%s://%s:%d", scheme(https), o.memberHost(c, member), PeerPort)
 }
 
 // ClientURL is the URL a member advertises to clients (port 2379; https:// with client TLS).
-func (o Options) ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+func (o Options) ClientURL(c *etcdv1beta1.EtcdCluster, member string) string {
 	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.ClientTLS()), o.memberHost(c, member), ClientPort)
 }
 
-func (o Options) memberHost(c *etcdv1alpha1.EtcdCluster, member string) string {
+func (o Options) memberHost(c *etcdv1beta1.EtcdCluster, member string) string {
 	return fmt.Sprintf("%s.%s.%s.svc.%s", member, PeerServiceName(c), c.Namespace, o.clusterDomain())
 }
 
 // ClientServiceURL is the in-cluster URL of the client Service.
-func (o Options) ClientServiceURL(c *etcdv1alpha1.EtcdCluster) string {
+func (o Options) ClientServiceURL(c *etcdv1beta1.EtcdCluster) string {
 	return fmt.Sprintf("%s://%s.%s.svc.%s:%d", scheme(c.Spec.ClientTLS()), ClientServiceName(c), c.Namespace, o.clusterDomain(), ClientPort)
 }
 
 // Labels are the labels of every object of cluster c; SelectorLabels select its member pods.
-func Labels(c *etcdv1alpha1.EtcdCluster) map[string]string {
+func Labels(c *etcdv1beta1.EtcdCluster) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":       "etcd",
 		"app.kubernetes.io/instance":   c.Name,
 		"app.kubernetes.io/managed-by": "etcd-operator",
-		etcdv1alpha1.LabelCluster:      c.Name,
+		etcdv1beta1.LabelCluster:       c.Name,
 	}
 }
 
 // SelectorLabels select the member pods of cluster c.
-func SelectorLabels(c *etcdv1alpha1.EtcdCluster) map[string]string {
-	return map[string]string{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}
+func SelectorLabels(c *etcdv1beta1.EtcdCluster) map[string]string {
+	return map[string]string{etcdv1beta1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}
 }
 
 // MemberLabels are the labels of one member's pod and claim.
-func MemberLabels(c *etcdv1alpha1.EtcdCluster, member string) map[string]string {
+func MemberLabels(c *etcdv1beta1.EtcdCluster, member string) map[string]string {
 	l := Labels(c)
-	l[etcdv1alpha1.LabelMember] = member
+	l[etcdv1beta1.LabelMember] = member
 	return l
 }
 
 // OwnerReference makes cluster c the controller of an object.
-func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
-	return *metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+func OwnerReference(c *etcdv1beta1.EtcdCluster) metav1.OwnerReference {
+	return *metav1.NewControllerRef(c, etcdv1beta1.GroupVersion.WithKind("EtcdCluster"))
 }
 
 // InitialCluster formats etcd's --initial-cluster for the given member names: "name=peerURL,...".
-func (o Options) InitialCluster(c *etcdv1alpha1.EtcdCluster, members []string) string {
+func (o Options) InitialCluster(c *etcdv1beta1.EtcdCluster, members []string) string {
 	parts := make([]string, 0, len(members))
 	for _, m := range members {
 		parts = append(parts, m+"="+o.PeerURL(c, m))
@@ -199,7 +199,7 @@ func (o Options) InitialCluster(c *etcdv1alpha1.EtcdCluster, members []string) s
 
 // ownedMeta is the metadata of an object named name that cluster c owns, in c's namespace, with c's
 // labels.
-func ownedMeta(c *etcdv1alpha1.EtcdCluster, name string) metav1.ObjectMeta {
+func ownedMeta(c *etcdv1beta1.EtcdCluster, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: Labels(c),
 		OwnerReferences: []metav1.OwnerReference{OwnerReference(c)}}
 }

@@ -3,7 +3,7 @@ package resources
 import (
 	"testing"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 func TestURLsAndNames(t *testing.T) {
@@ -43,10 +43,10 @@ func TestImage(t *testing.T) {
 	if got := o.Image(cluster()); got != "gcr.io/etcd-development/etcd:v3.6.16" {
 		t.Errorf("default image = %q", got)
 	}
-	if got := (Options{ImageRepository: "mirror/etcd"}).Image(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" })); got != "mirror/etcd:v3.5.21" {
+	if got := (Options{ImageRepository: "mirror/etcd"}).Image(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.5.21" })); got != "mirror/etcd:v3.5.21" {
 		t.Errorf("repository image = %q", got)
 	}
-	if got := o.Image(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "my/etcd:custom" })); got != "my/etcd:custom" {
+	if got := o.Image(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "my/etcd:custom" })); got != "my/etcd:custom" {
 		t.Errorf("override image = %q", got)
 	}
 }

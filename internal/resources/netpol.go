@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // NetworkPolicyName is the name of cluster c's NetworkPolicy: "<cluster>-etcd".
-func NetworkPolicyName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-etcd" }
+func NetworkPolicyName(c *etcdv1beta1.EtcdCluster) string { return c.Name + "-etcd" }
 
 // ErrOperatorPodUnknown is returned by BuildNetworkPolicy when the operator does not know its own pods:
 // a policy would shut the operator out of the members.
@@ -31,7 +31,7 @@ var podTemplateLabels = []string{"pod-template-hash", "controller-revision-hash"
 // namespace; the metrics port (2381) the sources of
 // spec.networkPolicy.metricsFrom, or every source. It fails with ErrOperatorPodUnknown when o does not
 // name the operator's pods.
-func (o Options) BuildNetworkPolicy(c *etcdv1alpha1.EtcdCluster) (*networkingv1.NetworkPolicy, error) {
+func (o Options) BuildNetworkPolicy(c *etcdv1beta1.EtcdCluster) (*networkingv1.NetworkPolicy, error) {
 	operator := maps.Clone(o.OperatorPodLabels)
 	for _, l := range podTemplateLabels {
 		delete(operator, l)
@@ -39,7 +39,7 @@ func (o Options) BuildNetworkPolicy(c *etcdv1alpha1.EtcdCluster) (*networkingv1.
 	if o.OperatorNamespace == "" || len(operator) == 0 {
 		return nil, ErrOperatorPodUnknown
 	}
-	var spec etcdv1alpha1.NetworkPolicySpec
+	var spec etcdv1beta1.NetworkPolicySpec
 	if c.Spec.NetworkPolicy != nil {
 		spec = *c.Spec.NetworkPolicy
 	}
@@ -73,11 +73,11 @@ func (o Options) BuildNetworkPolicy(c *etcdv1alpha1.EtcdCluster) (*networkingv1.
 }
 
 // backupPodLabels select the pods of cluster c's backup Jobs (see BackupLabels).
-func backupPodLabels(c *etcdv1alpha1.EtcdCluster) map[string]string {
+func backupPodLabels(c *etcdv1beta1.EtcdCluster) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":       "etcd-backup",
 		"app.kubernetes.io/managed-by": "etcd-operator",
-		etcdv1alpha1.LabelCluster:      ShortName(c.Name, maxNameLength),
+		etcdv1beta1.LabelCluster:       ShortName(c.Name, maxNameLength),
 	}
 }
 

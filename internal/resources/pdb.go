@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 )
 
@@ -19,7 +19,7 @@ func Quorum(n int32) int32 { return int32(membership.Quorum(int(n))) }
 // whichever is more), and never one while another is already down. A pod that is not Ready may always
 // be evicted (unhealthyPodEvictionPolicy AlwaysAllow): it takes down no member that was up, and a
 // crash-looping member must not block a node drain.
-func BuildPDB(c *etcdv1alpha1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
+func BuildPDB(c *etcdv1beta1.EtcdCluster, voters int32) *policyv1.PodDisruptionBudget {
 	// During a scale-down spec.replicas is already smaller than the cluster: the quorum of the voters
 	// that exist is what must stay up.
 	minAvailable := intstr.FromInt32(Quorum(max(c.Spec.ReplicasOrDefault(), voters)))

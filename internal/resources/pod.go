@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // nonRootID is the user and group the etcd container runs as.
@@ -25,12 +25,12 @@ const EtcdContainer = "etcd"
 // EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
 // extraArgs are dropped, admission refuses them).
-func (o Options) EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+func (o Options) EtcdArgs(c *etcdv1beta1.EtcdCluster, m Member) []string {
 	return append(o.ownedArgs(c, m), optionArgs(c.Spec.Options)...)
 }
 
 // optionArgs returns the flags of spec.options.
-func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
+func optionArgs(opts *etcdv1beta1.EtcdOptions) []string {
 	if opts == nil {
 		return nil
 	}
@@ -39,7 +39,7 @@ func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q.Value(), 10))
 	}
 	if opts.AutoCompactionMode != "" {
-		args = append(args, "--auto-compaction-mode="+string(opts.AutoCompactionMode))
+		args = append(args, "--auto-compaction-mode="+opts.AutoCompactionMode.Flag())
 	}
 	if opts.AutoCompactionRetention != "" {
 		args = append(args, "--auto-compaction-retention="+opts.AutoCompactionRetention)
@@ -57,7 +57,7 @@ func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
 		args = append(args, "--max-request-bytes="+strconv.Itoa(int(*v)))
 	}
 	for _, k := range slices.Sorted(maps.Keys(opts.ExtraArgs)) {
-		if _, reserved := etcdv1alpha1.ReservedFlag(k); reserved {
+		if _, reserved := etcdv1beta1.ReservedFlag(k); reserved {
 			continue
 		}
 		args = append(args, "--"+k+"="+opts.ExtraArgs[k])
@@ -66,7 +66,7 @@ func optionArgs(opts *etcdv1alpha1.EtcdOptions) []string {
 }
 
 // ownedArgs returns the flags the operator decides for member m.
-func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+func (o Options) ownedArgs(c *etcdv1beta1.EtcdCluster, m Member) []string {
 	t := m.PodTLS(c)
 	return append([]string{
 		"/usr/local/bin/etcd",
@@ -85,18 +85,18 @@ func (o Options) ownedArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 
 // BuildPod returns the pod of member m. The pod's hostname and subdomain give it the DNS name its peer
 // URL names, through the headless peer Service.
-func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
+func (o Options) BuildPod(c *etcdv1beta1.EtcdCluster, m Member) *corev1.Pod {
 	tmpl := c.Spec.PodTemplate
 	if tmpl == nil {
-		tmpl = &etcdv1alpha1.PodTemplate{}
+		tmpl = &etcdv1beta1.PodTemplate{}
 	}
 	labels := map[string]string{}
 	maps.Copy(labels, tmpl.Labels)
 	maps.Copy(labels, MemberLabels(c, m.Name)) // ours win: selectors depend on them
 	annotations := map[string]string{}
 	maps.Copy(annotations, tmpl.Annotations)
-	annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.InitialClusterState
-	annotations[etcdv1alpha1.AnnotationSpecHash] = o.SpecHash(c)
+	annotations[etcdv1beta1.AnnotationInitialClusterState] = m.InitialClusterState
+	annotations[etcdv1beta1.AnnotationSpecHash] = o.SpecHash(c)
 
 	affinity := tmpl.Affinity.DeepCopy()
 	if affinity == nil {
@@ -143,7 +143,7 @@ func (o Options) BuildPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 
 // addInitContainers adds to pod, member m's, the init containers that run before its etcd: the restore
 // of its snapshot, the check of its data directory, the wait for its add to etcd.
-func (o Options) addInitContainers(c *etcdv1alpha1.EtcdCluster, m Member, pod *corev1.Pod) {
+func (o Options) addInitContainers(c *etcdv1beta1.EtcdCluster, m Member, pod *corev1.Pod) {
 	if m.Restore != nil {
 		init, vols := o.restoreInitContainer(c, m, m.Restore)
 		pod.Spec.InitContainers = []corev1.Container{init}
@@ -166,7 +166,7 @@ func (o Options) addInitContainers(c *etcdv1alpha1.EtcdCluster, m Member, pod *c
 }
 
 // AwaitPeersContainerName is the init container of an initial member's pod that holds back its etcd
-// until the operator marks the pod with etcdv1alpha1.AnnotationPeersAddressed (`etcd-operator
+// until the operator marks the pod with etcdv1beta1.AnnotationPeersAddressed (`etcd-operator
 // await-peers`): etcd looks its peers' names up as soon as it starts, and a name looked up before its
 // pod has an address is answered "no such host" by the cluster's DNS server from its negative cache for
 // a while (5 s with CoreDNS's kubernetes plugin), during which the members cannot reach each other.
@@ -186,7 +186,7 @@ const (
 func (o Options) awaitPeersContainer() corev1.Container {
 	return o.operatorInitContainer(AwaitPeersContainerName,
 		[]string{"await-peers", "--annotations-file=" + podInfoMountPath + "/annotations",
-			"--annotation=" + etcdv1alpha1.AnnotationPeersAddressed, fmt.Sprintf("--listen=:%d", PeerPort)},
+			"--annotation=" + etcdv1beta1.AnnotationPeersAddressed, fmt.Sprintf("--listen=:%d", PeerPort)},
 		[]corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoMountPath, ReadOnly: true}})
 }
 
@@ -197,7 +197,7 @@ const AwaitAddContainerName = "await-add"
 // awaitAddContainer returns the init container that holds back member m's etcd until etcd lists the
 // member under its peer URL, asking the members of its --initial-cluster (over the peer port, with the
 // peer certificate when the pod carries it).
-func (o Options) awaitAddContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
+func (o Options) awaitAddContainer(c *etcdv1beta1.EtcdCluster, m Member) corev1.Container {
 	t := m.PodTLS(c)
 	self := o.PeerURLScheme(c, m.Name, t.PeerHTTPS)
 	peers := m.AwaitPeers
@@ -254,7 +254,7 @@ func (o Options) verifyDataContainer(m Member) corev1.Container {
 
 // etcdContainer returns the etcd container of member m: its command, ports, resources (the
 // template's, or a small default request) and probes.
-func (o Options) etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member, tmpl *etcdv1alpha1.PodTemplate) corev1.Container {
+func (o Options) etcdContainer(c *etcdv1beta1.EtcdCluster, m Member, tmpl *etcdv1beta1.PodTemplate) corev1.Container {
 	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("100m"),
 		corev1.ResourceMemory: resource.MustParse("128Mi"),
@@ -327,7 +327,7 @@ func restrictedContainer() *corev1.SecurityContext {
 func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
 
 // defaultAffinity prefers to put the members of one cluster on different nodes.
-func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
+func defaultAffinity(c *etcdv1beta1.EtcdCluster) *corev1.Affinity {
 	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 			Weight: 100,

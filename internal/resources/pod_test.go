@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 func TestEtcdArgs(t *testing.T) {
@@ -38,9 +38,9 @@ func TestEtcdArgs(t *testing.T) {
 }
 
 func TestBuildPod(t *testing.T) {
-	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{
-			Labels:       map[string]string{"team": "a", etcdv1alpha1.LabelCluster: "hijack"},
+	c := cluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{
+			Labels:       map[string]string{"team": "a", etcdv1beta1.LabelCluster: "hijack"},
 			NodeSelector: map[string]string{"disk": "ssd"},
 			Resources:    &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
 		}
@@ -49,7 +49,7 @@ func TestBuildPod(t *testing.T) {
 	if pod.Spec.Hostname != "demo-0" || pod.Spec.Subdomain != "demo-peer" {
 		t.Errorf("hostname/subdomain = %q/%q; the peer URL's DNS name needs demo-0/demo-peer", pod.Spec.Hostname, pod.Spec.Subdomain)
 	}
-	if pod.Labels["team"] != "a" || pod.Labels[etcdv1alpha1.LabelCluster] != "demo" || pod.Labels[etcdv1alpha1.LabelMember] != "demo-0" {
+	if pod.Labels["team"] != "a" || pod.Labels[etcdv1beta1.LabelCluster] != "demo" || pod.Labels[etcdv1beta1.LabelMember] != "demo-0" {
 		t.Errorf("labels = %v: user labels kept, operator labels win", pod.Labels)
 	}
 	if pod.Spec.NodeSelector["disk"] != "ssd" {
@@ -78,7 +78,7 @@ func TestBuildPod(t *testing.T) {
 		t.Errorf("3.6 probes = %s / %s", ctr.ReadinessProbe.HTTPGet.Path, ctr.LivenessProbe.HTTPGet.Path)
 	}
 
-	old := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.21" }), Member{Name: "demo-0"})
+	old := Options{}.BuildPod(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.5.21" }), Member{Name: "demo-0"})
 	// 3.5 has no /readyz or /livez; its /health fails on any alarm unless excluded, and NOSPACE must
 	// neither restart members nor make them unready
 	if p := old.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; p != "/health?exclude=NOSPACE" {
@@ -88,7 +88,7 @@ func TestBuildPod(t *testing.T) {
 		t.Errorf("3.5 liveness probe = %s, want /health?serializable=true&exclude=NOSPACE", p)
 	}
 
-	ephemeral := Options{}.BuildPod(cluster(func(c *etcdv1alpha1.EtcdCluster) {
+	ephemeral := Options{}.BuildPod(cluster(func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
 	}), Member{Name: "demo-0"})
 	if v := ephemeral.Spec.Volumes[0]; v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
@@ -99,9 +99,9 @@ func TestBuildPod(t *testing.T) {
 // TestOptionArgs: typed options become etcd flags; extraArgs follow sorted, reserved ones dropped.
 func TestOptionArgs(t *testing.T) {
 	q := resource.MustParse("8Gi")
-	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Options = &etcdv1alpha1.EtcdOptions{
-			QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
+	c := cluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Options = &etcdv1beta1.EtcdOptions{
+			QuotaBackendBytes: &q, AutoCompactionMode: etcdv1beta1.AutoCompactionPeriodic, AutoCompactionRetention: "1h",
 			SnapshotCount: ptr.To[int64](5000), HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000),
 			MaxRequestBytes: ptr.To[int32](2097152),
 			ExtraArgs:       map[string]string{"log-level": "warn", "data-dir": "/elsewhere", "experimental-compact-hash-check-enabled": "true"},
@@ -130,8 +130,8 @@ func TestEtcdArgsAndMountsWithTLS(t *testing.T) {
 		t.Fatalf("a cluster without spec.tls gets TLS: %q, volumes %v", pod.Spec.Containers[0].Command, pod.Spec.Volumes)
 	}
 
-	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true}}
+	c := cluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1beta1.TLSListenerSpec{Enabled: true}}
 	})
 	o := Options{}
 	pod = o.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: o.InitialCluster(c, []string{"demo-0"})})
@@ -229,9 +229,9 @@ func TestPodTLSDuringSwitch(t *testing.T) {
 // Secrets, and no peer common name is required (the user's peer CA identifies the members); renaming
 // a Secret changes the spec hash, so the members roll onto it.
 func TestPodMountsUserTLSSecrets(t *testing.T) {
-	c := cluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: true},
-			Secrets: &etcdv1alpha1.TLSSecrets{Server: "etcd-server", Peer: "etcd-peer", Client: "etcd-client"}}
+	c := cluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: true}, Peer: &etcdv1beta1.TLSListenerSpec{Enabled: true},
+			Secrets: &etcdv1beta1.TLSSecrets{Server: "etcd-server", Peer: "etcd-peer", Client: "etcd-client"}}
 	})
 	o := Options{}
 	pod := o.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: "x"})
@@ -293,7 +293,7 @@ func TestAwaitPeersContainer(t *testing.T) {
 	}
 	init := pod.Spec.InitContainers[0]
 	for _, want := range []string{"await-peers", "--annotations-file=/etc/etcd/pod-info/annotations",
-		"--annotation=" + etcdv1alpha1.AnnotationPeersAddressed, "--listen=:2380"} {
+		"--annotation=" + etcdv1beta1.AnnotationPeersAddressed, "--listen=:2380"} {
 		if !slices.Contains(init.Args, want) {
 			t.Errorf("await-peers args %q lack %q", init.Args, want)
 		}

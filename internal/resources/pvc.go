@@ -5,10 +5,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
-func (o Options) dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
+func (o Options) dataVolume(c *etcdv1beta1.EtcdCluster, member string) corev1.Volume {
 	if ed := c.Spec.Storage.EmptyDir; ed != nil {
 		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: ed.DeepCopy()}}
 	}
@@ -23,7 +23,7 @@ var DefaultStorageSize = resource.MustParse("1Gi")
 // BuildPVC returns the PersistentVolumeClaim of member m, or nil when the cluster uses emptyDir.
 // The claim records how the member was first started, so that a pod recreated on it gets the same flags.
 // With retainPolicy Retain the claim has no owner, so that deleting the cluster keeps it.
-func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
+func (o Options) BuildPVC(c *etcdv1beta1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
 	st := c.Spec.Storage
 	if st.EmptyDir != nil {
 		return nil
@@ -42,9 +42,9 @@ func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Persist
 			Namespace: c.Namespace,
 			Labels:    MemberLabels(c, m.Name),
 			Annotations: map[string]string{
-				etcdv1alpha1.AnnotationInitialClusterState: m.InitialClusterState,
-				etcdv1alpha1.AnnotationInitialCluster:      m.InitialCluster,
-				etcdv1alpha1.AnnotationClusterUID:          string(c.UID),
+				etcdv1beta1.AnnotationInitialClusterState: m.InitialClusterState,
+				etcdv1beta1.AnnotationInitialCluster:      m.InitialCluster,
+				etcdv1beta1.AnnotationClusterUID:          string(c.UID),
 			},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -54,9 +54,9 @@ func (o Options) BuildPVC(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Persist
 		},
 	}
 	if m.AwaitAdd {
-		pvc.Annotations[etcdv1alpha1.AnnotationAwaitsAdd] = "true"
+		pvc.Annotations[etcdv1beta1.AnnotationAwaitsAdd] = "true"
 	}
-	if st.RetainPolicy != etcdv1alpha1.RetainPolicyRetain {
+	if st.RetainPolicy != etcdv1beta1.RetainPolicyRetain {
 		pvc.OwnerReferences = []metav1.OwnerReference{OwnerReference(c)}
 	}
 	return pvc

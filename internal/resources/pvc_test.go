@@ -7,28 +7,28 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 func TestBuildPVC(t *testing.T) {
 	m := Member{Name: "demo-2", InitialClusterState: StateNew, InitialCluster: "demo-0=a,demo-1=b,demo-2=c"}
 	tests := []struct {
 		name      string
-		mut       func(*etcdv1alpha1.EtcdCluster)
+		mut       func(*etcdv1beta1.EtcdCluster)
 		wantNil   bool
 		wantSize  string
 		wantOwned bool
 		wantClass string
 	}{
-		{name: "defaults", mut: func(*etcdv1alpha1.EtcdCluster) {}, wantSize: "1Gi", wantOwned: true},
-		{name: "size and class", mut: func(c *etcdv1alpha1.EtcdCluster) {
+		{name: "defaults", mut: func(*etcdv1beta1.EtcdCluster) {}, wantSize: "1Gi", wantOwned: true},
+		{name: "size and class", mut: func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.Size = ptr.To(resource.MustParse("5Gi"))
 			c.Spec.Storage.StorageClassName = ptr.To("fast")
 		}, wantSize: "5Gi", wantOwned: true, wantClass: "fast"},
-		{name: "retain keeps the claim unowned", mut: func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Storage.RetainPolicy = etcdv1alpha1.RetainPolicyRetain
+		{name: "retain keeps the claim unowned", mut: func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Storage.RetainPolicy = etcdv1beta1.RetainPolicyRetain
 		}, wantSize: "1Gi", wantOwned: false},
-		{name: "emptyDir has no claim", mut: func(c *etcdv1alpha1.EtcdCluster) {
+		{name: "emptyDir has no claim", mut: func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
 		}, wantNil: true},
 	}
@@ -56,9 +56,9 @@ func TestBuildPVC(t *testing.T) {
 			if pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce {
 				t.Errorf("accessModes = %v", pvc.Spec.AccessModes)
 			}
-			if pvc.Annotations[etcdv1alpha1.AnnotationInitialCluster] != m.InitialCluster ||
-				pvc.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != StateNew ||
-				pvc.Annotations[etcdv1alpha1.AnnotationClusterUID] != "uid-1" {
+			if pvc.Annotations[etcdv1beta1.AnnotationInitialCluster] != m.InitialCluster ||
+				pvc.Annotations[etcdv1beta1.AnnotationInitialClusterState] != StateNew ||
+				pvc.Annotations[etcdv1beta1.AnnotationClusterUID] != "uid-1" {
 				t.Errorf("annotations = %v: the claim must record how its member was started", pvc.Annotations)
 			}
 		})

@@ -1,12 +1,12 @@
 package resources
 
 import (
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // cluster returns demo/ns1 (UID uid-1, 3 members, etcd 3.6.16) with opts applied.
-func cluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func cluster(opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	base := []testutil.ClusterOption{
 		testutil.InNamespace("ns1"),
 		testutil.WithUID("uid-1"),

@@ -3,7 +3,7 @@ package resources
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // RestoreContainerName is the name of the init container that restores a member's snapshot.
@@ -15,7 +15,7 @@ const scratchPath = "/tmp"
 // RestorePlan is the snapshot a new cluster's members restore before etcd first starts.
 type RestorePlan struct {
 	// Destination holds the snapshot.
-	Destination etcdv1alpha1.BackupDestination
+	Destination etcdv1beta1.BackupDestination
 	// Key is the snapshot's key in Destination.
 	Key string
 	// SHA256 is the snapshot's expected hex sha256; empty means the one in the snapshot's manifest.
@@ -28,7 +28,7 @@ type RestorePlan struct {
 
 // clusterToken returns the --initial-cluster-token of member m of cluster c: the restore plan's, or
 // the cluster's UID.
-func clusterToken(c *etcdv1alpha1.EtcdCluster, m Member) string {
+func clusterToken(c *etcdv1beta1.EtcdCluster, m Member) string {
 	if m.Restore != nil && m.Restore.ClusterToken != "" {
 		return m.Restore.ClusterToken
 	}
@@ -39,7 +39,7 @@ func clusterToken(c *etcdv1alpha1.EtcdCluster, m Member) string {
 // snapshot of plan before etcd first starts (`etcd-operator restore`, which does nothing when the data
 // directory was already restored from that snapshot), with the volumes it needs besides the data
 // volume.
-func (o Options) restoreInitContainer(c *etcdv1alpha1.EtcdCluster, m Member, plan *RestorePlan) (corev1.Container, []corev1.Volume) {
+func (o Options) restoreInitContainer(c *etcdv1beta1.EtcdCluster, m Member, plan *RestorePlan) (corev1.Container, []corev1.Volume) {
 	destArgs := DestinationArgs(&plan.Destination)
 	vols, mounts := DestinationVolumes(&plan.Destination, true)
 	args := append([]string{"restore",

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // TestBuildPodRestore: a member restoring a snapshot gets the restore init container, which reaches the
@@ -13,7 +13,7 @@ import (
 func TestBuildPodRestore(t *testing.T) {
 	o := Options{OperatorImage: "local/etcd-operator:dev", OperatorImagePullPolicy: "IfNotPresent"}
 	c := cluster()
-	plan := &RestorePlan{Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}},
+	plan := &RestorePlan{Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}},
 		Key: "ns/src/b.db", SHA256: strings.Repeat("a", 64)}
 	p := o.BuildPod(c, Member{Name: "c-0", InitialClusterState: StateNew, InitialCluster: "c-0=http://x:2380", Restore: plan})
 	if len(p.Spec.InitContainers) != 1 {

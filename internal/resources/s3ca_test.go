@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // s3Reader is a container that reads an S3 destination, and the volumes of its pod.
@@ -24,10 +24,10 @@ func TestS3CAMountedWhereverS3IsRead(t *testing.T) {
 	o := Options{OperatorImage: "op"}
 	withCA := s3Dest.DeepCopy()
 	withCA.S3.Endpoint = "https://s3.storage.svc:7070"
-	withCA.S3.CASecretRef = &corev1.LocalObjectReference{Name: "s3-ca"}
+	withCA.S3.CASecretRef = &etcdv1beta1.LocalObjectReference{Name: "s3-ca"}
 
 	// readers returns, for each of the three, the container that reads d and its pod's volumes.
-	readers := func(d *etcdv1alpha1.BackupDestination) map[string]s3Reader {
+	readers := func(d *etcdv1beta1.BackupDestination) map[string]s3Reader {
 		backup, del := o.BuildBackupJob(c, b, d).Spec.Template.Spec, o.BuildDeleteSnapshotJob("apps", "demo", b, d).Spec.Template.Spec
 		restore := o.BuildPod(c, Member{Name: "demo-0", InitialClusterState: StateNew, InitialCluster: "demo-0=http://x:2380",
 			Restore: &RestorePlan{Destination: *d, Key: "apps/demo/nightly.db"}}).Spec

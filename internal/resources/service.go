@@ -4,12 +4,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // BuildPeerService returns the headless Service that gives each member the DNS name of its peer URL.
 // It publishes members that are not ready, so that members can find each other while they bootstrap.
-func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+func BuildPeerService(c *etcdv1beta1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: ownedMeta(c, PeerServiceName(c)),
 		Spec: corev1.ServiceSpec{
@@ -25,7 +25,7 @@ func BuildPeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 }
 
 // BuildClientService returns the ClusterIP Service clients use; it sends traffic only to ready members.
-func BuildClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
+func BuildClientService(c *etcdv1beta1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: ownedMeta(c, ClientServiceName(c)),
 		Spec: corev1.ServiceSpec{

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 func TestServices(t *testing.T) {
@@ -20,7 +20,7 @@ func TestServices(t *testing.T) {
 		t.Errorf("client service = %+v", cl.Spec)
 	}
 	for _, s := range []*corev1.Service{peer, cl} {
-		if s.Spec.Selector[etcdv1alpha1.LabelCluster] != "demo" || !strings.HasPrefix(s.OwnerReferences[0].Kind, "EtcdCluster") {
+		if s.Spec.Selector[etcdv1beta1.LabelCluster] != "demo" || !strings.HasPrefix(s.OwnerReferences[0].Kind, "EtcdCluster") {
 			t.Errorf("%s: selector %v, owners %+v", s.Name, s.Spec.Selector, s.OwnerReferences)
 		}
 	}

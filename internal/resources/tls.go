@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 )
 
@@ -51,20 +51,20 @@ const OperatorCommonName = "etcd-operator"
 
 // CASecretName and the other three name the TLS Secrets of cluster c that member pods and clients
 // mount: the operator's own, or those spec.tls.secrets names (then there is no CA Secret).
-func CASecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + CASecretSuffix }
-func ServerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+func CASecretName(c *etcdv1beta1.EtcdCluster) string { return c.Name + CASecretSuffix }
+func ServerTLSSecretName(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Server
 	}
 	return ownSecretName(c, ServerTLSSecretSuffix)
 }
-func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+func PeerTLSSecretName(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Peer
 	}
 	return ownSecretName(c, PeerTLSSecretSuffix)
 }
-func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
+func ClientTLSSecretName(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.Client
 	}
@@ -74,14 +74,14 @@ func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string {
 // ownSecretName is the name of cluster c's Secret of that suffix, which the operator writes: with
 // spec.tls.issuerRef too, where it holds what cert-manager issued into IssuedTLSSecretName once the
 // members trust its CA.
-func ownSecretName(c *etcdv1alpha1.EtcdCluster, suffix string) string {
+func ownSecretName(c *etcdv1beta1.EtcdCluster, suffix string) string {
 	return c.Name + suffix
 }
 
 // IssuedTLSSecretName is the Secret cert-manager writes for cluster c with spec.tls.issuerRef, of the
 // Secret of that suffix (ServerTLSSecretSuffix and so on): "<cluster>-cm-server-tls". No pod mounts it:
 // the operator copies its certificate into the Secret of the suffix, which the members mount.
-func IssuedTLSSecretName(c *etcdv1alpha1.EtcdCluster, suffix string) string {
+func IssuedTLSSecretName(c *etcdv1beta1.EtcdCluster, suffix string) string {
 	return c.Name + IssuedSecretInfix + suffix
 }
 
@@ -94,12 +94,12 @@ func scheme(tls bool) string {
 }
 
 // CACommonName is the common name of cluster c's CA: "<namespace>/<cluster> etcd CA".
-func CACommonName(c *etcdv1alpha1.EtcdCluster) string {
+func CACommonName(c *etcdv1beta1.EtcdCluster) string {
 	return c.Namespace + "/" + c.Name + " etcd CA"
 }
 
 // memberWildcards are the names that match every member's DNS name, fully qualified and short.
-func (o Options) memberWildcards(c *etcdv1alpha1.EtcdCluster) []string {
+func (o Options) memberWildcards(c *etcdv1beta1.EtcdCluster) []string {
 	peer := PeerServiceName(c) + "." + c.Namespace + ".svc"
 	return []string{"*." + peer + "." + o.clusterDomain(), "*." + peer}
 }
@@ -107,7 +107,7 @@ func (o Options) memberWildcards(c *etcdv1alpha1.EtcdCluster) []string {
 // ClientServiceNames are the names of the client Service a client may dial: short, with the namespace,
 // ".svc" and fully qualified. The operator dials members by pod IP and checks their certificate against
 // the last.
-func (o Options) ClientServiceNames(c *etcdv1alpha1.EtcdCluster) []string {
+func (o Options) ClientServiceNames(c *etcdv1beta1.EtcdCluster) []string {
 	svc := ClientServiceName(c)
 	return []string{svc, svc + "." + c.Namespace, svc + "." + c.Namespace + ".svc",
 		svc + "." + c.Namespace + ".svc." + o.clusterDomain()}
@@ -116,7 +116,7 @@ func (o Options) ClientServiceNames(c *etcdv1alpha1.EtcdCluster) []string {
 // ServerCertRequest is the members' serving certificate of the client port: every member's DNS name
 // (by wildcard), the client Service's names, and localhost for a client in the pod. It is also a client
 // certificate, which etcd's gRPC gateway presents to its own member.
-func (o Options) ServerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
+func (o Options) ServerCertRequest(c *etcdv1beta1.EtcdCluster) pki.Request {
 	return pki.Request{
 		CommonName: c.Name + " etcd server",
 		DNSNames:   append(append(o.memberWildcards(c), o.ClientServiceNames(c)...), "localhost"),
@@ -130,7 +130,7 @@ func (o Options) ServerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
 // qualified name and the client Service's, for server and client authentication (etcd's gateway
 // presents it to its own member); the peer certificate for every member's fully qualified name, for
 // both; the client certificate for client authentication.
-func (o Options) UserCertRequests(c *etcdv1alpha1.EtcdCluster) (server, peer, client pki.Request) {
+func (o Options) UserCertRequests(c *etcdv1beta1.EtcdCluster) (server, peer, client pki.Request) {
 	members := o.memberWildcards(c)[0]
 	services := o.ClientServiceNames(c)
 	return pki.Request{DNSNames: []string{members, services[len(services)-1]}, Server: true, Client: true},
@@ -142,7 +142,7 @@ func (o Options) UserCertRequests(c *etcdv1alpha1.EtcdCluster) (server, peer, cl
 // its peer port (--peer-cert-allowed-cn): the users' client certificate, of the same CA, is refused there.
 // With spec.tls.secrets it is spec.tls.secrets.peerCommonName, empty when unset (then the peer CA alone
 // identifies a member).
-func PeerCommonName(c *etcdv1alpha1.EtcdCluster) string {
+func PeerCommonName(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		return c.Spec.TLS.Secrets.PeerCommonName
 	}
@@ -150,7 +150,7 @@ func PeerCommonName(c *etcdv1alpha1.EtcdCluster) string {
 }
 
 // PeerCertRequest is the members' peer certificate: every member's DNS name, server and client.
-func (o Options) PeerCertRequest(c *etcdv1alpha1.EtcdCluster) pki.Request {
+func (o Options) PeerCertRequest(c *etcdv1beta1.EtcdCluster) pki.Request {
 	return pki.Request{CommonName: PeerCommonName(c), DNSNames: o.memberWildcards(c), Server: true, Client: true}
 }
 
@@ -166,7 +166,7 @@ func OperatorCertRequest() pki.Request {
 
 // TLSSecret returns the kubernetes.io/tls Secret name of cluster c with the given material (caPEM may be
 // nil, for the CA's own Secret).
-func TLSSecret(c *etcdv1alpha1.EtcdCluster, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
+func TLSSecret(c *etcdv1beta1.EtcdCluster, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: ownedMeta(c, name),
 		Type:       corev1.SecretTypeTLS,
@@ -182,7 +182,7 @@ func TLSSecret(c *etcdv1alpha1.EtcdCluster, name string, certPEM, keyPEM, caPEM 
 // Secrets are mounted as, and client certificates required on each TLS port. The peer flags are there
 // whenever the pod carries the peer certificate, also while its peer port still serves plain text
 // during a switch (etcd ignores them for an http:// listener but dials peers that serve TLS with them).
-func tlsArgs(c *etcdv1alpha1.EtcdCluster, t PodTLS) []string {
+func tlsArgs(c *etcdv1beta1.EtcdCluster, t PodTLS) []string {
 	var args []string
 	if t.ClientHTTPS {
 		args = append(args,
@@ -211,7 +211,7 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster, t PodTLS) []string {
 
 // skipPeerSANFlag is etcd's flag that skips the check of a peer's address against its certificate's
 // names: experimental in 3.5, renamed in 3.6.
-func skipPeerSANFlag(c *etcdv1alpha1.EtcdCluster) string {
+func skipPeerSANFlag(c *etcdv1beta1.EtcdCluster) string {
 	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
 		return "--experimental-peer-skip-client-san-verification"
 	}
@@ -223,7 +223,7 @@ func skipPeerSANFlag(c *etcdv1alpha1.EtcdCluster) string {
 type tlsListener struct{ volume, secret, dir string }
 
 // tlsListeners are the tlsListener of each port of cluster c whose certificate a pod serving as t carries.
-func tlsListeners(c *etcdv1alpha1.EtcdCluster, t PodTLS) []tlsListener {
+func tlsListeners(c *etcdv1beta1.EtcdCluster, t PodTLS) []tlsListener {
 	var l []tlsListener
 	if t.ClientHTTPS {
 		l = append(l, tlsListener{"server-tls", ServerTLSSecretName(c), serverTLSDir})
@@ -237,7 +237,7 @@ func tlsListeners(c *etcdv1alpha1.EtcdCluster, t PodTLS) []tlsListener {
 // tlsSecretVolumes are the volumes of the ports' TLS Secrets. Whole Secrets are mounted (not subPaths),
 // so that the kubelet updates the files when a certificate is renewed; etcd reads its certificate and
 // key again for every new connection.
-func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster, t PodTLS) []corev1.Volume {
+func tlsSecretVolumes(c *etcdv1beta1.EtcdCluster, t PodTLS) []corev1.Volume {
 	var vols []corev1.Volume
 	for _, l := range tlsListeners(c, t) {
 		vols = append(vols, corev1.Volume{Name: l.volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -248,7 +248,7 @@ func tlsSecretVolumes(c *etcdv1alpha1.EtcdCluster, t PodTLS) []corev1.Volume {
 }
 
 // tlsMounts are the etcd container's read-only mounts of tlsSecretVolumes.
-func tlsMounts(c *etcdv1alpha1.EtcdCluster, t PodTLS) []corev1.VolumeMount {
+func tlsMounts(c *etcdv1beta1.EtcdCluster, t PodTLS) []corev1.VolumeMount {
 	var mounts []corev1.VolumeMount
 	for _, l := range tlsListeners(c, t) {
 		mounts = append(mounts, corev1.VolumeMount{Name: l.volume, MountPath: l.dir, ReadOnly: true})
@@ -268,7 +268,7 @@ type PodTLS struct {
 }
 
 // SpecTLS is how the member pods of cluster c serve TLS once no switch of spec.tls is under way.
-func SpecTLS(c *etcdv1alpha1.EtcdCluster) PodTLS {
+func SpecTLS(c *etcdv1beta1.EtcdCluster) PodTLS {
 	return PodTLS{ClientHTTP: !c.Spec.ClientTLS(), ClientHTTPS: c.Spec.ClientTLS(),
 		PeerCertificates: c.Spec.PeerTLS(), PeerHTTPS: c.Spec.PeerTLS()}
 }
@@ -338,7 +338,7 @@ const RootPasswordKey = "password"
 
 // RootSecretName is the Secret holding cluster c's root password: spec.auth.rootSecretRef's, else
 // "<cluster>-root-credentials", which the operator creates.
-func RootSecretName(c *etcdv1alpha1.EtcdCluster) string {
+func RootSecretName(c *etcdv1beta1.EtcdCluster) string {
 	if a := c.Spec.Auth; a != nil && a.RootSecretRef != nil && a.RootSecretRef.Name != "" {
 		return a.RootSecretRef.Name
 	}
@@ -347,7 +347,7 @@ func RootSecretName(c *etcdv1alpha1.EtcdCluster) string {
 
 // RootSecret returns the Opaque Secret "<cluster>-root-credentials" of cluster c holding the root
 // user's password under RootPasswordKey, owned by c and labelled like its other Secrets.
-func RootSecret(c *etcdv1alpha1.EtcdCluster, password []byte) *corev1.Secret {
+func RootSecret(c *etcdv1beta1.EtcdCluster, password []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: ownedMeta(c, c.Name+RootSecretSuffix),
 		Type:       corev1.SecretTypeOpaque,

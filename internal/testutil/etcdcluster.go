@@ -7,16 +7,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // ClusterOption changes an EtcdCluster that EtcdCluster builds.
-type ClusterOption func(*etcdv1alpha1.EtcdCluster)
+type ClusterOption func(*etcdv1beta1.EtcdCluster)
 
 // EtcdCluster returns an EtcdCluster named name with opts applied in order. Without options its
 // spec is empty: the API server defaults it, pure code sees it as written.
-func EtcdCluster(name string, opts ...ClusterOption) *etcdv1alpha1.EtcdCluster {
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
+func EtcdCluster(name string, opts ...ClusterOption) *etcdv1beta1.EtcdCluster {
+	c := &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -25,37 +25,37 @@ func EtcdCluster(name string, opts ...ClusterOption) *etcdv1alpha1.EtcdCluster {
 
 // InNamespace puts the cluster in namespace ns.
 func InNamespace(ns string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Namespace = ns }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Namespace = ns }
 }
 
 // WithUID sets the cluster's UID, as the API server would.
 func WithUID(uid types.UID) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.UID = uid }
+	return func(c *etcdv1beta1.EtcdCluster) { c.UID = uid }
 }
 
 // WithLabels sets the cluster's labels from key, value pairs.
 func WithLabels(kv ...string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Labels = pairs(kv) }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Labels = pairs(kv) }
 }
 
 // WithReplicas sets spec.replicas.
 func WithReplicas(n int32) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) }
 }
 
 // WithVersion sets spec.version.
 func WithVersion(v string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = v }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = v }
 }
 
 // WithImage sets spec.image.
 func WithImage(image string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = image }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = image }
 }
 
 // WithStorageSize sets spec.storage.size to the quantity q; "" removes it.
 func WithStorageSize(q string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Storage.Size = nil
 		if q != "" {
 			c.Spec.Storage.Size = ptr.To(resource.MustParse(q))
@@ -65,7 +65,7 @@ func WithStorageSize(q string) ClusterOption {
 
 // WithStorageClass sets spec.storage.storageClassName; "" removes it.
 func WithStorageClass(name string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = nil
 		if name != "" {
 			c.Spec.Storage.StorageClassName = ptr.To(name)
@@ -75,29 +75,29 @@ func WithStorageClass(name string) ClusterOption {
 
 // WithEmptyDir gives the members emptyDir volumes instead of claims (and removes spec.storage.size).
 func WithEmptyDir() ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Storage.Size = nil
 		c.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}
 }
 
 // WithRetainPolicy sets spec.storage.retainPolicy.
-func WithRetainPolicy(p etcdv1alpha1.RetainPolicy) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = p }
+func WithRetainPolicy(p etcdv1beta1.RetainPolicy) ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.RetainPolicy = p }
 }
 
 // WithRestoreOnQuorumLoss sets spec.recovery.restoreOnQuorumLoss.
 func WithRestoreOnQuorumLoss(on bool) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: on}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: on}
 	}
 }
 
 // WithOptions changes spec.options (created empty when missing) with mut.
-func WithOptions(mut func(*etcdv1alpha1.EtcdOptions)) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+func WithOptions(mut func(*etcdv1beta1.EtcdOptions)) ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		if c.Spec.Options == nil {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{}
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{}
 		}
 		mut(c.Spec.Options)
 	}
@@ -105,21 +105,21 @@ func WithOptions(mut func(*etcdv1alpha1.EtcdOptions)) ClusterOption {
 
 // WithQuota sets spec.options.quotaBackendBytes to the quantity q.
 func WithQuota(q string) ClusterOption {
-	return WithOptions(func(o *etcdv1alpha1.EtcdOptions) { o.QuotaBackendBytes = ptr.To(resource.MustParse(q)) })
+	return WithOptions(func(o *etcdv1beta1.EtcdOptions) { o.QuotaBackendBytes = ptr.To(resource.MustParse(q)) })
 }
 
 // WithRestoreFrom bootstraps the cluster from the EtcdBackup named backup.
 func WithRestoreFrom(backup string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{
-			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: backup}},
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1beta1.BootstrapSpec{
+			Restore: &etcdv1beta1.RestoreSpec{BackupRef: &etcdv1beta1.LocalObjectReference{Name: backup}},
 		}
 	}
 }
 
 // WithCurrentVersion sets status.currentVersion, the version the members report.
 func WithCurrentVersion(v string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) { c.Status.CurrentVersion = v }
+	return func(c *etcdv1beta1.EtcdCluster) { c.Status.CurrentVersion = v }
 }
 
 // pairs makes a map of key, value pairs.
@@ -134,18 +134,18 @@ func pairs(kv []string) map[string]string {
 // WithAuth sets spec.auth: enabled, with rootSecretRef naming secret unless it is "" (the operator's
 // generated Secret).
 func WithAuth(enabled bool, secret string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: enabled}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Auth = &etcdv1beta1.AuthSpec{Enabled: enabled}
 		if secret != "" {
-			c.Spec.Auth.RootSecretRef = &corev1.LocalObjectReference{Name: secret}
+			c.Spec.Auth.RootSecretRef = &etcdv1beta1.LocalObjectReference{Name: secret}
 		}
 	}
 }
 
 // WithTLS sets spec.tls: client and peer ports on or off.
 func WithTLS(client, peer bool) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: client}, Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: peer}}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: client}, Peer: &etcdv1beta1.TLSListenerSpec{Enabled: peer}}
 	}
 }
 
@@ -158,15 +158,15 @@ func PlainTextMemberSpec(args ...string) corev1.PodSpec {
 
 // WithTLSSecrets sets spec.tls.secrets (spec.tls must be set first, WithTLS).
 func WithTLSSecrets(server, peer, client string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{Server: server, Peer: peer, Client: client}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS.Secrets = &etcdv1beta1.TLSSecrets{Server: server, Peer: peer, Client: client}
 	}
 }
 
 // WithIssuer sets spec.tls.issuerRef to the Issuer (kind "" or Issuer) or ClusterIssuer name (spec.tls
 // must be set first, WithTLS).
 func WithIssuer(name, kind string) ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS.IssuerRef = &etcdv1alpha1.IssuerReference{Name: name, Kind: kind}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS.IssuerRef = &etcdv1beta1.IssuerReference{Name: name, Kind: kind}
 	}
 }

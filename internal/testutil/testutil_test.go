@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // TestEventuallyPollsUntilNil: the condition is called again after an error, with a live context,
@@ -68,7 +68,7 @@ func TestEtcdClusterAppliesOptionsInOrder(t *testing.T) {
 	if c.Spec.Options.QuotaBackendBytes.String() != "16Mi" || c.Spec.Bootstrap.Restore.BackupRef.Name != "nightly" {
 		t.Errorf("options %+v, bootstrap %+v", c.Spec.Options, c.Spec.Bootstrap)
 	}
-	if empty := EtcdCluster("x"); !reflect.DeepEqual(empty.Spec, etcdv1alpha1.EtcdClusterSpec{}) {
+	if empty := EtcdCluster("x"); !reflect.DeepEqual(empty.Spec, etcdv1beta1.EtcdClusterSpec{}) {
 		t.Errorf("no options, spec %+v, want empty", empty.Spec)
 	}
 }

@@ -1,6 +1,6 @@
 package verdict
 
-import etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+import etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 
 // AuthObservation is what a pass found of etcd authentication (status.auth).
 type AuthObservation struct {
@@ -21,5 +21,5 @@ func applyAuthStatus(s *scope) {
 	if o.Enabled != nil {
 		enabled = *o.Enabled
 	}
-	st.Auth = &etcdv1alpha1.AuthStatus{Enabled: enabled, RootSecret: o.RootSecret}
+	st.Auth = &etcdv1beta1.AuthStatus{Enabled: enabled, RootSecret: o.RootSecret}
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
@@ -21,7 +21,7 @@ const FailingAfter = 3
 // BackupObservation is what the backup phase found and decided, for the status.
 type BackupObservation struct {
 	// Last is the newest successful backup of the cluster, nil when none.
-	Last *etcdv1alpha1.LastBackup
+	Last *etcdv1beta1.LastBackup
 	// LastSchedule is the schedule time a backup was created (or skipped) for in this pass; nil
 	// when none.
 	LastSchedule *metav1.Time
@@ -46,17 +46,17 @@ func applyBackupStatus(s *scope) {
 		st.LastScheduleTime = o.LastSchedule
 	}
 	if o.Failing == nil {
-		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionBackupFailing)
+		meta.RemoveStatusCondition(&st.Conditions, etcdv1beta1.ConditionBackupFailing)
 		return
 	}
-	setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionBackupFailing, o.FailingTrue, [2]string{o.Failing.Reason, o.Failing.Message})
+	setCondition(st, s.cluster.Generation, etcdv1beta1.ConditionBackupFailing, o.FailingTrue, [2]string{o.Failing.Reason, o.Failing.Message})
 }
 
 // NewestSuccess returns the newest Succeeded backup as status.lastBackup, nil when none.
-func NewestSuccess(backups []*etcdv1alpha1.EtcdBackup) *etcdv1alpha1.LastBackup {
-	var best *etcdv1alpha1.EtcdBackup
+func NewestSuccess(backups []*etcdv1beta1.EtcdBackup) *etcdv1beta1.LastBackup {
+	var best *etcdv1beta1.EtcdBackup
 	for _, b := range backups {
-		if b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.CompletionTime == nil {
+		if b.Status.Phase != etcdv1beta1.BackupSucceeded || b.Status.CompletionTime == nil {
 			continue
 		}
 		if best == nil || b.Status.CompletionTime.After(best.Status.CompletionTime.Time) ||
@@ -67,7 +67,7 @@ func NewestSuccess(backups []*etcdv1alpha1.EtcdBackup) *etcdv1alpha1.LastBackup 
 	if best == nil {
 		return nil
 	}
-	return &etcdv1alpha1.LastBackup{
+	return &etcdv1beta1.LastBackup{
 		Name: best.Name, CompletionTime: best.Status.CompletionTime.DeepCopy(), Location: best.Status.Location,
 		Revision: best.Status.Revision, SizeBytes: best.Status.SizeBytes,
 	}
@@ -77,46 +77,46 @@ func NewestSuccess(backups []*etcdv1alpha1.EtcdBackup) *etcdv1alpha1.LastBackup 
 // True when the newest FailingAfter finished scheduled backups all failed, or when the newest
 // successful backup (last) completed more than FailingAfter periods before now. It returns the
 // condition's status and its reason and message. Pure.
-func BackupFailing(scheduled []*etcdv1alpha1.EtcdBackup, last *etcdv1alpha1.LastBackup, period time.Duration, now time.Time) (bool, [2]string) {
-	var finished []*etcdv1alpha1.EtcdBackup
+func BackupFailing(scheduled []*etcdv1beta1.EtcdBackup, last *etcdv1beta1.LastBackup, period time.Duration, now time.Time) (bool, [2]string) {
+	var finished []*etcdv1beta1.EtcdBackup
 	for _, b := range scheduled {
 		if BackupFinished(b) && b.Status.CompletionTime != nil {
 			finished = append(finished, b)
 		}
 	}
-	slices.SortFunc(finished, func(a, b *etcdv1alpha1.EtcdBackup) int { // newest first
+	slices.SortFunc(finished, func(a, b *etcdv1beta1.EtcdBackup) int { // newest first
 		if c := b.Status.CompletionTime.Compare(a.Status.CompletionTime.Time); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.Name, a.Name)
 	})
-	if len(finished) >= FailingAfter && !slices.ContainsFunc(finished[:FailingAfter], func(b *etcdv1alpha1.EtcdBackup) bool {
-		return b.Status.Phase == etcdv1alpha1.BackupSucceeded
+	if len(finished) >= FailingAfter && !slices.ContainsFunc(finished[:FailingAfter], func(b *etcdv1beta1.EtcdBackup) bool {
+		return b.Status.Phase == etcdv1beta1.BackupSucceeded
 	}) {
-		return true, [2]string{etcdv1alpha1.ReasonBackupsFailing, fmt.Sprintf("The last %d scheduled backups failed; the newest, %s: %s",
+		return true, [2]string{etcdv1beta1.ReasonBackupsFailing, fmt.Sprintf("The last %d scheduled backups failed; the newest, %s: %s",
 			FailingAfter, finished[0].Name, finished[0].Status.Message)}
 	}
 	if last == nil || last.CompletionTime == nil {
-		return false, [2]string{etcdv1alpha1.ReasonNoBackupYet, "No backup has succeeded yet"}
+		return false, [2]string{etcdv1beta1.ReasonNoBackupYet, "No backup has succeeded yet"}
 	}
 	if period > 0 && now.Sub(last.CompletionTime.Time) > FailingAfter*period {
-		return true, [2]string{etcdv1alpha1.ReasonBackupTooOld, fmt.Sprintf("The newest successful backup, %s, completed at %s: more than %d schedule periods (%s) ago",
+		return true, [2]string{etcdv1beta1.ReasonBackupTooOld, fmt.Sprintf("The newest successful backup, %s, completed at %s: more than %d schedule periods (%s) ago",
 			last.Name, last.CompletionTime.UTC().Format(time.RFC3339), FailingAfter, period)}
 	}
-	return false, [2]string{etcdv1alpha1.ReasonBackupsSucceeding, fmt.Sprintf("The newest successful backup, %s, completed at %s",
+	return false, [2]string{etcdv1beta1.ReasonBackupsSucceeding, fmt.Sprintf("The newest successful backup, %s, completed at %s",
 		last.Name, last.CompletionTime.UTC().Format(time.RFC3339))}
 }
 
 // BackupFinished reports whether b reached Succeeded or Failed.
-func BackupFinished(b *etcdv1alpha1.EtcdBackup) bool {
-	return b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
+func BackupFinished(b *etcdv1beta1.EtcdBackup) bool {
+	return b.Status.Phase == etcdv1beta1.BackupSucceeded || b.Status.Phase == etcdv1beta1.BackupFailed
 }
 
 // ScheduledBackupBlocked judges whether the scheduled backup name may be created: exists when one of
 // scheduled has that name (created before a restart, or by an earlier pass), otherwise running is
 // the scheduled backup that has not finished yet (the schedule time is then skipped, as a CronJob
 // with concurrencyPolicy Forbid does, so that backups of an unreachable cluster do not pile up).
-func ScheduledBackupBlocked(scheduled []*etcdv1alpha1.EtcdBackup, name string) (exists bool, running *etcdv1alpha1.EtcdBackup) {
+func ScheduledBackupBlocked(scheduled []*etcdv1beta1.EtcdBackup, name string) (exists bool, running *etcdv1beta1.EtcdBackup) {
 	for _, b := range scheduled {
 		if b.Name == name {
 			return true, nil
@@ -132,7 +132,7 @@ func ScheduledBackupBlocked(scheduled []*etcdv1alpha1.EtcdBackup, name string) (
 
 // Pruned returns the scheduled backups (not being deleted) that retention no longer keeps as of now
 // (policy.Prune); none when retention is nil.
-func Pruned(ret *etcdv1alpha1.BackupRetention, scheduled []*etcdv1alpha1.EtcdBackup, now time.Time) []*etcdv1alpha1.EtcdBackup {
+func Pruned(ret *etcdv1beta1.BackupRetention, scheduled []*etcdv1beta1.EtcdBackup, now time.Time) []*etcdv1beta1.EtcdBackup {
 	if ret == nil {
 		return nil
 	}
@@ -143,20 +143,20 @@ func Pruned(ret *etcdv1alpha1.BackupRetention, scheduled []*etcdv1alpha1.EtcdBac
 	if ret.MaxAge != nil {
 		p.MaxAge = ret.MaxAge.Duration
 	}
-	byName := map[string]*etcdv1alpha1.EtcdBackup{}
+	byName := map[string]*etcdv1beta1.EtcdBackup{}
 	var infos []policy.BackupInfo
 	for _, b := range scheduled {
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
 		byName[b.Name] = b
-		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded}
+		info := policy.BackupInfo{Name: b.Name, Succeeded: b.Status.Phase == etcdv1beta1.BackupSucceeded}
 		if BackupFinished(b) && b.Status.CompletionTime != nil {
 			info.CompletionTime = b.Status.CompletionTime.Time
 		}
 		infos = append(infos, info)
 	}
-	var out []*etcdv1alpha1.EtcdBackup
+	var out []*etcdv1beta1.EtcdBackup
 	for _, name := range policy.Prune(infos, p, now) {
 		out = append(out, byName[name])
 	}
@@ -166,11 +166,11 @@ func Pruned(ret *etcdv1alpha1.BackupRetention, scheduled []*etcdv1alpha1.EtcdBac
 // FinalSnapshotOutcome returns the event (type, reason, message) that ends the wait for final snapshot
 // b of a deleted cluster, nil while it should go on: b finished, or timedOut (the cluster has waited
 // longer than timeout since its deletion).
-func FinalSnapshotOutcome(b *etcdv1alpha1.EtcdBackup, timedOut bool, timeout time.Duration) *[3]string {
+func FinalSnapshotOutcome(b *etcdv1beta1.EtcdBackup, timedOut bool, timeout time.Duration) *[3]string {
 	switch {
-	case b.Status.Phase == etcdv1alpha1.BackupSucceeded:
+	case b.Status.Phase == etcdv1beta1.BackupSucceeded:
 		return &[3]string{corev1.EventTypeNormal, "FinalSnapshotTaken", fmt.Sprintf("Final snapshot %s stored at %s", b.Name, b.Status.Location)}
-	case b.Status.Phase == etcdv1alpha1.BackupFailed:
+	case b.Status.Phase == etcdv1beta1.BackupFailed:
 		return &[3]string{corev1.EventTypeWarning, "FinalSnapshotFailed", fmt.Sprintf("Final snapshot %s failed: %s", b.Name, b.Status.Message)}
 	case timedOut:
 		return &[3]string{corev1.EventTypeWarning, "FinalSnapshotTimedOut", fmt.Sprintf(

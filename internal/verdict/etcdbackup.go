@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
@@ -75,7 +75,7 @@ func JobFinished(j *batchv1.Job) bool {
 
 // BackupDestination is b's destination: its own, else its cluster's spec.backup.destination; nil
 // when neither names one.
-func BackupDestination(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.BackupDestination {
+func BackupDestination(b *etcdv1beta1.EtcdBackup, c *etcdv1beta1.EtcdCluster) *etcdv1beta1.BackupDestination {
 	if d := b.Spec.Destination; d != nil && (d.S3 != nil || d.PVC != nil) {
 		return d
 	}
@@ -88,7 +88,7 @@ func BackupDestination(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) 
 }
 
 // CreatedBefore orders backups by creation time, then name.
-func CreatedBefore(x, y *etcdv1alpha1.EtcdBackup) bool {
+func CreatedBefore(x, y *etcdv1beta1.EtcdBackup) bool {
 	if c := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); c != 0 {
 		return c < 0
 	}
@@ -96,14 +96,14 @@ func CreatedBefore(x, y *etcdv1alpha1.EtcdBackup) bool {
 }
 
 // SetPending records what b waits for.
-func SetPending(b *etcdv1alpha1.EtcdBackup, why string) {
-	b.Status.Phase = etcdv1alpha1.BackupPending
+func SetPending(b *etcdv1beta1.EtcdBackup, why string) {
+	b.Status.Phase = etcdv1beta1.BackupPending
 	b.Status.Message = why
 }
 
 // SetBackupCondition sets a condition of b; its lastTransitionTime changes only with its status. Its
 // observedGeneration is b's generation: Reconcile discards the status of a pass that failed.
-func SetBackupCondition(b *etcdv1alpha1.EtcdBackup, t string, status bool, reason, msg string) {
+func SetBackupCondition(b *etcdv1beta1.EtcdBackup, t string, status bool, reason, msg string) {
 	cs := metav1.ConditionFalse
 	if status {
 		cs = metav1.ConditionTrue
@@ -121,7 +121,7 @@ func Truncate(s string, n int) string {
 
 // UnknownMember says why backup b cannot be taken when its spec.member is not a member cluster c's
 // status lists (by name), with the names it lists; "" when b names no member or a listed one.
-func UnknownMember(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) string {
+func UnknownMember(b *etcdv1beta1.EtcdBackup, c *etcdv1beta1.EtcdCluster) string {
 	if b.Spec.Member == "" {
 		return ""
 	}
@@ -137,7 +137,7 @@ func UnknownMember(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) stri
 }
 
 // BackupKey is b's key in its destination (policy.Key), "" when b's names cannot form one.
-func BackupKey(b *etcdv1alpha1.EtcdBackup) string {
+func BackupKey(b *etcdv1beta1.EtcdBackup) string {
 	k, _ := policy.Key(b.Namespace, b.Spec.ClusterRef.Name, b.Name)
 	return k
 }

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 	"github.com/etcdkit/etcd-operator/internal/model"
 )
@@ -67,7 +67,7 @@ func PlanDefragmentation(m *model.Cluster, now time.Time) (DefragPlan, error) {
 // addDue adds to the plan the voters that d makes due at now: at a schedule time that fell due since
 // the last one c's status recorded (or since c was created), every voter with at least MinReclaimable
 // free; with a threshold, every voter over it.
-func (plan *DefragPlan) addDue(d *etcdv1alpha1.DefragmentationSpec, c *etcdv1alpha1.EtcdCluster, voters map[string]*model.Member, now time.Time) error {
+func (plan *DefragPlan) addDue(d *etcdv1beta1.DefragmentationSpec, c *etcdv1beta1.EtcdCluster, voters map[string]*model.Member, now time.Time) error {
 	add := func(mem *model.Member, why string) {
 		if !slices.Contains(plan.Pending, mem.Name) {
 			plan.Pending = append(plan.Pending, mem.Name)
@@ -106,7 +106,7 @@ func (plan *DefragPlan) addDue(d *etcdv1alpha1.DefragmentationSpec, c *etcdv1alp
 }
 
 // defragSpec returns the cluster's spec.maintenance.defragmentation, nil when it has none.
-func defragSpec(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.DefragmentationSpec {
+func defragSpec(c *etcdv1beta1.EtcdCluster) *etcdv1beta1.DefragmentationSpec {
 	if c.Spec.Maintenance == nil {
 		return nil
 	}

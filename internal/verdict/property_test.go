@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -57,8 +57,8 @@ func TestDataLossProperties(t *testing.T) {
 		var claims []corev1.PersistentVolumeClaim
 		for i := range rapid.IntRange(0, 7).Draw(rt, "members") {
 			name := fmt.Sprintf("q-%d", i)
-			role := rapid.SampledFrom([]etcdv1alpha1.MemberRole{etcdv1alpha1.RoleVoter, etcdv1alpha1.RoleLearner}).Draw(rt, "role")
-			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, ID: fmt.Sprint(i + 1), Role: role})
+			role := rapid.SampledFrom([]etcdv1beta1.MemberRole{etcdv1beta1.RoleVoter, etcdv1beta1.RoleLearner}).Draw(rt, "role")
+			c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: name, ID: fmt.Sprint(i + 1), Role: role})
 			if rapid.Bool().Draw(rt, "claim") {
 				claims = append(claims, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName(name)}})
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -70,8 +70,8 @@ func hasData(m *model.Member, emptyDir bool) bool {
 
 // DataLostSince returns when the persisted status first reported quorum lost without data (the
 // QuorumDataLost condition's lastTransitionTime), or the zero time when it does not report it.
-func DataLostSince(c *etcdv1alpha1.EtcdCluster) time.Time {
-	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumDataLost)
+func DataLostSince(c *etcdv1beta1.EtcdCluster) time.Time {
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionQuorumDataLost)
 	if cond == nil || cond.Status != metav1.ConditionTrue {
 		return time.Time{}
 	}
@@ -89,7 +89,7 @@ func (d DataLoss) Message(emptyDir bool) string {
 }
 
 // OptedIn reports whether spec.recovery.restoreOnQuorumLoss is set.
-func OptedIn(c *etcdv1alpha1.EtcdCluster) bool {
+func OptedIn(c *etcdv1beta1.EtcdCluster) bool {
 	return c.Spec.Recovery != nil && c.Spec.Recovery.RestoreOnQuorumLoss
 }
 
@@ -97,7 +97,7 @@ func OptedIn(c *etcdv1alpha1.EtcdCluster) bool {
 // storage.retainPolicy is Retain (a claim the user deleted goes once its pod does); none under Delete.
 func RetainedClaims(m *model.Cluster) []string {
 	var kept []string
-	if m.Object.Spec.Storage.RetainPolicy != etcdv1alpha1.RetainPolicyRetain {
+	if m.Object.Spec.Storage.RetainPolicy != etcdv1beta1.RetainPolicyRetain {
 		return nil
 	}
 	for _, mem := range m.Claims() {
@@ -131,27 +131,27 @@ type SurvivorCopies struct {
 	// Waiting and Failed describe the copies not finished, and those that failed with why.
 	Waiting, Failed []string
 	// Retry are the failed copies old enough to be deleted and taken again.
-	Retry []*etcdv1alpha1.EtcdBackup
+	Retry []*etcdv1beta1.EtcdBackup
 	// Taken are the EtcdBackups that copied a survivor.
 	Taken []string
 }
 
 // JudgeSurvivorCopies judges the copies, among backups, of the survivors of the quorum loss that began
 // at since, as of now.
-func JudgeSurvivorCopies(survivors []string, since, now time.Time, backups []etcdv1alpha1.EtcdBackup) SurvivorCopies {
+func JudgeSurvivorCopies(survivors []string, since, now time.Time, backups []etcdv1beta1.EtcdBackup) SurvivorCopies {
 	var sc SurvivorCopies
 	for _, name := range survivors {
 		want := resources.SurvivorSnapshotName(name, since)
-		i := slices.IndexFunc(backups, func(b etcdv1alpha1.EtcdBackup) bool { return b.Name == want })
+		i := slices.IndexFunc(backups, func(b etcdv1beta1.EtcdBackup) bool { return b.Name == want })
 		if i < 0 || backups[i].DeletionTimestamp != nil {
 			sc.Missing = append(sc.Missing, name)
 			continue
 		}
 		b := &backups[i]
 		switch b.Status.Phase {
-		case etcdv1alpha1.BackupSucceeded:
+		case etcdv1beta1.BackupSucceeded:
 			sc.Taken = append(sc.Taken, b.Name)
-		case etcdv1alpha1.BackupFailed:
+		case etcdv1beta1.BackupFailed:
 			sc.Failed = append(sc.Failed, fmt.Sprintf("%s (EtcdBackup %s: %s)", name, b.Name, b.Status.Message))
 			if t := b.Status.CompletionTime; t != nil && now.Sub(t.Time) >= SurvivorRetryAfter {
 				sc.Retry = append(sc.Retry, b)
@@ -182,10 +182,10 @@ func (sc SurvivorCopies) Message() string {
 // LostRevisions is how many revisions are known to be lost when chosen is restored: the highest
 // revision known (status.revision from before the loss, the survivors' copies and every backup)
 // minus chosen's, 0 when none is higher.
-func LostRevisions(c *etcdv1alpha1.EtcdCluster, chosen *etcdv1alpha1.EtcdBackup, backups []etcdv1alpha1.EtcdBackup) int64 {
+func LostRevisions(c *etcdv1beta1.EtcdCluster, chosen *etcdv1beta1.EtcdBackup, backups []etcdv1beta1.EtcdBackup) int64 {
 	highest := c.Status.Revision
 	for _, b := range backups {
-		if b.Spec.ClusterRef.Name == c.Name && b.Status.Phase == etcdv1alpha1.BackupSucceeded && !b.CreationTimestamp.Before(&c.CreationTimestamp) {
+		if b.Spec.ClusterRef.Name == c.Name && b.Status.Phase == etcdv1beta1.BackupSucceeded && !b.CreationTimestamp.Before(&c.CreationTimestamp) {
 			highest = max(highest, b.Status.Revision)
 		}
 	}
@@ -197,13 +197,13 @@ func LostRevisions(c *etcdv1alpha1.EtcdCluster, chosen *etcdv1alpha1.EtcdBackup,
 // created after c whose snapshot c's version can restore and whose destination is known (its own, or,
 // for one that names none, c's spec.backup.destination, if that is where status.location says it
 // went), with that destination; otherwise nil and why.
-func PickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup) (*etcdv1alpha1.EtcdBackup, *etcdv1alpha1.BackupDestination, string) {
-	var best *etcdv1alpha1.EtcdBackup
-	var bestDest *etcdv1alpha1.BackupDestination
+func PickRestoreBackup(c *etcdv1beta1.EtcdCluster, backups []etcdv1beta1.EtcdBackup) (*etcdv1beta1.EtcdBackup, *etcdv1beta1.BackupDestination, string) {
+	var best *etcdv1beta1.EtcdBackup
+	var bestDest *etcdv1beta1.BackupDestination
 	var refused, earlier []string
 	for i := range backups {
 		b := &backups[i]
-		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Key == "" || b.Status.CompletionTime == nil ||
+		if b.Spec.ClusterRef.Name != c.Name || b.Status.Phase != etcdv1beta1.BackupSucceeded || b.Status.Key == "" || b.Status.CompletionTime == nil ||
 			b.DeletionTimestamp != nil {
 			continue
 		}
@@ -246,17 +246,17 @@ func PickRestoreBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdB
 }
 
 // Recovering reports whether an automatic restore is under way (status.recovery not Succeeded).
-func Recovering(c *etcdv1alpha1.EtcdCluster) bool {
-	return c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoverySucceeded
+func Recovering(c *etcdv1beta1.EtcdCluster) bool {
+	return c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1beta1.RecoverySucceeded
 }
 
 // RecoveryPlan returns the snapshot the members of an automatic restore restore: the one
 // status.recovery names, where it was when the restore was decided, with a cluster token of its own so
 // that the recreated cluster (same member names and peer URLs) gets a new cluster ID.
-func RecoveryPlan(c *etcdv1alpha1.EtcdCluster) (*resources.RestorePlan, *Step) {
+func RecoveryPlan(c *etcdv1beta1.EtcdCluster) (*resources.RestorePlan, *Step) {
 	rec := c.Status.Recovery
 	if rec.Destination == nil {
-		return nil, Blocked(etcdv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		return nil, Blocked(etcdv1beta1.ReasonInvalidSpec, fmt.Sprintf(
 			"Recreating the cluster from EtcdBackup %s: status.recovery records no destination for key %s; create a new EtcdCluster with spec.bootstrap.restore.source naming where it is", rec.Backup, rec.Key))
 	}
 	return &resources.RestorePlan{Destination: *rec.Destination, Key: rec.Key, SHA256: rec.SHA256,

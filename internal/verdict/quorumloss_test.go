@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -21,10 +21,10 @@ import (
 // gone counts: a claim being deleted is kept while its pod exists, a terminating emptyDir pod still has
 // its volume; learners do not count.
 func TestJudgeDataLoss(t *testing.T) {
-	voters := func(names ...string) []etcdv1alpha1.MemberStatus {
-		var ms []etcdv1alpha1.MemberStatus
+	voters := func(names ...string) []etcdv1beta1.MemberStatus {
+		var ms []etcdv1beta1.MemberStatus
 		for i, n := range names {
-			ms = append(ms, etcdv1alpha1.MemberStatus{Name: n, Role: etcdv1alpha1.RoleVoter, ID: fmt.Sprintf("%x", i+1)})
+			ms = append(ms, etcdv1beta1.MemberStatus{Name: n, Role: etcdv1beta1.RoleVoter, ID: fmt.Sprintf("%x", i+1)})
 		}
 		return ms
 	}
@@ -46,7 +46,7 @@ func TestJudgeDataLoss(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		emptyDir  bool
-		members   []etcdv1alpha1.MemberStatus
+		members   []etcdv1beta1.MemberStatus
 		pods      map[string]*corev1.Pod
 		pvcs      map[string]*corev1.PersistentVolumeClaim
 		lost      []string
@@ -75,11 +75,11 @@ func TestJudgeDataLoss(t *testing.T) {
 		{name: "emptyDir: pods gone", emptyDir: true, members: voters("d-0", "d-1", "d-2", "d-3", "d-4"),
 			pods: map[string]*corev1.Pod{"d-0": pod(corev1.PodRunning, false), "d-3": pod(corev1.PodFailed, false)},
 			lost: []string{"d-1", "d-2", "d-4"}, permanent: true},
-		{name: "learners do not count", members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleLearner}),
+		{name: "learners do not count", members: append(voters("d-0"), etcdv1beta1.MemberStatus{Name: "d-1", Role: etcdv1beta1.RoleLearner}),
 			pvcs: map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 		{name: "no member ever listed: nothing to judge", members: nil},
 		{name: "a pod recorded while etcd did not answer is no voter (a removed member's, still terminating)",
-			members: append(voters("d-0"), etcdv1alpha1.MemberStatus{Name: "d-1", Role: etcdv1alpha1.RoleVoter}),
+			members: append(voters("d-0"), etcdv1beta1.MemberStatus{Name: "d-1", Role: etcdv1beta1.RoleVoter}),
 			pvcs:    map[string]*corev1.PersistentVolumeClaim{"data-d-0": pvc(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,64 +111,64 @@ func TestJudgeDataLoss(t *testing.T) {
 func TestPickRestoreBackup(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	at := func(h int) *metav1.Time { t := metav1.NewTime(created.Add(time.Duration(h) * time.Hour)); return &t }
-	clusterDest := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "bk-b"}}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Version: "3.5.35", Backup: &etcdv1alpha1.BackupSpec{Destination: clusterDest}}}
-	own := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "own"}}
-	b := func(name, cluster string, phase etcdv1alpha1.BackupPhase, createdH, doneH int, ver string) etcdv1alpha1.EtcdBackup {
-		return etcdv1alpha1.EtcdBackup{
+	clusterDest := etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "bk-b"}}
+	c := &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created},
+		Spec: etcdv1beta1.EtcdClusterSpec{Version: "3.5.35", Backup: &etcdv1beta1.BackupSpec{Destination: clusterDest}}}
+	own := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "own"}}
+	b := func(name, cluster string, phase etcdv1beta1.BackupPhase, createdH, doneH int, ver string) etcdv1beta1.EtcdBackup {
+		return etcdv1beta1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: *at(createdH)},
-			Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: own},
-			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Key: name + ".db", CompletionTime: at(doneH), EtcdVersion: ver,
+			Spec:       etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}, Destination: own},
+			Status: etcdv1beta1.EtcdBackupStatus{Phase: phase, Key: name + ".db", CompletionTime: at(doneH), EtcdVersion: ver,
 				Location: "pvc://own/" + name + ".db"},
 		}
 	}
 	// a backup that named no destination went to the cluster's destination of the day
-	toCluster := func(name, claim string, doneH int) etcdv1alpha1.EtcdBackup {
-		x := b(name, "d", etcdv1alpha1.BackupSucceeded, 1, doneH, "3.5.35")
+	toCluster := func(name, claim string, doneH int) etcdv1beta1.EtcdBackup {
+		x := b(name, "d", etcdv1beta1.BackupSucceeded, 1, doneH, "3.5.35")
 		x.Spec.Destination = nil
 		x.Status.Location = "pvc://" + claim + "/" + name + ".db"
 		return x
 	}
 	for _, tc := range []struct {
 		name    string
-		backups []etcdv1alpha1.EtcdBackup
+		backups []etcdv1beta1.EtcdBackup
 		want    string
 		why     string
 	}{
-		{"newest succeeded wins", []etcdv1alpha1.EtcdBackup{
-			b("old", "d", etcdv1alpha1.BackupSucceeded, 1, 1, "3.5.35"),
-			b("new", "d", etcdv1alpha1.BackupSucceeded, 2, 3, "3.5.35"),
-			b("failed", "d", etcdv1alpha1.BackupFailed, 4, 4, "3.5.35"),
-			b("running", "d", etcdv1alpha1.BackupRunning, 5, 0, ""),
-			b("other", "e", etcdv1alpha1.BackupSucceeded, 6, 6, "3.5.35"),
+		{"newest succeeded wins", []etcdv1beta1.EtcdBackup{
+			b("old", "d", etcdv1beta1.BackupSucceeded, 1, 1, "3.5.35"),
+			b("new", "d", etcdv1beta1.BackupSucceeded, 2, 3, "3.5.35"),
+			b("failed", "d", etcdv1beta1.BackupFailed, 4, 4, "3.5.35"),
+			b("running", "d", etcdv1beta1.BackupRunning, 5, 0, ""),
+			b("other", "e", etcdv1beta1.BackupSucceeded, 6, 6, "3.5.35"),
 		}, "new", ""},
-		{"an earlier cluster's backup is not this one's", []etcdv1alpha1.EtcdBackup{
-			b("before", "d", etcdv1alpha1.BackupSucceeded, -1, 9, "3.5.35"),
+		{"an earlier cluster's backup is not this one's", []etcdv1beta1.EtcdBackup{
+			b("before", "d", etcdv1beta1.BackupSucceeded, -1, 9, "3.5.35"),
 		}, "", "no EtcdBackup of this cluster succeeded"},
-		{"a newer minor's snapshot is refused", []etcdv1alpha1.EtcdBackup{
-			b("newer", "d", etcdv1alpha1.BackupSucceeded, 1, 5, "3.6.16"),
-			b("ok", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"),
+		{"a newer minor's snapshot is refused", []etcdv1beta1.EtcdBackup{
+			b("newer", "d", etcdv1beta1.BackupSucceeded, 1, 5, "3.6.16"),
+			b("ok", "d", etcdv1beta1.BackupSucceeded, 1, 2, "3.5.35"),
 		}, "ok", ""},
-		{"only unrestorable ones", []etcdv1alpha1.EtcdBackup{
-			b("newer", "d", etcdv1alpha1.BackupSucceeded, 1, 5, "3.6.16"),
+		{"only unrestorable ones", []etcdv1beta1.EtcdBackup{
+			b("newer", "d", etcdv1beta1.BackupSucceeded, 1, 5, "3.6.16"),
 		}, "", "newer (the snapshot was taken from etcd 3.6.16"},
 		{"none", nil, "", "no EtcdBackup of this cluster succeeded"},
-		{"an earlier cluster's backup is named", []etcdv1alpha1.EtcdBackup{
-			b("before", "d", etcdv1alpha1.BackupSucceeded, -1, 9, "3.5.35"),
+		{"an earlier cluster's backup is named", []etcdv1beta1.EtcdBackup{
+			b("before", "d", etcdv1beta1.BackupSucceeded, -1, 9, "3.5.35"),
 		}, "", "EtcdBackups before are of an earlier cluster of the same name"},
-		{"stored at the cluster's destination", []etcdv1alpha1.EtcdBackup{toCluster("here", "bk-b", 2)}, "here", ""},
-		{"stored where the cluster's destination no longer points", []etcdv1alpha1.EtcdBackup{
+		{"stored at the cluster's destination", []etcdv1beta1.EtcdBackup{toCluster("here", "bk-b", 2)}, "here", ""},
+		{"stored where the cluster's destination no longer points", []etcdv1beta1.EtcdBackup{
 			toCluster("moved", "bk-a", 5), toCluster("here", "bk-b", 2),
 		}, "here", ""},
-		{"only moved ones", []etcdv1alpha1.EtcdBackup{toCluster("moved", "bk-a", 5)}, "", "moved (stored at pvc://bk-a/moved.db, which spec.backup.destination no longer names)"},
-		{"a survivor's copy newer than the backups wins", []etcdv1alpha1.EtcdBackup{
-			atRev(b("sched", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"), 160),
-			atRev(b("demo-0-survivor", "d", etcdv1alpha1.BackupSucceeded, 3, 3, "3.5.35"), 170),
+		{"only moved ones", []etcdv1beta1.EtcdBackup{toCluster("moved", "bk-a", 5)}, "", "moved (stored at pvc://bk-a/moved.db, which spec.backup.destination no longer names)"},
+		{"a survivor's copy newer than the backups wins", []etcdv1beta1.EtcdBackup{
+			atRev(b("sched", "d", etcdv1beta1.BackupSucceeded, 1, 2, "3.5.35"), 160),
+			atRev(b("demo-0-survivor", "d", etcdv1beta1.BackupSucceeded, 3, 3, "3.5.35"), 170),
 		}, "demo-0-survivor", ""},
-		{"a backup beyond a lagging survivor's copy wins, though older", []etcdv1alpha1.EtcdBackup{
-			atRev(b("sched", "d", etcdv1alpha1.BackupSucceeded, 1, 2, "3.5.35"), 160),
-			atRev(b("demo-0-survivor", "d", etcdv1alpha1.BackupSucceeded, 3, 3, "3.5.35"), 150),
+		{"a backup beyond a lagging survivor's copy wins, though older", []etcdv1beta1.EtcdBackup{
+			atRev(b("sched", "d", etcdv1beta1.BackupSucceeded, 1, 2, "3.5.35"), 160),
+			atRev(b("demo-0-survivor", "d", etcdv1beta1.BackupSucceeded, 3, 3, "3.5.35"), 150),
 		}, "sched", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestPickRestoreBackup(t *testing.T) {
 	}
 }
 
-func atRev(b etcdv1alpha1.EtcdBackup, rev int64) etcdv1alpha1.EtcdBackup {
+func atRev(b etcdv1beta1.EtcdBackup, rev int64) etcdv1beta1.EtcdBackup {
 	b.Status.Revision = rev
 	return b
 }
@@ -197,10 +197,10 @@ func atRev(b etcdv1alpha1.EtcdBackup, rev int64) etcdv1alpha1.EtcdBackup {
 func TestSurvivorCopies(t *testing.T) {
 	since := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	now := since.Add(time.Minute)
-	copyOf := func(member string, phase etcdv1alpha1.BackupPhase, failedAgo time.Duration) etcdv1alpha1.EtcdBackup {
-		b := etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName(member, since)},
-			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Message: "boom"}}
-		if phase == etcdv1alpha1.BackupFailed {
+	copyOf := func(member string, phase etcdv1beta1.BackupPhase, failedAgo time.Duration) etcdv1beta1.EtcdBackup {
+		b := etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName(member, since)},
+			Status: etcdv1beta1.EtcdBackupStatus{Phase: phase, Message: "boom"}}
+		if phase == etcdv1beta1.BackupFailed {
 			b.Status.CompletionTime = &metav1.Time{Time: now.Add(-failedAgo)}
 		}
 		return b
@@ -214,23 +214,23 @@ func TestSurvivorCopies(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		backups []etcdv1alpha1.EtcdBackup
+		backups []etcdv1beta1.EtcdBackup
 		done    bool
 		missing []string
 		retry   int
 		msg     string
 	}{
 		{"none taken", nil, false, []string{"demo-0", "demo-2"}, 0, "copying the members that kept their data before anything is deleted: demo-0, demo-2"},
-		{"a copy of another loss does not count", []etcdv1alpha1.EtcdBackup{
-			{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName("demo-0", since.Add(-time.Hour))}, Status: etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded}},
+		{"a copy of another loss does not count", []etcdv1beta1.EtcdBackup{
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.SurvivorSnapshotName("demo-0", since.Add(-time.Hour))}, Status: etcdv1beta1.EtcdBackupStatus{Phase: etcdv1beta1.BackupSucceeded}},
 		}, false, []string{"demo-0", "demo-2"}, 0, "demo-0, demo-2"},
-		{"one running", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupRunning, 0)},
+		{"one running", []etcdv1beta1.EtcdBackup{copyOf("demo-0", etcdv1beta1.BackupSucceeded, 0), copyOf("demo-2", etcdv1beta1.BackupRunning, 0)},
 			false, nil, 0, "demo-2 (EtcdBackup demo-2-survivor-20260101-100000)"},
-		{"one failed just now", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupFailed, time.Second)},
+		{"one failed just now", []etcdv1beta1.EtcdBackup{copyOf("demo-0", etcdv1beta1.BackupSucceeded, 0), copyOf("demo-2", etcdv1beta1.BackupFailed, time.Second)},
 			false, nil, 0, "the copy of demo-2 (EtcdBackup demo-2-survivor-20260101-100000: boom) failed, and a survivor that was not copied is never deleted"},
-		{"one failed a while ago is retaken", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupFailed, SurvivorRetryAfter)},
+		{"one failed a while ago is retaken", []etcdv1beta1.EtcdBackup{copyOf("demo-0", etcdv1beta1.BackupSucceeded, 0), copyOf("demo-2", etcdv1beta1.BackupFailed, SurvivorRetryAfter)},
 			false, nil, 1, "failed"},
-		{"all taken", []etcdv1alpha1.EtcdBackup{copyOf("demo-0", etcdv1alpha1.BackupSucceeded, 0), copyOf("demo-2", etcdv1alpha1.BackupSucceeded, 0)},
+		{"all taken", []etcdv1beta1.EtcdBackup{copyOf("demo-0", etcdv1beta1.BackupSucceeded, 0), copyOf("demo-2", etcdv1beta1.BackupSucceeded, 0)},
 			true, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,26 +249,26 @@ func TestSurvivorCopies(t *testing.T) {
 // cluster) minus the restored copy's, never below 0.
 func TestLostRevisions(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created}}
-	bk := func(cluster string, rev int64, phase etcdv1alpha1.BackupPhase, createdAt metav1.Time) etcdv1alpha1.EtcdBackup {
-		return etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: createdAt},
-			Spec:   etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}},
-			Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, Revision: rev}}
+	c := &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "d", CreationTimestamp: created}}
+	bk := func(cluster string, rev int64, phase etcdv1beta1.BackupPhase, createdAt metav1.Time) etcdv1beta1.EtcdBackup {
+		return etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: createdAt},
+			Spec:   etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}},
+			Status: etcdv1beta1.EtcdBackupStatus{Phase: phase, Revision: rev}}
 	}
 	later := metav1.NewTime(created.Add(time.Hour))
-	chosen := bk("d", 100, etcdv1alpha1.BackupSucceeded, later)
+	chosen := bk("d", 100, etcdv1beta1.BackupSucceeded, later)
 	for _, tc := range []struct {
 		name    string
 		status  int64
-		backups []etcdv1alpha1.EtcdBackup
+		backups []etcdv1beta1.EtcdBackup
 		want    int64
 	}{
-		{"the survivor was current", 90, []etcdv1alpha1.EtcdBackup{chosen, bk("d", 80, etcdv1alpha1.BackupSucceeded, later)}, 0},
-		{"the status saw more", 130, []etcdv1alpha1.EtcdBackup{chosen}, 30},
-		{"a higher backup counts", 0, []etcdv1alpha1.EtcdBackup{chosen, bk("d", 120, etcdv1alpha1.BackupSucceeded, later)}, 20},
-		{"failed, other clusters' and earlier clusters' backups do not count", 0, []etcdv1alpha1.EtcdBackup{chosen,
-			bk("d", 500, etcdv1alpha1.BackupFailed, later), bk("e", 500, etcdv1alpha1.BackupSucceeded, later),
-			bk("d", 500, etcdv1alpha1.BackupSucceeded, metav1.NewTime(created.Add(-time.Hour)))}, 0},
+		{"the survivor was current", 90, []etcdv1beta1.EtcdBackup{chosen, bk("d", 80, etcdv1beta1.BackupSucceeded, later)}, 0},
+		{"the status saw more", 130, []etcdv1beta1.EtcdBackup{chosen}, 30},
+		{"a higher backup counts", 0, []etcdv1beta1.EtcdBackup{chosen, bk("d", 120, etcdv1beta1.BackupSucceeded, later)}, 20},
+		{"failed, other clusters' and earlier clusters' backups do not count", 0, []etcdv1beta1.EtcdBackup{chosen,
+			bk("d", 500, etcdv1beta1.BackupFailed, later), bk("e", 500, etcdv1beta1.BackupSucceeded, later),
+			bk("d", 500, etcdv1beta1.BackupSucceeded, metav1.NewTime(created.Add(-time.Hour)))}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.Status.Revision = tc.status

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -109,16 +109,16 @@ func CorruptToDisarm(c *model.Cluster) []uint64 {
 }
 
 // ClaimIdentity returns the annotations to add to mem's claim to record the member and cluster ID the
-// member has (etcdv1alpha1.AnnotationMemberID and AnnotationClusterID), nil when there is nothing to
+// member has (etcdv1beta1.AnnotationMemberID and AnnotationClusterID), nil when there is nothing to
 // add: etcd did not answer, the member has not started, or the claim already records an identity (the
 // first one stays: a claim is never reassigned).
 func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
-	if !c.Answered() || !mem.Started() || mem.Claim == nil || mem.Claim.Annotations[etcdv1alpha1.AnnotationMemberID] != "" {
+	if !c.Answered() || !mem.Started() || mem.Claim == nil || mem.Claim.Annotations[etcdv1beta1.AnnotationMemberID] != "" {
 		return nil
 	}
 	return map[string]string{
-		etcdv1alpha1.AnnotationMemberID:  etcd.FormatID(mem.ID()),
-		etcdv1alpha1.AnnotationClusterID: etcd.FormatID(c.Etcd.ClusterID),
+		etcdv1beta1.AnnotationMemberID:  etcd.FormatID(mem.ID()),
+		etcdv1beta1.AnnotationClusterID: etcd.FormatID(c.Etcd.ClusterID),
 	}
 }
 
@@ -128,7 +128,7 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 // (of a learner: "is joining as a learner, not serving yet, since …; replaced at … unless it serves");
 // without a quorum (quorate false), that nothing is replaced; while the cluster is paused, that nothing
 // is done.
-func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, quorate bool) []string {
+func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool) []string {
 	var out []string
 	for _, m := range members {
 		if m.Healthy || m.DownSince == nil {
@@ -136,7 +136,7 @@ func downSummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.Memb
 		}
 		// a learner is a member joining (scaling up, or a replacement): it has not served yet
 		s, until := m.Name+" is down since ", "recovers"
-		if m.Role == etcdv1alpha1.RoleLearner {
+		if m.Role == etcdv1beta1.RoleLearner {
 			s, until = m.Name+" is joining as a learner, not serving yet, since ", "serves"
 		}
 		s += m.DownSince.UTC().Format(time.RFC3339)

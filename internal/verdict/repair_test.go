@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -30,7 +30,7 @@ func TestRepairDue(t *testing.T) {
 	build := func(policy *time.Duration, downFor []*metav1.Time, podAge time.Duration, healthy int, terminating bool) *model.Cluster {
 		c := testutil.EtcdCluster("r", testutil.WithReplicas(int32(len(downFor))))
 		if policy != nil {
-			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: *policy}}
+			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: *policy}}
 		}
 		e := &model.Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{}}
 		var pods []corev1.Pod
@@ -41,7 +41,7 @@ func TestRepairDue(t *testing.T) {
 			if i >= healthy {
 				e.Health[uint64(i+1)] = errors.New("connection refused")
 			}
-			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, DownSince: since})
+			c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: name, DownSince: since})
 			p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-podAge))}}
 			if terminating {
 				p.DeletionTimestamp = &p.CreationTimestamp
@@ -105,7 +105,7 @@ func TestLearnerDownClock(t *testing.T) {
 	added := metav1.NewTime(now.Add(-time.Minute)) // recorded down since the member was added
 	build := func(scheduled *corev1.PodCondition) *model.Cluster {
 		c := testutil.EtcdCluster("l", testutil.WithReplicas(3))
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
 		e := &model.Etcd{ClusterID: 1, Leader: 1, Health: map[uint64]error{}}
 		var pods []corev1.Pod
 		for i := range 3 {
@@ -115,7 +115,7 @@ func TestLearnerDownClock(t *testing.T) {
 			if i == 2 {
 				m.Name, m.IsLearner = "", true // added, never started
 				e.Health[m.ID] = errors.New("member l-2 has no running pod")
-				c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, Role: etcdv1alpha1.RoleLearner, DownSince: &added})
+				c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: name, Role: etcdv1beta1.RoleLearner, DownSince: &added})
 				pod.CreationTimestamp = added
 				if scheduled != nil {
 					pod.Status.Conditions = []corev1.PodCondition{*scheduled}
@@ -159,7 +159,7 @@ func TestLearnerDownClock(t *testing.T) {
 // or that it is not replaced automatically; of a learner, that it is joining.
 func TestDownSummary(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	members := []etcdv1alpha1.MemberStatus{
+	members := []etcdv1beta1.MemberStatus{
 		{Name: "s-0", Healthy: true},
 		{Name: "s-1", DownSince: &since, Problem: "etcd container CrashLoopBackOff (last exit code 2, Error)"},
 	}
@@ -169,13 +169,13 @@ func TestDownSummary(t *testing.T) {
 	if got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
-	joining := []etcdv1alpha1.MemberStatus{{Name: "s-3", Role: etcdv1alpha1.RoleLearner, DownSince: &since, Problem: "etcd: connection refused"}}
+	joining := []etcdv1beta1.MemberStatus{{Name: "s-3", Role: etcdv1beta1.RoleLearner, DownSince: &since, Problem: "etcd: connection refused"}}
 	got = strings.Join(downSummary(spec, joining, true), "; ")
 	want = "s-3 is joining as a learner, not serving yet, since 2026-12-01T12:00:00Z (etcd: connection refused); replaced at 2026-12-01T12:05:00Z unless it serves"
 	if got != want {
 		t.Errorf("summary of a learner %q, want %q", got, want)
 	}
-	spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+	spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 	if got := strings.Join(downSummary(spec, members, false), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
 		t.Errorf("without a quorum: %q", got)
 	}
@@ -218,15 +218,15 @@ func TestCorruptAlarm(t *testing.T) {
 	corrupt := func(in *model.Input) {
 		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrCorrupt)
 		in.Etcd.Alarms = []etcd.Alarm{{MemberID: 2, Type: etcd.AlarmCorrupt}}
-		in.Cluster.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+		in.Cluster.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 	}
 	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0, corrupt)
 	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
-	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-	if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonCorrupt || !strings.Contains(a.Message, "CORRUPT alarm for s-1") {
+	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
+	if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1beta1.ReasonCorrupt || !strings.Contains(a.Message, "CORRUPT alarm for s-1") {
 		t.Errorf("Available %+v: want False, reason Corrupt, naming s-1", a)
 	}
-	if s.cluster.Status.Phase == etcdv1alpha1.PhaseQuorumLost {
+	if s.cluster.Status.Phase == etcdv1beta1.PhaseQuorumLost {
 		t.Errorf("phase %s: a quorum still answers", s.cluster.Status.Phase)
 	}
 	if !strings.Contains(ReplaceDue(s.m, s.m.Member("s-1")), "CORRUPT") || ReplaceDue(s.m, s.m.Member("s-0")) != "" {
@@ -257,7 +257,7 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 	}
 	current := model.JoinInitialCluster(opts, c, members)
 	learnerPod := func(initial, hash string) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2", Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: hash}},
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l-2", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: hash}},
 			Spec: testutil.PlainTextMemberSpec("--name=l-2", "--initial-cluster="+initial)}
 	}
 	hash := opts.SpecHash(c)
@@ -299,7 +299,7 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 		Name: resources.VerifyDataContainerName, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: resources.ExitNotOwn, Message: "the data is gone\nmore"}}}}}}
 	recorded := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"),
-		Annotations: map[string]string{etcdv1alpha1.AnnotationMemberID: "00000000000000ff"}}}
+		Annotations: map[string]string{etcdv1beta1.AnnotationMemberID: "00000000000000ff"}}}
 	fresh := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-0")}}
 	m := model.Build(model.Input{Cluster: c, Etcd: e, Pods: []corev1.Pod{failed}, Claims: []corev1.PersistentVolumeClaim{fresh, recorded}})
 	if got := ReplaceDue(m, m.Member("d-1")); got != "its data directory is not its own (the data is gone)" {
@@ -308,7 +308,7 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 	if got := m.Member("d-1").Problem(); got != "data directory check: the data is gone" {
 		t.Errorf("Problem(d-1) = %q", got)
 	}
-	want := map[string]string{etcdv1alpha1.AnnotationMemberID: "0000000000000001", etcdv1alpha1.AnnotationClusterID: "00000000000000c1"}
+	want := map[string]string{etcdv1beta1.AnnotationMemberID: "0000000000000001", etcdv1beta1.AnnotationClusterID: "00000000000000c1"}
 	if got := ClaimIdentity(m, m.Member("d-0")); !maps.Equal(got, want) {
 		t.Errorf("ClaimIdentity(d-0) = %v, want %v", got, want)
 	}
@@ -334,11 +334,11 @@ func TestNoReplacementForImageProblem(t *testing.T) {
 
 // thirdDownForAnHour returns a 3-member cluster <name>-0..2 as of now, whose third member etcd lists
 // but which does not answer, recorded down since long (an hour before now).
-func thirdDownForAnHour(name string) (now time.Time, long metav1.Time, c *etcdv1alpha1.EtcdCluster, e *model.Etcd) {
+func thirdDownForAnHour(name string) (now time.Time, long metav1.Time, c *etcdv1beta1.EtcdCluster, e *model.Etcd) {
 	now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	long = metav1.NewTime(now.Add(-time.Hour))
 	c = testutil.EtcdCluster(name, testutil.WithReplicas(3))
-	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: name + "-2", DownSince: &long}}
+	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: name + "-2", DownSince: &long}}
 	e = &model.Etcd{ClusterID: 1, Leader: 1, Members: []etcd.Member{{ID: 1, Name: name + "-0"}, {ID: 2, Name: name + "-1"}, {ID: 3, Name: name + "-2"}},
 		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
 	return now, long, c, e

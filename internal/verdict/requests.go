@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -21,12 +21,12 @@ import (
 // can (or may once the cluster settles): a name that is not one of the cluster's members, or a learner
 // (etcd hands leadership only to a voter). It needs m to have answered.
 func RefuseMoveLeader(m *model.Cluster, name string) string {
-	if why := unknownMember(m, name, etcdv1alpha1.AnnotationMoveLeader); why != "" {
+	if why := unknownMember(m, name, etcdv1beta1.AnnotationMoveLeader); why != "" {
 		return why
 	}
 	if mem := m.Member(name); mem != nil && mem.Learner() {
 		return fmt.Sprintf("%s=%s: %s is a learner, which cannot lead; ask again once it is a voter (kubectl etcd status shows its role)",
-			etcdv1alpha1.AnnotationMoveLeader, name, name)
+			etcdv1beta1.AnnotationMoveLeader, name, name)
 	}
 	return ""
 }
@@ -36,7 +36,7 @@ func RefuseMoveLeader(m *model.Cluster, name string) string {
 // not one of the cluster's members, or a learner (it is being added, and has no data of its own yet).
 // It needs m to have answered.
 func RefuseReplace(m *model.Cluster, name string) string {
-	key := etcdv1alpha1.AnnotationReplaceMember
+	key := etcdv1beta1.AnnotationReplaceMember
 	if m.Desired < 2 || m.Voters() < 2 {
 		return fmt.Sprintf("%s=%s: the cluster has one member, whose data would be lost with it; scale it to 3 members first, or restore a backup into a new EtcdCluster",
 			key, name)
@@ -105,21 +105,21 @@ func ReplaceWait(m *model.Cluster, name string) string {
 }
 
 // busy returns what long change of c is under way, as the status recorded it, "" when none is.
-func busy(c *etcdv1alpha1.EtcdCluster) string {
-	if r := c.Status.Recovery; r != nil && r.Phase != etcdv1alpha1.RecoverySucceeded {
+func busy(c *etcdv1beta1.EtcdCluster) string {
+	if r := c.Status.Recovery; r != nil && r.Phase != etcdv1beta1.RecoverySucceeded {
 		return "a restore from a backup is under way"
 	}
 	if t := c.Status.TLS; t != nil && t.CARotation != nil {
 		return "a rotation of the CA is under way"
 	}
 	under := map[string]string{
-		etcdv1alpha1.ReasonSwitchingTLS:        "a switch of spec.tls is under way",
-		etcdv1alpha1.ReasonRotatingCA:          "a rotation of the CA is under way",
-		etcdv1alpha1.ReasonEnablingAuth:        "authentication is being enabled",
-		etcdv1alpha1.ReasonRestoringFromBackup: "a restore from a backup is under way",
+		etcdv1beta1.ReasonSwitchingTLS:        "a switch of spec.tls is under way",
+		etcdv1beta1.ReasonRotatingCA:          "a rotation of the CA is under way",
+		etcdv1beta1.ReasonEnablingAuth:        "authentication is being enabled",
+		etcdv1beta1.ReasonRestoringFromBackup: "a restore from a backup is under way",
 	}
 	for _, cond := range c.Status.Conditions {
-		if why := under[cond.Reason]; cond.Type == etcdv1alpha1.ConditionProgressing && why != "" {
+		if why := under[cond.Reason]; cond.Type == etcdv1beta1.ConditionProgressing && why != "" {
 			return why
 		}
 	}

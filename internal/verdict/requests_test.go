@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -19,7 +19,7 @@ import (
 
 // requestCluster is a model of cluster n with spec.replicas replicas and voters n-0 .. n-(voters-1)
 // (n-1 leads), each with a pod and a claim and healthy, then changed by mutate.
-func requestCluster(replicas int32, voters int, mutate func(c *etcdv1alpha1.EtcdCluster, in *model.Input)) *model.Cluster {
+func requestCluster(replicas int32, voters int, mutate func(c *etcdv1beta1.EtcdCluster, in *model.Input)) *model.Cluster {
 	c := testutil.EtcdCluster("n", testutil.WithReplicas(replicas))
 	e := &model.Etcd{ClusterID: 1, Leader: 2, Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
 	in := model.Input{Cluster: c, Etcd: e}
@@ -41,7 +41,7 @@ func requestCluster(replicas int32, voters int, mutate func(c *etcdv1alpha1.Etcd
 // a learner, the member of a one-member cluster; a member spec.replicas asks for but etcd does not
 // list yet may be named.
 func TestRefuseRequests(t *testing.T) {
-	learner := func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) {
+	learner := func(_ *etcdv1beta1.EtcdCluster, in *model.Input) {
 		in.Etcd.Members = append(in.Etcd.Members, etcd.Member{ID: 9, Name: "n-3", IsLearner: true})
 	}
 	for _, tc := range []struct {
@@ -78,24 +78,24 @@ func TestReplaceWait(t *testing.T) {
 	now := metav1.Now()
 	for _, tc := range []struct {
 		name   string
-		mutate func(*etcdv1alpha1.EtcdCluster, *model.Input)
+		mutate func(*etcdv1beta1.EtcdCluster, *model.Input)
 		want   string
 	}{
 		{"settled", nil, ""},
-		{"the member itself down", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) { in.Etcd.Health[1] = errors.New("timeout") }, ""},
-		{"another member down", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) { in.Etcd.Health[3] = errors.New("timeout") },
+		{"the member itself down", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Etcd.Health[1] = errors.New("timeout") }, ""},
+		{"another member down", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Etcd.Health[3] = errors.New("timeout") },
 			"member n-2 is not healthy: replacing n-0 too could lose quorum"},
-		{"a pod being deleted", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) { in.Pods[0].DeletionTimestamp = &now },
+		{"a pod being deleted", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Pods[0].DeletionTimestamp = &now },
 			"the pod or claim of n-0 is being deleted"},
-		{"a claim gone", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) { in.Claims = in.Claims[:2] }, "member n-2 lacks its pod or claim"},
-		{"scaling up", func(c *etcdv1alpha1.EtcdCluster, _ *model.Input) { c.Spec.Replicas = ptr.To[int32](5) }, "the membership is changing"},
-		{"a stray pod", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) {
+		{"a claim gone", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Claims = in.Claims[:2] }, "member n-2 lacks its pod or claim"},
+		{"scaling up", func(c *etcdv1beta1.EtcdCluster, _ *model.Input) { c.Spec.Replicas = ptr.To[int32](5) }, "the membership is changing"},
+		{"a stray pod", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) {
 			in.Pods = append(in.Pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "n-3"}})
 		}, "n-3 has a pod or claim but is not a member"},
-		{"a CA rotation", func(c *etcdv1alpha1.EtcdCluster, _ *model.Input) {
-			c.Status.TLS = &etcdv1alpha1.TLSStatus{CARotation: &etcdv1alpha1.CARotationStatus{}}
+		{"a CA rotation", func(c *etcdv1beta1.EtcdCluster, _ *model.Input) {
+			c.Status.TLS = &etcdv1beta1.TLSStatus{CARotation: &etcdv1beta1.CARotationStatus{}}
 		}, "a rotation of the CA is under way"},
-		{"no answer", func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) { in.Etcd = nil }, "etcd did not answer"},
+		{"no answer", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Etcd = nil }, "etcd did not answer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ReplaceWait(requestCluster(3, 3, tc.mutate), "n-0")
@@ -109,7 +109,7 @@ func TestReplaceWait(t *testing.T) {
 // TestRequestedDefragmentation: a new request makes every voter pending, one under way keeps what is
 // pending; followers by name, the leader last, learners never.
 func TestRequestedDefragmentation(t *testing.T) {
-	m := requestCluster(3, 3, func(_ *etcdv1alpha1.EtcdCluster, in *model.Input) {
+	m := requestCluster(3, 3, func(_ *etcdv1beta1.EtcdCluster, in *model.Input) {
 		in.Etcd.Members = append(in.Etcd.Members, etcd.Member{ID: 9, Name: "n-3", IsLearner: true})
 	})
 	if got := RequestedDefragmentation(m, []string{"n-0"}, false); !slices.Equal(got, []string{"n-0", "n-2", "n-1"}) {

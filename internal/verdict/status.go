@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -21,7 +21,7 @@ import (
 
 // scope is what Status reads: the cluster, the pass's model and its report.
 type scope struct {
-	cluster *etcdv1alpha1.EtcdCluster
+	cluster *etcdv1beta1.EtcdCluster
 	m       *model.Cluster
 	report  *Report
 }
@@ -30,7 +30,7 @@ type scope struct {
 // without I/O. observedGeneration advances only when the pass succeeded (passOK). A pass that stopped
 // before observing the cluster (model.ErrNotObserved) sets only Progressing, from its step: it knows
 // nothing new of the members.
-func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *Step, opts resources.Options, passOK bool) {
+func Status(c *etcdv1beta1.EtcdCluster, m *model.Cluster, report *Report, st *Step, opts resources.Options, passOK bool) {
 	s := &scope{cluster: c, m: m, report: report}
 	status := &c.Status
 	if passOK {
@@ -38,13 +38,13 @@ func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *S
 	}
 	if errors.Is(m.EtcdErr, model.ErrNotObserved) {
 		if st != nil {
-			setCondition(status, c.Generation, etcdv1alpha1.ConditionProgressing, st.Kind == KindActing, [2]string{st.Reason, st.Message})
+			setCondition(status, c.Generation, etcdv1beta1.ConditionProgressing, st.Kind == KindActing, [2]string{st.Reason, st.Message})
 		}
 		return
 	}
 	setObserved(status, c, s.m)
 	h := JudgeHealth(s.m)
-	setCondition(status, c.Generation, etcdv1alpha1.ConditionAvailable, h.Available, availableReason(s, st, h))
+	setCondition(status, c.Generation, etcdv1beta1.ConditionAvailable, h.Available, availableReason(s, st, h))
 	degraded := setDegraded(s, h)
 	setProgressing(s, st)
 	setOutcomes(s)
@@ -56,7 +56,7 @@ func Status(c *etcdv1alpha1.EtcdCluster, m *model.Cluster, report *Report, st *S
 
 // setObserved sets the status fields that report what the pass observed: replicas, members, leader,
 // the lowest version running and the cluster ID.
-func setObserved(st *etcdv1alpha1.EtcdClusterStatus, c *etcdv1alpha1.EtcdCluster, m *model.Cluster) {
+func setObserved(st *etcdv1beta1.EtcdClusterStatus, c *etcdv1beta1.EtcdCluster, m *model.Cluster) {
 	st.Selector = labels.SelectorFromSet(resources.SelectorLabels(c)).String()
 	st.ClientService = resources.ClientServiceName(c)
 	st.Replicas = int32(len(m.Pods()))
@@ -122,14 +122,14 @@ func JudgeHealth(m *model.Cluster) Health {
 // voters; it returns whether the cluster is degraded.
 func setDegraded(s *scope, h Health) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
-	reason, msg := etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
+	reason, msg := etcdv1beta1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1alpha1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0)
+		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0)
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
 	}
-	setCondition(&s.cluster.Status, s.cluster.Generation, etcdv1alpha1.ConditionDegraded, degraded, [2]string{reason, msg})
+	setCondition(&s.cluster.Status, s.cluster.Generation, etcdv1beta1.ConditionDegraded, degraded, [2]string{reason, msg})
 	return degraded
 }
 
@@ -139,16 +139,16 @@ func setProgressing(s *scope, step *Step) {
 	st, gen := &s.cluster.Status, s.cluster.Generation
 	switch {
 	case step != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, step.Kind == KindActing, [2]string{step.Reason, step.Message})
+		setCondition(st, gen, etcdv1beta1.ConditionProgressing, step.Kind == KindActing, [2]string{step.Reason, step.Message})
 	case s.report.Unmanaged != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{s.report.Unmanaged.Reason, s.report.Unmanaged.Message})
+		setCondition(st, gen, etcdv1beta1.ConditionProgressing, false, [2]string{s.report.Unmanaged.Reason, s.report.Unmanaged.Message})
 	default:
-		setCondition(st, gen, etcdv1alpha1.ConditionProgressing, false, [2]string{etcdv1alpha1.ReasonReconciled, "The cluster matches its spec"})
+		setCondition(st, gen, etcdv1beta1.ConditionProgressing, false, [2]string{etcdv1beta1.ReasonReconciled, "The cluster matches its spec"})
 	}
 	if inv := s.report.Invalid; inv != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionValid, false, [2]string{inv.Reason, inv.Message})
+		setCondition(st, gen, etcdv1beta1.ConditionValid, false, [2]string{inv.Reason, inv.Message})
 	} else {
-		setCondition(st, gen, etcdv1alpha1.ConditionValid, true, [2]string{etcdv1alpha1.ReasonSpecValid, "The spec can be acted on"})
+		setCondition(st, gen, etcdv1beta1.ConditionValid, true, [2]string{etcdv1beta1.ReasonSpecValid, "The spec can be acted on"})
 	}
 }
 
@@ -158,50 +158,50 @@ func setOutcomes(s *scope) {
 	c := s.cluster
 	st, gen := &c.Status, c.Generation
 	if cons := s.report.Consistency; cons != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionDataInconsistent, cons.Reason == etcdv1alpha1.ReasonHashMismatch, [2]string{cons.Reason, cons.Message})
+		setCondition(st, gen, etcdv1beta1.ConditionDataInconsistent, cons.Reason == etcdv1beta1.ReasonHashMismatch, [2]string{cons.Reason, cons.Message})
 	}
 	switch d := s.report.DataLoss; {
 	case d != nil && d.Permanent():
-		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, true, [2]string{etcdv1alpha1.ReasonQuorumDataLost, d.Message(c.Spec.Storage.EmptyDir != nil)})
+		setCondition(st, gen, etcdv1beta1.ConditionQuorumDataLost, true, [2]string{etcdv1beta1.ReasonQuorumDataLost, d.Message(c.Spec.Storage.EmptyDir != nil)})
 	case d != nil:
-		setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept,
+		setCondition(st, gen, etcdv1beta1.ConditionQuorumDataLost, false, [2]string{etcdv1beta1.ReasonDataKept,
 			fmt.Sprintf("No quorum answers, but %d of the %d voting members keep their data (quorum %d): it can come back", d.Kept(), len(d.Voters), d.Quorum())})
 	case s.m.Answered() || Recovering(c):
-		if meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionQuorumDataLost) != nil {
-			setCondition(st, gen, etcdv1alpha1.ConditionQuorumDataLost, false, [2]string{etcdv1alpha1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
+		if meta.FindStatusCondition(st.Conditions, etcdv1beta1.ConditionQuorumDataLost) != nil {
+			setCondition(st, gen, etcdv1beta1.ConditionQuorumDataLost, false, [2]string{etcdv1beta1.ReasonDataKept, "A quorum answers, or the cluster is being restored"})
 		}
 	}
 	if v := s.report.Volumes; v != nil {
-		setCondition(st, gen, etcdv1alpha1.ConditionVolumesResized, v.Reason == etcdv1alpha1.ReasonVolumesMatchSpec, [2]string{v.Reason, v.Message})
+		setCondition(st, gen, etcdv1beta1.ConditionVolumesResized, v.Reason == etcdv1beta1.ReasonVolumesMatchSpec, [2]string{v.Reason, v.Message})
 	}
 }
 
 // clusterPhase returns the one-word summary of the cluster's state, the first that applies.
-func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded bool) etcdv1alpha1.ClusterPhase {
+func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded bool) etcdv1beta1.ClusterPhase {
 	c := s.cluster
 	switch {
 	case c.DeletionTimestamp != nil:
-		return etcdv1alpha1.PhaseDeleting
+		return etcdv1beta1.PhaseDeleting
 	case c.Spec.Paused && (c.Status.ClusterID == "" || Recovering(c)):
-		return etcdv1alpha1.PhasePaused // neither created nor restored while paused
+		return etcdv1beta1.PhasePaused // neither created nor restored while paused
 	case Recovering(c):
-		return etcdv1alpha1.PhaseRestoring
+		return etcdv1beta1.PhaseRestoring
 	case c.Status.ClusterID == "":
-		return etcdv1alpha1.PhaseCreating
+		return etcdv1beta1.PhaseCreating
 	case Unreachable(s.m):
-		return etcdv1alpha1.PhaseUnreachable
+		return etcdv1beta1.PhaseUnreachable
 	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0:
-		return etcdv1alpha1.PhaseQuorumLost
+		return etcdv1beta1.PhaseQuorumLost
 	case c.Spec.Paused:
-		return etcdv1alpha1.PhasePaused
+		return etcdv1beta1.PhasePaused
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
-		return etcdv1alpha1.PhaseScaling
+		return etcdv1beta1.PhaseScaling
 	case rolloutStep(st) || outdatedPods(s, opts) > 0:
-		return etcdv1alpha1.PhaseUpgrading
+		return etcdv1beta1.PhaseUpgrading
 	case degraded:
-		return etcdv1alpha1.PhaseDegraded
+		return etcdv1beta1.PhaseDegraded
 	default:
-		return etcdv1alpha1.PhaseRunning
+		return etcdv1beta1.PhaseRunning
 	}
 }
 
@@ -209,30 +209,30 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 func availableReason(s *scope, st *Step, h Health) [2]string {
 	switch {
 	case len(h.Corrupt) > 0:
-		return [2]string{etcdv1alpha1.ReasonCorrupt, fmt.Sprintf(
+		return [2]string{etcdv1beta1.ReasonCorrupt, fmt.Sprintf(
 			"etcd raised the CORRUPT alarm for %s (its data diverged from its peers'): the cluster refuses writes; the operator replaces the member from its healthy peers, then disarms the alarm", strings.Join(h.Corrupt, ", "))}
 	case h.NoSpace:
-		return [2]string{etcdv1alpha1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
+		return [2]string{etcdv1beta1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
 	case h.Available:
-		return [2]string{etcdv1alpha1.ReasonQuorumHealthy,
+		return [2]string{etcdv1beta1.ReasonQuorumHealthy,
 			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", h.HealthyVoters, h.Voters, h.Quorum)}
 	case Recovering(s.cluster):
 		rec := s.cluster.Status.Recovery
-		return [2]string{etcdv1alpha1.ReasonRestoringFromBackup, fmt.Sprintf(
+		return [2]string{etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf(
 			"Quorum was lost without data (members %s); the cluster is being recreated from EtcdBackup %s (revision %d)",
 			strings.Join(rec.LostMembers, ", "), rec.Backup, rec.Revision)}
-	case st != nil && st.Kind == KindStalled && st.Reason == etcdv1alpha1.ReasonQuorumDataLost:
-		return [2]string{etcdv1alpha1.ReasonQuorumDataLost, st.Message}
+	case st != nil && st.Kind == KindStalled && st.Reason == etcdv1beta1.ReasonQuorumDataLost:
+		return [2]string{etcdv1beta1.ReasonQuorumDataLost, st.Message}
 	case s.cluster.Status.ClusterID == "" && !s.m.Answered():
-		return [2]string{etcdv1alpha1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
+		return [2]string{etcdv1beta1.ReasonBootstrapping, "The initial members have not formed a cluster yet"}
 	case Unreachable(s.m):
-		return [2]string{etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf(
+		return [2]string{etcdv1beta1.ReasonEtcdUnreachable, fmt.Sprintf(
 			"No member answered the operator (%v), but %d member pods are Ready (their readiness probes reach etcd): the operator is cut off from the members; check the network between them (a NetworkPolicy, a firewall). Nothing is changed until it reaches them", s.m.EtcdErr, readyPods(s.m))}
 	case !s.m.Answered():
-		return [2]string{etcdv1alpha1.ReasonQuorumLost, fmt.Sprintf("No member answered (%v); Ready member pods: %d, fewer than the quorum of %d: quorum is lost",
+		return [2]string{etcdv1beta1.ReasonQuorumLost, fmt.Sprintf("No member answered (%v); Ready member pods: %d, fewer than the quorum of %d: quorum is lost",
 			s.m.EtcdErr, readyPods(s.m), s.m.Quorum())}
 	default:
-		return [2]string{etcdv1alpha1.ReasonQuorumLost,
+		return [2]string{etcdv1beta1.ReasonQuorumLost,
 			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.HealthyVoters, h.Voters, h.Quorum)}
 	}
 }
@@ -240,14 +240,14 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 // unhealthySummary names the members that keep the cluster from being whole; of a member that is down,
 // since when, why, and when it will be replaced (quorate: the healthy voters make a quorum; without
 // one nothing is replaced).
-func unhealthySummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1.MemberStatus, desired int32, quorate bool) string {
+func unhealthySummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, desired int32, quorate bool) string {
 	bad := downSummary(spec, members, quorate)
 	for _, m := range members {
 		switch {
 		case !m.Healthy && m.DownSince != nil: // in downSummary
 		case !m.Healthy:
 			bad = append(bad, m.Name+" is unhealthy")
-		case m.Role == etcdv1alpha1.RoleLearner:
+		case m.Role == etcdv1beta1.RoleLearner:
 			bad = append(bad, m.Name+" is a learner")
 		}
 	}
@@ -261,14 +261,14 @@ func unhealthySummary(spec *etcdv1alpha1.EtcdClusterSpec, members []etcdv1alpha1
 // memberStatuses lists the members as etcd reports them; when etcd did not answer, the members that have
 // a pod or that the status last listed, none of them healthy, with what is known of each one's identity
 // from the last time etcd answered.
-func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
-	var out []etcdv1alpha1.MemberStatus
+func memberStatuses(m *model.Cluster) []etcdv1beta1.MemberStatus {
+	var out []etcdv1beta1.MemberStatus
 	if !m.Answered() {
 		for _, mem := range m.Members {
 			if mem.Pod == nil && mem.Recorded == nil {
 				continue
 			}
-			ms := etcdv1alpha1.MemberStatus{Name: mem.Name, Role: etcdv1alpha1.RoleVoter}
+			ms := etcdv1beta1.MemberStatus{Name: mem.Name, Role: etcdv1beta1.RoleVoter}
 			if p := mem.Recorded; p != nil {
 				ms.ID, ms.PeerURL, ms.ClientURL, ms.Role = p.ID, p.PeerURL, p.ClientURL, p.Role
 				ms.DownSince, ms.Problem = p.DownSince, p.Problem
@@ -278,10 +278,10 @@ func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
 		return out
 	}
 	for _, mem := range m.Listed() {
-		ms := etcdv1alpha1.MemberStatus{Name: mem.Name, ID: etcd.FormatID(mem.ID()), Role: etcdv1alpha1.RoleVoter,
+		ms := etcdv1beta1.MemberStatus{Name: mem.Name, ID: etcd.FormatID(mem.ID()), Role: etcdv1beta1.RoleVoter,
 			Healthy: mem.Healthy(), Leader: mem.ID() == m.Etcd.Leader}
 		if mem.Learner() {
-			ms.Role = etcdv1alpha1.RoleLearner
+			ms.Role = etcdv1beta1.RoleLearner
 		}
 		if len(mem.Etcd.PeerURLs) > 0 {
 			ms.PeerURL = mem.Etcd.PeerURLs[0]
@@ -304,7 +304,7 @@ func memberStatuses(m *model.Cluster) []etcdv1alpha1.MemberStatus {
 }
 
 // setCondition sets a condition; its lastTransitionTime changes only when its status does.
-func setCondition(st *etcdv1alpha1.EtcdClusterStatus, generation int64, condType string, status bool, reasonMessage [2]string) {
+func setCondition(st *etcdv1beta1.EtcdClusterStatus, generation int64, condType string, status bool, reasonMessage [2]string) {
 	cs := metav1.ConditionFalse
 	if status {
 		cs = metav1.ConditionTrue
@@ -317,7 +317,7 @@ func setCondition(st *etcdv1alpha1.EtcdClusterStatus, generation int64, condType
 
 // StatusEqual reports whether two statuses are the same, ignoring nothing: a pass writes only when
 // something it observed changed.
-func StatusEqual(a, b *etcdv1alpha1.EtcdClusterStatus) bool {
+func StatusEqual(a, b *etcdv1beta1.EtcdClusterStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
@@ -328,7 +328,7 @@ func membershipStep(p *Step) bool {
 		return false
 	}
 	switch p.Reason {
-	case etcdv1alpha1.ReasonAddingMember, etcdv1alpha1.ReasonPromotingLearner, etcdv1alpha1.ReasonRemovingMember, etcdv1alpha1.ReasonWaiting:
+	case etcdv1beta1.ReasonAddingMember, etcdv1beta1.ReasonPromotingLearner, etcdv1beta1.ReasonRemovingMember, etcdv1beta1.ReasonWaiting:
 		return true
 	}
 	return false
@@ -340,7 +340,7 @@ func rolloutStep(p *Step) bool {
 		return false
 	}
 	switch p.Reason {
-	case etcdv1alpha1.ReasonRollingUpdate, etcdv1alpha1.ReasonMovingLeader, etcdv1alpha1.ReasonRolloutPaused:
+	case etcdv1beta1.ReasonRollingUpdate, etcdv1beta1.ReasonMovingLeader, etcdv1beta1.ReasonRolloutPaused:
 		return true
 	}
 	return false
@@ -400,7 +400,7 @@ func RestoreFailures(m *model.Cluster) []string {
 
 // HasCondition reports whether the cluster's status already has the condition with that status and
 // message (so that a warning is recorded once, not on every pass).
-func HasCondition(c *etcdv1alpha1.EtcdCluster, condType string, status metav1.ConditionStatus, message string) bool {
+func HasCondition(c *etcdv1beta1.EtcdCluster, condType string, status metav1.ConditionStatus, message string) bool {
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == condType {
 			return cond.Status == status && cond.Message == message
@@ -444,7 +444,7 @@ func AwaitHealthy(m *model.Cluster) *Step {
 		return nil
 	}
 	sort.Strings(down)
-	return Stalled(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf(
+	return Stalled(etcdv1beta1.ReasonMembersUnhealthy, fmt.Sprintf(
 		"Waiting for %s to become healthy", strings.Join(down, ", ")))
 }
 
@@ -479,6 +479,6 @@ func memberName(m *model.Cluster, id uint64) string {
 // RestartLosesData reports whether restarting a member of c deletes the cluster's only copy of its
 // data: a 1-member cluster on emptyDir (an emptyDir lives and dies with its pod). Admission refuses
 // such a change; a pass that finds one anyway (the webhook bypassed) does not roll the member.
-func RestartLosesData(c *etcdv1alpha1.EtcdCluster) bool {
+func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 	return c.Spec.Storage.EmptyDir != nil && c.Spec.ReplicasOrDefault() == 1
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -23,15 +23,15 @@ import (
 // IDs (1, 2, 3 for s-0, s-1, s-2) answered; leader is the agreed leader; tweaks change the input before
 // the model is built.
 func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uint64, learner uint64, tweaks ...func(*model.Input)) *scope {
-	c := &etcdv1alpha1.EtcdCluster{
+	c := &etcdv1beta1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 4},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
-		Status:     etcdv1alpha1.EtcdClusterStatus{ClusterID: clusterID},
+		Spec:       etcdv1beta1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
+		Status:     etcdv1beta1.EtcdClusterStatus{ClusterID: clusterID},
 	}
 	in := model.Input{Cluster: c}
 	for _, name := range []string{"s-0", "s-1", "s-2"} {
 		in.Pods = append(in.Pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Annotations: map[string]string{etcdv1alpha1.AnnotationSpecHash: resources.Options{}.SpecHash(c)}}, Spec: testutil.PlainTextMemberSpec()})
+			Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: resources.Options{}.SpecHash(c)}}, Spec: testutil.PlainTextMemberSpec()})
 	}
 	if etcdUp {
 		obs := &model.Etcd{ClusterID: 0xabc, Leader: leader, Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
@@ -60,34 +60,34 @@ func TestComputeStatus(t *testing.T) {
 	tests := []struct {
 		name                string
 		s                   *scope
-		phase               etcdv1alpha1.ClusterPhase
+		phase               etcdv1beta1.ClusterPhase
 		available, degraded metav1.ConditionStatus
 		availableReason     string
 		ready               int32
 		leader              string
 	}{
 		{"bootstrapping, nothing answers", observed("", false, nil, 0, 0),
-			etcdv1alpha1.PhaseCreating, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonBootstrapping, 0, ""},
+			etcdv1beta1.PhaseCreating, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonBootstrapping, 0, ""},
 		{"all healthy", observed("", true, all, 2, 0),
-			etcdv1alpha1.PhaseRunning, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumHealthy, 3, "s-1"},
+			etcdv1beta1.PhaseRunning, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumHealthy, 3, "s-1"},
 		{"one down keeps quorum", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0),
-			etcdv1alpha1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+			etcdv1beta1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
 		{"two down lose quorum", observed("abc", true, map[uint64]bool{1: true}, 0, 0),
-			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumLost, 1, ""},
+			etcdv1beta1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumLost, 1, ""},
 		{"formed, nothing answers", observed("abc", false, nil, 0, 0),
-			etcdv1alpha1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumLost, 0, ""},
+			etcdv1beta1.PhaseQuorumLost, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumLost, 0, ""},
 		{"a learner is not a ready voter", observed("abc", true, all, 1, 3),
-			etcdv1alpha1.PhaseScaling, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumHealthy, 2, "s-0"},
+			etcdv1beta1.PhaseScaling, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
 		{"a pod of an older spec is being rolled", observed("abc", true, all, 1, 0, func(in *model.Input) {
-			in.Pods[2].Annotations[etcdv1alpha1.AnnotationSpecHash] = "old"
-		}), etcdv1alpha1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumHealthy, 3, "s-0"},
+			in.Pods[2].Annotations[etcdv1beta1.AnnotationSpecHash] = "old"
+		}), etcdv1beta1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumHealthy, 3, "s-0"},
 		{"one NOSPACE alarm stops writes: not available, not lost", observed("abc", true, all, 1, 0, func(in *model.Input) {
 			in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
-		}), etcdv1alpha1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonNoSpace, 2, "s-0"},
+		}), etcdv1beta1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonNoSpace, 2, "s-0"},
 		{"NOSPACE and a member down: a serving quorum refuses writes", observed("abc", true, map[uint64]bool{1: true}, 1, 0, func(in *model.Input) {
 			in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
 			in.Etcd.Health[3] = errors.New("timeout")
-		}), etcdv1alpha1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1alpha1.ReasonNoSpace, 1, "s-0"},
+		}), etcdv1beta1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonNoSpace, 1, "s-0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,14 +96,14 @@ func TestComputeStatus(t *testing.T) {
 			if st.Phase != tt.phase {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.phase)
 			}
-			a := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionAvailable)
+			a := meta.FindStatusCondition(st.Conditions, etcdv1beta1.ConditionAvailable)
 			if a.Status != tt.available || a.Reason != tt.availableReason {
 				t.Errorf("Available = %s/%s (%s), want %s/%s", a.Status, a.Reason, a.Message, tt.available, tt.availableReason)
 			}
 			if a.ObservedGeneration != 4 || st.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration: condition %d, status %d, want 4", a.ObservedGeneration, st.ObservedGeneration)
 			}
-			if d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded); d.Status != tt.degraded {
+			if d := meta.FindStatusCondition(st.Conditions, etcdv1beta1.ConditionDegraded); d.Status != tt.degraded {
 				t.Errorf("Degraded = %s (%s), want %s", d.Status, d.Message, tt.degraded)
 			}
 			if st.ReadyReplicas != tt.ready || st.Leader != tt.leader {
@@ -151,7 +151,7 @@ func TestAwaitHealthy(t *testing.T) {
 	want := fmt.Sprintf("Waiting for s-1 (its pod is recreated at %s if it is still down; replaced at %s) to become healthy",
 		since.Add(2*time.Minute+30*time.Second).Format(time.RFC3339), since.Add(5*time.Minute).Format(time.RFC3339))
 	st := AwaitHealthy(down)
-	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1alpha1.ReasonMembersUnhealthy || st.Message != want {
+	if st == nil || st.Kind != KindStalled || st.Reason != etcdv1beta1.ReasonMembersUnhealthy || st.Message != want {
 		t.Errorf("one member down: step %+v, want the message %q", st, want)
 	}
 	stopping := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
@@ -172,7 +172,7 @@ func TestAwaitHealthy(t *testing.T) {
 // TestRestartLosesData: only a 1-member emptyDir cluster loses its data with a restart.
 func TestRestartLosesData(t *testing.T) {
 	for _, tc := range []struct {
-		c    *etcdv1alpha1.EtcdCluster
+		c    *etcdv1beta1.EtcdCluster
 		want bool
 	}{
 		{testutil.EtcdCluster("a", testutil.WithReplicas(1), testutil.WithEmptyDir()), true},
@@ -194,7 +194,7 @@ func TestUnreachableIsNotQuorumLost(t *testing.T) {
 		return func(in *model.Input) {
 			for i, name := range []string{"s-0", "s-1", "s-2"} {
 				in.Cluster.Status.Members = append(in.Cluster.Status.Members,
-					etcdv1alpha1.MemberStatus{Name: name, ID: fmt.Sprint(i + 1), Role: etcdv1alpha1.RoleVoter})
+					etcdv1beta1.MemberStatus{Name: name, ID: fmt.Sprint(i + 1), Role: etcdv1beta1.RoleVoter})
 				if i < ready {
 					in.Pods[i].Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
 						Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
@@ -204,16 +204,16 @@ func TestUnreachableIsNotQuorumLost(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		ready  int
-		phase  etcdv1alpha1.ClusterPhase
+		phase  etcdv1beta1.ClusterPhase
 		reason string
 		says   string
 	}{
-		{2, etcdv1alpha1.PhaseUnreachable, etcdv1alpha1.ReasonEtcdUnreachable, "the operator is cut off from the members"},
-		{1, etcdv1alpha1.PhaseQuorumLost, etcdv1alpha1.ReasonQuorumLost, "Ready member pods: 1, fewer than the quorum of 2: quorum is lost"},
+		{2, etcdv1beta1.PhaseUnreachable, etcdv1beta1.ReasonEtcdUnreachable, "the operator is cut off from the members"},
+		{1, etcdv1beta1.PhaseQuorumLost, etcdv1beta1.ReasonQuorumLost, "Ready member pods: 1, fewer than the quorum of 2: quorum is lost"},
 	} {
 		s := observed("abc", false, nil, 0, 0, recorded(tc.ready))
 		Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
-		a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
 		if s.cluster.Status.Phase != tc.phase || a == nil || a.Reason != tc.reason || !strings.Contains(a.Message, tc.says) {
 			t.Errorf("%d pods Ready: phase %s, Available %+v; want phase %s, reason %s saying %q", tc.ready, s.cluster.Status.Phase, a, tc.phase, tc.reason, tc.says)
 		}
@@ -223,13 +223,13 @@ func TestUnreachableIsNotQuorumLost(t *testing.T) {
 	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
 	before := s.cluster.Status.DeepCopy()
 	notObserved := model.Build(model.Input{Cluster: s.cluster, EtcdErr: model.ErrNotObserved})
-	Status(s.cluster, notObserved, &Report{}, Acting(etcdv1alpha1.ReasonReconcileError, "create service: boom"), resources.Options{}, false)
-	p := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-	if p == nil || p.Reason != etcdv1alpha1.ReasonReconcileError {
+	Status(s.cluster, notObserved, &Report{}, Acting(etcdv1beta1.ReasonReconcileError, "create service: boom"), resources.Options{}, false)
+	p := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionProgressing)
+	if p == nil || p.Reason != etcdv1beta1.ReasonReconcileError {
 		t.Errorf("Progressing %+v after a pass that did not observe, want its step", p)
 	}
 	for _, cond := range before.Conditions {
-		if cond.Type == etcdv1alpha1.ConditionProgressing {
+		if cond.Type == etcdv1beta1.ConditionProgressing {
 			continue
 		}
 		if got := meta.FindStatusCondition(s.cluster.Status.Conditions, cond.Type); got == nil || got.Status != cond.Status || got.Message != cond.Message {

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // Progress is a condition's reason and message.
@@ -80,7 +80,7 @@ type Report struct {
 
 // Expanding reports whether the report says that claims are growing.
 func (r *Report) Expanding() bool {
-	return r.Volumes != nil && r.Volumes.Reason == etcdv1alpha1.ReasonExpandingVolumes
+	return r.Volumes != nil && r.Volumes.Reason == etcdv1beta1.ReasonExpandingVolumes
 }
 
 // Soonest returns the shortest of the positive durations ds, 0 when none is positive: when to look
@@ -104,7 +104,7 @@ func (st *Step) Within(d time.Duration) *Step {
 // StaleCopy is the step of a pass that found its copy of the cluster stale before a recovery step: it
 // looks again at the newest copy within a second (its status patch is refused as stale anyway).
 func StaleCopy() *Step {
-	return Acting(etcdv1alpha1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(time.Second)
+	return Acting(etcdv1beta1.ReasonRestoringFromBackup, "Reading the newest copy of the cluster before the next recovery step").Within(time.Second)
 }
 
 // Requeue delays of the EtcdCluster reconciler.
@@ -131,14 +131,14 @@ const (
 // Requeue returns when to look again at cluster c after a pass that took step st (nil: none) and
 // found report: the soonest of what the step asks, the next scheduled backup, and, for a settled
 // cluster, healthCheck (its health check interval), sooner while it is degraded or its volumes grow.
-func Requeue(c *etcdv1alpha1.EtcdCluster, report *Report, st *Step, healthCheck time.Duration) time.Duration {
+func Requeue(c *etcdv1beta1.EtcdCluster, report *Report, st *Step, healthCheck time.Duration) time.Duration {
 	var after time.Duration
 	switch {
 	case st != nil && st.Kind == KindBlocked:
 		after = RequeueBlocked
 	case st != nil && st.Kind == KindActing:
 		after = RequeueProgressing
-	case !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionDegraded), report.Expanding():
+	case !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1beta1.ConditionDegraded), report.Expanding():
 		after = RequeueUnhealthy
 	case report.Unmanaged != nil:
 		after = RequeueBlocked

@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -15,21 +15,21 @@ import (
 // may be possible at once); a step asking for later than its kind's delay does not delay the pass.
 func TestRequeue(t *testing.T) {
 	settled := testutil.EtcdCluster("c")
-	settled.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse}}
+	settled.Status.Conditions = []metav1.Condition{{Type: etcdv1beta1.ConditionDegraded, Status: metav1.ConditionFalse}}
 	degraded := testutil.EtcdCluster("c")
 	hour := time.Hour
 	for _, tt := range []struct {
 		name string
-		c    *etcdv1alpha1.EtcdCluster
+		c    *etcdv1beta1.EtcdCluster
 		st   *Step
 		want time.Duration
 	}{
 		{"settled", settled, nil, hour},
 		{"degraded", degraded, nil, RequeueUnhealthy},
-		{"acting", settled, Acting(etcdv1alpha1.ReasonWaiting, "x"), RequeueProgressing},
-		{"blocked", settled, Blocked(etcdv1alpha1.ReasonWaiting, "x"), RequeueBlocked},
-		{"a learner promoted", settled, Acting(etcdv1alpha1.ReasonPromotingLearner, "x").Within(RequeueChanged), RequeueChanged},
-		{"a step asking for later than its kind", settled, Acting(etcdv1alpha1.ReasonWaiting, "x").Within(time.Minute), RequeueProgressing},
+		{"acting", settled, Acting(etcdv1beta1.ReasonWaiting, "x"), RequeueProgressing},
+		{"blocked", settled, Blocked(etcdv1beta1.ReasonWaiting, "x"), RequeueBlocked},
+		{"a learner promoted", settled, Acting(etcdv1beta1.ReasonPromotingLearner, "x").Within(RequeueChanged), RequeueChanged},
+		{"a step asking for later than its kind", settled, Acting(etcdv1beta1.ReasonWaiting, "x").Within(time.Minute), RequeueProgressing},
 	} {
 		if got := Requeue(tt.c, &Report{}, tt.st, hour); got != tt.want {
 			t.Errorf("%s: Requeue = %s; want %s", tt.name, got, tt.want)

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
@@ -30,8 +30,9 @@ type TLSObservation struct {
 	// TrustedCAsHash is a short hash of the CA certificates the members trust (empty before the first
 	// CA rotation); Rotation is the phase of the CA rotation under way (empty when none is), begun at
 	// RotationStarted.
-	TrustedCAsHash, Rotation string
-	RotationStarted          time.Time
+	TrustedCAsHash  string
+	Rotation        etcdv1beta1.CARotationPhase
+	RotationStarted time.Time
 	// UserSecrets is true when the certificates are the Secrets of spec.tls.secrets, which the user
 	// renews and rotates.
 	UserSecrets bool
@@ -43,12 +44,12 @@ type TLSObservation struct {
 // ApplyTrustedCAs sets status.tls.trustedCAsHash of cluster c from what a pass observed, at once: the
 // member pods' spec hash covers it (resources.Options.SpecHash), so the phases after the observation
 // roll members onto the CA certificates they must trust now.
-func ApplyTrustedCAs(c *etcdv1alpha1.EtcdCluster, o *TLSObservation) {
+func ApplyTrustedCAs(c *etcdv1beta1.EtcdCluster, o *TLSObservation) {
 	if o == nil {
 		return
 	}
 	if c.Status.TLS == nil {
-		c.Status.TLS = &etcdv1alpha1.TLSStatus{}
+		c.Status.TLS = &etcdv1beta1.TLSStatus{}
 	}
 	c.Status.TLS.TrustedCAsHash = o.TrustedCAsHash
 }
@@ -64,21 +65,21 @@ func applyTLSStatus(s *scope) {
 	switch o := s.report.TLS; {
 	case s.report.NoTLS:
 		st.TLS = nil
-		meta.RemoveStatusCondition(&st.Conditions, etcdv1alpha1.ConditionCertificatesExpiring)
+		meta.RemoveStatusCondition(&st.Conditions, etcdv1beta1.ConditionCertificatesExpiring)
 		if changed.IsZero() || !s.m.Now.Before(changed.Add(s.m.TLSSwitchGrace())) {
 			return
 		} // else the only member is being recreated within the grace period of a change: keep when
 	case o != nil:
-		st.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
+		st.TLS = &etcdv1beta1.TLSStatus{ClientSecret: o.ClientSecret, CANotAfter: timeOrNil(o.CANotAfter),
 			NotAfter: timeOrNil(o.NotAfter), RenewAt: timeOrNil(o.RenewAt), TrustedCAsHash: o.TrustedCAsHash}
 		if o.Rotation != "" {
-			st.TLS.CARotation = &etcdv1alpha1.CARotationStatus{Phase: o.Rotation, StartedAt: timeOrNil(o.RotationStarted)}
+			st.TLS.CARotation = &etcdv1beta1.CARotationStatus{Phase: o.Rotation, StartedAt: timeOrNil(o.RotationStarted)}
 		}
 		expiring, reason := CertificatesExpiring(o)
-		setCondition(st, s.cluster.Generation, etcdv1alpha1.ConditionCertificatesExpiring, expiring, reason)
+		setCondition(st, s.cluster.Generation, etcdv1beta1.ConditionCertificatesExpiring, expiring, reason)
 	}
 	if st.TLS == nil && !changed.IsZero() {
-		st.TLS = &etcdv1alpha1.TLSStatus{} // a switch is under way: record when it began
+		st.TLS = &etcdv1beta1.TLSStatus{} // a switch is under way: record when it began
 	}
 	if st.TLS != nil {
 		st.TLS.ClientScheme, st.TLS.ClientSchemeChangedAt = s.m.ClientScheme(), timeOrNil(changed)
@@ -107,32 +108,32 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 		if !o.RenewAt.IsZero() {
 			due = " (due since " + o.RenewAt.UTC().Format(time.RFC3339) + ")"
 		}
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate from cert-manager (%s, spec.tls.issuerRef) expires at %s and was not renewed%s: see the status of the "+
 				"cluster's Certificates (kubectl describe certificates in the cluster's namespace) and cert-manager's logs",
 			o.Issuer, o.NotAfter.UTC().Format(time.RFC3339), due)}
 	case o.Issuer != "" && o.CANotAfter.Sub(o.At) < LeafExpiryWarning:
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"The CA of %s (spec.tls.issuerRef) expires at %s: give the issuer a new CA and renew the cluster's Certificates together; "+
 				"the members then restart twice, one at a time (docs/security.md, \"The issuer's CA\")", o.Issuer, o.CANotAfter.UTC().Format(time.RFC3339))}
 	case o.Issuer != "":
 		// cert-manager renews the certificates, and nothing is overdue
 	case o.UserSecrets && !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate of spec.tls.secrets expires at %s: renew it (the operator does not renew the Secrets you keep)",
 			o.NotAfter.UTC().Format(time.RFC3339))}
 	case o.UserSecrets && o.CANotAfter.Sub(o.At) < CAExpiryWarning:
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A CA certificate in the ca.crt of spec.tls.secrets expires at %s: add its successor to ca.crt, then issue the certificates from it",
 			o.CANotAfter.UTC().Format(time.RFC3339))}
 	case !o.NotAfter.IsZero() && o.NotAfter.Sub(o.At) < LeafExpiryWarning:
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"A certificate of the cluster expires at %s and was not renewed (due since %s): see the operator's events and logs for why",
 			o.NotAfter.UTC().Format(time.RFC3339), o.RenewAt.UTC().Format(time.RFC3339))}
 	case o.CANotAfter.Sub(o.At) < CAExpiryWarning:
-		return true, [2]string{etcdv1alpha1.ReasonCertificateExpiring, fmt.Sprintf(
+		return true, [2]string{etcdv1beta1.ReasonCertificateExpiring, fmt.Sprintf(
 			"The cluster's CA expires at %s and was not rotated: see the operator's events and logs for why, or rotate it with the annotation "+
-				etcdv1alpha1.AnnotationRotateCA+"=<now, RFC 3339>",
+				etcdv1beta1.AnnotationRotateCA+"=<now, RFC 3339>",
 			o.CANotAfter.UTC().Format(time.RFC3339))}
 	}
 	msg := fmt.Sprintf("The CA expires at %s", o.CANotAfter.UTC().Format(time.RFC3339))
@@ -150,13 +151,13 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 		msg = fmt.Sprintf("The first CA certificate of spec.tls.secrets expires at %s, the first certificate at %s (you renew them)",
 			o.CANotAfter.UTC().Format(time.RFC3339), o.NotAfter.UTC().Format(time.RFC3339))
 	}
-	return false, [2]string{etcdv1alpha1.ReasonCertificatesCurrent, msg}
+	return false, [2]string{etcdv1beta1.ReasonCertificatesCurrent, msg}
 }
 
 // SpecProblems returns what in cluster c's spec the admission webhook would have refused but got in
 // anyway (the webhook was not installed or was bypassed), one problem each: a version the members
 // cannot move to from what they run, extraArgs etcd must not get (v1alpha1.ValidateExtraArgs).
-func SpecProblems(c *etcdv1alpha1.EtcdCluster) []string {
+func SpecProblems(c *etcdv1beta1.EtcdCluster) []string {
 	var problems []string
 	if cur := c.Status.CurrentVersion; cur != "" {
 		if err := version.CheckUpgrade(cur, c.Spec.VersionOrDefault()); err != nil {
@@ -164,7 +165,7 @@ func SpecProblems(c *etcdv1alpha1.EtcdCluster) []string {
 		}
 	}
 	if c.Spec.Options != nil {
-		problems = append(problems, etcdv1alpha1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
+		problems = append(problems, etcdv1beta1.ValidateExtraArgs(c.Spec.Options.ExtraArgs)...)
 	}
 	return problems
 }
@@ -182,7 +183,7 @@ func RotatingCA(message string, waiting bool) *Step {
 	if message == "" {
 		return nil
 	}
-	st := Acting(etcdv1alpha1.ReasonRotatingCA, message)
+	st := Acting(etcdv1beta1.ReasonRotatingCA, message)
 	if waiting {
 		st.After = 10 * time.Second
 	}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -50,7 +50,7 @@ func TestCertificatesExpiring(t *testing.T) {
 		if got != tc.expiring || !strings.Contains(reason[1], tc.says) {
 			t.Errorf("%s: expiring %v (%s); want %v, saying %q", tc.name, got, reason[1], tc.expiring, tc.says)
 		}
-		if want := etcdv1alpha1.ReasonCertificatesCurrent; !tc.expiring && reason[0] != want {
+		if want := etcdv1beta1.ReasonCertificatesCurrent; !tc.expiring && reason[0] != want {
 			t.Errorf("%s: reason %s, want %s", tc.name, reason[0], want)
 		}
 	}
@@ -58,7 +58,7 @@ func TestCertificatesExpiring(t *testing.T) {
 
 func TestTLSStatusApplied(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	m := model.Build(model.Input{Cluster: c, Now: at})
 	s := &scope{cluster: c, m: m, report: &Report{TLS: &TLSObservation{At: at, ClientSecret: "demo-client-tls",
 		CANotAfter: at.Add(10 * 365 * 24 * time.Hour), NotAfter: at.Add(365 * 24 * time.Hour), RenewAt: at.Add(240 * 24 * time.Hour)}}}
@@ -67,8 +67,8 @@ func TestTLSStatusApplied(t *testing.T) {
 	if st == nil || st.ClientSecret != "demo-client-tls" || !st.NotAfter.Time.Equal(at.Add(365*24*time.Hour)) || st.RenewAt == nil || st.CANotAfter == nil {
 		t.Fatalf("status.tls = %+v", st)
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring); cond == nil ||
-		cond.Status != metav1.ConditionFalse || cond.Reason != etcdv1alpha1.ReasonCertificatesCurrent {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionCertificatesExpiring); cond == nil ||
+		cond.Status != metav1.ConditionFalse || cond.Reason != etcdv1beta1.ReasonCertificatesCurrent {
 		t.Errorf("conditions %+v; want CertificatesExpiring False", c.Status.Conditions)
 	}
 	// a pass that did not look keeps what the status said
@@ -107,7 +107,7 @@ func TestClientSchemeRecorded(t *testing.T) {
 func TestClientSchemeKeptWhileNoPodUsesTLS(t *testing.T) {
 	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	c := testutil.EtcdCluster("k", testutil.WithTLS(false, false), testutil.WithReplicas(1))
-	c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: "http", ClientSchemeChangedAt: &metav1.Time{Time: at}}
+	c.Status.TLS = &etcdv1beta1.TLSStatus{ClientScheme: "http", ClientSchemeChangedAt: &metav1.Time{Time: at}}
 	applyTLSStatus(&scope{cluster: c, m: model.Build(model.Input{Cluster: c, Now: at.Add(time.Minute)}), report: &Report{NoTLS: true}})
 	if st := c.Status.TLS; st == nil || st.ClientScheme != "http" || st.ClientSchemeChangedAt == nil || !st.ClientSchemeChangedAt.Time.Equal(at) {
 		t.Fatalf("a minute after the change: status.tls %+v; want the change kept", st)
@@ -125,14 +125,14 @@ func TestClientSchemeKeptWhileNoPodUsesTLS(t *testing.T) {
 // status.tls and the CertificatesExpiring condition go.
 func TestTLSStatusClearedWhenTLSIsOff(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	m := model.Build(model.Input{Cluster: c, Now: at})
 	applyTLSStatus(&scope{cluster: c, m: m, report: &Report{TLS: &TLSObservation{At: at, CANotAfter: at.Add(10 * 365 * 24 * time.Hour)}}})
-	if c.Status.TLS == nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) == nil {
+	if c.Status.TLS == nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionCertificatesExpiring) == nil {
 		t.Fatalf("status.tls %+v, conditions %+v; want both set", c.Status.TLS, c.Status.Conditions)
 	}
 	applyTLSStatus(&scope{cluster: c, m: m, report: &Report{NoTLS: true}})
-	if c.Status.TLS != nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesExpiring) != nil {
+	if c.Status.TLS != nil || meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionCertificatesExpiring) != nil {
 		t.Errorf("status.tls %+v, conditions %+v; want both gone", c.Status.TLS, c.Status.Conditions)
 	}
 }
@@ -144,13 +144,13 @@ func TestClientTLSGrace(t *testing.T) {
 	both := resources.PodTLS{ClientHTTP: true, ClientHTTPS: true}
 	build := func(clientTLS bool, created time.Time) *model.Cluster {
 		c := testutil.EtcdCluster("g", testutil.WithTLS(clientTLS, false), testutil.WithReplicas(1))
-		c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientScheme: map[bool]string{true: "https", false: "http"}[clientTLS]}
+		c.Status.TLS = &etcdv1beta1.TLSStatus{ClientScheme: map[bool]etcdv1beta1.URLScheme{true: etcdv1beta1.SchemeHTTPS, false: etcdv1beta1.SchemeHTTP}[clientTLS]}
 		p := resources.Options{}.BuildPod(c, resources.Member{Name: "g-0", InitialClusterState: resources.StateNew, TLS: &both})
 		p.CreationTimestamp = metav1.NewTime(created)
 		return model.Build(model.Input{Cluster: c, Pods: []corev1.Pod{*p}, Now: now})
 	}
 	st := ClientTLSGrace(build(true, now.Add(-30*time.Second)))
-	if st == nil || st.Reason != etcdv1alpha1.ReasonSwitchingTLS || st.After != 90*time.Second ||
+	if st == nil || st.Reason != etcdv1beta1.ReasonSwitchingTLS || st.After != 90*time.Second ||
 		!strings.Contains(st.Message, "from 2026-12-02T12:01:30Z on only https://") || !strings.Contains(st.Message, "client certificate (Secret g-client-tls)") {
 		t.Errorf("switching on, 30 s into the grace period: %+v", st)
 	}

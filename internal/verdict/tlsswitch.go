@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -21,7 +21,7 @@ func ClientTLSGrace(m *model.Cluster) *Step {
 	if !m.Object.Spec.ClientTLS() {
 		scheme, other = other, scheme
 	}
-	st := Acting(etcdv1alpha1.ReasonSwitchingTLS, fmt.Sprintf(
+	st := Acting(etcdv1beta1.ReasonSwitchingTLS, fmt.Sprintf(
 		"Switching TLS on the client port: every member serves http:// and https://; from %s on only %s: move clients to %s before then",
 		ends.UTC().Format(time.RFC3339), scheme, scheme))
 	if other == "http://" {

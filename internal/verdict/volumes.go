@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 )
 
@@ -64,12 +64,12 @@ func (v Volumes) Condition(want resource.Quantity) *Progress {
 		for i, r := range v.Refused {
 			names[i], _, _ = strings.Cut(r, " ")
 		}
-		return &Progress{Reason: etcdv1alpha1.ReasonExpansionRefused, Message: fmt.Sprintf(
+		return &Progress{Reason: etcdv1beta1.ReasonExpansionRefused, Message: fmt.Sprintf(
 			"Claims %s cannot grow to %s: %s. Members created from now on get the new size; to grow these, use a StorageClass with allowVolumeExpansion, or replace the members one at a time",
 			strings.Join(names, ", "), want.String(), strings.Join(v.Refused, "; "))}
 	case len(v.Growing) > 0:
-		return &Progress{Reason: etcdv1alpha1.ReasonExpandingVolumes, Message: fmt.Sprintf("Expanding claims %s to %s; waiting for the storage provider", strings.Join(v.Growing, ", "), want.String())}
+		return &Progress{Reason: etcdv1beta1.ReasonExpandingVolumes, Message: fmt.Sprintf("Expanding claims %s to %s; waiting for the storage provider", strings.Join(v.Growing, ", "), want.String())}
 	default:
-		return &Progress{Reason: etcdv1alpha1.ReasonVolumesMatchSpec, Message: fmt.Sprintf("Every member's claim has %s", want.String())}
+		return &Progress{Reason: etcdv1beta1.ReasonVolumesMatchSpec, Message: fmt.Sprintf("Every member's claim has %s", want.String())}
 	}
 }

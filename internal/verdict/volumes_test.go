@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -46,19 +46,19 @@ func TestJudgeVolumes(t *testing.T) {
 		reason                   string
 	}{
 		{name: "all at size", claims: []corev1.PersistentVolumeClaim{claim("v-0", "2Gi", "2Gi", "fast", true, false)},
-			expand: "[]", growing: "[]", refused: "[]", reason: etcdv1alpha1.ReasonVolumesMatchSpec},
+			expand: "[]", growing: "[]", refused: "[]", reason: etcdv1beta1.ReasonVolumesMatchSpec},
 		{name: "bound and expandable: expand now", claims: []corev1.PersistentVolumeClaim{claim("v-0", "1Gi", "1Gi", "fast", true, false)},
-			expand: "[data-v-0]", growing: "[data-v-0]", refused: "[]", reason: etcdv1alpha1.ReasonExpandingVolumes},
+			expand: "[data-v-0]", growing: "[data-v-0]", refused: "[]", reason: etcdv1beta1.ReasonExpandingVolumes},
 		{name: "request met, capacity lags", claims: []corev1.PersistentVolumeClaim{claim("v-0", "2Gi", "1Gi", "fast", true, false)},
-			expand: "[]", growing: "[data-v-0]", refused: "[]", reason: etcdv1alpha1.ReasonExpandingVolumes},
+			expand: "[]", growing: "[data-v-0]", refused: "[]", reason: etcdv1beta1.ReasonExpandingVolumes},
 		{name: "unbound waits", claims: []corev1.PersistentVolumeClaim{claim("v-0", "1Gi", "", "fast", false, false)},
-			expand: "[]", growing: "[data-v-0]", refused: "[]", reason: etcdv1alpha1.ReasonExpandingVolumes},
+			expand: "[]", growing: "[data-v-0]", refused: "[]", reason: etcdv1beta1.ReasonExpandingVolumes},
 		{name: "refused wins over growing", claims: []corev1.PersistentVolumeClaim{
 			claim("v-0", "1Gi", "1Gi", "fast", true, false), claim("v-1", "1Gi", "1Gi", "fixed", true, false), claim("v-2", "1Gi", "1Gi", "", true, false)},
 			expand: "[data-v-0]", growing: "[data-v-0]",
-			refused: "[data-v-1 (StorageClass fixed does not allow volume expansion) data-v-2 (has no StorageClass)]", reason: etcdv1alpha1.ReasonExpansionRefused},
+			refused: "[data-v-1 (StorageClass fixed does not allow volume expansion) data-v-2 (has no StorageClass)]", reason: etcdv1beta1.ReasonExpansionRefused},
 		{name: "a claim being deleted is not judged", claims: []corev1.PersistentVolumeClaim{claim("v-0", "1Gi", "1Gi", "fixed", true, true)},
-			expand: "[]", growing: "[]", refused: "[]", reason: etcdv1alpha1.ReasonVolumesMatchSpec},
+			expand: "[]", growing: "[]", refused: "[]", reason: etcdv1beta1.ReasonVolumesMatchSpec},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := model.Build(model.Input{Cluster: testutil.EtcdCluster("v"), Claims: tc.claims})

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcd-operator/internal/testenv"
-	webhookv1alpha1 "github.com/etcdkit/etcd-operator/internal/webhook/v1alpha1"
+	webhookv1beta1 "github.com/etcdkit/etcd-operator/internal/webhook/v1beta1"
 )
 
 // installed is what dist/install.yaml installs, by kind and name.
@@ -122,12 +122,12 @@ func TestInstallMatchesDefaults(t *testing.T) {
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	objs.get(t, "ValidatingWebhookConfiguration/"+DefaultValidatingConfiguration, &v)
 	for _, h := range v.Webhooks {
-		checkHook("ValidatingWebhookConfiguration", v.Name, h.ClientConfig, h.FailurePolicy, h.MatchConditions, webhookv1alpha1.ValidatePath)
+		checkHook("ValidatingWebhookConfiguration", v.Name, h.ClientConfig, h.FailurePolicy, h.MatchConditions, webhookv1beta1.ValidatePath)
 	}
 	var m admissionregistrationv1.MutatingWebhookConfiguration
 	objs.get(t, "MutatingWebhookConfiguration/"+DefaultMutatingConfiguration, &m)
 	for _, h := range m.Webhooks {
-		checkHook("MutatingWebhookConfiguration", m.Name, h.ClientConfig, h.FailurePolicy, h.MatchConditions, webhookv1alpha1.MutatePath)
+		checkHook("MutatingWebhookConfiguration", m.Name, h.ClientConfig, h.FailurePolicy, h.MatchConditions, webhookv1beta1.MutatePath)
 	}
 	if len(v.Webhooks) != 1 || len(m.Webhooks) != 1 {
 		t.Errorf("%d validating and %d mutating webhooks, want 1 each", len(v.Webhooks), len(m.Webhooks))

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	webhookv1alpha1 "github.com/etcdkit/etcd-operator/internal/webhook/v1alpha1"
+	webhookv1beta1 "github.com/etcdkit/etcd-operator/internal/webhook/v1beta1"
 )
 
 // Provisioner says where the webhook server's certificate comes from.
@@ -97,7 +97,11 @@ type Options struct {
 	// another.
 	RotatorName string
 	// Defaults are what the defaulting webhook gives a new EtcdCluster besides TLS.
-	Defaults webhookv1alpha1.Defaults
+	Defaults webhookv1beta1.Defaults
+	// ConversionCRDs are the CRDs whose conversion webhook the operator keeps pointing at its Service
+	// in Namespace, trusted with the caBundle of ValidatingConfiguration (DefaultConversionCRDs when
+	// nil; none when empty but not nil, or when Namespace is unknown).
+	ConversionCRDs []string
 }
 
 // withDefaults returns o with every empty field set to its default, or an error when o cannot work.
@@ -129,6 +133,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MutatingConfiguration == "" {
 		o.MutatingConfiguration = DefaultMutatingConfiguration
 	}
+	if o.ConversionCRDs == nil {
+		o.ConversionCRDs = DefaultConversionCRDs
+	}
 	switch o.Provisioner {
 	case ProvisionerSelf:
 		if o.Namespace == "" {
@@ -152,12 +159,14 @@ func NewServer(o Options) (crwebhook.Server, error) {
 	return newDrainingServer(crwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}, DrainPeriod), nil
 }
 
-// Setup arranges for mgr, built with NewServer(o), to serve the EtcdCluster webhooks: at once with
+// Setup arranges for mgr, built with NewServer(o), to serve the EtcdCluster webhooks and the
+// conversion webhook of both kinds, and to keep the CRDs' conversion set to them: at once with
 // ProvisionerExternal; with ProvisionerSelf once the certificate is generated (or found valid in the
 // Secret), written to o.CertDir and its CA put into both webhook configurations. It returns the
 // readiness check to add to mgr. The check fails until the API server could call the webhooks: they
 // are registered, their server accepts TLS connections, and the certificate it presents verifies,
-// for <ServiceName>.<Namespace>.svc, against the caBundle of every webhook of both configurations.
+// for <ServiceName>.<Namespace>.svc, against the caBundle of every webhook of both configurations,
+// and the CRDs' conversion webhook is this Service with that caBundle (when Namespace is known).
 // So the operator's pod only receives admission requests it can answer, and is taken out of the
 // Service again when a rotation or an outside change breaks that trust.
 func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
@@ -167,6 +176,13 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	}
 	r := &registration{mgr: mgr, defaults: o.Defaults, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
 		log: mgr.GetLogger().WithName("webhook"), last: "unknown"}
+	if crds := o.ConversionCRDs; len(crds) > 0 && o.Namespace != "" {
+		r.conversion = newConversionKeeper(mgr.GetAPIReader(), mgr.GetClient(), crds, o.Namespace, o.ServiceName,
+			o.ValidatingConfiguration, mgr.GetLogger().WithName("webhook"))
+		if err := mgr.Add(r.conversion); err != nil {
+			return nil, fmt.Errorf("add the keeper of the CRDs' conversion webhook: %w", err)
+		}
+	}
 	if o.Provisioner == ProvisionerExternal {
 		if err := r.register(); err != nil {
 			return nil, err
@@ -219,10 +235,12 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 // registration registers the webhooks once and tells the readiness check.
 type registration struct {
 	mgr      ctrl.Manager
-	defaults webhookv1alpha1.Defaults
+	defaults webhookv1beta1.Defaults
 	done     chan struct{}
 	trust    *trustCheck
 	log      logr.Logger
+	// conversion keeps the CRDs' conversion webhook; nil when it is not kept.
+	conversion *conversionKeeper
 
 	// mu guards last, the previous verdict of check ("" when ready).
 	mu   sync.Mutex
@@ -231,7 +249,7 @@ type registration struct {
 
 // register registers the EtcdCluster webhooks, which adds (and, when mgr runs, starts) the server.
 func (r *registration) register() error {
-	if err := webhookv1alpha1.SetupEtcdClusterWebhookWithManager(r.mgr, r.defaults); err != nil {
+	if err := webhookv1beta1.SetupEtcdClusterWebhookWithManager(r.mgr, r.defaults); err != nil {
 		return fmt.Errorf("register the EtcdCluster webhooks: %w", err)
 	}
 	close(r.done)
@@ -254,7 +272,15 @@ func (r *registration) verdict(req *http.Request) error {
 	if err := r.mgr.GetWebhookServer().StartedChecker()(req); err != nil {
 		return err
 	}
-	return r.trust.check(req.Context())
+	caBundle, err := r.trust.check(req.Context())
+	if err != nil {
+		return err
+	}
+	if r.conversion != nil && !r.conversion.trusts(caBundle) {
+		r.conversion.poke()
+		return errors.New("the CRDs' conversion webhook does not point at this operator's Service with the webhooks' caBundle yet")
+	}
+	return nil
 }
 
 // report logs err when the verdict changed since the last check, and returns it. The reason a pod is

@@ -24,6 +24,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -34,10 +35,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
-	webhookv1alpha1 "github.com/etcdkit/etcd-operator/internal/webhook/v1alpha1"
+	webhookv1beta1 "github.com/etcdkit/etcd-operator/internal/webhook/v1beta1"
 )
 
 // readyTimeout bounds the time from the manager's start to the webhooks being served: generating the
@@ -253,9 +254,9 @@ func servedCert(caBundle []byte, serverName, addr string) ([]byte, error) {
 }
 
 // review sends an AdmissionReview creating c to the validating webhook at addr and returns the answer.
-func review(t *testing.T, hc *http.Client, addr string, c *etcdv1alpha1.EtcdCluster) *admissionv1.AdmissionResponse {
+func review(t *testing.T, hc *http.Client, addr string, c *etcdv1beta1.EtcdCluster) *admissionv1.AdmissionResponse {
 	t.Helper()
-	c.APIVersion, c.Kind = etcdv1alpha1.GroupVersion.String(), "EtcdCluster"
+	c.APIVersion, c.Kind = etcdv1beta1.GroupVersion.String(), "EtcdCluster"
 	raw, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -264,8 +265,8 @@ func review(t *testing.T, hc *http.Client, addr string, c *etcdv1alpha1.EtcdClus
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID:       "test",
-			Kind:      metav1.GroupVersionKind{Group: etcdv1alpha1.GroupVersion.Group, Version: "v1alpha1", Kind: "EtcdCluster"},
-			Resource:  metav1.GroupVersionResource{Group: etcdv1alpha1.GroupVersion.Group, Version: "v1alpha1", Resource: "etcdclusters"},
+			Kind:      metav1.GroupVersionKind{Group: etcdv1beta1.GroupVersion.Group, Version: "v1beta1", Kind: "EtcdCluster"},
+			Resource:  metav1.GroupVersionResource{Group: etcdv1beta1.GroupVersion.Group, Version: "v1beta1", Resource: "etcdclusters"},
 			Name:      c.Name,
 			Namespace: c.Namespace,
 			Operation: admissionv1.Create,
@@ -275,7 +276,7 @@ func review(t *testing.T, hc *http.Client, addr string, c *etcdv1alpha1.EtcdClus
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := hc.Post("https://"+addr+webhookv1alpha1.ValidatePath, "application/json", bytes.NewReader(body))
+	resp, err := hc.Post("https://"+addr+webhookv1beta1.ValidatePath, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("call the validating webhook: %v", err)
 	}
@@ -373,9 +374,10 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 	if err := served(secret); err != nil {
 		t.Fatal(err)
 	}
+	assertConversion(t, k8s, ns, DefaultServiceName, secret.Data["ca.crt"])
 	// The webhooks are registered: an even size is refused with the webhook's 422.
 	resp := review(t, tlsClient(t, secret.Data["ca.crt"], serverName), addr,
-		&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](2), Version: "3.6.16"}})
+		&etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1beta1.EtcdClusterSpec{Replicas: ptr.To[int32](2), Version: "3.6.16"}})
 	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, "must be odd") {
 		t.Errorf("an even size: allowed=%v result=%+v, want a 422 that says it must be odd", resp.Allowed, resp.Result)
 	}
@@ -395,8 +397,37 @@ func TestSelfProvisionedCertificate(t *testing.T) {
 		}
 		return served(s)
 	})
-	if err := ready(&http.Request{}); err != nil {
-		t.Errorf("not ready after the rotation: %v", err)
+	// Ready again once the CRDs' conversion webhook trusts the new CA too.
+	testutil.Eventually(t, readyTimeout, "ready after the rotation", func(context.Context) error { return ready(&http.Request{}) })
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	assertConversion(t, k8s, ns, DefaultServiceName, secret.Data["ca.crt"])
+}
+
+// assertConversion fails unless both CRDs convert through the webhook Service service of namespace
+// ns, trusting caBundle.
+func assertConversion(t *testing.T, k8s client.Client, ns, service string, caBundle []byte) {
+	t.Helper()
+	for _, name := range DefaultConversionCRDs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatal(err)
+		}
+		c := crd.Spec.Conversion
+		if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil ||
+			c.Webhook.ClientConfig.Service == nil {
+			t.Errorf("CRD %s converts with %+v, want the operator's webhook", name, c)
+			continue
+		}
+		s := c.Webhook.ClientConfig.Service
+		if s.Namespace != ns || s.Name != service || ptr.Deref(s.Path, "") != ConversionPath || ptr.Deref(s.Port, 0) != 443 {
+			t.Errorf("CRD %s converts through %s/%s port %d path %s, want %s/%s port 443 path %s", name, s.Namespace, s.Name,
+				ptr.Deref(s.Port, 0), ptr.Deref(s.Path, ""), ns, service, ConversionPath)
+		}
+		if !bytes.Equal(c.Webhook.ClientConfig.CABundle, caBundle) {
+			t.Errorf("CRD %s trusts caBundle %.60q, want the webhooks' %.60q", name, c.Webhook.ClientConfig.CABundle, caBundle)
+		}
 	}
 }
 
@@ -488,7 +519,7 @@ func TestReplicasShareOneCertificate(t *testing.T) {
 	})
 	for i, r := range replicas {
 		resp := review(t, tlsClient(t, first.Data["ca.crt"], serverName), r.addr,
-			&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](2), Version: "3.6.16"}})
+			&etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1beta1.EtcdClusterSpec{Replicas: ptr.To[int32](2), Version: "3.6.16"}})
 		if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "must be odd") {
 			t.Errorf("replica %d: an even size allowed=%v result=%+v, want refused", i, resp.Allowed, resp.Result)
 		}
@@ -569,12 +600,13 @@ func TestExternalCertificate(t *testing.T) {
 	if err := logs.has("Ready: the admission webhooks are served"); err != nil {
 		t.Error(err)
 	}
+	assertConversion(t, k8s, ns, "webhook", caCert)
 	got, err := servedCert(caCert, serverName, addr)
 	if err != nil || !bytes.Equal(got, cert) {
 		t.Fatalf("the server does not present the mounted certificate: %v", err)
 	}
 	resp := review(t, tlsClient(t, caCert, serverName), addr,
-		&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1alpha1.EtcdClusterSpec{Version: "3.4.30"}})
+		&etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns1"}, Spec: etcdv1beta1.EtcdClusterSpec{Version: "3.4.30"}})
 	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "etcd 3.4 is not supported") {
 		t.Errorf("etcd 3.4: allowed=%v result=%+v, want refused as not supported", resp.Allowed, resp.Result)
 	}
@@ -583,8 +615,11 @@ func TestExternalCertificate(t *testing.T) {
 	// the operator is not ready until the caBundles trust the new CA.
 	writeCert(otherCert, otherKey)
 	notReadyBecause("not ready once the server presents a certificate the caBundles do not trust", "does not trust the certificate")
-	setCABundle(append(append([]byte{}, caCert...), otherCA...))
+	both := append(append([]byte{}, caCert...), otherCA...)
+	setCABundle(both)
 	testutil.Eventually(t, readyTimeout, "ready once the caBundles trust the new CA", func(context.Context) error { return ready(&http.Request{}) })
+	// The CRDs follow the caBundle at once, not after the keeper's interval.
+	assertConversion(t, k8s, ns, "webhook", both)
 }
 
 // TestOptionsRefused: options that cannot work are refused before anything starts, saying what to do.

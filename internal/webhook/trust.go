@@ -33,34 +33,38 @@ type trustCheck struct {
 	validating, mutating string
 }
 
-// check returns nil when the served certificate verifies against every caBundle, and otherwise an
-// error naming the webhook whose caBundle does not trust it (or the step that failed).
-func (c *trustCheck) check(ctx context.Context) error {
+// check returns the caBundle of the validating configuration's first webhook when the served
+// certificate verifies against every caBundle, and otherwise an error naming the webhook whose
+// caBundle does not trust it (or the step that failed).
+func (c *trustCheck) check(ctx context.Context) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, trustTimeout)
 	defer cancel()
 	chain, err := c.served(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: c.validating}, v); err != nil {
-		return fmt.Errorf("read ValidatingWebhookConfiguration %s: %w", c.validating, err)
+		return nil, fmt.Errorf("read ValidatingWebhookConfiguration %s: %w", c.validating, err)
 	}
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: c.mutating}, m); err != nil {
-		return fmt.Errorf("read MutatingWebhookConfiguration %s: %w", c.mutating, err)
+		return nil, fmt.Errorf("read MutatingWebhookConfiguration %s: %w", c.mutating, err)
+	}
+	if len(v.Webhooks) == 0 {
+		return nil, fmt.Errorf("ValidatingWebhookConfiguration %s has no webhook", c.validating)
 	}
 	for _, w := range v.Webhooks {
 		if err := c.trusts(chain, w.ClientConfig.CABundle); err != nil {
-			return fmt.Errorf("webhook %s of ValidatingWebhookConfiguration %s: %w", w.Name, v.Name, err)
+			return nil, fmt.Errorf("webhook %s of ValidatingWebhookConfiguration %s: %w", w.Name, v.Name, err)
 		}
 	}
 	for _, w := range m.Webhooks {
 		if err := c.trusts(chain, w.ClientConfig.CABundle); err != nil {
-			return fmt.Errorf("webhook %s of MutatingWebhookConfiguration %s: %w", w.Name, m.Name, err)
+			return nil, fmt.Errorf("webhook %s of MutatingWebhookConfiguration %s: %w", w.Name, m.Name, err)
 		}
 	}
-	return nil
+	return v.Webhooks[0].ClientConfig.CABundle, nil
 }
 
 // served returns the certificate chain the webhook server presents, leaf first.

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -24,7 +24,7 @@ const authTimeout = 60 * time.Second
 
 // useRootPassword reads cluster c's root password from Secret secret and makes the tests' clients of
 // c authenticate as root with it; it returns the password.
-func useRootPassword(t testing.TB, c *etcdv1alpha1.EtcdCluster, secret string) string {
+func useRootPassword(t testing.TB, c *etcdv1beta1.EtcdCluster, secret string) string {
 	t.Helper()
 	s := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: secret}, s); err != nil {
@@ -40,7 +40,7 @@ func useRootPassword(t testing.TB, c *etcdv1alpha1.EtcdCluster, secret string) s
 
 // assertAuthEnabled waits until the operator reports etcd authentication on for c, with its root
 // password in Secret secret.
-func assertAuthEnabled(t testing.TB, c *etcdv1alpha1.EtcdCluster, secret string) {
+func assertAuthEnabled(t testing.TB, c *etcdv1beta1.EtcdCluster, secret string) {
 	t.Helper()
 	poll.Eventually(t, authTimeout, "status.auth.enabled of "+c.Name, func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -96,7 +96,7 @@ func TestAuthBackupRestore(t *testing.T) {
 	ackedBefore := append([]string(nil), w.acked...)
 	w.mu.Unlock()
 	createBackup(t, ns, "auth-b1", c.Name, &dest)
-	b, took := waitBackup(t, ns, "auth-b1", etcdv1alpha1.BackupSucceeded)
+	b, took := waitBackup(t, ns, "auth-b1", etcdv1beta1.BackupSucceeded)
 	t.Logf("backup with auth on: %s, %d bytes, revision %d", took.Round(100*time.Millisecond), b.Status.SizeBytes, b.Status.Revision)
 	w.stopAndVerify(t, ep) // 0 lost acknowledged writes
 

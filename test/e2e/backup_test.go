@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // backupTimeout bounds one backup Job from creation to a finished EtcdBackup.
@@ -132,19 +132,19 @@ func startObjectStoreWith(t testing.TB, ns string, tlsCfg *storeTLS) *objectStor
 
 // destination creates a credentials Secret named name (with secretKey as its secret access key) and
 // returns an S3 destination in the store.
-func (s *objectStore) destination(t testing.TB, ns, name, secretKey string) etcdv1alpha1.BackupDestination {
+func (s *objectStore) destination(t testing.TB, ns, name, secretKey string) etcdv1beta1.BackupDestination {
 	t.Helper()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		StringData: map[string]string{"accessKeyID": s.accessKeyID, "secretAccessKey": secretKey}}
 	if err := k8s.Create(context.Background(), sec); err != nil {
 		t.Fatalf("create secret %s: %v", name, err)
 	}
-	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+	d := etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{
 		Endpoint: s.endpoint, Bucket: s.bucket, Prefix: "e2e", Region: "us-east-1", ForcePathStyle: true,
-		CredentialsSecretRef: corev1.LocalObjectReference{Name: name},
+		CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: name},
 	}}
 	if s.tls != nil && s.tls.caSecret != "" {
-		d.S3.CASecretRef = &corev1.LocalObjectReference{Name: s.tls.caSecret}
+		d.S3.CASecretRef = &etcdv1beta1.LocalObjectReference{Name: s.tls.caSecret}
 	}
 	return d
 }
@@ -163,11 +163,11 @@ func (s *objectStore) snapshots(ctx context.Context, prefix string) ([]string, e
 	return keys, nil
 }
 
-func createBackup(t testing.TB, ns, name, cluster string, dest *etcdv1alpha1.BackupDestination) {
+func createBackup(t testing.TB, ns, name, cluster string, dest *etcdv1beta1.BackupDestination) {
 	t.Helper()
-	b := &etcdv1alpha1.EtcdBackup{
+	b := &etcdv1beta1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: cluster}, Destination: dest},
+		Spec:       etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: cluster}, Destination: dest},
 	}
 	if err := k8s.Create(context.Background(), b); err != nil {
 		t.Fatalf("create EtcdBackup %s: %v", name, err)
@@ -176,14 +176,14 @@ func createBackup(t testing.TB, ns, name, cluster string, dest *etcdv1alpha1.Bac
 
 // waitBackup waits until backup name is finished and returns it; it fails the test when the phase
 // is not want.
-func waitBackup(t testing.TB, ns, name string, want etcdv1alpha1.BackupPhase) (*etcdv1alpha1.EtcdBackup, time.Duration) {
+func waitBackup(t testing.TB, ns, name string, want etcdv1beta1.BackupPhase) (*etcdv1beta1.EtcdBackup, time.Duration) {
 	t.Helper()
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	took := poll.Eventually(t, backupTimeout, "EtcdBackup "+name+" finished", func(ctx context.Context) error {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
 			return err
 		}
-		if b.Status.Phase != etcdv1alpha1.BackupSucceeded && b.Status.Phase != etcdv1alpha1.BackupFailed {
+		if b.Status.Phase != etcdv1beta1.BackupSucceeded && b.Status.Phase != etcdv1beta1.BackupFailed {
 			return fmt.Errorf("phase %q: %s", b.Status.Phase, b.Status.Message)
 		}
 		return nil
@@ -227,7 +227,7 @@ func TestBackupToS3AndPVC(t *testing.T) {
 
 	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
 	createBackup(t, ns, "to-s3", c.Name, &dest)
-	b, took := waitBackup(t, ns, "to-s3", etcdv1alpha1.BackupSucceeded)
+	b, took := waitBackup(t, ns, "to-s3", etcdv1beta1.BackupSucceeded)
 	st := b.Status
 	t.Logf("backup to S3: %s after creation, %d bytes, revision %d, from member %s", took.Round(100*time.Millisecond), st.SizeBytes, st.Revision, st.Member)
 	key := ns + "/bk/to-s3.db"
@@ -241,8 +241,8 @@ func TestBackupToS3AndPVC(t *testing.T) {
 	}
 
 	pvc := backupClaim(t, ns)
-	createBackup(t, ns, "to-pvc", c.Name, &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}})
-	b, took = waitBackup(t, ns, "to-pvc", etcdv1alpha1.BackupSucceeded)
+	createBackup(t, ns, "to-pvc", c.Name, &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}})
+	b, took = waitBackup(t, ns, "to-pvc", etcdv1beta1.BackupSucceeded)
 	t.Logf("backup to a PVC: %s after creation (the claim binds with the Job's pod), %d bytes", took.Round(100*time.Millisecond), b.Status.SizeBytes)
 	if b.Status.Location != "pvc://backups/etcd/"+ns+"/bk/to-pvc.db" || !sha256Hex.MatchString(b.Status.SHA256) {
 		t.Errorf("status %+v", b.Status)
@@ -281,7 +281,7 @@ func TestBackupScheduleKeepsMaxCount(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got.Spec.Backup = &etcdv1alpha1.BackupSpec{Schedule: "* * * * *", Retention: &etcdv1alpha1.BackupRetention{MaxCount: ptr.To[int32](2)}, Destination: dest}
+		got.Spec.Backup = &etcdv1beta1.BackupSpec{Schedule: "* * * * *", Retention: &etcdv1beta1.BackupRetention{MaxCount: ptr.To[int32](2)}, Destination: dest}
 		return k8s.Update(ctx, got)
 	})
 	seen := map[string]bool{}
@@ -291,16 +291,16 @@ func TestBackupScheduleKeepsMaxCount(t *testing.T) {
 	prefix := "e2e/" + ns + "/sched/"
 	start := time.Now()
 	poll.Eventually(t, 5*time.Minute, "four scheduled backups succeeded", func(ctx context.Context) error {
-		list := &etcdv1alpha1.EtcdBackupList{}
+		list := &etcdv1beta1.EtcdBackupList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		succeeded := 0
 		for _, b := range list.Items {
-			if b.Status.Phase == etcdv1alpha1.BackupFailed {
+			if b.Status.Phase == etcdv1beta1.BackupFailed {
 				t.Fatalf("scheduled backup %s failed: %s", b.Name, b.Status.Message)
 			}
-			if b.Status.Phase == etcdv1alpha1.BackupSucceeded {
+			if b.Status.Phase == etcdv1beta1.BackupSucceeded {
 				seen[b.Name] = true
 				if b.DeletionTimestamp.IsZero() {
 					succeeded++
@@ -341,7 +341,7 @@ func TestBackupScheduleKeepsMaxCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fc := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionBackupFailing); fc == nil || fc.Status != metav1.ConditionFalse {
+	if fc := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionBackupFailing); fc == nil || fc.Status != metav1.ConditionFalse {
 		t.Errorf("BackupFailing %+v", fc)
 	}
 	if got.Status.LastBackup == nil || got.Status.LastScheduleTime == nil {
@@ -358,7 +358,7 @@ func TestBackupWrongCredentials(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	dest := store.destination(t, ns, "wrong-credentials", "not-the-key")
 	createBackup(t, ns, "denied", c.Name, &dest)
-	b, took := waitBackup(t, ns, "denied", etcdv1alpha1.BackupFailed)
+	b, took := waitBackup(t, ns, "denied", etcdv1beta1.BackupFailed)
 	t.Logf("wrong credentials: Failed %s after creation: %s", took.Round(100*time.Millisecond), b.Status.Message)
 	if !strings.Contains(b.Status.Message, "check the credentials Secret") {
 		t.Errorf("message %q does not name the credentials", b.Status.Message)

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -87,14 +87,14 @@ func TestBackupToS3WithPrivateCA(t *testing.T) {
 	untrusted := dest.DeepCopy()
 	untrusted.S3.CASecretRef = nil
 	createBackup(t, ns, "untrusted", c.Name, untrusted)
-	b, took := waitBackup(t, ns, "untrusted", etcdv1alpha1.BackupFailed)
+	b, took := waitBackup(t, ns, "untrusted", etcdv1beta1.BackupFailed)
 	t.Logf("without the CA: Failed %s after creation: %s", took.Round(100*time.Millisecond), b.Status.Message)
 	if !strings.Contains(b.Status.Message, "certificate is not trusted") || !strings.Contains(b.Status.Message, "s3.caSecretRef") {
 		t.Errorf("message %q does not say that the certificate is not trusted and how to trust it", b.Status.Message)
 	}
 
 	createBackup(t, ns, "trusted", c.Name, &dest)
-	b, took = waitBackup(t, ns, "trusted", etcdv1alpha1.BackupSucceeded)
+	b, took = waitBackup(t, ns, "trusted", etcdv1beta1.BackupSucceeded)
 	t.Logf("with caSecretRef: Succeeded %s after creation, %d bytes", took.Round(100*time.Millisecond), b.Status.SizeBytes)
 	object := "e2e/" + b.Status.Key
 	if info, err := store.client.StatObject(ctx, store.bucket, object, minio.StatObjectOptions{}); err != nil || info.Size != b.Status.SizeBytes {
@@ -124,15 +124,15 @@ func TestBackupToS3WithPrivateCA(t *testing.T) {
 func deleteBackupWithSnapshot(t testing.TB, ns, name string) {
 	t.Helper()
 	poll.Eventually(t, statusTimeout, "annotate and delete EtcdBackup "+name, func(ctx context.Context) error {
-		b := &etcdv1alpha1.EtcdBackup{}
+		b := &etcdv1beta1.EtcdBackup{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
 			return err
 		}
-		if b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] != "true" {
+		if b.Annotations[etcdv1beta1.AnnotationDeleteSnapshot] != "true" {
 			if b.Annotations == nil {
 				b.Annotations = map[string]string{}
 			}
-			b.Annotations[etcdv1alpha1.AnnotationDeleteSnapshot] = "true"
+			b.Annotations[etcdv1beta1.AnnotationDeleteSnapshot] = "true"
 			if err := k8s.Update(ctx, b); err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func deleteBackupWithSnapshot(t testing.TB, ns, name string) {
 		return k8s.Delete(ctx, b)
 	})
 	poll.Eventually(t, backupTimeout, "EtcdBackup "+name+" gone", func(ctx context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &etcdv1alpha1.EtcdBackup{})
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &etcdv1beta1.EtcdBackup{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/linearizability"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -42,15 +42,15 @@ const (
 // fault is one class of fault: inject breaks the cluster and returns; the run then waits for recovery.
 type fault struct {
 	name   string
-	inject func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand)
+	inject func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand)
 }
 
 // chaosClasses are the fault classes of the run: every class is a fault the operator repairs on its own.
 var chaosClasses = []fault{
-	{"pod kill", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"pod kill", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		deletePod(t, c, randomMember(rng), 0)
 	}},
-	{"leader kill", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, _ *rand.Rand) {
+	{"leader kill", func(t *testing.T, c *etcdv1beta1.EtcdCluster, _ *rand.Rand) {
 		pods, err := memberPods(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -61,27 +61,27 @@ var chaosClasses = []fault{
 		}
 		deletePod(t, c, leader, 0)
 	}},
-	{"pod and claim lost", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"pod and claim lost", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		deleteMemberWithData(t, c, randomMember(rng))
 	}},
-	{"operator killed mid-repair", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"operator killed mid-repair", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		deleteMemberWithData(t, c, randomMember(rng))
 		if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(operatorNamespace), operatorSelector); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"data directory emptied", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"data directory emptied", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		m := randomMember(rng)
 		runOnClaim(t, c, resources.PVCName(m), "rm -rf "+resources.DataDir+"/member")
 		deletePod(t, c, m, 0)
 	}},
-	{"database corrupted", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"database corrupted", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		m := randomMember(rng)
 		runOnClaim(t, c, resources.PVCName(m), "db="+resources.DataDir+"/member/snap/db; "+
 			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc")
 		deletePod(t, c, m, 0)
 	}},
-	{"CORRUPT alarm", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"CORRUPT alarm", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		id := memberID(t, c, randomMember(rng))
 		cli := etcdClient(t, clientServiceEndpoint(t, c))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -91,19 +91,19 @@ var chaosClasses = []fault{
 			t.Fatalf("raise the CORRUPT alarm: %v", err)
 		}
 	}},
-	{"member cut off from its peers", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"member cut off from its peers", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		m := randomMember(rng)
 		heal := cutOff(t, c, m)
 		waitUnhealthy(t, c, m)
 		heal()
 	}},
-	{"etcd frozen", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, rng *rand.Rand) {
+	{"etcd frozen", func(t *testing.T, c *etcdv1beta1.EtcdCluster, rng *rand.Rand) {
 		m := randomMember(rng)
 		thaw := freezeMember(t, c, m)
 		waitUnhealthy(t, c, m)
 		thaw()
 	}},
-	{"whole cluster killed", func(t *testing.T, c *etcdv1alpha1.EtcdCluster, _ *rand.Rand) {
+	{"whole cluster killed", func(t *testing.T, c *etcdv1beta1.EtcdCluster, _ *rand.Rand) {
 		for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
 			deletePod(t, c, m, 0)
 		}
@@ -166,7 +166,7 @@ func TestChaos(t *testing.T) {
 func randomMember(rng *rand.Rand) string { return fmt.Sprintf("demo-%d", rng.IntN(3)) }
 
 // deletePod deletes a member's pod with the given grace period in seconds (0: killed at once).
-func deletePod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, grace int64) {
+func deletePod(t *testing.T, c *etcdv1beta1.EtcdCluster, name string, grace int64) {
 	t.Helper()
 	p := &corev1.Pod{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: name}, p); err != nil {
@@ -181,7 +181,7 @@ func deletePod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string, grace int
 // Available with 3 healthy voters and no learner, and fails the test (saying what) otherwise. A status
 // written before the fault was seen does not count: the cluster must first be seen not whole, or stay
 // whole for 10 s (a fault the operator never noticed, healed by kubelet alone).
-func waitHealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
+func waitHealthy(t *testing.T, c *etcdv1beta1.EtcdCluster, what string) {
 	t.Helper()
 	start := time.Now()
 	sawBroken := false
@@ -201,7 +201,7 @@ func waitHealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
 }
 
 // waitUnhealthy waits until the status names member unhealthy: the fault was seen, and may be healed.
-func waitUnhealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) {
+func waitUnhealthy(t *testing.T, c *etcdv1beta1.EtcdCluster, member string) {
 	t.Helper()
 	poll.Eventually(t, time.Minute, member+" seen unhealthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -218,12 +218,12 @@ func waitUnhealthy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) {
 }
 
 // whole reports whether the status shows 3 healthy voters, Available, nothing in progress.
-func whole(c *etcdv1alpha1.EtcdCluster) bool {
-	if c.Status.ReadyReplicas != 3 || len(c.Status.Members) != 3 || !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+func whole(c *etcdv1beta1.EtcdCluster) bool {
+	if c.Status.ReadyReplicas != 3 || len(c.Status.Members) != 3 || !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 		return false
 	}
 	for _, m := range c.Status.Members {
-		if m.Role != etcdv1alpha1.RoleVoter || !m.Healthy {
+		if m.Role != etcdv1beta1.RoleVoter || !m.Healthy {
 			return false
 		}
 	}
@@ -273,7 +273,7 @@ func checkHistory(t *testing.T, rec *linearizability.Recorder) {
 
 // assertMembersAgree reads every key of the run through every member (linearizable reads) and fails
 // when two members return different values.
-func assertMembersAgree(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys int) {
+func assertMembersAgree(t *testing.T, c *etcdv1beta1.EtcdCluster, keys int) {
 	t.Helper()
 	pods, err := memberPods(context.Background(), c)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -90,7 +90,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1beta1.ConditionProgressing) {
 			return fmt.Errorf("conditions %v", got.Status.Conditions)
 		}
 		return nil
@@ -348,7 +348,7 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+		if meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			return fmt.Errorf("still Available")
 		}
 		return nil
@@ -358,12 +358,12 @@ func TestC13_DeleteWithoutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, deleteTimeout, "everything the cluster owned is gone", func(ctx context.Context) error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{}); err == nil {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1beta1.EtcdCluster{}); err == nil {
 			return errors.New("EtcdCluster still there")
 		} else if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("EtcdCluster still there (%w)", err)
 		}
-		sel := client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}
+		sel := client.MatchingLabels{etcdv1beta1.LabelCluster: c.Name}
 		for kind, l := range map[string]client.ObjectList{"pods": &corev1.PodList{}, "claims": &corev1.PersistentVolumeClaimList{}, "services": &corev1.ServiceList{}} {
 			if err := k8s.List(ctx, l, client.InNamespace(c.Namespace), sel); err != nil {
 				return err
@@ -402,12 +402,12 @@ func waitOtherTestNamespacesGone(t testing.TB, own string) {
 
 // statusAgreesWithMembers returns nil once the EtcdCluster's status shows, for every member pod, the
 // database size and server version that member reports itself.
-func statusAgreesWithMembers(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods map[string]*corev1.Pod) error {
+func statusAgreesWithMembers(ctx context.Context, c *etcdv1beta1.EtcdCluster, pods map[string]*corev1.Pod) error {
 	got, err := getCluster(ctx, c)
 	if err != nil {
 		return err
 	}
-	shown := map[string]etcdv1alpha1.MemberStatus{}
+	shown := map[string]etcdv1beta1.MemberStatus{}
 	for _, m := range got.Status.Members {
 		shown[m.Name] = m
 	}

@@ -12,13 +12,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 )
 
 // freezeMember stops (SIGSTOP) the etcd process of one member: its pod stays, etcd does not answer.
 // The process is let go by calling thaw, or when the test ends.
-func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (thaw func()) {
+func freezeMember(t testing.TB, c *etcdv1beta1.EtcdCluster, member string) (thaw func()) {
 	t.Helper()
 	pid := memberPID(t, c, member)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -30,7 +30,7 @@ func freezeMember(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (tha
 }
 
 // memberPID returns the process ID of the etcd of member of cluster c, as the node sees it.
-func memberPID(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) int {
+func memberPID(t testing.TB, c *etcdv1beta1.EtcdCluster, member string) int {
 	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
@@ -114,8 +114,8 @@ func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1alpha1.ReasonWaiting || !strings.Contains(p.Message, "demo-2") {
+		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonWaiting || !strings.Contains(p.Message, "demo-2") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil

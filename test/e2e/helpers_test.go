@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -33,7 +33,7 @@ import (
 
 // newCluster creates namespace ns and an EtcdCluster name in it, and deletes the namespace when the
 // test ends.
-func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	ctx := context.Background()
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -94,27 +94,27 @@ func logOperatorAbout(t testing.TB, ns string) {
 	t.Logf("events of namespace %s:\n%s", ns, strings.Join(out, "\n"))
 }
 
-func getCluster(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdCluster, error) {
-	got := &etcdv1alpha1.EtcdCluster{}
+func getCluster(ctx context.Context, c *etcdv1beta1.EtcdCluster) (*etcdv1beta1.EtcdCluster, error) {
+	got := &etcdv1beta1.EtcdCluster{}
 	return got, k8s.Get(ctx, client.ObjectKeyFromObject(c), got)
 }
 
 // assertAvailable waits until the cluster is Available with all members healthy voters, and returns
 // the time it took and the cluster as last read.
-func assertAvailable(t testing.TB, c *etcdv1alpha1.EtcdCluster, timeout time.Duration) (time.Duration, *etcdv1alpha1.EtcdCluster) {
+func assertAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster, timeout time.Duration) (time.Duration, *etcdv1beta1.EtcdCluster) {
 	t.Helper()
 	want := c.Spec.ReplicasOrDefault()
-	var last *etcdv1alpha1.EtcdCluster
+	var last *etcdv1beta1.EtcdCluster
 	took := poll.Eventually(t, timeout, "cluster "+c.Name+" Available", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		last = got
-		if !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			return fmt.Errorf("not Available: phase %s, conditions %v", got.Status.Phase, got.Status.Conditions)
 		}
-		if got.Status.ReadyReplicas != want || got.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if got.Status.ReadyReplicas != want || got.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("phase %s, %d/%d ready", got.Status.Phase, got.Status.ReadyReplicas, want)
 		}
 		return nil
@@ -123,9 +123,9 @@ func assertAvailable(t testing.TB, c *etcdv1alpha1.EtcdCluster, timeout time.Dur
 }
 
 // memberPods returns the cluster's member pods by name.
-func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*corev1.Pod, error) {
+func memberPods(ctx context.Context, c *etcdv1beta1.EtcdCluster) (map[string]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1beta1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
 		return nil, err
 	}
 	out := map[string]*corev1.Pod{}
@@ -137,7 +137,7 @@ func memberPods(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (map[string]*c
 
 // memberClients returns c's member pods and an etcd client of each member's own endpoint, by
 // member name; the clients are closed when the test ends.
-func memberClients(ctx context.Context, t testing.TB, c *etcdv1alpha1.EtcdCluster) (map[string]*corev1.Pod, map[string]*clientv3.Client) {
+func memberClients(ctx context.Context, t testing.TB, c *etcdv1beta1.EtcdCluster) (map[string]*corev1.Pod, map[string]*clientv3.Client) {
 	t.Helper()
 	pods, err := memberPods(ctx, c)
 	if err != nil {
@@ -155,12 +155,12 @@ func memberClients(ctx context.Context, t testing.TB, c *etcdv1alpha1.EtcdCluste
 func podEndpoint(p *corev1.Pod) string {
 	if !resources.ServesClientTLS(p) {
 		ep := "http://" + p.Status.PodIP + ":2379"
-		registerRoot(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
+		registerRoot(ep, p.Namespace, p.Labels[etcdv1beta1.LabelCluster])
 		return ep
 	}
 	ep := "https://" + p.Status.PodIP + ":2379"
-	register(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
-	registerRoot(ep, p.Namespace, p.Labels[etcdv1alpha1.LabelCluster])
+	register(ep, p.Namespace, p.Labels[etcdv1beta1.LabelCluster])
+	registerRoot(ep, p.Namespace, p.Labels[etcdv1beta1.LabelCluster])
 	return ep
 }
 
@@ -213,7 +213,7 @@ func tlsFor(endpoint string) *tls.Config {
 // pod and Service IPs, which no certificate names, so the name is checked by VerifyConnection.
 func clusterClientTLS(ctx context.Context, namespace, name string) (*tls.Config, error) {
 	secret := name + resources.ClientTLSSecretSuffix
-	c := &etcdv1alpha1.EtcdCluster{}
+	c := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c); err == nil {
 		secret = resources.ClientTLSSecretName(c) // spec.tls.secrets.client when the user keeps the certificates
 	}
@@ -251,7 +251,7 @@ func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 // kube-proxy programs a new Service, and a new ready endpoint, some time after the API server has it
 // (seconds on a loaded machine); a client that dials too early gets refused and then backs off its
 // reconnects for longer than the test lasts. So each attempt uses a new client.
-func clientServiceEndpoint(t testing.TB, c *etcdv1alpha1.EtcdCluster) string {
+func clientServiceEndpoint(t testing.TB, c *etcdv1beta1.EtcdCluster) string {
 	t.Helper()
 	svc := &corev1.Service{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-client"}, svc); err != nil {
@@ -429,7 +429,7 @@ type statusSamples struct{ unavailable, steps []string }
 
 // sampleStatus reads cluster c every 500 ms until the returned function is called, which returns what
 // it saw; step names what the cluster is doing in a status ("" to record nothing).
-func sampleStatus(c *etcdv1alpha1.EtcdCluster, step func(*etcdv1alpha1.EtcdCluster) string) func() statusSamples {
+func sampleStatus(c *etcdv1beta1.EtcdCluster, step func(*etcdv1beta1.EtcdCluster) string) func() statusSamples {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan statusSamples, 1)
 	start := time.Now()
@@ -438,7 +438,7 @@ func sampleStatus(c *etcdv1alpha1.EtcdCluster, step func(*etcdv1alpha1.EtcdClust
 		last := ""
 		for ctx.Err() == nil {
 			if got, err := getCluster(ctx, c); err == nil {
-				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+				if got.Status.ReadyReplicas < 2 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 					s.unavailable = append(s.unavailable, fmt.Sprintf("%s: %d/3 ready, phase %s", time.Now().Format(time.TimeOnly), got.Status.ReadyReplicas, got.Status.Phase))
 				}
 				if now := step(got); now != "" && now != last {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // TestDefragmentationShrinksDatabases: 48 MiB written, deleted and compacted leave most of every
@@ -51,11 +51,11 @@ func TestDefragmentationShrinksDatabases(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{
+		got.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{
 			ThresholdPercent: ptr.To[int32](50), MinReclaimable: &minFree}}
 		return k8s.Update(ctx, got)
 	})
-	var last *etcdv1alpha1.DefragmentationRecord
+	var last *etcdv1beta1.DefragmentationRecord
 	poll.Eventually(t, recoverTimeout, "every member defragmented", func(ctx context.Context) error {
 		for name := range before {
 			if err := eventSaying(ctx, c, "Defragmented", corev1.EventTypeNormal, "Defragmented "+name+" "); err != nil {

@@ -16,14 +16,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 )
 
 // scaleTimeout bounds one change of replicas.
 const scaleTimeout = 120 * time.Second
 
-func scale(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int32) {
+func scale(t testing.TB, c *etcdv1beta1.EtcdCluster, n int32) {
 	t.Helper()
 	poll.Eventually(t, statusTimeout, "set replicas", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -45,7 +45,7 @@ type learnerWatch struct {
 	maxLearners int
 }
 
-func watchMembers(c *etcdv1alpha1.EtcdCluster) *learnerWatch {
+func watchMembers(c *etcdv1beta1.EtcdCluster) *learnerWatch {
 	w := &learnerWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -92,13 +92,13 @@ func (w *learnerWatch) finish() int {
 
 // assertMembers checks, through every member pod, that the cluster has exactly n started voters, no
 // learner, one cluster ID and no etcd container restart, and returns the member list.
-func assertMembers(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int, clusterID uint64) []etcd.Member {
+func assertMembers(t testing.TB, c *etcdv1beta1.EtcdCluster, n int, clusterID uint64) []etcd.Member {
 	t.Helper()
 	return assertMembersAllowRestart(t, c, n, clusterID)
 }
 
 // assertMembersAllowRestart is assertMembers where the named members may have restarted.
-func assertMembersAllowRestart(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int, clusterID uint64, mayRestart ...string) []etcd.Member {
+func assertMembersAllowRestart(t testing.TB, c *etcdv1beta1.EtcdCluster, n int, clusterID uint64, mayRestart ...string) []etcd.Member {
 	t.Helper()
 	ctx := context.Background()
 	pods, err := memberPods(ctx, c)
@@ -138,7 +138,7 @@ func assertMembersAllowRestart(t testing.TB, c *etcdv1alpha1.EtcdCluster, n int,
 	return members
 }
 
-func clusterIDOf(t testing.TB, c *etcdv1alpha1.EtcdCluster) uint64 {
+func clusterIDOf(t testing.TB, c *etcdv1beta1.EtcdCluster) uint64 {
 	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
@@ -263,7 +263,7 @@ func TestC03_ShrinkThenGrow(t *testing.T) {
 	}
 	pods, _ := memberPods(ctx, c)
 	for _, p := range list.Items {
-		member := p.Labels[etcdv1alpha1.LabelMember]
+		member := p.Labels[etcdv1beta1.LabelMember]
 		if _, ok := pods[member]; !ok {
 			t.Errorf("C03: claim %s of no member left behind", p.Name)
 		}
@@ -376,7 +376,7 @@ func killOperator(t testing.TB) {
 
 // deleteMemberWithData deletes a member's claim and pod (the claim goes once the pod has), as losing
 // a node with local storage would, and returns the deleted pod.
-func deleteMemberWithData(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) *corev1.Pod {
+func deleteMemberWithData(t testing.TB, c *etcdv1beta1.EtcdCluster, member string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	pvc := &corev1.PersistentVolumeClaim{}

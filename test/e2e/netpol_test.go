@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -144,8 +144,8 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	const ns, other = "e2e-netpol", "e2e-netpol-other"
 	enforceNetworkPolicies(t)
 	allowed := map[string]string{"role": "etcd-client"}
-	c := newCluster(t, ns, "np", 3, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true, ClientFrom: []networkingv1.NetworkPolicyPeer{
+	c := newCluster(t, ns, "np", 3, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: true, ClientFrom: []networkingv1.NetworkPolicyPeer{
 			{PodSelector: &metav1.LabelSelector{MatchLabels: allowed}},
 		}}
 	})
@@ -188,8 +188,8 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 
 	// a backup Job reaches the client port
 	backupClaim(t, ns)
-	createBackup(t, ns, "under-policy", c.Name, &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}})
-	b, took := waitBackup(t, ns, "under-policy", etcdv1alpha1.BackupSucceeded)
+	createBackup(t, ns, "under-policy", c.Name, &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}})
+	b, took := waitBackup(t, ns, "under-policy", etcdv1beta1.BackupSucceeded)
 	t.Logf("backup under the policy: succeeded %s after creation, %d bytes", took.Round(100*time.Millisecond), b.Status.SizeBytes)
 
 	// the operator keeps managing the members: a member pod deleted comes back and rejoins
@@ -210,7 +210,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	t.Logf("a member pod deleted under the policy: 3/3 healthy again %s later", took.Round(100*time.Millisecond))
 
 	// switched off, the policy goes, and the other namespace reaches the client port
-	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = false })
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = false })
 	poll.Eventually(t, statusTimeout, "the NetworkPolicy deleted", func(ctx context.Context) error {
 		switch err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{}); {
 		case apierrors.IsNotFound(err):

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -53,16 +53,16 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-		if a == nil || a.Status != "False" || a.Reason != etcdv1alpha1.ReasonNoSpace {
+		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionAvailable)
+		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if a == nil || a.Status != "False" || a.Reason != etcdv1beta1.ReasonNoSpace {
 			// Progressing says what the operator does instead (a pass that failed, a step taken)
 			return fmt.Errorf("Available %+v; Progressing %+v; phase %s", a, p, got.Status.Phase)
 		}
-		if p == nil || p.Reason != etcdv1alpha1.ReasonNoSpace || !strings.Contains(p.Message, "raise spec.options.quotaBackendBytes") {
+		if p == nil || p.Reason != etcdv1beta1.ReasonNoSpace || !strings.Contains(p.Message, "raise spec.options.quotaBackendBytes") {
 			return fmt.Errorf("Progressing %+v", p)
 		}
-		if got.Status.Phase != etcdv1alpha1.PhaseDegraded {
+		if got.Status.Phase != etcdv1beta1.PhaseDegraded {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
 		return nil

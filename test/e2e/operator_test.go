@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -101,7 +101,7 @@ func operatorRolledOutIn(ctx context.Context, ns string) error {
 // dryRunCreate asks the API server to create an EtcdCluster in namespace default without storing it.
 func dryRunCreate(ctx context.Context) error {
 	c := testutil.EtcdCluster("", testutil.InNamespace("default"), testutil.WithReplicas(3), testutil.WithStorageSize("1Gi"),
-		func(c *etcdv1alpha1.EtcdCluster) { c.GenerateName = "admission-check-" })
+		func(c *etcdv1beta1.EtcdCluster) { c.GenerateName = "admission-check-" })
 	return k8s.Create(ctx, c, client.DryRunAll)
 }
 

@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // setPaused sets spec.paused of c.
-func setPaused(t testing.TB, c *etcdv1alpha1.EtcdCluster, paused bool) {
+func setPaused(t testing.TB, c *etcdv1beta1.EtcdCluster, paused bool) {
 	t.Helper()
 	poll.Eventually(t, statusTimeout, fmt.Sprintf("set paused %v", paused), func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -48,9 +48,9 @@ func TestPausedClusterHonoured(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-			if p == nil || p.Reason != etcdv1alpha1.ReasonPaused || p.Status != metav1.ConditionFalse ||
-				!strings.Contains(p.Message, want) || got.Status.Phase != etcdv1alpha1.PhasePaused {
+			p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
+			if p == nil || p.Reason != etcdv1beta1.ReasonPaused || p.Status != metav1.ConditionFalse ||
+				!strings.Contains(p.Message, want) || got.Status.Phase != etcdv1beta1.PhasePaused {
 				return fmt.Errorf("phase %s, progressing %+v", got.Status.Phase, p)
 			}
 			return nil
@@ -88,7 +88,7 @@ func TestPausedClusterHonoured(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got.Status.ReadyReplicas != 3 || got.Status.Phase != etcdv1alpha1.PhaseRunning {
+		if got.Status.ReadyReplicas != 3 || got.Status.Phase != etcdv1beta1.PhaseRunning {
 			return fmt.Errorf("ready %d, phase %s", got.Status.ReadyReplicas, got.Status.Phase)
 		}
 		return nil

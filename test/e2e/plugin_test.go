@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -69,13 +69,13 @@ func TestPlugin(t *testing.T) {
 	if !strings.Contains(out, "Succeeded: ") || !strings.Contains(out, "pvc://backups/etcd/"+ns+"/demo/by-plugin.db") {
 		t.Errorf("backup does not report its success and location:\n%s", out)
 	}
-	b := &etcdv1alpha1.EtcdBackup{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "by-plugin"}, b); err != nil || b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+	b := &etcdv1beta1.EtcdBackup{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "by-plugin"}, b); err != nil || b.Status.Phase != etcdv1beta1.BackupSucceeded {
 		t.Fatalf("EtcdBackup by-plugin: phase %q, %v", b.Status.Phase, err)
 	}
 
 	manifest := runPlugin(t, bin, ns, "restore", "by-plugin", "--into", "demo-copy")
-	restored := &etcdv1alpha1.EtcdCluster{}
+	restored := &etcdv1beta1.EtcdCluster{}
 	if err := yaml.UnmarshalStrict([]byte(manifest), restored); err != nil {
 		t.Fatalf("decode the restore manifest: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestPlugin(t *testing.T) {
 
 // assertPluginStatus checks that `kubectl etcd status` shows c's 3 members healthy, its leader once,
 // and that the list of the namespace's clusters shows it ready.
-func assertPluginStatus(t testing.TB, bin string, c *etcdv1alpha1.EtcdCluster) {
+func assertPluginStatus(t testing.TB, bin string, c *etcdv1beta1.EtcdCluster) {
 	t.Helper()
 	out := runPlugin(t, bin, c.Namespace, "status", c.Name)
 	if !strings.Contains(out, "Leader:") || !strings.Contains(out, c.Status.Leader) || !strings.Contains(out, "3/3") {
@@ -116,7 +116,7 @@ func assertPluginStatus(t testing.TB, bin string, c *etcdv1alpha1.EtcdCluster) {
 			t.Fatalf("member line %q", line)
 		}
 		// NAME ID ROLE LEADER HEALTHY VERSION DB SIZE
-		if f[4] == "yes" && f[2] == string(etcdv1alpha1.RoleVoter) {
+		if f[4] == "yes" && f[2] == string(etcdv1beta1.RoleVoter) {
 			healthy++
 		}
 		if f[3] == "*" {
@@ -173,7 +173,7 @@ func TestPluginDayTwo(t *testing.T) {
 			Name                                string
 			DBSizeBeforeBytes, DBSizeAfterBytes int64
 		}
-		LastDefragmentation *etcdv1alpha1.DefragmentationRecord
+		LastDefragmentation *etcdv1beta1.DefragmentationRecord
 	}
 	decodePlugin(t, runPlugin(t, bin, ns, "defrag", c.Name, "-o", "json", "--timeout", dayTwoTimeout.String()), &defrag)
 	if len(defrag.Members) != 3 {
@@ -221,7 +221,7 @@ func decodePlugin(t testing.TB, out string, v any) {
 }
 
 // assertEtcdLeader checks that every member of c agrees that member leads.
-func assertEtcdLeader(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) {
+func assertEtcdLeader(t testing.TB, c *etcdv1beta1.EtcdCluster, member string) {
 	t.Helper()
 	id := memberID(t, c, member)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -243,7 +243,7 @@ func assertEtcdLeader(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) 
 
 // fragment writes 16 values of 1 MiB through ep, deletes and compacts them away, and waits until the
 // status reports every member's database file at 16 MiB at least: the size defrag reports as before.
-func fragment(t testing.TB, ep string, c *etcdv1alpha1.EtcdCluster) {
+func fragment(t testing.TB, ep string, c *etcdv1beta1.EtcdCluster) {
 	t.Helper()
 	writeDeleteCompact(t, etcdClient(t, ep), 16)
 	poll.Eventually(t, 2*time.Minute, "the status reports 16 MiB files", func(ctx context.Context) error {
@@ -262,7 +262,7 @@ func fragment(t testing.TB, ep string, c *etcdv1alpha1.EtcdCluster) {
 
 // assertReplaced checks that etcd lists member name of c as a voter with member ID id (hex), on
 // another claim than old, beside two other voters.
-func assertReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name, id string, old *corev1.PersistentVolumeClaim) {
+func assertReplaced(t testing.TB, c *etcdv1beta1.EtcdCluster, name, id string, old *corev1.PersistentVolumeClaim) {
 	t.Helper()
 	poll.Eventually(t, statusTimeout, name+" a voter under ID "+id, func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -39,14 +39,14 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	store := startObjectStore(t, ns)
 	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
 
-	kv := func(c *etcdv1alpha1.EtcdCluster) clientv3.KV { return etcdClient(t, clientServiceEndpoint(t, c)) }
+	kv := func(c *etcdv1beta1.EtcdCluster) clientv3.KV { return etcdClient(t, clientServiceEndpoint(t, c)) }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if _, err := kv(c).Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("put k=v: %v", err)
 	}
 	cancel()
 	createBackup(t, ns, "demo-before-k2", "demo", &dest)
-	b, _ := waitBackup(t, ns, "demo-before-k2", etcdv1alpha1.BackupSucceeded)
+	b, _ := waitBackup(t, ns, "demo-before-k2", etcdv1beta1.BackupSucceeded)
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	if _, err := kv(c).Put(ctx, "k2", "v2"); err != nil {
 		t.Fatalf("put k2=v2: %v", err)
@@ -55,7 +55,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 
 	// Every pod at once: their emptyDirs, and every member's data, go with them.
 	if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns),
-		client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
+		client.MatchingLabels{etcdv1beta1.LabelCluster: c.Name, "app.kubernetes.io/name": "etcd"}); err != nil {
 		t.Fatalf("delete the member pods: %v", err)
 	}
 	lost := time.Now()
@@ -64,14 +64,14 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-		if a == nil || a.Status != "False" || a.Reason != etcdv1alpha1.ReasonQuorumDataLost || !strings.Contains(a.Message, "demo-0, demo-1, demo-2 lost their data") {
+		a := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionAvailable)
+		if a == nil || a.Status != "False" || a.Reason != etcdv1beta1.ReasonQuorumDataLost || !strings.Contains(a.Message, "demo-0, demo-1, demo-2 lost their data") {
 			return fmt.Errorf("Available %+v", a)
 		}
-		if got.Status.Phase != etcdv1alpha1.PhaseQuorumLost {
+		if got.Status.Phase != etcdv1beta1.PhaseQuorumLost {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
-		return eventSaying(ctx, c, etcdv1alpha1.ReasonQuorumDataLost, corev1.EventTypeWarning, "nothing is changed")
+		return eventSaying(ctx, c, etcdv1beta1.ReasonQuorumDataLost, corev1.EventTypeWarning, "nothing is changed")
 	})
 	t.Logf("C05: all pods deleted -> QuorumDataLost reported in %s", time.Since(lost).Round(100*time.Millisecond))
 	// Without the opt-in, nothing is started: no member pod exists once the deleted ones are gone.
@@ -102,7 +102,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+		got.Spec.Recovery = &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: true}
 		return k8s.Update(ctx, got)
 	})
 	took, got := assertAvailable(t, c, availableTimeout)
@@ -113,7 +113,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 	}
 	assertMembers(t, c, 3, newID) // every member reports the new ID
 	rec := got.Status.Recovery
-	if rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded || rec.Backup != b.Name || rec.Revision != b.Status.Revision ||
+	if rec == nil || rec.Phase != etcdv1beta1.RecoverySucceeded || rec.Backup != b.Name || rec.Revision != b.Status.Revision ||
 		rec.PreviousClusterID != etcd.FormatID(oldID) || rec.CompletionTime == nil || rec.StartTime.Time.Before(start.Add(-time.Second)) {
 		t.Errorf("status.recovery %+v", rec)
 	}
@@ -139,7 +139,7 @@ func TestC05_EmptyDirPodsAllRestarted(t *testing.T) {
 
 // eventSaying returns nil when an event of the given reason and type about cluster c has a note
 // containing text.
-func eventSaying(ctx context.Context, c *etcdv1alpha1.EtcdCluster, reason, eventType, text string) error {
+func eventSaying(ctx context.Context, c *etcdv1beta1.EtcdCluster, reason, eventType, text string) error {
 	list := &eventsv1.EventList{}
 	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return err
@@ -175,8 +175,8 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
-		got.Spec.Backup = &etcdv1alpha1.BackupSpec{Destination: dest}
+		got.Spec.Recovery = &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: true}
+		got.Spec.Backup = &etcdv1beta1.BackupSpec{Destination: dest}
 		return k8s.Update(ctx, got)
 	})
 
@@ -187,7 +187,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 	}
 	cancel()
 	createBackup(t, ns, "demo-a", "demo", nil) // to the cluster's destination
-	b, _ := waitBackup(t, ns, "demo-a", etcdv1alpha1.BackupSucceeded)
+	b, _ := waitBackup(t, ns, "demo-a", etcdv1beta1.BackupSucceeded)
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	put, err := kv().Put(ctx, "b", "2")
 	cancel()
@@ -222,7 +222,7 @@ func TestQuorumLostWithClaims_RestoredFromBackup(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if rec := got.Status.Recovery; rec == nil || rec.Phase != etcdv1alpha1.RecoverySucceeded {
+		if rec := got.Status.Recovery; rec == nil || rec.Phase != etcdv1beta1.RecoverySucceeded {
 			return fmt.Errorf("phase %s, status.recovery %+v, conditions %v", got.Status.Phase, got.Status.Recovery, got.Status.Conditions)
 		}
 		return nil

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
@@ -34,9 +34,9 @@ const replaceAfter = 20 * time.Second
 const repairTimeout = replaceAfter + 2*time.Minute
 
 // withReplaceAfter sets spec.recovery.replaceUnhealthyMemberAfter.
-func withReplaceAfter(d time.Duration) func(*etcdv1alpha1.EtcdCluster) {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: d}}
+func withReplaceAfter(d time.Duration) func(*etcdv1beta1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: d}}
 	}
 }
 
@@ -77,7 +77,7 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+				d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded)
 				if d == nil || !strings.Contains(d.Message, "demo-1 is down since") {
 					return fmt.Errorf("degraded %+v", d)
 				}
@@ -113,7 +113,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	const broken = "docker.io/local/etcd:no-such-tag"
-	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = broken })
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = broken })
 
 	poll.Eventually(t, rolloutTimeout, "a member down on the broken image, named in the status", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -148,12 +148,12 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "paused") {
+	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "paused") {
 		t.Errorf("Progressing %+v: want it to say the rollout is paused and why", p)
 	}
 
 	start := time.Now()
-	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "" })
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" })
 	poll.Eventually(t, rolloutTimeout, "every member back on the spec's image, healthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
@@ -168,7 +168,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 				return fmt.Errorf("%s still on the broken image", n)
 			}
 		}
-		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
 		}
 		return nil
@@ -182,7 +182,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 }
 
 // updateCluster changes the cluster with mutate on its newest version, again on a conflict.
-func updateCluster(t testing.TB, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv1alpha1.EtcdCluster)) {
+func updateCluster(t testing.TB, c *etcdv1beta1.EtcdCluster, mutate func(*etcdv1beta1.EtcdCluster)) {
 	t.Helper()
 	poll.Eventually(t, statusTimeout, "update EtcdCluster "+c.Name, func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -195,7 +195,7 @@ func updateCluster(t testing.TB, c *etcdv1alpha1.EtcdCluster, mutate func(*etcdv
 }
 
 // memberID returns the etcd member ID of the named member, from the cluster's status.
-func memberID(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string) uint64 {
+func memberID(t testing.TB, c *etcdv1beta1.EtcdCluster, name string) uint64 {
 	t.Helper()
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
@@ -227,7 +227,7 @@ func shellImage(t testing.TB) string {
 
 // runOnClaim runs script with /bin/sh in a pod that mounts claim at the member pods' data mount path,
 // as root, and waits for it to succeed: how a test damages a member's data under its kept claim.
-func runOnClaim(t testing.TB, c *etcdv1alpha1.EtcdCluster, claim, script string) {
+func runOnClaim(t testing.TB, c *etcdv1beta1.EtcdCluster, claim, script string) {
 	t.Helper()
 	ctx := context.Background()
 	p := &corev1.Pod{
@@ -328,13 +328,13 @@ func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
 		}
 		return nil
 	})
-	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
 	poll.Eventually(t, scaleTimeout, "the status names the quota that keeps demo-3's pod from being created", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
-		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
 		if p == nil || !strings.Contains(p.Message, "Cannot create the pod of demo-3") || !strings.Contains(p.Message, "quota") {
 			return fmt.Errorf("progressing %+v", p)
 		}
@@ -369,7 +369,7 @@ func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
 			return fmt.Errorf("%d ready; members %+v", got.Status.ReadyReplicas, got.Status.Members)
 		}
 		for _, m := range got.Status.Members {
-			if m.Role != etcdv1alpha1.RoleVoter || (m.Name == "demo-1" && m.ID == etcd.FormatID(oldID)) {
+			if m.Role != etcdv1beta1.RoleVoter || (m.Name == "demo-1" && m.ID == etcd.FormatID(oldID)) {
 				return fmt.Errorf("members %+v", got.Status.Members)
 			}
 		}
@@ -390,7 +390,7 @@ func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
 
 // waitReplaced waits until member name of c is a healthy voter under another member ID than oldID, with
 // 3 healthy voters in all.
-func waitReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string, oldID uint64, timeout time.Duration) {
+func waitReplaced(t testing.TB, c *etcdv1beta1.EtcdCluster, name string, oldID uint64, timeout time.Duration) {
 	t.Helper()
 	poll.Eventually(t, timeout, name+" replaced by a healthy voter", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -398,7 +398,7 @@ func waitReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string, oldID 
 			return err
 		}
 		for _, m := range got.Status.Members {
-			if m.Name == name && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1alpha1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
+			if m.Name == name && m.ID != etcd.FormatID(oldID) && m.Role == etcdv1beta1.RoleVoter && m.Healthy && got.Status.ReadyReplicas == 3 {
 				return nil
 			}
 		}
@@ -409,7 +409,7 @@ func waitReplaced(t testing.TB, c *etcdv1alpha1.EtcdCluster, name string, oldID 
 // cutOff drops, inside member's pod network namespace, every packet to or from the peer port: the
 // member is cut off from its peers while the operator and clients still reach its client port. heal
 // removes the rules again (also when the test ends).
-func cutOff(t testing.TB, c *etcdv1alpha1.EtcdCluster, member string) (heal func()) {
+func cutOff(t testing.TB, c *etcdv1beta1.EtcdCluster, member string) (heal func()) {
 	t.Helper()
 	pid := memberPID(t, c, member)
 	peer := strconv.Itoa(resources.PeerPort)
@@ -474,7 +474,7 @@ func TestMemberCutOffNamedFast(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+			d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded)
 			for _, m := range got.Status.Members {
 				if m.Name == victim && !m.Healthy && d != nil && d.Status == metav1.ConditionTrue && strings.Contains(d.Message, victim) {
 					return nil

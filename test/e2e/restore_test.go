@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -25,7 +25,7 @@ func TestC12_RestoreIntoNewCluster(t *testing.T) {
 	store := startObjectStore(t, ns)
 	dest := store.destination(t, ns, "s3-credentials", store.secretAccessKey)
 
-	put := func(c *etcdv1alpha1.EtcdCluster, k, v string) {
+	put := func(c *etcdv1beta1.EtcdCluster, k, v string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -33,7 +33,7 @@ func TestC12_RestoreIntoNewCluster(t *testing.T) {
 			t.Fatalf("put %s=%s into %s: %v", k, v, c.Name, err)
 		}
 	}
-	get := func(c *etcdv1alpha1.EtcdCluster, k string) (string, bool) {
+	get := func(c *etcdv1beta1.EtcdCluster, k string) (string, bool) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -49,7 +49,7 @@ func TestC12_RestoreIntoNewCluster(t *testing.T) {
 
 	put(src, "a", "1")
 	createBackup(t, ns, "src-before-b", "src", &dest)
-	b, took := waitBackup(t, ns, "src-before-b", etcdv1alpha1.BackupSucceeded)
+	b, took := waitBackup(t, ns, "src-before-b", etcdv1beta1.BackupSucceeded)
 	t.Logf("C12: backup of %d bytes at revision %d in %s", b.Status.SizeBytes, b.Status.Revision, took.Round(100*time.Millisecond))
 	put(src, "b", "2")
 

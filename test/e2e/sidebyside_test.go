@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/benchresult"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -143,7 +143,7 @@ func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what 
 // Then it upgrades another cluster from 3.5 to 3.6.
 func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 	ctx := context.Background()
-	var c *etcdv1alpha1.EtcdCluster
+	var c *etcdv1beta1.EtcdCluster
 	ns := fmt.Sprintf("bench-operator-%d-%d", run, benchRuns.Add(1))
 	defer deleteNamespace(ns) // the next runs do not share the machine with this one's members
 	measure(b, &opBootstrap.of(res).Operator, nil, nil, ns+": apply -> 3 voters",
@@ -185,7 +185,7 @@ func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 	up := newCluster(b, fmt.Sprintf("bench-upgrade-%d-%d", run, benchRuns.Add(1)), "demo", 3, testutil.WithVersion(oldVersion))
 	defer deleteNamespace(up.Namespace)
 	assertAvailable(b, up, availableTimeout)
-	took, uw := rollAndCheck(b, up, false, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
+	took, uw := rollAndCheck(b, up, false, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
 	o = opUpgrade.of(res)
 	o.Operator = append(o.Operator, took.Seconds())
 	uw.mu.Lock()
@@ -195,7 +195,7 @@ func benchOperator(b *testing.B, res *benchresult.Result, run int) {
 
 // idleWrites returns how many API writes the operator sends in idleWindowBench (scaled to a minute)
 // once cluster c has settled: nothing to do, and its status agreeing with what every member reports.
-func idleWrites(b *testing.B, c *etcdv1alpha1.EtcdCluster) float64 {
+func idleWrites(b *testing.B, c *etcdv1beta1.EtcdCluster) float64 {
 	b.Helper()
 	ctx := context.Background()
 	poll.Eventually(b, statusTimeout+time.Minute, "the cluster settled: nothing to do, status agrees with every member", func(ctx context.Context) error {
@@ -203,7 +203,7 @@ func idleWrites(b *testing.B, c *etcdv1alpha1.EtcdCluster) float64 {
 		if err != nil {
 			return err
 		}
-		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+		if !meta.IsStatusConditionFalse(got.Status.Conditions, etcdv1beta1.ConditionProgressing) {
 			return fmt.Errorf("conditions %v", got.Status.Conditions)
 		}
 		pods, err := memberPods(ctx, c)
@@ -320,7 +320,7 @@ func applyFloor(b *testing.B, ns, image string) {
 }
 
 // memberPod returns cluster c's member pod of that name.
-func memberPod(b *testing.B, c *etcdv1alpha1.EtcdCluster, name string) *corev1.Pod {
+func memberPod(b *testing.B, c *etcdv1beta1.EtcdCluster, name string) *corev1.Pod {
 	b.Helper()
 	pods, err := memberPods(context.Background(), c)
 	if err != nil || pods[name] == nil {
@@ -352,7 +352,7 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 		var members []*etcdserverpb.Member
 		var errs []string
 		for _, p := range pods {
-			if p.Labels["app"] != "floor" && p.Labels[etcdv1alpha1.LabelCluster] == "" {
+			if p.Labels["app"] != "floor" && p.Labels[etcdv1beta1.LabelCluster] == "" {
 				continue // not an etcd member's pod
 			}
 			ml, err := memberList(ctx, p)
@@ -492,7 +492,7 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 		go func() {
 			defer func() { <-sem }()
 			c := testutil.EtcdCluster(fmt.Sprintf("m-%03d", i), testutil.InNamespace(ns), testutil.WithReplicas(1), testutil.WithEmptyDir())
-			c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: small}
+			c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: small}
 			errs <- k8s.Create(ctx, c)
 		}()
 	}
@@ -505,7 +505,7 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 	var created, running time.Duration // the operator's share, then the kubelet's
 	poll.Eventually(b, 10*time.Minute, fmt.Sprintf("%d clusters Available", n), func(ctx context.Context) error {
 		pods := &corev1.PodList{}
-		if err := k8s.List(ctx, pods, client.InNamespace(ns), client.HasLabels{etcdv1alpha1.LabelMember}); err != nil {
+		if err := k8s.List(ctx, pods, client.InNamespace(ns), client.HasLabels{etcdv1beta1.LabelMember}); err != nil {
 			return err
 		}
 		run := 0
@@ -520,13 +520,13 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 		if running == 0 && run >= n {
 			running = time.Since(start)
 		}
-		list := &etcdv1alpha1.EtcdClusterList{}
+		list := &etcdv1beta1.EtcdClusterList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		available := 0
 		for _, c := range list.Items {
-			if meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			if meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 				available++
 			}
 		}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
@@ -116,7 +116,7 @@ func TestCertManagerIssuer(t *testing.T) {
 // certificates once they trust it, and then drops the old CA. A quorum stays available throughout, no
 // write fails for a certificate reason, no acknowledged write is lost, and the members end serving
 // certificates of the new CA and refusing the old CA's client certificate.
-func replaceIssuerCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ep string) {
+func replaceIssuerCA(t *testing.T, c *etcdv1beta1.EtcdCluster, ep string) {
 	ctx := context.Background()
 	createCertManagerObject(t, "Certificate", c.Namespace, "root-2", map[string]any{"isCA": true, "commonName": "e2e root CA 2", "secretName": "root-ca-2",
 		"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}, "issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}})
@@ -127,9 +127,9 @@ func replaceIssuerCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ep string) {
 	oldClient := tlsFor(ep)
 	endpointTLS.Store(ep, reloadingClientTLS(c.Namespace, c.Name))
 	w := startWriter(t, ep)
-	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
+	stopSampling := sampleStatus(c, func(got *etcdv1beta1.EtcdCluster) string {
 		if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
-			return got.Status.TLS.CARotation.Phase
+			return string(got.Status.TLS.CARotation.Phase)
 		}
 		return "none"
 	})

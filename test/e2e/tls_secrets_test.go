@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -76,7 +76,7 @@ func TestUserTLSSecrets(t *testing.T) {
 	// one CA for every certificate, as a single cert-manager Issuer gives: the peer common name tells a
 	// member's certificate from a client's
 	c = newCluster(t, ns, name, 3, testutil.WithTLS(true, true), testutil.WithTLSSecrets("etcd-server", "etcd-peer", "etcd-client"),
-		func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Secrets.PeerCommonName = "etcd-peer" })
+		func(c *etcdv1beta1.EtcdCluster) { c.Spec.TLS.Secrets.PeerCommonName = "etcd-peer" })
 	took, got := assertAvailable(t, c, availableTimeout)
 	t.Logf("apply -> Available with the user's certificates in %s", took.Round(100*time.Millisecond))
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + resources.CASecretSuffix}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
@@ -110,7 +110,7 @@ func TestUserTLSSecrets(t *testing.T) {
 // checks that no member pod was restarted (uids are their UIDs from before) and that writer w, which
 // writes through ep, saw no request fail for a certificate reason and lost no acknowledged write. It
 // returns how long the members took.
-func assertRenewedInPlace(t *testing.T, c *etcdv1alpha1.EtcdCluster, uids map[string]string, w *writer, ep string,
+func assertRenewedInPlace(t *testing.T, c *etcdv1beta1.EtcdCluster, uids map[string]string, w *writer, ep string,
 	renewed func(context.Context) (*big.Int, error)) time.Duration {
 	t.Helper()
 	took := poll.Eventually(t, 5*time.Minute, "every member serves the renewed server certificate", func(ctx context.Context) error {
@@ -149,7 +149,7 @@ func assertRenewedInPlace(t *testing.T, c *etcdv1alpha1.EtcdCluster, uids map[st
 
 // assertServedCA checks that every member pod of cluster c serves, on its client and its peer port, a
 // certificate that ca (named what in messages) signed, and returns the pods' UIDs by member name.
-func assertServedCA(t *testing.T, c *etcdv1alpha1.EtcdCluster, ca *x509.Certificate, what string) map[string]string {
+func assertServedCA(t *testing.T, c *etcdv1beta1.EtcdCluster, ca *x509.Certificate, what string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	pods, err := memberPods(ctx, c)

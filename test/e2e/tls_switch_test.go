@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -42,13 +42,13 @@ func TestTLSSwitchedOnAndOffUnderLoad(t *testing.T) {
 // the new scheme once every member serves both, waits for the switch to finish and checks what the
 // members serve then and that a quorum was available throughout; it returns the client Service's
 // endpoint in the new scheme.
-func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on bool) string {
+func switchTLSUnderLoad(t *testing.T, c *etcdv1beta1.EtcdCluster, w *writer, on bool) string {
 	t.Helper()
 	ctx := context.Background()
 	word := map[bool]string{true: "on", false: "off"}[on]
 	// sample the status: a quorum available throughout, and what the switch said it was doing
-	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
-		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == "True" {
+	stopSampling := sampleStatus(c, func(got *etcdv1beta1.EtcdCluster) string {
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil && p.Status == "True" {
 			return p.Reason + ": " + p.Message
 		}
 		return ""
@@ -106,7 +106,7 @@ func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on
 		if got.Status.ReadyReplicas != 3 || len(got.Status.Members) != 3 || len(pods) != 3 {
 			return fmt.Errorf("%d/3 ready, %d members, %d pods", got.Status.ReadyReplicas, len(got.Status.Members), len(pods))
 		}
-		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == "True" {
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil && p.Status == "True" {
 			return fmt.Errorf("progressing: %s: %s", p.Reason, p.Message)
 		}
 		if (got.Status.TLS != nil) != on {
@@ -120,8 +120,8 @@ func switchTLSUnderLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster, w *writer, on
 	if len(s.unavailable) > 0 {
 		t.Errorf("quorum not available throughout the switch %s: %v", word, s.unavailable)
 	}
-	if !strings.Contains(strings.Join(s.steps, "|"), etcdv1alpha1.ReasonSwitchingTLS) {
-		t.Errorf("the Progressing condition never said %s: %v", etcdv1alpha1.ReasonSwitchingTLS, s.steps)
+	if !strings.Contains(strings.Join(s.steps, "|"), etcdv1beta1.ReasonSwitchingTLS) {
+		t.Errorf("the Progressing condition never said %s: %v", etcdv1beta1.ReasonSwitchingTLS, s.steps)
 	}
 
 	// only the new scheme is served on the client port (a client with the users' certificate gets in

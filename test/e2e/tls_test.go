@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -220,7 +220,7 @@ func TestLeafCertificatesRenewedUnderLoad(t *testing.T) {
 	}()
 
 	start := time.Now()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1alpha1.AnnotationRenewCertificates, start.UTC().Format(time.RFC3339))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1beta1.AnnotationRenewCertificates, start.UTC().Format(time.RFC3339))
 	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestLeafCertificatesRenewedUnderLoad(t *testing.T) {
 }
 
 // secretCert returns the certificate in Secret name of cluster c's namespace.
-func secretCert(ctx context.Context, c *etcdv1alpha1.EtcdCluster, name string) (*x509.Certificate, error) {
+func secretCert(ctx context.Context, c *etcdv1beta1.EtcdCluster, name string) (*x509.Certificate, error) {
 	s := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
 		return nil, err
@@ -333,14 +333,14 @@ func TestCARotationUnderLoad(t *testing.T) {
 
 	// sample the status: a quorum available throughout, and the phases the rotation goes through
 	start := time.Now()
-	stopSampling := sampleStatus(c, func(got *etcdv1alpha1.EtcdCluster) string {
+	stopSampling := sampleStatus(c, func(got *etcdv1beta1.EtcdCluster) string {
 		if got.Status.TLS != nil && got.Status.TLS.CARotation != nil {
-			return got.Status.TLS.CARotation.Phase
+			return string(got.Status.TLS.CARotation.Phase)
 		}
 		return "none"
 	})
 
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1alpha1.AnnotationRotateCA, start.Add(time.Second).UTC().Format(time.RFC3339))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, etcdv1beta1.AnnotationRotateCA, start.Add(time.Second).UTC().Format(time.RFC3339))
 	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}

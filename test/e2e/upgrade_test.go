@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -50,7 +50,7 @@ type restartSeen struct {
 	at             time.Duration
 }
 
-func watchRollout(c *etcdv1alpha1.EtcdCluster) *rolloutWatch {
+func watchRollout(c *etcdv1beta1.EtcdCluster) *rolloutWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &rolloutWatch{cancel: cancel, done: make(chan struct{})}
 	start := time.Now()
@@ -169,7 +169,7 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 // the rollout's invariants: each member restarted exactly once, never while it led, at most one
 // member down at any moment, the same members and cluster ID, every acknowledged write readable.
 // It returns how long the rollout took and the writer's record.
-func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mutate func(*etcdv1alpha1.EtcdCluster), done func(*etcdv1alpha1.EtcdCluster) error) (time.Duration, *writer) {
+func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mutate func(*etcdv1beta1.EtcdCluster), done func(*etcdv1beta1.EtcdCluster) error) (time.Duration, *writer) {
 	t.Helper()
 	id := clusterIDOf(t, c)
 	before := assertMembers(t, c, 3, id)
@@ -207,7 +207,7 @@ func rollAndCheck(t testing.TB, c *etcdv1alpha1.EtcdCluster, killMidway bool, mu
 		if err != nil {
 			return err
 		}
-		if cur.Status.Phase != etcdv1alpha1.PhaseRunning || cur.Status.ReadyReplicas != 3 || cur.Status.ObservedGeneration != cur.Generation {
+		if cur.Status.Phase != etcdv1beta1.PhaseRunning || cur.Status.ReadyReplicas != 3 || cur.Status.ObservedGeneration != cur.Generation {
 			return fmt.Errorf("phase %s ready %d observedGeneration %d/%d", cur.Status.Phase, cur.Status.ReadyReplicas, cur.Status.ObservedGeneration, cur.Generation)
 		}
 		return done(cur)
@@ -251,7 +251,7 @@ func TestUpgrade_3_5_To_3_6(t *testing.T) {
 	if got.Status.CurrentVersion != oldVersion {
 		t.Fatalf("currentVersion %q, want %s", got.Status.CurrentVersion, oldVersion)
 	}
-	rollAndCheck(t, c, true, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
+	rollAndCheck(t, c, true, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = newVersion }, upgradedTo(newVersion))
 	// the cluster version (what etcd's features follow) moves to 3.6 once every member runs it
 	poll.Eventually(t, 30*time.Second, "cluster version 3.6", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
@@ -272,8 +272,8 @@ func TestUpgrade_3_5_To_3_6(t *testing.T) {
 }
 
 // upgradedTo is done when every member runs version v and status.currentVersion says so.
-func upgradedTo(v string) func(*etcdv1alpha1.EtcdCluster) error {
-	return func(cur *etcdv1alpha1.EtcdCluster) error {
+func upgradedTo(v string) func(*etcdv1beta1.EtcdCluster) error {
+	return func(cur *etcdv1beta1.EtcdCluster) error {
 		for _, m := range cur.Status.Members {
 			if m.Version != v {
 				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
@@ -291,10 +291,10 @@ func TestRollingResourcesChange(t *testing.T) {
 	c := newCluster(t, "e2e-roll", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	want := resource.MustParse("160Mi")
-	rollAndCheck(t, c, false, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Resources: &corev1.ResourceRequirements{
+	rollAndCheck(t, c, false, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceMemory: want, corev1.ResourceCPU: resource.MustParse("50m")}}}
-	}, func(cur *etcdv1alpha1.EtcdCluster) error {
+	}, func(cur *etcdv1beta1.EtcdCluster) error {
 		pods, err := memberPods(context.Background(), cur)
 		if err != nil {
 			return err
@@ -372,15 +372,15 @@ func TestStorageGrowthReported(t *testing.T) {
 	}
 	uid := pods["demo-0"].UID
 	bigger := resource.MustParse("2Gi")
-	updateCluster(t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = &bigger })
 	poll.Eventually(t, statusTimeout, "VolumesResized=False VolumeExpansionNotSupported", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		for _, cond := range cur.Status.Conditions {
-			if cond.Type == etcdv1alpha1.ConditionVolumesResized && cond.Status == metav1.ConditionFalse &&
-				cond.Reason == etcdv1alpha1.ReasonExpansionRefused && strings.Contains(cond.Message, "data-demo-0") &&
+			if cond.Type == etcdv1beta1.ConditionVolumesResized && cond.Status == metav1.ConditionFalse &&
+				cond.Reason == etcdv1beta1.ReasonExpansionRefused && strings.Contains(cond.Message, "data-demo-0") &&
 				strings.Contains(cond.Message, "local-path does not allow volume expansion") {
 				return nil
 			}

@@ -61,6 +61,25 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   verbs:
   - update
 - apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - etcdbackups.etcd.etcdkit.dev
+  - etcdclusters.etcd.etcdkit.dev
+  resources:
+  - customresourcedefinitions
+  verbs:
+  - get
+  - update
+- apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - etcdbackups.etcd.etcdkit.dev
+  - etcdclusters.etcd.etcdkit.dev
+  resources:
+  - customresourcedefinitions/status
+  verbs:
+  - update
+- apiGroups:
   - authentication.k8s.io
   resources:
   - tokenreviews
@@ -204,6 +223,25 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - etcd-operator-validating-webhook-configuration
   resources:
   - validatingwebhookconfigurations
+  verbs:
+  - update
+- apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - etcdbackups.etcd.etcdkit.dev
+  - etcdclusters.etcd.etcdkit.dev
+  resources:
+  - customresourcedefinitions
+  verbs:
+  - get
+  - update
+- apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - etcdbackups.etcd.etcdkit.dev
+  - etcdclusters.etcd.etcdkit.dev
+  resources:
+  - customresourcedefinitions/status
   verbs:
   - update
 - apiGroups:
@@ -440,7 +478,7 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - apiGroups:
     - etcd.etcdkit.dev
     apiVersions:
-    - v1alpha1
+    - v1beta1
     operations:
     - CREATE
     - UPDATE
@@ -467,7 +505,7 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - apiGroups:
     - etcd.etcdkit.dev
     apiVersions:
-    - v1alpha1
+    - v1beta1
     operations:
     - CREATE
     - UPDATE

@@ -1,4 +1,4 @@
-package v1alpha1_test
+package v1beta1_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 var seq int
 
 // newCluster returns a cluster c<n> in namespace default, n counting up, with opts applied.
-func newCluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func newCluster(opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	seq++
 	return testutil.EtcdCluster(fmt.Sprintf("c%d", seq), append([]testutil.ClusterOption{testutil.InNamespace("default")}, opts...)...)
 }
@@ -57,10 +57,10 @@ func TestDefaults(t *testing.T) {
 	if got := ptr.Deref(c.Spec.Replicas, 0); got != 3 {
 		t.Errorf("replicas defaulted to %d, want 3", got)
 	}
-	if c.Spec.Version != etcdv1alpha1.DefaultVersion {
-		t.Errorf("version defaulted to %q, want %q", c.Spec.Version, etcdv1alpha1.DefaultVersion)
+	if c.Spec.Version != etcdv1beta1.DefaultVersion {
+		t.Errorf("version defaulted to %q, want %q", c.Spec.Version, etcdv1beta1.DefaultVersion)
 	}
-	if c.Spec.Storage.RetainPolicy != etcdv1alpha1.RetainPolicyDelete {
+	if c.Spec.Storage.RetainPolicy != etcdv1beta1.RetainPolicyDelete {
 		t.Errorf("retainPolicy defaulted to %q", c.Spec.Storage.RetainPolicy)
 	}
 }
@@ -69,13 +69,13 @@ func TestDefaults(t *testing.T) {
 // again.
 func TestRecoveryAccepted(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{RestoreOnQuorumLoss: true}
+	c := newCluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{RestoreOnQuorumLoss: true}
 	})
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create with restoreOnQuorumLoss: %v", err)
 	}
-	got := &etcdv1alpha1.EtcdCluster{}
+	got := &etcdv1beta1.EtcdCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 		t.Fatal(err)
 	}
@@ -96,68 +96,68 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		mut     testutil.ClusterOption
 		message string
 	}{
-		{"replicas 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "should be greater than or equal to 1"},
-		{"replicas 11", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](11) }, "should be less than or equal to 9"},
-		{"replicas 2", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](2) }, "replicas must be odd"},
-		{"replicas 4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) }, "a quorum of 4 is 3"},
-		{"version with v", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
-		{"version 3.4", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version must be an etcd 3.5 or 3.6 release"},
-		{"version 3.7", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
-		{"version without patch", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6" }, "written major.minor.patch, such as 3.6.16"},
-		{"storage size 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
-		{"storage size -1Gi", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
-		{"storage size 1m", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
-		{"storage size 1000000Ei", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("1000000Ei") }, "storage.size must be at most 64Ti, such as 10Gi"},
-		{"storage size 65Ti", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = q("65Ti") }, "storage.size must be at most 64Ti"},
-		{"access mode typo", func(c *etcdv1alpha1.EtcdCluster) {
+		{"replicas 0", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "should be greater than or equal to 1"},
+		{"replicas 11", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](11) }, "should be less than or equal to 9"},
+		{"replicas 2", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](2) }, "replicas must be odd"},
+		{"replicas 4", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) }, "a quorum of 4 is 3"},
+		{"version with v", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
+		{"version 3.4", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "spec.version must be an etcd 3.5 or 3.6 release"},
+		{"version 3.7", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
+		{"version without patch", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.6" }, "written major.minor.patch, such as 3.6.16"},
+		{"storage size 0", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = q("0") }, "storage.size must be at least 64Mi"},
+		{"storage size -1Gi", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = q("-1Gi") }, "storage.size must be at least 64Mi"},
+		{"storage size 1m", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = q("1m") }, "storage.size must be at least 64Mi"},
+		{"storage size 1000000Ei", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = q("1000000Ei") }, "storage.size must be at most 64Ti, such as 10Gi"},
+		{"storage size 65Ti", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = q("65Ti") }, "storage.size must be at most 64Ti"},
+		{"access mode typo", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"Bogus"}
 		}, "supported values"},
-		{"name with a dot", func(c *etcdv1alpha1.EtcdCluster) { c.Name = "dot.name" }, "DNS-1035 label"},
-		{"name starting with a digit", func(c *etcdv1alpha1.EtcdCluster) { c.Name = "1st" }, "DNS-1035 label"},
-		{"name too long", func(c *etcdv1alpha1.EtcdCluster) { c.Name = strings.Repeat("a", 51) }, "at most 50 characters"},
-		{"emptyDir with size", func(c *etcdv1alpha1.EtcdCluster) {
+		{"name with a dot", func(c *etcdv1beta1.EtcdCluster) { c.Name = "dot.name" }, "DNS-1035 label"},
+		{"name starting with a digit", func(c *etcdv1beta1.EtcdCluster) { c.Name = "1st" }, "DNS-1035 label"},
+		{"name too long", func(c *etcdv1beta1.EtcdCluster) { c.Name = strings.Repeat("a", 51) }, "at most 50 characters"},
+		{"emptyDir with size", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.Size = q("1Gi")
 			c.Spec.Storage.EmptyDir = &corev1EmptyDir
 		}, "storage.emptyDir cannot be combined"},
-		{"retain policy typo", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
-		{"negative replace delay", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: -time.Minute}}
+		{"retain policy typo", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.RetainPolicy = "Keep" }, "supported values"},
+		{"negative replace delay", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: -time.Minute}}
 		}, "spec.recovery.replaceUnhealthyMemberAfter: Invalid value: \"-1m0s\": must be 0s (never replace) or at least 20s"},
-		{"replace delay below 20s", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: time.Second}}
+		{"replace delay below 20s", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: time.Second}}
 		}, "replaces members that are only restarting or still starting"},
-		{"election timeout below 5 heartbeats", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: ptr.To[int32](100), ElectionTimeoutMillis: ptr.To[int32](400)}
+		{"election timeout below 5 heartbeats", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{HeartbeatIntervalMillis: ptr.To[int32](100), ElectionTimeoutMillis: ptr.To[int32](400)}
 		}, "at least 5 times"},
-		{"quota below 16Mi", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{QuotaBackendBytes: q("1Mi")}
+		{"quota below 16Mi", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{QuotaBackendBytes: q("1Mi")}
 		}, "quotaBackendBytes must be between"},
-		{"compaction retention without mode", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionRetention: "1h"}
+		{"compaction retention without mode", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{AutoCompactionRetention: "1h"}
 		}, "needs options.autoCompactionMode"},
-		{"compaction retention not a duration", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1 hour"}
+		{"compaction retention not a duration", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{AutoCompactionMode: etcdv1beta1.AutoCompactionPeriodic, AutoCompactionRetention: "1 hour"}
 		}, "autoCompactionRetention"},
-		{"defragmentation without schedule or threshold", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{}}
+		{"defragmentation without schedule or threshold", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{}}
 		}, "needs a schedule (such as \"0 3 * * *\"), a thresholdPercent (such as 50), or both"},
-		{"defragmentation threshold 100", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](100)}}
+		{"defragmentation threshold 100", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](100)}}
 		}, "should be less than or equal to 99"},
-		{"defragmentation threshold 0", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](0)}}
+		{"defragmentation threshold 0", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](0)}}
 		}, "should be greater than or equal to 1"},
-		{"negative minReclaimable", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](50), MinReclaimable: q("-1Mi")}}
+		{"negative minReclaimable", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{ThresholdPercent: ptr.To[int32](50), MinReclaimable: q("-1Mi")}}
 		}, "minReclaimable must not be negative"},
-		{"extra arg with dashes", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
+		{"extra arg with dashes", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"--log-level": "debug"}}
 		}, "without the leading '--'"},
-		{"extra arg key with =", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log-level=debug": ""}}
+		{"extra arg key with =", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log-level=debug": ""}}
 		}, "options.extraArgs keys are etcd flag names"},
-		{"extra arg key with a space", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Options = &etcdv1alpha1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
+		{"extra arg key with a space", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
 		}, "options.extraArgs keys are etcd flag names"},
 	}
 	for _, tt := range tests {
@@ -172,7 +172,7 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 // the object (the typed client cannot even send it, so this goes as raw JSON).
 func TestC11_StorageQuantityNotANumber(t *testing.T) {
 	u := map[string]any{
-		"apiVersion": "etcd.etcdkit.dev/v1alpha1", "kind": "EtcdCluster",
+		"apiVersion": "etcd.etcdkit.dev/v1beta1", "kind": "EtcdCluster",
 		"metadata": map[string]any{"name": "bad-quantity", "namespace": "default"},
 		"spec":     map[string]any{"storage": map[string]any{"size": "abc"}},
 	}
@@ -207,7 +207,7 @@ func TestMalformedValuesOneError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			seq++
 			obj := unstructuredFrom(map[string]any{
-				"apiVersion": "etcd.etcdkit.dev/v1alpha1", "kind": "EtcdCluster",
+				"apiVersion": "etcd.etcdkit.dev/v1beta1", "kind": "EtcdCluster",
 				"metadata": map[string]any{"name": fmt.Sprintf("c%d", seq), "namespace": "default"},
 				"spec":     tc.spec,
 			})
@@ -229,7 +229,7 @@ func TestMalformedValuesOneError(t *testing.T) {
 // change its storage class.
 func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
+	c := newCluster(func(c *etcdv1beta1.EtcdCluster) {
 		v := resource.MustParse("2Gi")
 		c.Spec.Storage.Size = &v
 		c.Spec.Storage.StorageClassName = ptr.To("fast")
@@ -242,16 +242,16 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 		mut     testutil.ClusterOption
 		message string
 	}{
-		{"replicas 3 to 0", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "greater than or equal to 1"},
-		{"shrink storage", func(c *etcdv1alpha1.EtcdCluster) { v := resource.MustParse("1Gi"); c.Spec.Storage.Size = &v }, "storage.size may only grow"},
-		{"change storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") }, "storageClassName is immutable"},
-		{"remove storage class", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "cannot be added or removed"},
-		{"remove storage size", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot be removed"},
-		{"C09 downgrade minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "spec.version cannot be downgraded"},
-		{"C09 downgrade patch", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.15" }, "spec.version cannot be downgraded"},
-		{"C09 unsupported minor", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
-		{"switch to emptyDir", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Storage = etcdv1alpha1.StorageSpec{EmptyDir: &corev1EmptyDir}
+		{"replicas 3 to 0", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) }, "greater than or equal to 1"},
+		{"shrink storage", func(c *etcdv1beta1.EtcdCluster) { v := resource.MustParse("1Gi"); c.Spec.Storage.Size = &v }, "storage.size may only grow"},
+		{"change storage class", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") }, "storageClassName is immutable"},
+		{"remove storage class", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "cannot be added or removed"},
+		{"remove storage size", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot be removed"},
+		{"C09 downgrade minor", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "spec.version cannot be downgraded"},
+		{"C09 downgrade patch", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.6.15" }, "spec.version cannot be downgraded"},
+		{"C09 unsupported minor", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.7.0" }, "spec.version must be an etcd 3.5 or 3.6 release"},
+		{"switch to emptyDir", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Storage = etcdv1beta1.StorageSpec{EmptyDir: &corev1EmptyDir}
 		}, "storage cannot be switched"},
 	}
 	for _, tt := range tests {
@@ -259,7 +259,7 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 			upd := c.DeepCopy()
 			tt.mut(upd)
 			assertInvalid(t, k8s.Update(ctx, upd), tt.message)
-			got := &etcdv1alpha1.EtcdCluster{}
+			got := &etcdv1beta1.EtcdCluster{}
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestC10_C11_RejectedOnUpdate(t *testing.T) {
 // (without the webhooks too); turning it on is allowed.
 func TestAuthCannotBeTurnedOff(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Name = "auth-off" })
+	c := newCluster(func(c *etcdv1beta1.EtcdCluster) { c.Name = "auth-off" })
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -302,7 +302,7 @@ func TestAuthCannotBeTurnedOff(t *testing.T) {
 	}
 	for name, mut := range map[string]testutil.ClusterOption{
 		"enabled false": testutil.WithAuth(false, ""),
-		"auth removed":  func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = nil },
+		"auth removed":  func(c *etcdv1beta1.EtcdCluster) { c.Spec.Auth = nil },
 	} {
 		off := on.DeepCopy()
 		mut(off)
@@ -324,11 +324,11 @@ func TestTLSIssuerRejected(t *testing.T) {
 	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("", ""))), "spec.tls.issuerRef.name")
 	assertInvalid(t, k8s.Create(ctx, newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("Not A Name!", ""))), "spec.tls.issuerRef.name")
 	external := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("step", "StepClusterIssuer"),
-		func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "certmanager.step.sm" })
+		func(c *etcdv1beta1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "certmanager.step.sm" })
 	if err := k8s.Create(ctx, external); err != nil {
 		t.Errorf("an external issuer's kind and group were rejected: %v", err)
 	}
-	badGroup := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("x", "X"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "x y" })
+	badGroup := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("x", "X"), func(c *etcdv1beta1.EtcdCluster) { c.Spec.TLS.IssuerRef.Group = "x y" })
 	assertInvalid(t, k8s.Create(ctx, badGroup), "spec.tls.issuerRef.group")
 	ok := newCluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""))
 	if err := k8s.Create(ctx, ok); err != nil {
@@ -356,45 +356,45 @@ func assertInvalid(t *testing.T, err error, message string) {
 // EtcdBackup cannot be edited, and a cluster's bootstrap cannot change after creation.
 func TestBackupAndRestoreRejected(t *testing.T) {
 	ctx := context.Background()
-	s3 := &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3"}}
-	pvc := &etcdv1alpha1.PVCDestination{ClaimName: "backups"}
-	both := etcdv1alpha1.BackupDestination{S3: s3, PVC: pvc}
-	backup := func(d *etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	s3 := &etcdv1beta1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: "s3"}}
+	pvc := &etcdv1beta1.PVCDestination{ClaimName: "backups"}
+	both := etcdv1beta1.BackupDestination{S3: s3, PVC: pvc}
+	backup := func(d *etcdv1beta1.BackupDestination) *etcdv1beta1.EtcdBackup {
 		seq++
-		return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
-			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}, Destination: d}}
+		return &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
+			Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "demo"}, Destination: d}}
 	}
 	assertInvalid(t, k8s.Create(ctx, backup(&both)), "exactly one of s3 or pvc")
-	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{})), "exactly one of s3 or pvc")
-	bad := &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "b", SubPath: "../etc"}}
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1beta1.BackupDestination{})), "exactly one of s3 or pvc")
+	bad := &etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "b", SubPath: "../etc"}}
 	assertInvalid(t, k8s.Create(ctx, backup(bad)), "relative path")
 	badS3 := *s3
 	badS3.Endpoint = "s3.example:9000"
-	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &badS3})), "spec.destination.s3.endpoint")
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1beta1.BackupDestination{S3: &badS3})), "spec.destination.s3.endpoint")
 	// A CA to trust means nothing without TLS.
 	withCA := *s3
-	withCA.CASecretRef = &corev1.LocalObjectReference{Name: "s3-ca"}
-	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &withCA})), "s3.caSecretRef needs an https:// endpoint")
+	withCA.CASecretRef = &etcdv1beta1.LocalObjectReference{Name: "s3-ca"}
+	assertInvalid(t, k8s.Create(ctx, backup(&etcdv1beta1.BackupDestination{S3: &withCA})), "s3.caSecretRef needs an https:// endpoint")
 	withCA.Endpoint = "https://s3.example:9000"
-	if err := k8s.Create(ctx, backup(&etcdv1alpha1.BackupDestination{S3: &withCA})); err != nil {
+	if err := k8s.Create(ctx, backup(&etcdv1beta1.BackupDestination{S3: &withCA})); err != nil {
 		t.Errorf("S3 destination with an https endpoint and a CA rejected: %v", err)
 	}
 
-	ok := backup(&etcdv1alpha1.BackupDestination{PVC: pvc})
+	ok := backup(&etcdv1beta1.BackupDestination{PVC: pvc})
 	if err := k8s.Create(ctx, ok); err != nil {
 		t.Fatalf("valid EtcdBackup rejected: %v", err)
 	}
 	ok.Spec.ClusterRef.Name = "other"
 	assertInvalid(t, k8s.Update(ctx, ok), "spec cannot change")
 
-	assertInvalid(t, k8s.Create(ctx, newCluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{
-			BackupRef: &corev1.LocalObjectReference{Name: "b"},
-			Source:    &etcdv1alpha1.RestoreSource{Destination: etcdv1alpha1.BackupDestination{PVC: pvc}, Key: "k"}}}
+	assertInvalid(t, k8s.Create(ctx, newCluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{
+			BackupRef: &etcdv1beta1.LocalObjectReference{Name: "b"},
+			Source:    &etcdv1beta1.RestoreSource{Destination: etcdv1beta1.BackupDestination{PVC: pvc}, Key: "k"}}}
 	})), "exactly one of backupRef or source")
 
-	c := newCluster(func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "b"}}}
+	c := newCluster(func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{BackupRef: &etcdv1beta1.LocalObjectReference{Name: "b"}}}
 	})
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatalf("cluster restoring a backup rejected: %v", err)
@@ -410,15 +410,15 @@ func TestBackupAndRestoreRejected(t *testing.T) {
 // EtcdBackups alike; ordinary ones are accepted.
 func TestSnapshotPathsRejected(t *testing.T) {
 	ctx := context.Background()
-	pvc := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
-	restoring := func(d etcdv1alpha1.BackupDestination, key string) *etcdv1alpha1.EtcdCluster {
-		return newCluster(func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.RestoreSource{Destination: d, Key: key}}}
+	pvc := etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}
+	restoring := func(d etcdv1beta1.BackupDestination, key string) *etcdv1beta1.EtcdCluster {
+		return newCluster(func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{Source: &etcdv1beta1.RestoreSource{Destination: d, Key: key}}}
 		})
 	}
-	s3 := func(prefix string) etcdv1alpha1.BackupDestination {
-		return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", Prefix: prefix,
-			CredentialsSecretRef: corev1.LocalObjectReference{Name: "s3"}}}
+	s3 := func(prefix string) etcdv1beta1.BackupDestination {
+		return etcdv1beta1.BackupDestination{S3: &etcdv1beta1.S3Destination{Endpoint: "http://s3.example:9000", Bucket: "etcd", Prefix: prefix,
+			CredentialsSecretRef: etcdv1beta1.LocalObjectReference{Name: "s3"}}}
 	}
 	relative := "restore.source.key must be a relative path such as 'apps/demo/nightly-1.db', as an EtcdBackup's status.key reports it: no leading or trailing '/', no empty, '.' or '..' segment"
 	for _, tc := range []struct {
@@ -447,21 +447,21 @@ func TestSnapshotPathsRejected(t *testing.T) {
 		t.Run("s3 prefix "+tc.name, func(t *testing.T) {
 			assertInvalid(t, k8s.Create(ctx, restoring(s3(tc.prefix), "apps/demo/b.db")), tc.message)
 			seq++
-			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
-				Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1.LocalObjectReference{Name: "demo"}, Destination: ptr.To(s3(tc.prefix))}}
+			b := &etcdv1beta1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", seq), Namespace: "default"},
+				Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: "demo"}, Destination: ptr.To(s3(tc.prefix))}}
 			assertInvalid(t, k8s.Create(ctx, b), tc.message)
 		})
 	}
 	t.Run("pvc subPath with a newline", func(t *testing.T) {
-		d := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd\nprod"}}
+		d := etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd\nprod"}}
 		assertInvalid(t, k8s.Create(ctx, restoring(d, "apps/demo/b.db")), "pvc.subPath must not contain control characters such as a newline or tab")
 	})
 	t.Run("ordinary paths", func(t *testing.T) {
-		for _, c := range []*etcdv1alpha1.EtcdCluster{
+		for _, c := range []*etcdv1beta1.EtcdCluster{
 			restoring(pvc, "apps/demo/nightly-1.db"),
 			restoring(pvc, "a..b/c..db"),
 			restoring(s3("etcd/prod"), "b.db"),
-			restoring(etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd/prod"}}, "apps/demo/b.db"),
+			restoring(etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd/prod"}}, "apps/demo/b.db"),
 		} {
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Errorf("refused: %v", err)

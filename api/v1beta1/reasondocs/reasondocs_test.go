@@ -1,5 +1,5 @@
 // Package reasondocs_test checks that docs/troubleshooting.md has a section for every condition reason
-// of package v1alpha1 (a package of its own: v1alpha1's tests need a kube-apiserver, this one does not).
+// of package v1beta1 (a package of its own: v1beta1's tests need a kube-apiserver, this one does not).
 package reasondocs_test
 
 import (
@@ -28,7 +28,7 @@ var reasonConstant = regexp.MustCompile(`^(Backup)?Reason[A-Z]`)
 var reasonAnchor = regexp.MustCompile(`<a id="(reason-[a-z0-9-]+)"></a>`)
 
 // conditionReasons returns the value of every exported condition reason constant declared in the
-// non-test files of package v1alpha1, by constant name.
+// non-test files of package v1beta1, by constant name.
 func conditionReasons(t *testing.T) map[string]string {
 	t.Helper()
 	entries, err := os.ReadDir(apiDir)

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -22,7 +22,7 @@ import (
 func rawCluster(t *testing.T, change func(spec map[string]any), opts ...testutil.ClusterOption) []byte {
 	t.Helper()
 	c := cluster(opts...)
-	c.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+	c.SetGroupVersionKind(etcdv1beta1.GroupVersion.WithKind("EtcdCluster"))
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"fmt"
@@ -8,13 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // validateAuth returns what is wrong with spec.auth of cluster c: a rootSecretRef without a name, with a
 // name that is not a Secret name, or naming one of the Secrets the operator manages for c.
-func validateAuth(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateAuth(c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	a := c.Spec.Auth
 	if a == nil || a.RootSecretRef == nil {
 		return nil
@@ -41,7 +41,7 @@ func validateAuth(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 
 // validateAuthUpdate returns what is wrong with a change of spec.auth from old to c: validateAuth's
 // problems and turning authentication off; nothing when spec.auth did not change.
-func validateAuthUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateAuthUpdate(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	if equality.Semantic.DeepEqual(old.Spec.Auth, c.Spec.Auth) {
 		return nil
 	}
@@ -51,7 +51,7 @@ func validateAuthUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 // validateAuthChange refuses turning etcd authentication off: the operator does not disable it (the
 // keys it protected would be served to every client of the port), and a spec that says it is off while
 // etcd keeps it on would mislead.
-func validateAuthChange(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateAuthChange(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	if !old.Spec.AuthEnabled() || c.Spec.AuthEnabled() {
 		return nil
 	}
@@ -64,7 +64,7 @@ func validateAuthChange(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 // quorum etcd authenticates no one (a login is a quorum read) and takes snapshots only for an admin, so
 // the copies of the survivors a quorum-loss recovery starts with would fail every time, and the
 // recovery would wait forever.
-func validateAuthRecovery(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateAuthRecovery(c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	if !c.Spec.AuthEnabled() || c.Spec.Recovery == nil || !c.Spec.Recovery.RestoreOnQuorumLoss {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -145,7 +145,7 @@ var seq int
 
 // create creates a cluster in namespace default under a name unique to the test, and fails t if the
 // API server refuses it.
-func create(t *testing.T, k8s client.Client, opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func create(t *testing.T, k8s client.Client, opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	t.Helper()
 	c := newObject(opts...)
 	if err := k8s.Create(context.Background(), c); err != nil {
@@ -155,7 +155,7 @@ func create(t *testing.T, k8s client.Client, opts ...testutil.ClusterOption) *et
 }
 
 // newObject is cluster(opts...) under a name unique to the test, in namespace default.
-func newObject(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func newObject(opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	seq++
 	c := cluster(opts...)
 	c.Name, c.Namespace = fmt.Sprintf("w%d", seq), "default"
@@ -163,7 +163,7 @@ func newObject(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
 }
 
 // update applies opts to the stored c and sends the update; c keeps what the API server returned.
-func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...testutil.ClusterOption) error {
+func update(k8s client.Client, c *etcdv1beta1.EtcdCluster, opts ...testutil.ClusterOption) error {
 	for _, o := range opts {
 		o(c)
 	}
@@ -171,7 +171,7 @@ func update(k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...testutil.Clu
 }
 
 // setStatus writes c's status through the status subresource, as the operator does.
-func setStatus(t *testing.T, k8s client.Client, c *etcdv1alpha1.EtcdCluster, opts ...testutil.ClusterOption) {
+func setStatus(t *testing.T, k8s client.Client, c *etcdv1beta1.EtcdCluster, opts ...testutil.ClusterOption) {
 	t.Helper()
 	for _, o := range opts {
 		o(c)
@@ -226,7 +226,7 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.6.16"))
 		denied(t, update(k8s, c, testutil.WithVersion("3.5.40")), true,
 			"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40 in place")
-		got := &etcdv1alpha1.EtcdCluster{}
+		got := &etcdv1beta1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 			t.Fatal(err)
 		}
@@ -350,14 +350,14 @@ func TestReplicasOutOfRangeOneReason(t *testing.T) {
 
 // asUnstructured is c with change applied to its spec, as JSON the typed client cannot send (a field
 // of another type than the Go struct's).
-func asUnstructured(t *testing.T, c *etcdv1alpha1.EtcdCluster, change func(spec map[string]any)) *unstructured.Unstructured {
+func asUnstructured(t *testing.T, c *etcdv1beta1.EtcdCluster, change func(spec map[string]any)) *unstructured.Unstructured {
 	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+	u.SetGroupVersionKind(etcdv1beta1.GroupVersion.WithKind("EtcdCluster"))
 	change(u.Object["spec"].(map[string]any))
 	return u
 }
@@ -426,7 +426,7 @@ func TestWarnings(t *testing.T) {
 			"changing spec.options rolls every member",
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
-		{"retain policy back to Delete", []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)}, nil, []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)}, []string{
+		{"retain policy back to Delete", []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyRetain)}, nil, []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyDelete)}, []string{
 			"spec.storage.retainPolicy is now Delete",
 		}},
 	} {
@@ -483,7 +483,7 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 		}
 		return fmt.Errorf("the dry run got %w", err)
 	})
-	if err := update(k8s, c, testutil.WithLabels("team", "a"), func(c *etcdv1alpha1.EtcdCluster) {
+	if err := update(k8s, c, testutil.WithLabels("team", "a"), func(c *etcdv1beta1.EtcdCluster) {
 		c.Finalizers = append(c.Finalizers, "example.com/test")
 	}); err != nil {
 		t.Fatalf("metadata update refused while the webhook is down: %v", err)
@@ -492,7 +492,7 @@ func TestMetadataUpdatesSkipTheWebhooks(t *testing.T) {
 	if err := k8s.Update(ctx, c); err != nil {
 		t.Fatalf("finalizer removal refused while the webhook is down: %v", err)
 	}
-	err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = ptr.To(resource.MustParse("4Gi")) })
+	err := update(k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = ptr.To(resource.MustParse("4Gi")) })
 	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Errorf("spec change while the webhook is down: %v, want a failed webhook call", err)
 	}
@@ -507,29 +507,29 @@ func TestTLSDefaultedOnCreateOnly(t *testing.T) {
 	if !c.Spec.ClientTLS() || !c.Spec.PeerTLS() {
 		t.Fatalf("created with spec.tls %+v; want TLS on both ports", c.Spec.TLS)
 	}
-	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != "periodic" || o.AutoCompactionRetention != "1h" {
+	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != etcdv1beta1.AutoCompactionPeriodic || o.AutoCompactionRetention != "1h" {
 		t.Fatalf("created with spec.options %+v; want periodic auto-compaction keeping 1h", o)
 	}
-	if err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Options = nil }); err != nil || c.Spec.Options != nil {
+	if err := update(k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Options = nil }); err != nil || c.Spec.Options != nil {
 		t.Fatalf("removing spec.options: %v (%+v); want it admitted, and not defaulted back", err, c.Spec.Options)
 	}
-	plain := create(t, k8s, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{Enabled: false}}
+	plain := create(t, k8s, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{Enabled: false}}
 	})
 	if plain.Spec.ClientTLS() || !plain.Spec.PeerTLS() {
 		t.Fatalf("created with client TLS off: client %v, peer %v; want off and on", plain.Spec.ClientTLS(), plain.Spec.PeerTLS())
 	}
-	if err := update(k8s, plain, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Client.Enabled = true }); err != nil || !plain.Spec.ClientTLS() {
+	if err := update(k8s, plain, func(c *etcdv1beta1.EtcdCluster) { c.Spec.TLS.Client.Enabled = true }); err != nil || !plain.Spec.ClientTLS() {
 		t.Fatalf("switching client TLS on: %v (client TLS %v); want it admitted", err, plain.Spec.ClientTLS())
 	}
-	if err := update(k8s, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = nil }); err != nil || c.Spec.AnyTLS() {
+	if err := update(k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.TLS = nil }); err != nil || c.Spec.AnyTLS() {
 		t.Fatalf("removing spec.tls: %v (spec.tls %+v); want it admitted, and not defaulted back on", err, c.Spec.TLS)
 	}
 
 	// a cluster that opted out of TLS on both ports stays so when it is updated: the defaults apply on
 	// create only
 	legacy := newObject()
-	legacy.Spec.TLS = &etcdv1alpha1.TLSSpec{Client: &etcdv1alpha1.TLSListenerSpec{}, Peer: &etcdv1alpha1.TLSListenerSpec{}}
+	legacy.Spec.TLS = &etcdv1beta1.TLSSpec{Client: &etcdv1beta1.TLSListenerSpec{}, Peer: &etcdv1beta1.TLSListenerSpec{}}
 	if err := k8s.Create(context.Background(), legacy); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"fmt"
@@ -8,14 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // validateNetworkPolicy refuses the sources of spec.networkPolicy that the API server would refuse in
 // the cluster's NetworkPolicy, so that the operator could never create it: a source that selects
 // nothing, an ipBlock beside a selector, a cidr or except that is not a CIDR, an except outside its
 // cidr, a label selector that is not one.
-func validateNetworkPolicy(np *etcdv1alpha1.NetworkPolicySpec) field.ErrorList {
+func validateNetworkPolicy(np *etcdv1beta1.NetworkPolicySpec) field.ErrorList {
 	if np == nil {
 		return nil
 	}

@@ -1,10 +1,10 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
 )
 
@@ -13,7 +13,7 @@ import (
 // policy.ParseSchedule) or fires more often than once a minute, a timeZone that is not an IANA name the operator knows, a retention with
 // neither maxCount nor maxAge, or a maxAge that is not positive. An unchanged spec.backup is not
 // checked again.
-func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
+func validateBackup(old, b *etcdv1beta1.BackupSpec) field.ErrorList {
 	if b == nil || equality.Semantic.DeepEqual(old, b) {
 		return nil
 	}
@@ -33,7 +33,7 @@ func validateBackup(old, b *etcdv1alpha1.BackupSpec) field.ErrorList {
 
 // validateSchedules returns what is wrong with the policies of spec s that run on a schedule,
 // spec.backup and spec.maintenance (old is the previous spec, nil on create).
-func validateSchedules(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+func validateSchedules(old, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
 	if old == nil {
 		return append(validateBackup(nil, s.Backup), validateMaintenance(nil, s.Maintenance)...)
 	}
@@ -44,7 +44,7 @@ func validateSchedules(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
 // create): a defragmentation schedule that does not parse or fires more often than once a minute, or a
 // timeZone the operator does not know (as for spec.backup). An unchanged spec.maintenance is not
 // checked again.
-func validateMaintenance(old, m *etcdv1alpha1.MaintenanceSpec) field.ErrorList {
+func validateMaintenance(old, m *etcdv1beta1.MaintenanceSpec) field.ErrorList {
 	if m == nil || m.Defragmentation == nil || equality.Semantic.DeepEqual(old, m) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
@@ -16,7 +16,7 @@ import (
 // Secret name or is one the operator uses for c's own Secrets; the server or client Secret missing with
 // client TLS, the peer Secret with peer TLS. (With TLS off on both ports the names may stay: the members
 // use them until a switch off has finished.)
-func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateTLSSecrets(c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	s := &c.Spec
 	if !s.UserTLSSecrets() {
 		return nil
@@ -54,7 +54,7 @@ func validateTLSSecrets(c *etcdv1alpha1.EtcdCluster) field.ErrorList {
 // spec.tls.issuerRef (but changing the issuer of a cluster that never had its certificates); and
 // clearing the name of a Secret
 // whose port had TLS on, which is refused too (the members use it until a switch off has finished).
-func validateTLSUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateTLSUpdate(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	errs := validateTLSSecrets(c)
 	o, s := &old.Spec, &c.Spec
 	p := specPath.Child("tls", "secrets")
@@ -96,13 +96,13 @@ func addedRemoved(added bool) string {
 // neverIssued reports whether cluster old, whose spec.tls.issuerRef s changes to another issuer, has
 // never had usable certificates of its issuer (no trust hash in its status, no member): a name mistyped
 // on a new cluster is then fixed in place, since no member trusts any CA yet.
-func neverIssued(old *etcdv1alpha1.EtcdCluster, s *etcdv1alpha1.EtcdClusterSpec) bool {
+func neverIssued(old *etcdv1beta1.EtcdCluster, s *etcdv1beta1.EtcdClusterSpec) bool {
 	return old.Spec.TLSIssuer() && s.TLSIssuer() && len(old.Status.Members) == 0 &&
 		(old.Status.TLS == nil || old.Status.TLS.TrustedCAsHash == "")
 }
 
 // issuerOf is spec.tls.issuerRef of s with its defaults filled in; nil without one.
-func issuerOf(s *etcdv1alpha1.EtcdClusterSpec) *etcdv1alpha1.IssuerReference {
+func issuerOf(s *etcdv1beta1.EtcdClusterSpec) *etcdv1beta1.IssuerReference {
 	if !s.TLSIssuer() {
 		return nil
 	}

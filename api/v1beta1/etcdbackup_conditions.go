@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 // Condition reasons of an EtcdBackup (its types are BackupConditionComplete and BackupConditionFailed).
 const (

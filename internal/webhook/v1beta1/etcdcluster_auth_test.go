@@ -1,10 +1,10 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"strings"
 	"testing"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -15,13 +15,13 @@ func TestValidateAuth(t *testing.T) {
 	const ref = "spec.auth.rootSecretRef.name"
 	for _, tc := range []struct {
 		name string
-		c    *etcdv1alpha1.EtcdCluster
+		c    *etcdv1beta1.EtcdCluster
 		errs []problem
 	}{
 		{"generated Secret", cluster(testutil.WithAuth(true, "")), nil},
 		{"own Secret", cluster(testutil.WithAuth(true, "etcd-root")), nil},
 		{"off, with a Secret named", cluster(testutil.WithAuth(false, "etcd-root")), nil},
-		{"empty name", cluster(func(c *etcdv1alpha1.EtcdCluster) {
+		{"empty name", cluster(func(c *etcdv1beta1.EtcdCluster) {
 			testutil.WithAuth(true, "x")(c)
 			c.Spec.Auth.RootSecretRef.Name = ""
 		}), []problem{{ref, `name a Secret in namespace ns1 whose key "password" holds the root password, or remove rootSecretRef to let the operator create Secret demo-root-credentials`}}},
@@ -46,7 +46,7 @@ func TestValidateAuth(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		old, c *etcdv1alpha1.EtcdCluster
+		old, c *etcdv1beta1.EtcdCluster
 		errs   []problem
 	}{
 		{"turned on", cluster(), cluster(testutil.WithAuth(true, "")), nil},
@@ -72,7 +72,7 @@ func TestAuthWithRecoveryRefusedOnUpdate(t *testing.T) {
 	withRecovery := cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil))
 	both := cluster(testutil.WithAuth(true, ""), testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil))
 	want := []problem{{"spec.recovery.restoreOnQuorumLoss", "cannot be combined with spec.auth yet"}}
-	for name, old := range map[string]*etcdv1alpha1.EtcdCluster{"recovery added": withAuth, "auth added": withRecovery} {
+	for name, old := range map[string]*etcdv1beta1.EtcdCluster{"recovery added": withAuth, "auth added": withRecovery} {
 		errs, _ := ValidateUpdate(old, both)
 		t.Run(name, func(t *testing.T) { checkErrors(t, errs, want) })
 	}

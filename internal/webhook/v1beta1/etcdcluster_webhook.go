@@ -1,8 +1,10 @@
-// Package v1alpha1 is the admission webhook of EtcdCluster v1alpha1: defaulting (Default) and the
+// Package v1beta1 is the admission webhook of EtcdCluster v1beta1 (requests made in v1alpha1 reach it
+// converted, the webhook configurations' matchPolicy being Equivalent), and the conversion webhook of
+// EtcdCluster and EtcdBackup. Admission is defaulting (Default) and the
 // validation that the CRD's schema and CEL rules cannot express, or should state in the same words
 // whichever way an object gets in (ValidateCreate, ValidateUpdate). The rules are pure functions of the
 // old and new objects; the webhook only wraps them.
-package v1alpha1
+package v1beta1
 
 import (
 	"context"
@@ -16,19 +18,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
-// The paths the webhook server serves the EtcdCluster webhooks at: controller-runtime's, derived from
-// the group, version and kind (SetupEtcdClusterWebhookWithManager registers the mutating webhook at
-// MutatePath itself; the builder derives ValidatePath). The markers below must name the same.
+// The paths the webhook server serves the EtcdCluster webhooks at, and the markers below name. They
+// are those controller-runtime derived for v1alpha1, kept for v1beta1: while the operator's Deployment
+// rolls from a release of v1alpha1 to this one, the API server sends admission requests to pods of
+// either, and both serve these paths.
 const (
 	MutatePath   = "/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
 	ValidatePath = "/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster"
 )
 
 // SetupEtcdClusterWebhookWithManager registers the defaulting (with defaults d) and the validating
-// webhook of EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath. Calling it adds the
+// webhook of EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath, and the conversion
+// webhook of EtcdCluster and EtcdBackup at /convert (mgr's scheme must hold v1alpha1 and v1beta1). Calling it adds the
 // webhook server to mgr (which starts it at once if mgr runs), so the serving certificate must be in
 // place first. It returns the error of the webhook builder, if any.
 //
@@ -38,9 +42,15 @@ func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults) error {
 	mutating := admission.WithDefaulter(mgr.GetScheme(), &EtcdClusterDefaulter{Defaults: d})
 	mutating.Handler = newDefaultingHandler(mgr.GetScheme(), mutating.Handler)
 	mgr.GetWebhookServer().Register(MutatePath, mutating)
-	return ctrl.NewWebhookManagedBy(mgr, &etcdv1alpha1.EtcdCluster{}).
+	// The builders also serve the conversion webhook (/convert) for both kinds: v1beta1 is their hub,
+	// v1alpha1 converts to and from it.
+	if err := ctrl.NewWebhookManagedBy(mgr, &etcdv1beta1.EtcdCluster{}).
 		WithValidator(&EtcdClusterValidator{Reader: mgr.GetAPIReader()}).
-		Complete()
+		WithValidatorCustomPath(ValidatePath).
+		Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &etcdv1beta1.EtcdBackup{}).Complete()
 }
 
 // newDefaultingHandler returns an admission.Handler that answers a create or update whose object does
@@ -64,7 +74,7 @@ type defaultingHandler struct {
 // Handle implements admission.Handler.
 func (h *defaultingHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Delete { // next allows deletes without decoding anything
-		if err := h.decoder.Decode(req, &etcdv1alpha1.EtcdCluster{}); err != nil {
+		if err := h.decoder.Decode(req, &etcdv1beta1.EtcdCluster{}); err != nil {
 			return admission.Allowed("not defaulted: the object does not decode (" + err.Error() + "); left to the CRD's schema validation")
 		}
 	}
@@ -76,8 +86,8 @@ func (h *defaultingHandler) Handle(ctx context.Context, req admission.Request) a
 // members run. Metadata-only updates (finalizers, labels) skip both webhooks through the
 // matchConditions that config/webhook adds, so a cluster can always be deleted.
 //
-// +kubebuilder:webhook:path=/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=true,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=metcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1alpha1,name=vetcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=true,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1beta1,name=metcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-etcd-etcdkit-dev-v1alpha1-etcdcluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=etcd.etcdkit.dev,resources=etcdclusters,verbs=create;update,versions=v1beta1,name=vetcdcluster-v1alpha1.etcd.etcdkit.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
 // Defaults are the defaults of a new EtcdCluster that the operator's installer chooses.
 type Defaults struct {
@@ -92,16 +102,16 @@ type EtcdClusterDefaulter struct {
 	Defaults Defaults
 }
 
-var _ admission.Defaulter[*etcdv1alpha1.EtcdCluster] = &EtcdClusterDefaulter{}
+var _ admission.Defaulter[*etcdv1beta1.EtcdCluster] = &EtcdClusterDefaulter{}
 
 // Default implements admission.Defaulter by calling Default, and, when the cluster is being created,
 // DefaultOnCreate and the installer's Defaults. It never fails.
-func (d *EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+func (d *EtcdClusterDefaulter) Default(ctx context.Context, c *etcdv1beta1.EtcdCluster) error {
 	Default(c)
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create {
 		DefaultOnCreate(c)
 		if d.Defaults.NetworkPolicy && c.Spec.NetworkPolicy == nil {
-			c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true}
+			c.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: true}
 		}
 	}
 	return nil
@@ -118,27 +128,27 @@ const DefaultAutoCompactionRetention = "1h"
 // own default is never to compact). A cluster that exists keeps what it was created with (a cluster
 // created before spec.tls existed has none, and serves plain text; one created before the compaction
 // default keeps none, and its members are not restarted for it).
-func DefaultOnCreate(c *etcdv1alpha1.EtcdCluster) {
+func DefaultOnCreate(c *etcdv1beta1.EtcdCluster) {
 	if c.Spec.Options == nil {
-		c.Spec.Options = &etcdv1alpha1.EtcdOptions{}
+		c.Spec.Options = &etcdv1beta1.EtcdOptions{}
 	}
 	if o := c.Spec.Options; o.AutoCompactionMode == "" && o.AutoCompactionRetention == "" {
-		o.AutoCompactionMode, o.AutoCompactionRetention = "periodic", DefaultAutoCompactionRetention
+		o.AutoCompactionMode, o.AutoCompactionRetention = etcdv1beta1.AutoCompactionPeriodic, DefaultAutoCompactionRetention
 	}
 	if c.Spec.TLS == nil {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{}
+		c.Spec.TLS = &etcdv1beta1.TLSSpec{}
 	}
 	if c.Spec.TLS.Client == nil {
-		c.Spec.TLS.Client = &etcdv1alpha1.TLSListenerSpec{Enabled: true}
+		c.Spec.TLS.Client = &etcdv1beta1.TLSListenerSpec{Enabled: true}
 	}
 	if c.Spec.TLS.Peer == nil {
-		c.Spec.TLS.Peer = &etcdv1alpha1.TLSListenerSpec{Enabled: true}
+		c.Spec.TLS.Peer = &etcdv1beta1.TLSListenerSpec{Enabled: true}
 	}
 }
 
 // Default strips a leading "v" from spec.version ("v3.6.16" becomes "3.6.16"), as image tags and
 // `etcd --version` write it. Everything else keeps the schema's defaults.
-func Default(c *etcdv1alpha1.EtcdCluster) {
+func Default(c *etcdv1beta1.EtcdCluster) {
 	v := c.Spec.Version
 	if len(v) > 1 && v[0] == 'v' && v[1] >= '0' && v[1] <= '9' {
 		c.Spec.Version = strings.TrimPrefix(v, "v")
@@ -152,10 +162,10 @@ type EtcdClusterValidator struct {
 	Reader client.Reader
 }
 
-var _ admission.Validator[*etcdv1alpha1.EtcdCluster] = &EtcdClusterValidator{}
+var _ admission.Validator[*etcdv1beta1.EtcdCluster] = &EtcdClusterValidator{}
 
 // ValidateCreate implements admission.Validator.
-func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
 	errs, warnings := ValidateCreate(c)
 	b, err := lookupBackup(ctx, v.Reader, c)
 	if err != nil {
@@ -170,21 +180,21 @@ func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1alph
 }
 
 // ValidateUpdate implements admission.Validator.
-func (*EtcdClusterValidator) ValidateUpdate(_ context.Context, old, c *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+func (*EtcdClusterValidator) ValidateUpdate(_ context.Context, old, c *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
 	errs, warnings := ValidateUpdate(old, c)
 	return warnings, invalid(c, errs)
 }
 
 // ValidateDelete implements admission.Validator; deletion is always allowed (the webhook is not
 // called for it).
-func (*EtcdClusterValidator) ValidateDelete(context.Context, *etcdv1alpha1.EtcdCluster) (admission.Warnings, error) {
+func (*EtcdClusterValidator) ValidateDelete(context.Context, *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
 	return nil, nil
 }
 
 // invalid returns a 422 Invalid error for c listing errs, or nil when errs is empty.
-func invalid(c *etcdv1alpha1.EtcdCluster, errs field.ErrorList) error {
+func invalid(c *etcdv1beta1.EtcdCluster, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster").GroupKind(), c.Name, errs)
+	return apierrors.NewInvalid(etcdv1beta1.GroupVersion.WithKind("EtcdCluster").GroupKind(), c.Name, errs)
 }

@@ -1,36 +1,34 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func TestValidateRestore(t *testing.T) {
-	restoring := func(version string) *etcdv1alpha1.EtcdCluster {
-		return &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Version: version, Bootstrap: &etcdv1alpha1.BootstrapSpec{
-			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{Name: "nightly"}}}}}
+	restoring := func(version string) *etcdv1beta1.EtcdCluster {
+		return &etcdv1beta1.EtcdCluster{Spec: etcdv1beta1.EtcdClusterSpec{Version: version, Bootstrap: &etcdv1beta1.BootstrapSpec{
+			Restore: &etcdv1beta1.RestoreSpec{BackupRef: &etcdv1beta1.LocalObjectReference{Name: "nightly"}}}}}
 	}
-	backup := func(phase etcdv1alpha1.BackupPhase, v string) *etcdv1alpha1.EtcdBackup {
-		return &etcdv1alpha1.EtcdBackup{Status: etcdv1alpha1.EtcdBackupStatus{Phase: phase, EtcdVersion: v, Message: "access denied by the S3 server"}}
+	backup := func(phase etcdv1beta1.BackupPhase, v string) *etcdv1beta1.EtcdBackup {
+		return &etcdv1beta1.EtcdBackup{Status: etcdv1beta1.EtcdBackupStatus{Phase: phase, EtcdVersion: v, Message: "access denied by the S3 server"}}
 	}
 	for _, tc := range []struct {
 		name           string
-		c              *etcdv1alpha1.EtcdCluster
-		b              *etcdv1alpha1.EtcdBackup
+		c              *etcdv1beta1.EtcdCluster
+		b              *etcdv1beta1.EtcdBackup
 		wantErr, wantW string
 	}{
-		{"no restore", &etcdv1alpha1.EtcdCluster{}, nil, "", ""},
+		{"no restore", &etcdv1beta1.EtcdCluster{}, nil, "", ""},
 		{"backup missing", restoring("3.6.16"), nil, "", "does not exist yet"},
-		{"backup running", restoring("3.6.16"), backup(etcdv1alpha1.BackupRunning, ""), "", "has not succeeded yet"},
-		{"backup failed", restoring("3.6.16"), backup(etcdv1alpha1.BackupFailed, ""), "EtcdBackup nightly failed (access denied by the S3 server)", ""},
-		{"same version", restoring("3.6.16"), backup(etcdv1alpha1.BackupSucceeded, "3.6.16"), "", ""},
-		{"next minor", restoring("3.6.16"), backup(etcdv1alpha1.BackupSucceeded, "3.5.35"), "", ""},
-		{"older minor", restoring("3.5.35"), backup(etcdv1alpha1.BackupSucceeded, "3.6.16"), "cannot be restored by 3.5.35", ""},
+		{"backup running", restoring("3.6.16"), backup(etcdv1beta1.BackupRunning, ""), "", "has not succeeded yet"},
+		{"backup failed", restoring("3.6.16"), backup(etcdv1beta1.BackupFailed, ""), "EtcdBackup nightly failed (access denied by the S3 server)", ""},
+		{"same version", restoring("3.6.16"), backup(etcdv1beta1.BackupSucceeded, "3.6.16"), "", ""},
+		{"next minor", restoring("3.6.16"), backup(etcdv1beta1.BackupSucceeded, "3.5.35"), "", ""},
+		{"older minor", restoring("3.5.35"), backup(etcdv1beta1.BackupSucceeded, "3.6.16"), "cannot be restored by 3.5.35", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs, warns := ValidateRestore(tc.c, tc.b)
@@ -46,9 +44,9 @@ func TestValidateRestore(t *testing.T) {
 
 // restoreKey bootstraps the cluster from the snapshot at key on a PVC.
 func restoreKey(key string) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.RestoreSource{
-			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}, Key: key}}}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1beta1.BootstrapSpec{Restore: &etcdv1beta1.RestoreSpec{Source: &etcdv1beta1.RestoreSource{
+			Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}}, Key: key}}}
 	}
 }
 

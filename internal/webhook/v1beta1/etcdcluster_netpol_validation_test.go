@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"testing"
@@ -6,14 +6,14 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // withClientFrom enables the cluster's NetworkPolicy with the given client sources.
 func withClientFrom(peers ...networkingv1.NetworkPolicyPeer) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true, ClientFrom: peers}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: true, ClientFrom: peers}
 	}
 }
 
@@ -47,8 +47,8 @@ func TestValidateNetworkPolicy(t *testing.T) {
 			"must be a range strictly inside cidr 10.0.0.0/16"}}},
 		{"except equal to cidr", withClientFrom(ipBlock("10.0.0.0/16", "10.0.0.0/16")), []problem{{"spec.networkPolicy.clientFrom[0].ipBlock.except[0]", "strictly inside"}}},
 		{"label key that is not one", withClientFrom(namespaces("not a key", "x")), []problem{{"spec.networkPolicy.clientFrom[0].namespaceSelector", "is not a label selector"}}},
-		{"bad metrics source", func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: true, MetricsFrom: []networkingv1.NetworkPolicyPeer{ipBlock("x")}}
+		{"bad metrics source", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: true, MetricsFrom: []networkingv1.NetworkPolicyPeer{ipBlock("x")}}
 		}, []problem{{"spec.networkPolicy.metricsFrom[0].ipBlock.cidr", "is not a CIDR"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"testing"
@@ -7,15 +7,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
-func backupSpec(schedule, tz string, ret *etcdv1alpha1.BackupRetention) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Backup = &etcdv1alpha1.BackupSpec{
+func backupSpec(schedule, tz string, ret *etcdv1beta1.BackupRetention) testutil.ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Backup = &etcdv1beta1.BackupSpec{
 			Schedule: schedule, TimeZone: tz, Retention: ret,
-			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}},
+			Destination: etcdv1beta1.BackupDestination{PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups"}},
 		}
 	}
 }
@@ -23,16 +23,16 @@ func backupSpec(schedule, tz string, ret *etcdv1alpha1.BackupRetention) testutil
 // TestValidateBackup: schedules, time zones and retention policies that cannot be acted on are refused
 // at admission with what to write instead; valid ones pass.
 func TestValidateBackup(t *testing.T) {
-	count := &etcdv1alpha1.BackupRetention{MaxCount: ptr.To[int32](3)}
+	count := &etcdv1beta1.BackupRetention{MaxCount: ptr.To[int32](3)}
 	for _, tc := range []struct {
 		name string
-		c    *etcdv1alpha1.EtcdCluster
+		c    *etcdv1beta1.EtcdCluster
 		errs []problem
 	}{
 		{"hourly cron", cluster(backupSpec("0 * * * *", "", count)), nil},
 		{"descriptor", cluster(backupSpec("@daily", "Europe/Berlin", count)), nil},
 		{"every", cluster(backupSpec("@every 6h", "", nil)), nil},
-		{"max age only", cluster(backupSpec("*/5 * * * *", "UTC", &etcdv1alpha1.BackupRetention{MaxAge: &metav1.Duration{Duration: time.Hour}})), nil},
+		{"max age only", cluster(backupSpec("*/5 * * * *", "UTC", &etcdv1beta1.BackupRetention{MaxAge: &metav1.Duration{Duration: time.Hour}})), nil},
 		{"no schedule (manual backups only)", cluster(backupSpec("", "", nil)), nil},
 		{"every minute", cluster(backupSpec("@every 1m", "", nil)), nil},
 		{"every second", cluster(backupSpec("@every 1s", "", nil)), []problem{{"spec.backup.schedule", "fires more often than once a minute"}}},
@@ -42,8 +42,8 @@ func TestValidateBackup(t *testing.T) {
 		{"minute out of range", cluster(backupSpec("61 * * * *", "", nil)), []problem{{"spec.backup.schedule", "is not a cron expression"}}},
 		{"time zone in the schedule", cluster(backupSpec("CRON_TZ=Europe/Berlin 0 * * * *", "", nil)), []problem{{"spec.backup.schedule", "set the timeZone field beside it instead"}}},
 		{"unknown time zone", cluster(backupSpec("@daily", "Mars/Olympus", nil)), []problem{{"spec.backup.timeZone", "use an IANA name"}}},
-		{"empty retention", cluster(backupSpec("@daily", "", &etcdv1alpha1.BackupRetention{})), []problem{{"spec.backup.retention", "set maxCount"}}},
-		{"negative max age", cluster(backupSpec("@daily", "", &etcdv1alpha1.BackupRetention{MaxAge: &metav1.Duration{Duration: -time.Hour}})), []problem{{"spec.backup.retention.maxAge", "must be positive"}}},
+		{"empty retention", cluster(backupSpec("@daily", "", &etcdv1beta1.BackupRetention{})), []problem{{"spec.backup.retention", "set maxCount"}}},
+		{"negative max age", cluster(backupSpec("@daily", "", &etcdv1beta1.BackupRetention{MaxAge: &metav1.Duration{Duration: -time.Hour}})), []problem{{"spec.backup.retention.maxAge", "must be positive"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs, _ := ValidateCreate(tc.c)
@@ -69,8 +69,8 @@ func TestValidateBackupUnchanged(t *testing.T) {
 }
 
 func defragSpec(schedule, tz string) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: &etcdv1alpha1.DefragmentationSpec{Schedule: schedule, TimeZone: tz}}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1beta1.MaintenanceSpec{Defragmentation: &etcdv1beta1.DefragmentationSpec{Schedule: schedule, TimeZone: tz}}
 	}
 }
 
@@ -80,7 +80,7 @@ func defragSpec(schedule, tz string) testutil.ClusterOption {
 func TestValidateDefragmentationSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		c    *etcdv1alpha1.EtcdCluster
+		c    *etcdv1beta1.EtcdCluster
 		errs []problem
 	}{
 		{"daily", cluster(defragSpec("0 3 * * *", "Europe/Berlin")), nil},

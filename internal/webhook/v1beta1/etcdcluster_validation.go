@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
@@ -47,9 +47,9 @@ var warnTLSSwitch = map[string]string{
 
 // restoreWarnings returns the warnings of turning spec.recovery.restoreOnQuorumLoss on (old nil: on
 // create), or of a schedule or the backup destination going away while it is on.
-func restoreWarnings(old, s *etcdv1alpha1.EtcdClusterSpec) admission.Warnings {
-	on := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Recovery != nil && s.Recovery.RestoreOnQuorumLoss }
-	scheduled := func(s *etcdv1alpha1.EtcdClusterSpec) bool { return s.Backup != nil && s.Backup.Schedule != "" }
+func restoreWarnings(old, s *etcdv1beta1.EtcdClusterSpec) admission.Warnings {
+	on := func(s *etcdv1beta1.EtcdClusterSpec) bool { return s.Recovery != nil && s.Recovery.RestoreOnQuorumLoss }
+	scheduled := func(s *etcdv1beta1.EtcdClusterSpec) bool { return s.Backup != nil && s.Backup.Schedule != "" }
 	if !on(s) {
 		return nil
 	}
@@ -72,7 +72,7 @@ var specPath = field.NewPath("spec")
 // path under spec), and, when nothing is wrong, warnings about what is legal but risky. It expects the
 // object as the API server passes it to validation: schema defaults applied and Default run. Empty
 // errors mean c may be created.
-func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.Warnings) {
+func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warnings) {
 	var errs field.ErrorList
 	var warnings admission.Warnings
 	s := &c.Spec
@@ -105,7 +105,7 @@ func ValidateCreate(c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.War
 // checked: an update that leaves the spec as it is (labels, finalizers) is always allowed, so an object
 // admitted under older rules can still be relabelled and deleted. Version changes are checked against
 // what the members run (old.Status.CurrentVersion) as well as against old.Spec.Version.
-func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admission.Warnings) {
+func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warnings) {
 	o, s := &old.Spec, &c.Spec
 	if equality.Semantic.DeepEqual(o, s) {
 		return nil, nil
@@ -151,7 +151,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 	if w := quotaWarning(old, c); w != "" {
 		warnings = append(warnings, w)
 	}
-	if retainPolicy(&s.Storage) == etcdv1alpha1.RetainPolicyDelete && retainPolicy(&o.Storage) != etcdv1alpha1.RetainPolicyDelete {
+	if retainPolicy(&s.Storage) == etcdv1beta1.RetainPolicyDelete && retainPolicy(&o.Storage) != etcdv1beta1.RetainPolicyDelete {
 		warnings = append(warnings, warnRetainGone)
 	}
 	warnings = append(warnings, restoreWarnings(o, s)...)
@@ -164,7 +164,7 @@ func ValidateUpdate(old, c *etcdv1alpha1.EtcdCluster) (field.ErrorList, admissio
 
 // validateOnlyCopy refuses a change that restarts the only member of a 1-member emptyDir cluster: an
 // emptyDir lives and dies with its pod, so the restart would delete the cluster's only copy of its data.
-func validateOnlyCopy(o, s *etcdv1alpha1.EtcdClusterSpec, rolled []string) field.ErrorList {
+func validateOnlyCopy(o, s *etcdv1beta1.EtcdClusterSpec, rolled []string) field.ErrorList {
 	if s.Storage.EmptyDir == nil || s.ReplicasOrDefault() != 1 || o.ReplicasOrDefault() != 1 {
 		return nil
 	}
@@ -188,9 +188,9 @@ func validateReplicas(r int32) field.ErrorList {
 }
 
 // specVersion is the spec's version as the API server stores it: the schema defaults an empty one.
-func specVersion(s *etcdv1alpha1.EtcdClusterSpec) string {
+func specVersion(s *etcdv1beta1.EtcdClusterSpec) string {
 	if s.Version == "" {
-		return etcdv1alpha1.DefaultVersion
+		return etcdv1beta1.DefaultVersion
 	}
 	return strings.TrimPrefix(s.Version, "v")
 }
@@ -204,7 +204,7 @@ func validateVersion(v string) field.ErrorList {
 	}
 	if !version.IsSupported(parsed) {
 		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("etcd %s is not supported: supported minors are %s, such as %s",
-			parsed.MinorString(), strings.Join(version.Supported, ", "), etcdv1alpha1.DefaultVersion))}
+			parsed.MinorString(), strings.Join(version.Supported, ", "), etcdv1beta1.DefaultVersion))}
 	}
 	return nil
 }
@@ -212,7 +212,7 @@ func validateVersion(v string) field.ErrorList {
 // validateVersionChange checks that the members of old may be changed to run etcd to, per etcd's
 // upgrade policy: from what they run (status.currentVersion, when the operator has reported it) and
 // from the version they are already being changed to (old spec.version).
-func validateVersionChange(old *etcdv1alpha1.EtcdCluster, to string) field.ErrorList {
+func validateVersionChange(old *etcdv1beta1.EtcdCluster, to string) field.ErrorList {
 	p := specPath.Child("version")
 	inSpec := specVersion(&old.Spec)
 	if to == inSpec {
@@ -259,7 +259,7 @@ func validateImageChange(old, image string) field.ErrorList {
 
 // validateImageWithVersion refuses a version change that would change nothing: with spec.image set,
 // the image decides what the members run, so the version must change together with it.
-func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateImageWithVersion(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	if c.Spec.Image == "" || specVersion(&old.Spec) == specVersion(&c.Spec) || old.Spec.Image != c.Spec.Image {
 		return nil
 	}
@@ -270,7 +270,7 @@ func validateImageWithVersion(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList 
 // validateStorage checks s, and when old is not nil (an update) the change from old to s: the size is
 // from MinStorageSize to MaxStorageSize and never shrinks or goes away, the class never changes, and members never
 // switch between emptyDir and persistent volumes.
-func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
+func validateStorage(old, s *etcdv1beta1.StorageSpec) field.ErrorList {
 	p := specPath.Child("storage")
 	var errs field.ErrorList
 	if mixesEmptyDir(s) && (old == nil || !mixesEmptyDir(old)) {
@@ -321,7 +321,7 @@ func validateStorage(old, s *etcdv1alpha1.StorageSpec) field.ErrorList {
 }
 
 // sizeLimit is s's storage.emptyDir.sizeLimit, nil when it has none.
-func sizeLimit(s *etcdv1alpha1.StorageSpec) *resource.Quantity {
+func sizeLimit(s *etcdv1beta1.StorageSpec) *resource.Quantity {
 	if s.EmptyDir == nil {
 		return nil
 	}
@@ -329,7 +329,7 @@ func sizeLimit(s *etcdv1alpha1.StorageSpec) *resource.Quantity {
 }
 
 // quota is s's spec.options.quotaBackendBytes, nil when it is unset.
-func quota(s *etcdv1alpha1.EtcdClusterSpec) *resource.Quantity {
+func quota(s *etcdv1beta1.EtcdClusterSpec) *resource.Quantity {
 	if s.Options == nil {
 		return nil
 	}
@@ -343,7 +343,7 @@ func quota(s *etcdv1alpha1.EtcdClusterSpec) *resource.Quantity {
 // emptyDir with a sizeLimit, the quota, set or etcd's default of 2Gi, must be below the limit: the
 // kubelet evicts a member whose emptyDir outgrows it, and its data goes with the pod; the members hold
 // the same data, so they would all go at about the same time.
-func validateQuotaFits(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
+func validateQuotaFits(old, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
 	q := quota(s)
 	if old != nil && sameQuantity(quota(old), q) && sameQuantity(old.Storage.Size, s.Storage.Size) && sameQuantity(sizeLimit(&old.Storage), sizeLimit(&s.Storage)) {
 		return nil
@@ -385,7 +385,7 @@ func validateQuotaFits(old, s *etcdv1alpha1.EtcdClusterSpec) field.ErrorList {
 }
 
 // mixesEmptyDir reports whether s asks for emptyDir members and for claim settings at once.
-func mixesEmptyDir(s *etcdv1alpha1.StorageSpec) bool {
+func mixesEmptyDir(s *etcdv1beta1.StorageSpec) bool {
 	return s.EmptyDir != nil && (s.Size != nil || s.StorageClassName != nil)
 }
 
@@ -399,7 +399,7 @@ func sameQuantity(a, b *resource.Quantity) bool {
 }
 
 // specExtraArgs is s's spec.options.extraArgs, nil when it has none.
-func specExtraArgs(s *etcdv1alpha1.EtcdClusterSpec) map[string]string {
+func specExtraArgs(s *etcdv1beta1.EtcdClusterSpec) map[string]string {
 	if s.Options == nil {
 		return nil
 	}
@@ -423,14 +423,14 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 		if was, ok := old[k]; ok && was == v {
 			continue
 		}
-		if why, reserved := etcdv1alpha1.ReservedFlag(k); reserved {
+		if why, reserved := etcdv1beta1.ReservedFlag(k); reserved {
 			errs = append(errs, field.Forbidden(p.Key(k), "cannot be set through extraArgs: "+why))
 			continue
 		}
-		if problem := etcdv1alpha1.ExtraArgKeyProblem(k); problem != "" {
+		if problem := etcdv1beta1.ExtraArgKeyProblem(k); problem != "" {
 			errs = append(errs, field.Invalid(p.Key(k), k, "the key "+problem))
 		}
-		if problem := etcdv1alpha1.ExtraArgValueProblem(v); problem != "" {
+		if problem := etcdv1beta1.ExtraArgValueProblem(v); problem != "" {
 			errs = append(errs, field.Invalid(p.Key(k), v, problem))
 		}
 	}
@@ -439,7 +439,7 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 
 // quotaWarning returns a warning when c's backend quota, new or changed, is below the database of a
 // member as last reported in old's status; "" otherwise.
-func quotaWarning(old, c *etcdv1alpha1.EtcdCluster) string {
+func quotaWarning(old, c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.Options == nil || c.Spec.Options.QuotaBackendBytes == nil {
 		return ""
 	}
@@ -447,7 +447,7 @@ func quotaWarning(old, c *etcdv1alpha1.EtcdCluster) string {
 	if old.Spec.Options != nil && sameQuantity(old.Spec.Options.QuotaBackendBytes, q) {
 		return ""
 	}
-	var largest etcdv1alpha1.MemberStatus
+	var largest etcdv1beta1.MemberStatus
 	for _, m := range old.Status.Members {
 		if m.DBSizeBytes > largest.DBSizeBytes {
 			largest = m
@@ -460,9 +460,9 @@ func quotaWarning(old, c *etcdv1alpha1.EtcdCluster) string {
 }
 
 // retainPolicy is s's retain policy as the API server stores it: the schema defaults an empty one.
-func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
+func retainPolicy(s *etcdv1beta1.StorageSpec) etcdv1beta1.RetainPolicy {
 	if s.RetainPolicy == "" {
-		return etcdv1alpha1.RetainPolicyDelete
+		return etcdv1beta1.RetainPolicyDelete
 	}
 	return s.RetainPolicy
 }
@@ -470,7 +470,7 @@ func retainPolicy(s *etcdv1alpha1.StorageSpec) etcdv1alpha1.RetainPolicy {
 // tlsSwitches returns the spec.tls fields that switch a port's TLS on or off from o to s, or rename
 // the Secrets of spec.tls.secrets, which roll the members, and a warning for each switch that says what
 // it does.
-func tlsSwitches(o, s *etcdv1alpha1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
+func tlsSwitches(o, s *etcdv1beta1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
 	for _, p := range []struct {
 		name     string
 		old, new bool
@@ -495,7 +495,7 @@ func onOff(b bool) string {
 
 // validateSecurityUpdate checks what changed of spec.networkPolicy, of spec.auth with spec.recovery
 // together, and of spec.tls (validateNetworkPolicy, validateAuthRecovery, validateTLSUpdate).
-func validateSecurityUpdate(old, c *etcdv1alpha1.EtcdCluster) field.ErrorList {
+func validateSecurityUpdate(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	o, s := &old.Spec, &c.Spec
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(o.NetworkPolicy, s.NetworkPolicy) {

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"context"
@@ -11,25 +11,25 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // cluster returns a valid cluster demo/ns1 (3 members, etcd 3.6.16, 1Gi claims) with opts applied.
-func cluster(opts ...testutil.ClusterOption) *etcdv1alpha1.EtcdCluster {
+func cluster(opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	valid := []testutil.ClusterOption{
 		testutil.InNamespace("ns1"),
 		testutil.WithReplicas(3),
 		testutil.WithVersion("3.6.16"),
 		testutil.WithStorageSize("1Gi"),
-		testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete),
+		testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyDelete),
 	}
 	return testutil.EtcdCluster("demo", append(valid, opts...)...)
 }
 
 // extraArgs sets spec.options.extraArgs from key, value pairs.
 func extraArgs(kv ...string) testutil.ClusterOption {
-	return testutil.WithOptions(func(o *etcdv1alpha1.EtcdOptions) {
+	return testutil.WithOptions(func(o *etcdv1beta1.EtcdOptions) {
 		o.ExtraArgs = map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
 			o.ExtraArgs[kv[i]] = kv[i+1]
@@ -39,7 +39,7 @@ func extraArgs(kv ...string) testutil.ClusterOption {
 
 // emptyDirLimit gives the members emptyDir volumes with this sizeLimit.
 func emptyDirLimit(q string) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		testutil.WithEmptyDir()(c)
 		c.Spec.Storage.EmptyDir.SizeLimit = ptr.To(resource.MustParse(q))
 	}
@@ -47,8 +47,8 @@ func emptyDirLimit(q string) testutil.ClusterOption {
 
 // podLabels sets spec.podTemplate.labels from key, value pairs.
 func podLabels(kv ...string) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1alpha1.PodTemplate{Labels: map[string]string{}}
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Labels: map[string]string{}}
 		for i := 0; i < len(kv); i += 2 {
 			c.Spec.PodTemplate.Labels[kv[i]] = kv[i+1]
 		}
@@ -57,10 +57,10 @@ func podLabels(kv ...string) testutil.ClusterOption {
 
 // dbSizes sets status.members, demo-0 first, with these database sizes.
 func dbSizes(sizes ...int64) testutil.ClusterOption {
-	return func(c *etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1beta1.EtcdCluster) {
 		c.Status.Members = nil
 		for i, s := range sizes {
-			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: "demo-" + string(rune('0'+i)), DBSizeBytes: s})
+			c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: "demo-" + string(rune('0'+i)), DBSizeBytes: s})
 		}
 	}
 }
@@ -97,7 +97,7 @@ func checkWarnings(t *testing.T, got []string, want []string) {
 func TestValidateCreate(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		c        *etcdv1alpha1.EtcdCluster
+		c        *etcdv1beta1.EtcdCluster
 		errs     []problem
 		warnings []string
 	}{
@@ -220,7 +220,7 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 	}
 	for _, flag := range reserved {
 		for _, key := range []string{flag, "--" + flag} {
-			why, ok := etcdv1alpha1.ReservedFlag(flag)
+			why, ok := etcdv1beta1.ReservedFlag(flag)
 			if !ok {
 				t.Fatalf("%s is not reserved", flag)
 			}
@@ -253,12 +253,12 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 func TestValidateUpdate(t *testing.T) {
 	roll := "rolls every member one at a time; the leader last"
 	// issued is a cluster whose issuer has issued its certificates (the operator then records a trust hash)
-	issued := func(c *etcdv1alpha1.EtcdCluster) {
-		c.Status.TLS = &etcdv1alpha1.TLSStatus{ClientSecret: "demo-client-tls", TrustedCAsHash: "83fa239484"}
+	issued := func(c *etcdv1beta1.EtcdCluster) {
+		c.Status.TLS = &etcdv1beta1.TLSStatus{ClientSecret: "demo-client-tls", TrustedCAsHash: "83fa239484"}
 	}
 	for _, tc := range []struct {
 		name     string
-		old, c   *etcdv1alpha1.EtcdCluster
+		old, c   *etcdv1beta1.EtcdCluster
 		errs     []problem
 		warnings []string
 	}{
@@ -284,13 +284,13 @@ func TestValidateUpdate(t *testing.T) {
 		{"patch upgrade", cluster(testutil.WithVersion("3.6.15"), testutil.WithCurrentVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
 		{"unparsable status ignored", cluster(testutil.WithVersion("3.6.15"), testutil.WithCurrentVersion("unknown")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"spec.version"}},
 		{"v prefix is the same version", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("v3.6.16")), nil, nil},
-		{"version change with an unchanged spec.image", cluster(testutil.WithVersion("3.6.15"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
-			cluster(testutil.WithVersion("3.6.16"), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+		{"version change with an unchanged spec.image", cluster(testutil.WithVersion("3.6.15"), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
+			cluster(testutil.WithVersion("3.6.16"), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "mirror/etcd:v3.6.15" }),
 			[]problem{{"spec.version", "spec.image (mirror/etcd:v3.6.15) is set and decides what the members run"}}, nil},
 		{"image changed to one that is not an image reference", cluster(), cluster(testutil.WithImage("registry.example/Etcd:v3.6.16")),
 			[]problem{{"spec.image", "is not an image reference"}}, nil},
 		{"image that is not a reference kept as it was", cluster(testutil.WithImage("Etcd")), cluster(testutil.WithImage("Etcd"), testutil.WithReplicas(5)), nil, nil},
-		{"shrink from the default size", cluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }), cluster(func(c *etcdv1alpha1.EtcdCluster) { q := resource.MustParse("128Mi"); c.Spec.Storage.Size = &q }),
+		{"shrink from the default size", cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = nil }), cluster(func(c *etcdv1beta1.EtcdCluster) { q := resource.MustParse("128Mi"); c.Spec.Storage.Size = &q }),
 			[]problem{{"spec.storage.size", "it was unset, so the members' claims have the default 1Gi"}}, nil},
 
 		// Size (C10).
@@ -340,8 +340,8 @@ func TestValidateUpdate(t *testing.T) {
 			[]problem{{"spec.tls.issuerRef", "switch TLS off first"}}, nil},
 		{"issuer changed", cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", ""), issued), cluster(testutil.WithTLS(false, true), testutil.WithIssuer("ca", "ClusterIssuer")),
 			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on"}}, nil},
-		{"issuer changed on a cluster with members", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""), func(c *etcdv1alpha1.EtcdCluster) {
-			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}}
+		{"issuer changed on a cluster with members", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("ca", ""), func(c *etcdv1beta1.EtcdCluster) {
+			c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "demo-0"}}
 		}), cluster(testutil.WithTLS(true, true), testutil.WithIssuer("other", "")),
 			[]problem{{"spec.tls.issuerRef", "cannot be added, removed or changed while TLS is on"}}, nil},
 		{"issuer name fixed before any certificate was issued", cluster(testutil.WithTLS(true, true), testutil.WithIssuer("typo", "")),
@@ -415,10 +415,10 @@ func TestValidateUpdate(t *testing.T) {
 		}},
 		{"quota above every database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30), testutil.WithQuota("8Gi")), nil, []string{"changing spec.options"}},
 		{"quota unchanged", cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30)), cluster(testutil.WithQuota("2Gi"), dbSizes(3<<30), testutil.WithReplicas(5)), nil, nil},
-		{"retain to delete", cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, []string{
+		{"retain to delete", cluster(testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyRetain)), cluster(testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyDelete)), nil, []string{
 			"spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data"}},
-		{"delete stays delete", cluster(testutil.WithRetainPolicy("")), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyDelete)), nil, nil},
-		{"delete to retain", cluster(), cluster(testutil.WithRetainPolicy(etcdv1alpha1.RetainPolicyRetain)), nil, nil},
+		{"delete stays delete", cluster(testutil.WithRetainPolicy("")), cluster(testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyDelete)), nil, nil},
+		{"delete to retain", cluster(), cluster(testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyRetain)), nil, nil},
 		{"restore on quorum loss turned on", cluster(backupSpec("@hourly", "", nil)), cluster(backupSpec("@hourly", "", nil), testutil.WithRestoreOnQuorumLoss(true)), nil, []string{
 			"recreates the cluster from the most up-to-date copy, a survivor's or a backup's"}},
 		{"restore on quorum loss stays on", cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@hourly", "", nil)), cluster(testutil.WithRestoreOnQuorumLoss(true), backupSpec("@daily", "", nil)), nil, nil},
@@ -460,25 +460,25 @@ func TestDefault(t *testing.T) {
 }
 
 func TestDefaultOnCreateKeepsWhatIsSet(t *testing.T) {
-	c := &etcdv1alpha1.EtcdCluster{}
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Peer: &etcdv1alpha1.TLSListenerSpec{Enabled: false}}
+	c := &etcdv1beta1.EtcdCluster{}
+	c.Spec.TLS = &etcdv1beta1.TLSSpec{Peer: &etcdv1beta1.TLSListenerSpec{Enabled: false}}
 	DefaultOnCreate(c)
 	if !c.Spec.ClientTLS() || c.Spec.PeerTLS() {
 		t.Errorf("client %v peer %v; want the unset client port on and the peer port left off", c.Spec.ClientTLS(), c.Spec.PeerTLS())
 	}
-	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != "periodic" || o.AutoCompactionRetention != "1h" {
+	if o := c.Spec.Options; o == nil || o.AutoCompactionMode != etcdv1beta1.AutoCompactionPeriodic || o.AutoCompactionRetention != "1h" {
 		t.Errorf("options %+v; want periodic auto-compaction keeping 1h", o)
 	}
 	// compaction the user chose is kept, whichever field they set
-	byRevision := &etcdv1alpha1.EtcdCluster{}
-	byRevision.Spec.Options = &etcdv1alpha1.EtcdOptions{AutoCompactionMode: "revision", AutoCompactionRetention: "10000"}
+	byRevision := &etcdv1beta1.EtcdCluster{}
+	byRevision.Spec.Options = &etcdv1beta1.EtcdOptions{AutoCompactionMode: etcdv1beta1.AutoCompactionRevision, AutoCompactionRetention: "10000"}
 	DefaultOnCreate(byRevision)
-	if o := byRevision.Spec.Options; o.AutoCompactionMode != "revision" || o.AutoCompactionRetention != "10000" {
+	if o := byRevision.Spec.Options; o.AutoCompactionMode != etcdv1beta1.AutoCompactionRevision || o.AutoCompactionRetention != "10000" {
 		t.Errorf("revision compaction became %+v", o)
 	}
 	// no spec.tls at all: as stored by a cluster created before it existed, which the operator serves in
 	// plain text
-	if legacy := (&etcdv1alpha1.EtcdCluster{}); legacy.Spec.AnyTLS() {
+	if legacy := (&etcdv1beta1.EtcdCluster{}); legacy.Spec.AnyTLS() {
 		t.Error("a cluster without spec.tls is read as TLS")
 	}
 }
@@ -494,7 +494,7 @@ func TestNetworkPolicyByDefault(t *testing.T) {
 		t.Errorf("new cluster: %v, networkPolicy %+v, client TLS %v; want both on", err, c.Spec.NetworkPolicy, c.Spec.ClientTLS())
 	}
 	optOut := cluster()
-	optOut.Spec.NetworkPolicy = &etcdv1alpha1.NetworkPolicySpec{Enabled: false}
+	optOut.Spec.NetworkPolicy = &etcdv1beta1.NetworkPolicySpec{Enabled: false}
 	if err := on.Default(create, optOut); err != nil || optOut.Spec.NetworkPolicyEnabled() {
 		t.Errorf("a new cluster that opts out: %v, networkPolicy %+v", err, optOut.Spec.NetworkPolicy)
 	}

@@ -1,17 +1,17 @@
-package v1alpha1_test
+package v1beta1_test
 
 import (
 	"slices"
 	"testing"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // TestValidateExtraArgs: what the operator refuses to pass to etcd even when the webhook did not see
 // the object (the controller reports it instead of rolling a member that would not start): reserved
 // flags, keys that are not flag names, values with control characters; one message each, sorted.
 func TestValidateExtraArgs(t *testing.T) {
-	got := etcdv1alpha1.ValidateExtraArgs(map[string]string{
+	got := etcdv1beta1.ValidateExtraArgs(map[string]string{
 		"log-level":        "debug\n",
 		"log level":        "debug",
 		"enable-pprof":     "true",
@@ -30,7 +30,7 @@ func TestValidateExtraArgs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ValidateExtraArgs =\n%q\nwant\n%q", got, want)
 	}
-	if got := etcdv1alpha1.ValidateExtraArgs(map[string]string{"log-level": "debug", "max-wals": "5"}); len(got) != 0 {
+	if got := etcdv1beta1.ValidateExtraArgs(map[string]string{"log-level": "debug", "max-wals": "5"}); len(got) != 0 {
 		t.Errorf("valid flags refused: %q", got)
 	}
 }

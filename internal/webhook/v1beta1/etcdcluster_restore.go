@@ -1,4 +1,4 @@
-package v1alpha1
+package v1beta1
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
 
@@ -20,7 +20,7 @@ import (
 // names (nil when it does not exist): a failed backup, or a snapshot from a newer etcd minor than
 // spec.version, cannot be restored. A backup that does not exist yet or has not finished is allowed
 // with a warning: the cluster waits for it.
-func ValidateRestore(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) (field.ErrorList, admission.Warnings) {
+func ValidateRestore(c *etcdv1beta1.EtcdCluster, b *etcdv1beta1.EtcdBackup) (field.ErrorList, admission.Warnings) {
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil || c.Spec.Bootstrap.Restore.BackupRef == nil {
 		return nil, nil
 	}
@@ -29,9 +29,9 @@ func ValidateRestore(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) (f
 	switch {
 	case b == nil:
 		return nil, admission.Warnings{fmt.Sprintf("EtcdBackup %s does not exist yet: the cluster waits for it to succeed before creating members", name)}
-	case b.Status.Phase == etcdv1alpha1.BackupFailed:
+	case b.Status.Phase == etcdv1beta1.BackupFailed:
 		return field.ErrorList{field.Invalid(p, name, fmt.Sprintf("EtcdBackup %s failed (%s); restore a backup that succeeded", name, b.Status.Message))}, nil
-	case b.Status.Phase != etcdv1alpha1.BackupSucceeded:
+	case b.Status.Phase != etcdv1beta1.BackupSucceeded:
 		return nil, admission.Warnings{fmt.Sprintf("EtcdBackup %s has not succeeded yet (phase %q): the cluster waits for it before creating members", name, b.Status.Phase)}
 	}
 	if err := version.CheckRestore(b.Status.EtcdVersion, specVersion(&c.Spec)); err != nil {
@@ -45,7 +45,7 @@ func ValidateRestore(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) (f
 // snapshot is looked up by this key inside the destination, so it is a relative path without empty,
 // "." or ".." segments (which would name something else, or nothing, and leave the new cluster waiting
 // for a snapshot it cannot read), and without control characters.
-func validateRestoreSource(b *etcdv1alpha1.BootstrapSpec) field.ErrorList {
+func validateRestoreSource(b *etcdv1beta1.BootstrapSpec) field.ErrorList {
 	if b == nil || b.Restore == nil || b.Restore.Source == nil {
 		return nil
 	}
@@ -63,11 +63,11 @@ func validateRestoreSource(b *etcdv1alpha1.BootstrapSpec) field.ErrorList {
 
 // lookupBackup returns the EtcdBackup a new cluster restores, nil when it names none or it does not
 // exist.
-func lookupBackup(ctx context.Context, r client.Reader, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdBackup, error) {
+func lookupBackup(ctx context.Context, r client.Reader, c *etcdv1beta1.EtcdCluster) (*etcdv1beta1.EtcdBackup, error) {
 	if r == nil || c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil || c.Spec.Bootstrap.Restore.BackupRef == nil {
 		return nil, nil
 	}
-	b := &etcdv1alpha1.EtcdBackup{}
+	b := &etcdv1beta1.EtcdBackup{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Bootstrap.Restore.BackupRef.Name}, b)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
