@@ -50,6 +50,7 @@ manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist
 	$(CONTROLLER_GEN) rbac:roleName=etcd-operator crd webhook paths="./api/...;./cmd/...;./internal/controller/...;./internal/webhook/...;./internal/storageversion/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	sed -i '/^spec:$$/r config/crd/conversion.snippet' config/crd/bases/*.yaml
 	go run ./hack/nsrbac
 	@mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/install.yaml
