@@ -102,8 +102,14 @@ func TestAwaitAddFollowsTLSFiles(t *testing.T) {
 	const self = "https://demo-3.demo-peer.ns.svc.cluster.local:2380"
 	var asked, conns atomic.Int32
 	dir := t.TempDir()
+	// Written as kubelet updates a Secret volume: at once (a new file renamed over the old), so that
+	// await-add never reads a file half written.
 	write := func(name string, b []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
