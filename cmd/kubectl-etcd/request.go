@@ -116,14 +116,20 @@ type outcome func(ec *etcdv1beta1.EtcdCluster, events []eventsv1.Event) (done bo
 // follow reads the cluster every pollInterval, printing each change of its Progressing condition,
 // until the operator removed the request and answered it: with a RequestRefused event about it (an
 // error with the event's note), or as answered says. It returns the cluster as last read.
-func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1beta1.EtcdCluster, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+func (r *dayTwo) follow(parent context.Context, answered outcome) (*etcdv1beta1.EtcdCluster, error) {
+	ctx, cancel := context.WithTimeout(parent, r.timeout)
 	defer cancel()
 	ec := &etcdv1beta1.EtcdCluster{}
 	var shown string
 	var gone time.Time // when the request was first seen gone from the cluster
 	for {
-		if err := r.c.Get(ctx, r.key, ec); err != nil && ctx.Err() == nil {
+		// Each read has a deadline of its own, not the wait's: a read started just before --timeout
+		// ends completes (the client's rate limiter refuses a read the deadline would cut short), and
+		// the wait then ends with what the cluster showed last.
+		readCtx, cancelRead := context.WithTimeout(parent, readTimeout)
+		err := r.c.Get(readCtx, r.key, ec)
+		cancelRead()
+		if err != nil && parent.Err() == nil {
 			return nil, clusterGetError(err, r.key.Namespace, r.key.Name)
 		}
 		if p := meta.FindStatusCondition(ec.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil && p.Reason+p.Message != shown {
@@ -138,7 +144,7 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1beta1.Etc
 			if gone.IsZero() {
 				gone = time.Now()
 			}
-			events, err := r.events(ctx)
+			events, err := r.events(parent)
 			if err != nil {
 				return nil, err
 			}
@@ -160,6 +166,9 @@ func (r *dayTwo) follow(ctx context.Context, answered outcome) (*etcdv1beta1.Etc
 		}
 	}
 }
+
+// readTimeout bounds one read of the cluster or its events while the plugin follows a request.
+const readTimeout = 10 * time.Second
 
 // withdrawnAfter is how long after the request is gone from the cluster the plugin waits for the
 // operator's event about it before taking it as withdrawn: the operator records the event right after
@@ -214,6 +223,8 @@ func (r *dayTwo) notAnswered(ctx context.Context, ec *etcdv1beta1.EtcdCluster) e
 
 // events returns the events about the cluster stamped since the request, oldest first.
 func (r *dayTwo) events(ctx context.Context) ([]eventsv1.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
 	list := &eventsv1.EventList{}
 	if err := r.c.List(ctx, list, client.InNamespace(r.key.Namespace)); err != nil {
 		return nil, fmt.Errorf("list the events of namespace %s: %w", r.key.Namespace, err)
