@@ -13,7 +13,7 @@ import (
 
 // validateSpec refuses, before any pod is touched, a spec the admission webhook would have refused but
 // that got in anyway (the webhook was not installed or was bypassed): a version the members cannot
-// move to from what they run, or extraArgs that etcd must not get (v1alpha1.ValidateExtraArgs: flags the
+// move to from what they run, or extraArgs that etcd must not get (v1beta1.ValidateExtraArgs: flags the
 // operator owns or refuses, keys that are not flag names, values with control characters). It blocks
 // the pass; the Valid condition says what to change.
 func (r *EtcdClusterReconciler) validateSpec(_ context.Context, s *scope) (*verdict.Step, error) {

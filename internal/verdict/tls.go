@@ -156,7 +156,7 @@ func CertificatesExpiring(o *TLSObservation) (bool, [2]string) {
 
 // SpecProblems returns what in cluster c's spec the admission webhook would have refused but got in
 // anyway (the webhook was not installed or was bypassed), one problem each: a version the members
-// cannot move to from what they run, extraArgs etcd must not get (v1alpha1.ValidateExtraArgs).
+// cannot move to from what they run, extraArgs etcd must not get (v1beta1.ValidateExtraArgs).
 func SpecProblems(c *etcdv1beta1.EtcdCluster) []string {
 	var problems []string
 	if cur := c.Status.CurrentVersion; cur != "" {

@@ -407,7 +407,7 @@ func specExtraArgs(s *etcdv1beta1.EtcdClusterSpec) map[string]string {
 }
 
 // validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
-// risk (v1alpha1.ReservedFlag), keys that are not flag names and values with control characters, except
+// risk (v1beta1.ReservedFlag), keys that are not flag names and values with control characters, except
 // entries already in old with the same value, so that an object admitted before a rule existed can
 // still be changed otherwise. Errors are sorted by flag name.
 func validateExtraArgs(old, args map[string]string) field.ErrorList {

@@ -32,9 +32,9 @@ const (
 
 // SetupEtcdClusterWebhookWithManager registers the defaulting (with defaults d) and the validating
 // webhook of EtcdCluster on mgr's webhook server, at MutatePath and ValidatePath, and the conversion
-// webhook of EtcdCluster and EtcdBackup at /convert (mgr's scheme must hold v1alpha1 and v1beta1). Calling it adds the
-// webhook server to mgr (which starts it at once if mgr runs), so the serving certificate must be in
-// place first. It returns the error of the webhook builder, if any.
+// webhook of EtcdCluster and EtcdBackup at /convert (mgr's scheme must hold v1alpha1 and v1beta1).
+// Calling it adds the webhook server to mgr (which starts it at once if mgr runs), so the serving
+// certificate must be in place first. It returns the error of the webhook builder, if any.
 //
 // The defaulting webhook is controller-runtime's (admission.WithDefaulter) behind newDefaultingHandler,
 // registered here rather than by the builder, which offers no way to wrap the handler it builds.
