@@ -15,8 +15,11 @@ CRD_REF_DOCS   := go tool -modfile=hack/tools/crd-ref-docs/go.mod crd-ref-docs
 CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
+# Where make build and make image write.
+OPERATOR_BIN   ?= bin/etcd-operator
+IMAGE_TAR      ?= bin/etcd-operator.tar
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
-TEST_PKGS      := ./api/... ./cmd/... ./internal/...
+TEST_PKGS      := ./api/... ./cmd/... ./internal/... ./hack/imgpack/...
 
 .PHONY: help
 help: ## List the targets.
@@ -97,8 +100,8 @@ verify-chart: ## Lint the Helm chart, render its variants, and fail when it inst
 	go test -count=1 ./hack/chartgen
 
 .PHONY: build
-build: ## Build bin/etcd-operator (static).
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/etcd-operator ./cmd/etcd-operator
+build: ## Build bin/etcd-operator (static; OPERATOR_BIN), version VERSION (`etcd-operator version` prints it).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(OPERATOR_BIN) ./cmd/etcd-operator
 
 .PHONY: plugin
 plugin: ## Build bin/kubectl-etcd, the kubectl plugin (on PATH, `kubectl etcd` runs it; docs/kubectl-plugin.md).
@@ -106,10 +109,12 @@ plugin: ## Build bin/kubectl-etcd, the kubectl plugin (on PATH, `kubectl etcd` r
 
 .PHONY: image
 # The image carries Debian's CA bundle (hack/ca-certificates.sh installs it when missing) at the path
-# Go reads first, so that backups to https:// S3 endpoints of public CAs verify.
-image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Docker needed).
-	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 \
-		bin/etcd-operator:/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
+# Go reads first, so that backups to https:// S3 endpoints of public CAs verify. Its labels name the
+# version (org.opencontainers.image.version) and the source.
+image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (IMAGE_TAR; no Docker needed), labelled with VERSION.
+	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o $(IMAGE_TAR) -name $(IMG) -entrypoint /etcd-operator -user 65532 \
+		-label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.source=https://github.com/etcdkit/etcd-operator \
+		$(OPERATOR_BIN):/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
 
 .PHONY: promtool
 promtool: ## Build promtool (hack/tools/promtool/go.mod), which the alert rules' tests run (once per machine, ~5 min cold).
