@@ -19,7 +19,7 @@ IMG            ?= docker.io/local/etcd-operator:dev
 OPERATOR_BIN   ?= bin/etcd-operator
 IMAGE_TAR      ?= bin/etcd-operator.tar
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
-TEST_PKGS      := ./api/... ./cmd/... ./internal/... ./hack/imgpack/...
+TEST_PKGS      := ./api/... ./cmd/... ./internal/... ./hack/imgpack/... ./hack/imgpush/...
 
 .PHONY: help
 help: ## List the targets.
@@ -115,6 +115,14 @@ image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (IMAGE
 	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o $(IMAGE_TAR) -name $(IMG) -entrypoint /etcd-operator -user 65532 \
 		-label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.source=https://github.com/etcdkit/etcd-operator \
 		$(OPERATOR_BIN):/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
+
+.PHONY: push
+# hack/imgpush reads registry credentials from ~/.docker/config.json ($$DOCKER_CONFIG) and, with
+# INSECURE_REGISTRY=1, speaks plain HTTP or accepts a certificate it cannot verify.
+push: ## Build the operator image (make image) and push it to IMG=<registry>/<name>:<tag>; prints its digest. INSECURE_REGISTRY=1 for a plain-HTTP registry.
+	@case "$(IMG)" in docker.io/local/*) echo "IMG=$(IMG) is the local cluster's image name, which no registry serves: set IMG=<registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=ghcr.io/me/etcd-operator:v0.2.0" >&2; exit 2;; esac
+	$(MAKE) -s image >/dev/null
+	go run ./hack/imgpush $(IMAGE_TAR) $(IMG)
 
 .PHONY: promtool
 promtool: ## Build promtool (hack/tools/promtool/go.mod), which the alert rules' tests run (once per machine, ~5 min cold).
