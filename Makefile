@@ -15,9 +15,10 @@ CRD_REF_DOCS   := go tool -modfile=hack/tools/crd-ref-docs/go.mod crd-ref-docs
 CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
-# Where make build and make image write.
+# Where make build and make image write (make release points them into RELEASE_DIR).
 OPERATOR_BIN   ?= bin/etcd-operator
 IMAGE_TAR      ?= bin/etcd-operator.tar
+RELEASE_DIR    ?= bin/release/$(VERSION)
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
 TEST_PKGS      := ./api/... ./cmd/... ./internal/... ./hack/imgpack/... ./hack/imgpush/...
 
@@ -86,6 +87,7 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 verify: generate manifests docs fmt vet lint ## Fail when generated files (docs/api.md included) or formatting are not current, an install variant does not build, or the linter finds something.
 	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
+	@bash hack/release.sh --check
 	@go run ./hack/benchtable -check
 	$(MAKE) -s verify-chart
 	@git diff --exit-code -- api config dist charts docs/api.md '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests docs fmt' and commit"; exit 1; }
@@ -123,6 +125,10 @@ push: ## Build the operator image (make image) and push it to IMG=<registry>/<na
 	@case "$(IMG)" in docker.io/local/*) echo "IMG=$(IMG) is the local cluster's image name, which no registry serves: set IMG=<registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=ghcr.io/me/etcd-operator:v0.2.0" >&2; exit 2;; esac
 	$(MAKE) -s image >/dev/null
 	go run ./hack/imgpush $(IMAGE_TAR) $(IMG)
+
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z for IMG=<registry>/<name> into bin/release/VERSION: binary, image IMG:VERSION, install.yaml, install-namespaced.yaml, Helm chart (hack/release.sh); then make push.
+	bash hack/release.sh --version "$(VERSION)" --image "$(IMG)" --out "$(RELEASE_DIR)" $(if $(RELEASE_NAMESPACE),--namespace "$(RELEASE_NAMESPACE)")
 
 .PHONY: promtool
 promtool: ## Build promtool (hack/tools/promtool/go.mod), which the alert rules' tests run (once per machine, ~5 min cold).
