@@ -81,7 +81,9 @@ func TestReleaseFromRegistry(t *testing.T) {
 
 	dir := t.TempDir()
 	runMake(t, root, "release", "VERSION="+version, "IMG="+repo, "RELEASE_NAMESPACE="+releaseNamespace, "RELEASE_DIR="+dir)
-	out := runMake(t, root, "push", "VERSION="+version, "IMG="+ref)
+	// built beside the release, not over the developer's bin/etcd-operator and bin/etcd-operator.tar
+	out := runMake(t, root, "push", "VERSION="+version, "IMG="+ref,
+		"OPERATOR_BIN="+filepath.Join(dir, "push", "etcd-operator"), "IMAGE_TAR="+filepath.Join(dir, "push", "etcd-operator.tar"))
 	m := digestRef.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("make push printed no REGISTRY/NAME@sha256:... line:\n%s", out)
