@@ -15,8 +15,12 @@ CRD_REF_DOCS   := go tool -modfile=hack/tools/crd-ref-docs/go.mod crd-ref-docs
 CHART          := charts/etcd-operator
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG            ?= docker.io/local/etcd-operator:dev
+# Where make build and make image write (make release points them into RELEASE_DIR).
+OPERATOR_BIN   ?= bin/etcd-operator
+IMAGE_TAR      ?= bin/etcd-operator.tar
+RELEASE_DIR    ?= bin/release/$(VERSION)
 # Packages with unit and integration tests (test/e2e needs a cluster: make test-e2e).
-TEST_PKGS      := ./api/... ./cmd/... ./internal/...
+TEST_PKGS      := ./api/... ./cmd/... ./internal/... ./hack/imgpack/... ./hack/imgpush/...
 
 .PHONY: help
 help: ## List the targets.
@@ -83,6 +87,7 @@ lint: ## Run golangci-lint (.golangci.yml) over the code, the end-to-end tests i
 verify: generate manifests docs fmt vet lint ## Fail when generated files (docs/api.md included) or formatting are not current, an install variant does not build, or the linter finds something.
 	@for k in config/local config/certmanager config/namespaced config/prometheus; do $(KUSTOMIZE) build $$k >/dev/null || { echo "$$k does not build"; exit 1; }; done
 	@bash hack/install-namespaced.sh --namespace ops --watch apps,db >/dev/null || { echo "hack/install-namespaced.sh does not render a list of namespaces"; exit 1; }
+	@bash hack/release.sh --check
 	@go run ./hack/benchtable -check
 	$(MAKE) -s verify-chart
 	@git diff --exit-code -- api config dist charts docs/api.md '*.go' || { echo "generated files or formatting are stale: run 'make generate manifests docs fmt' and commit"; exit 1; }
@@ -97,8 +102,8 @@ verify-chart: ## Lint the Helm chart, render its variants, and fail when it inst
 	go test -count=1 ./hack/chartgen
 
 .PHONY: build
-build: ## Build bin/etcd-operator (static).
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/etcd-operator ./cmd/etcd-operator
+build: ## Build bin/etcd-operator (static; OPERATOR_BIN), version VERSION (`etcd-operator version` prints it).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(OPERATOR_BIN) ./cmd/etcd-operator
 
 .PHONY: plugin
 plugin: ## Build bin/kubectl-etcd, the kubectl plugin (on PATH, `kubectl etcd` runs it; docs/kubectl-plugin.md).
@@ -106,10 +111,24 @@ plugin: ## Build bin/kubectl-etcd, the kubectl plugin (on PATH, `kubectl etcd` r
 
 .PHONY: image
 # The image carries Debian's CA bundle (hack/ca-certificates.sh installs it when missing) at the path
-# Go reads first, so that backups to https:// S3 endpoints of public CAs verify.
-image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (no Docker needed).
-	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o bin/etcd-operator.tar -name $(IMG) -entrypoint /etcd-operator -user 65532 \
-		bin/etcd-operator:/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
+# Go reads first, so that backups to https:// S3 endpoints of public CAs verify. Its labels name the
+# version (org.opencontainers.image.version) and the source.
+image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (IMAGE_TAR; no Docker needed), labelled with VERSION.
+	ca=$$(bash hack/ca-certificates.sh) && go run ./hack/imgpack -o $(IMAGE_TAR) -name $(IMG) -entrypoint /etcd-operator -user 65532 \
+		-label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.source=https://github.com/etcdkit/etcd-operator \
+		$(OPERATOR_BIN):/etcd-operator "$$ca:/etc/ssl/certs/ca-certificates.crt:0644"
+
+.PHONY: push
+# hack/imgpush reads registry credentials from ~/.docker/config.json ($$DOCKER_CONFIG) and, with
+# INSECURE_REGISTRY=1, speaks plain HTTP or accepts a certificate it cannot verify.
+push: ## Build the operator image (make image) and push it to IMG=<registry>/<name>:<tag>; prints its digest. INSECURE_REGISTRY=1 for a plain-HTTP registry.
+	@case "$(IMG)" in docker.io/local/*) echo "IMG=$(IMG) is the local cluster's image name, which no registry serves: set IMG=<registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=ghcr.io/me/etcd-operator:v0.2.0" >&2; exit 2;; esac
+	$(MAKE) -s image >/dev/null
+	go run ./hack/imgpush $(IMAGE_TAR) $(IMG)
+
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z for IMG=<registry>/<name> into bin/release/VERSION: binary, image IMG:VERSION, install.yaml, install-namespaced.yaml, Helm chart (hack/release.sh); then make push.
+	bash hack/release.sh --version "$(VERSION)" --image "$(IMG)" --out "$(RELEASE_DIR)" $(if $(RELEASE_NAMESPACE),--namespace "$(RELEASE_NAMESPACE)")
 
 .PHONY: promtool
 promtool: ## Build promtool (hack/tools/promtool/go.mod), which the alert rules' tests run (once per machine, ~5 min cold).

@@ -5,8 +5,10 @@
 # that are called for those namespaces only. dist/install-namespaced.yaml is its output with the
 # defaults (make manifests).
 #
-#   bash hack/install-namespaced.sh [--namespace NAMESPACE] [--watch NS1,NS2,...] > install.yaml
+#   bash hack/install-namespaced.sh [--namespace NAMESPACE] [--watch NS1,NS2,...] [--image REF] > install.yaml
 #   kubectl apply --server-side -f install.yaml
+#
+# --image REGISTRY/NAME:TAG runs that operator image instead of the release's (make release sets it).
 #
 # The output holds a Namespace object for NAMESPACE (labelled for the restricted Pod Security
 # Standard), but none for the watched namespaces: create them first. One namespace-scoped install per
@@ -16,11 +18,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 namespace=etcd-operator-system
 watch=""
+image=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --namespace) namespace=$2; shift 2 ;;
     --watch) watch=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --image) image=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +36,9 @@ for ns in "$namespace" "${watched[@]}"; do
     echo "not a namespace name: '$ns'" >&2; exit 2
   fi
 done
+if [ -n "$image" ] && { [[ ${image##*/} != *:* ]] || [[ $image == *@* ]] || [[ $image != */* ]]; }; then
+  echo "--image '$image' must be REGISTRY/NAME:TAG, tag included" >&2; exit 2
+fi
 
 kustomize() { go tool -modfile="$root/hack/tools/go.mod" kustomize "$@"; }
 tmp=$(mktemp -d)
@@ -63,6 +70,14 @@ if [ "$watch" != "$namespace" ]; then
     - op: add
       path: /spec/template/spec/containers/0/args/-
       value: --watch-namespaces=$watch
+YAML
+fi
+if [ -n "$image" ]; then
+  cat >>"$tmp/operator/kustomization.yaml" <<YAML
+images:
+- name: ghcr.io/etcdkit/etcd-operator
+  newName: ${image%:*}
+  newTag: ${image##*:}
 YAML
 fi
 kustomize build "$tmp/operator"

@@ -5,13 +5,18 @@
 // Usage:
 //
 //	imgpack -o OUT.tar -name docker.io/local/NAME:TAG -entrypoint /path [-arg x]... [-user 65532]
-//	        [-port 2379/tcp]... [-env K=V]... [-workdir /] [-symlink /bin/sh=busybox]... SRC:DEST[:MODE]...
+//	        [-port 2379/tcp]... [-env K=V]... [-label K=V]... [-workdir /] [-symlink /bin/sh=busybox]...
+//	        SRC:DEST[:MODE]...
 //
 // Each SRC:DEST[:MODE] copies the host file SRC to the absolute path DEST in the image, with the octal
 // MODE (default: the mode of SRC). Besides these files the layer holds what programs and runtimes expect
 // to find: /etc/passwd and /etc/group (root, nobody, nonroot 65532), /etc/nsswitch.conf, and the
 // directories /dev, /etc, /home/nonroot, /proc, /root, /sys, /tmp (1777) and /var. There is no shell
 // unless one is packed.
+//
+// Each -label K=V is a label of the image's configuration (what `docker inspect` and registries show
+// as its labels), for example org.opencontainers.image.version=v0.2.0, the OCI annotation key of the
+// version the image runs.
 //
 // The output is deterministic: entries are sorted, owned by root (nonroot's home by 65532) and have zero
 // mtimes, and the config's creation time is the Unix epoch, so the same inputs give the same image ID.
@@ -61,7 +66,7 @@ type entry struct {
 func main() {
 	var (
 		out, ref, entrypoint, user, workdir string
-		args, ports, envs, symlinks         list
+		args, ports, envs, labels, symlinks list
 	)
 	flag.StringVar(&out, "o", "", "output tarball (required)")
 	flag.StringVar(&ref, "name", "", "image reference, e.g. docker.io/local/etcd:v3.6.16 (required)")
@@ -71,6 +76,7 @@ func main() {
 	flag.StringVar(&workdir, "workdir", "/", "working directory")
 	flag.Var(&ports, "port", "exposed port, e.g. 2379/tcp; repeatable")
 	flag.Var(&envs, "env", "environment variable K=V; repeatable")
+	flag.Var(&labels, "label", "image label K=V, e.g. org.opencontainers.image.version=v0.2.0; repeatable")
 	flag.Var(&symlinks, "symlink", "symbolic link LINK=TARGET, e.g. /bin/sh=busybox; repeatable")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -o OUT.tar -name REF -entrypoint PATH [flags] SRC:DEST[:MODE]...\n", os.Args[0])
@@ -81,13 +87,16 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(out, ref, entrypoint, user, workdir, args, ports, envs, symlinks, flag.Args()); err != nil {
+	if err := run(out, ref, entrypoint, user, workdir, image{args: args, ports: ports, envs: envs, labels: labels}, symlinks, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "imgpack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, ref, entrypoint, user, workdir string, args, ports, envs, symlinks, files []string) error {
+// image holds the repeatable flags that configure how the image runs and what it says of itself.
+type image struct{ args, ports, envs, labels []string }
+
+func run(out, ref, entrypoint, user, workdir string, im image, symlinks, files []string) error {
 	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
 		return fmt.Errorf("image name %q: %w (use a fully qualified name with a tag)", ref, err)
@@ -118,7 +127,9 @@ func run(out, ref, entrypoint, user, workdir string, args, ports, envs, symlinks
 		return err
 	}
 	cf = cf.DeepCopy()
-	configure(cf, entrypoint, user, workdir, args, ports, envs)
+	if err := configure(cf, entrypoint, user, workdir, im); err != nil {
+		return err
+	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
@@ -138,24 +149,36 @@ func run(out, ref, entrypoint, user, workdir string, args, ports, envs, symlinks
 	return nil
 }
 
-// configure sets the image configuration: creation time, platform, how the container runs.
-func configure(cf *v1.ConfigFile, entrypoint, user, workdir string, args, ports, envs []string) {
+// configure sets the image configuration: creation time, platform, how the container runs, labels.
+// A label that is not K=V with a non-empty K is an error.
+func configure(cf *v1.ConfigFile, entrypoint, user, workdir string, im image) error {
 	cf.Created = v1.Time{Time: epoch}
 	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
 	cf.Config.Entrypoint = []string{entrypoint}
-	cf.Config.Cmd = args
+	cf.Config.Cmd = im.args
 	cf.Config.User = user
 	cf.Config.WorkingDir = workdir
-	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, envs...)
-	if len(ports) > 0 {
+	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, im.envs...)
+	for _, l := range im.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("bad -label %q, want KEY=VALUE", l)
+		}
+		if cf.Config.Labels == nil {
+			cf.Config.Labels = map[string]string{}
+		}
+		cf.Config.Labels[k] = v
+	}
+	if len(im.ports) > 0 {
 		cf.Config.ExposedPorts = map[string]struct{}{}
-		for _, p := range ports {
+		for _, p := range im.ports {
 			if !strings.Contains(p, "/") {
 				p += "/tcp"
 			}
 			cf.Config.ExposedPorts[p] = struct{}{}
 		}
 	}
+	return nil
 }
 
 // layerEntries returns the members of the image's only layer, keyed by path without leading slash.

@@ -244,7 +244,7 @@ func setAsideInstalledOperator(t *testing.T) {
 		}
 		scaleOperator(t, replicas)
 		if _, err := waitAdmission(admissionTimeout); err != nil {
-			t.Errorf("the suite's operator after the chart's was uninstalled: %v", err)
+			t.Errorf("the suite's operator after the other install was removed: %v", err)
 		}
 	})
 	scaleOperator(t, 0)
