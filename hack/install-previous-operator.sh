@@ -7,6 +7,8 @@
 # commit, by its own `make image`, from `git archive REF` into $EO_CACHE/previous-operator/<sha>
 # (reused afterwards), as docker.io/local/etcd-operator:upgrade-from-<short sha>, and loaded
 # into the local cluster. OPERATOR_ARGS are added to its command line as hack/install-operator.sh does.
+# When the installed CRDs have stored a version the earlier ones lack, the objects are first moved back
+# to the earlier storage version (store_as_earlier below).
 # Returns once the old operator's rollout is complete and it admits EtcdClusters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,10 +61,51 @@ for a in ${OPERATOR_ARGS:-}; do
       value: "$a"
 YAML
 done
+# Kubernetes keeps every version a CRD has stored objects in, so CRDs of an older API cannot be applied
+# over CRDs that stored a newer one. First move the stored objects back to the earlier CRDs' storage
+# version, as a CRD version is removed: make it the storage version, rewrite every object (the
+# installed operator converts it), stop the installed operator (it would point the CRDs at its
+# conversion webhook again), then drop the webhook and record that only that version is stored.
+store_as_earlier() {
+  local f crd want stored i s patch found plural moved="" m
+  local -a versions
+  for f in "$dir"/config/crd/bases/*.yaml; do
+    read -r crd want < <($KUBECTL create --dry-run=client -f "$f" -o jsonpath='{.metadata.name} {.spec.versions[?(@.storage==true)].name}{"\n"}')
+    stored=$($KUBECTL get crd "$crd" -o jsonpath='{.status.storedVersions[*]}' 2>/dev/null) || continue
+    [ "$stored" != "$want" ] || continue
+    read -r -a versions < <($KUBECTL get crd "$crd" -o jsonpath='{.spec.versions[*].name}{"\n"}')
+    patch="" found=""
+    for i in "${!versions[@]}"; do
+      s=false; [ "${versions[$i]}" = "$want" ] && s=true found=1
+      patch+="${patch:+,}{\"op\":\"replace\",\"path\":\"/spec/versions/$i/storage\",\"value\":$s}"
+    done
+    [ -n "$found" ] || { echo "$crd no longer serves $want, the version $short stores: its objects cannot be moved back to it; test the upgrade on a cluster without them" >&2; exit 1; }
+    log "$crd has stored $stored: moving its objects back to $want, the version $short stores"
+    $KUBECTL patch crd "$crd" --type=json -p "[$patch]" >/dev/null
+    plural=${crd%%.*}
+    if [ -n "$($KUBECTL get "$plural.$want.${crd#*.}" -A -o name)" ]; then
+      for i in 1 2 3; do   # an object written meanwhile makes its replace fail: read and write again
+        $KUBECTL get "$plural.$want.${crd#*.}" -A -o json | $KUBECTL replace -f - >/dev/null && break
+        [ "$i" -lt 3 ] || exit 1
+      done
+    fi
+    moved+=" $crd=$want"
+  done
+  [ -n "$moved" ] || return 0
+  log "stopping the installed operator, then setting the CRDs' conversion to None"
+  $KUBECTL -n $NS scale deploy/etcd-operator --replicas=0 >/dev/null
+  $KUBECTL -n $NS wait --for=delete pod -l app.kubernetes.io/name=etcd-operator --timeout=120s >/dev/null
+  for m in $moved; do
+    $KUBECTL patch crd "${m%%=*}" --type=merge -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null
+    $KUBECTL patch crd "${m%%=*}" --subresource=status --type=merge -p "{\"status\":{\"storedVersions\":[\"${m#*=}\"]}}" >/dev/null
+  done
+}
+store_as_earlier
 log "installing the operator of $short with its CRDs, RBAC and Deployment (image $IMG)"
 (cd "$dir" && go tool -modfile=hack/tools/go.mod kustomize build install) | $KUBECTL apply --server-side --force-conflicts -f - >/dev/null
 $KUBECTL wait crd/etcdclusters.etcd.etcdkit.dev crd/etcdbackups.etcd.etcdkit.dev --for=condition=Established --timeout=60s >/dev/null
 log "waiting for the operator's rollout"
 $KUBECTL -n $NS rollout status deploy/etcd-operator --timeout=180s
-bash hack/wait-admission.sh
+# its own check: it creates an EtcdCluster of the earlier API
+KUBECTL=$KUBECTL bash "$dir/hack/wait-admission.sh"
 log "the operator of $short is ready"
