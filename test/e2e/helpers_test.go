@@ -35,9 +35,20 @@ import (
 // test ends.
 func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.ClusterOption) *etcdv1beta1.EtcdCluster {
 	t.Helper()
-	ctx := context.Background()
+	newNamespace(t, ns)
+	c := testutil.EtcdCluster(name, append([]testutil.ClusterOption{testutil.InNamespace(ns), testutil.WithReplicas(replicas)}, opts...)...)
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatalf("create EtcdCluster %s/%s: %v", ns, name, err)
+	}
+	return c
+}
+
+// newNamespace creates namespace ns and deletes it when the test ends; after a failed test it is kept
+// to be looked at, and the operator's log lines and the events about it are logged.
+func newNamespace(t testing.TB, ns string) {
+	t.Helper()
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if err := k8s.Create(ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := k8s.Create(context.Background(), nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
@@ -47,11 +58,6 @@ func newCluster(t testing.TB, ns, name string, replicas int32, opts ...testutil.
 		}
 		_ = k8s.Delete(context.Background(), nsObj)
 	})
-	c := testutil.EtcdCluster(name, append([]testutil.ClusterOption{testutil.InNamespace(ns), testutil.WithReplicas(replicas)}, opts...)...)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatalf("create EtcdCluster %s/%s: %v", ns, name, err)
-	}
-	return c
 }
 
 // logOperatorAbout logs, for a failed test, the last operator log lines and events of namespace ns:

@@ -9,7 +9,9 @@
 // Most tests run one at a time. The ones that mostly wait on the operator's timers while a writer runs
 // (certificate renewals, CA changes, switching TLS, a backup schedule firing every minute) call t.Parallel(): Go runs them together once the
 // others are done, `make test-e2e` up to three at once (-parallel 3), each on a cluster in a namespace
-// of its own; none of them restarts the operator or reads its process-wide metrics.
+// of its own; none of them restarts the operator or reads its process-wide metrics. The tests that
+// kill, set aside or replace the operator (TestOperatorFailover, TestHelmInstall, TestOperatorUpgrade)
+// are serial ones, and leave the suite's operator installed and admitting when they end.
 package e2e
 
 import (
