@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	etcdv1alpha1 "github.com/etcdkit/etcd-operator/api/v1alpha1"
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestAPIVersions: on a real cluster, an EtcdCluster created in the deprecated v1alpha1 (with a
@@ -44,7 +44,7 @@ func TestAPIVersions(t *testing.T) {
 	})
 
 	cfg := rest.CopyConfig(config)
-	warned := &warningLog{}
+	warned := &testutil.Warnings{}
 	cfg.WarningHandlerWithContext = warned
 	legacyClient, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
@@ -56,7 +56,7 @@ func TestAPIVersions(t *testing.T) {
 	if err := legacyClient.Create(ctx, alpha); err != nil {
 		t.Fatalf("create an EtcdCluster in v1alpha1: %v", err)
 	}
-	if w := warned.String(); !strings.Contains(w, "etcd.etcdkit.dev/v1alpha1 EtcdCluster is deprecated") {
+	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "etcd.etcdkit.dev/v1alpha1 EtcdCluster is deprecated") {
 		t.Errorf("creating in v1alpha1 warned %q, want the deprecation warning", w)
 	}
 	took, c := assertAvailable(t, &etcdv1beta1.EtcdCluster{ObjectMeta: alpha.ObjectMeta, Spec: etcdv1beta1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}, 3*time.Minute)
@@ -101,27 +101,4 @@ func TestAPIVersions(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// warningLog records the warnings the API server sends one client.
-type warningLog struct {
-	mu  sync.Mutex
-	got []string
-}
-
-// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
-func (w *warningLog) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, text string) {
-	if code != 299 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.got = append(w.got, text)
-}
-
-// String returns the warnings recorded, one per line.
-func (w *warningLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.got, "\n")
 }

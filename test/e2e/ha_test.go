@@ -353,16 +353,7 @@ func TestHelmInstall(t *testing.T) {
 	if err := k8s.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, deleteTimeout, "the cluster deleted", func(ctx context.Context) error {
-		_, err := getCluster(ctx, c)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return errors.New("still there")
-	})
+	awaitClusterGone(t, c)
 	if out, err := helm("uninstall", helmRelease, "--namespace", helmNamespace, "--wait"); err != nil {
 		t.Fatal(err)
 	} else {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -126,6 +127,21 @@ func assertAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster, timeout time.Dura
 		return nil
 	})
 	return took, last
+}
+
+// awaitClusterGone waits until cluster c is deleted (its finalizer handled by the operator).
+func awaitClusterGone(t testing.TB, c *etcdv1beta1.EtcdCluster) {
+	t.Helper()
+	poll.Eventually(t, deleteTimeout, "the cluster deleted", func(ctx context.Context) error {
+		_, err := getCluster(ctx, c)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return errors.New("still there")
+	})
 }
 
 // memberPods returns the cluster's member pods by name.

@@ -112,16 +112,7 @@ func TestReleaseFromRegistry(t *testing.T) {
 	if err := k8s.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, deleteTimeout, "the cluster deleted", func(ctx context.Context) error {
-		_, err := getCluster(ctx, c)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return errors.New("still there")
-	})
+	awaitClusterGone(t, c)
 	t.Logf("release %s: built, pushed, pulled, installed and ran a cluster in %s", version, time.Since(start).Round(time.Second))
 }
 

@@ -41,7 +41,7 @@ func TestConversionThroughAPIServer(t *testing.T) {
 	if err := k.Create(ctx, alpha); err != nil {
 		t.Fatalf("create in v1alpha1: %v", err)
 	}
-	if w := strings.Join(warned.take(), "\n"); !strings.Contains(w, "etcd.etcdkit.dev/v1alpha1 EtcdCluster is deprecated") {
+	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "etcd.etcdkit.dev/v1alpha1 EtcdCluster is deprecated") {
 		t.Errorf("a v1alpha1 create warned %q, want the deprecation warning", w)
 	}
 	// The defaulting webhook ran on the v1beta1 form and its defaults came back converted.
@@ -73,7 +73,7 @@ func TestConversionThroughAPIServer(t *testing.T) {
 		t.Errorf("after a v1alpha1 update, v1beta1 reads spec.options %+v, want Revision 10000", o)
 	}
 
-	warned.take()
+	warned.Take()
 
 	// An object created in v1beta1 reads in v1alpha1 as v1alpha1 spells it, status included.
 	b := &etcdv1beta1.EtcdCluster{
@@ -84,7 +84,7 @@ func TestConversionThroughAPIServer(t *testing.T) {
 	if err := k.Create(ctx, b); err != nil {
 		t.Fatalf("create in v1beta1: %v", err)
 	}
-	if w := warned.take(); len(w) > 0 {
+	if w := warned.Take(); len(w) > 0 {
 		t.Errorf("a v1beta1 create warned %q, want no warning", w)
 	}
 	b.Status = etcdv1beta1.EtcdClusterStatus{Phase: etcdv1beta1.PhaseRunning, ClusterID: "8e9e05c52164694d",

@@ -103,36 +103,11 @@ func apiServer(t *testing.T) *rest.Config {
 	return envCfg
 }
 
-// warnings records the warnings the API server returns to one client.
-type warnings struct {
-	mu  sync.Mutex
-	got []string
-}
-
-// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, text string) {
-	if code != 299 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.got = append(w.got, text)
-}
-
-// take returns the warnings recorded since the last call.
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	got := w.got
-	w.got = nil
-	return got
-}
-
 // newClient returns a client of the test API server, without a cache, and the warnings it receives.
-func newClient(t *testing.T) (client.Client, *warnings) {
+func newClient(t *testing.T) (client.Client, *testutil.Warnings) {
 	t.Helper()
 	cfg := rest.CopyConfig(apiServer(t))
-	w := &warnings{}
+	w := &testutil.Warnings{}
 	cfg.WarningHandlerWithContext = w
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
@@ -237,11 +212,11 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 	t.Run("3.5.35 to 3.6.16", func(t *testing.T) {
 		c := create(t, k8s, testutil.WithVersion("3.5.35"))
 		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.5.35"))
-		w.take()
+		w.Take()
 		if err := update(k8s, c, testutil.WithVersion("3.6.16")); err != nil {
 			t.Fatalf("upgrade refused: %v", err)
 		}
-		checkWarnings(t, w.take(), []string{"changing spec.version rolls every member one at a time; the leader last"})
+		checkWarnings(t, w.Take(), []string{"changing spec.version rolls every member one at a time; the leader last"})
 	})
 }
 
@@ -431,20 +406,20 @@ func TestWarnings(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.take()
+			w.Take()
 			c := create(t, k8s, tc.create...)
 			if tc.change == nil {
-				checkWarnings(t, w.take(), tc.want)
+				checkWarnings(t, w.Take(), tc.want)
 				return
 			}
-			checkWarnings(t, w.take(), nil)
+			checkWarnings(t, w.Take(), nil)
 			if tc.status != nil {
 				setStatus(t, k8s, c, tc.status...)
 			}
 			if err := update(k8s, c, tc.change...); err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			checkWarnings(t, w.take(), tc.want)
+			checkWarnings(t, w.Take(), tc.want)
 		})
 	}
 }
