@@ -8,6 +8,7 @@ package storageversion
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -113,15 +114,16 @@ func (m *Migrator) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// rewrite writes every object of kind k in the watched namespaces unchanged, and returns how many.
-// An object changed or deleted meanwhile needs no write: whoever changed it wrote it in the storage
-// version.
+// rewrite writes every object of kind k in the watched namespaces unchanged, and returns how many it
+// wrote and the errors of those it could not write (it goes on past them). An object changed or
+// deleted meanwhile needs no write: whoever changed it wrote it in the storage version.
 func (m *Migrator) rewrite(ctx context.Context, k kind) (int, error) {
 	namespaces := m.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{""}
 	}
 	n := 0
+	var failed []error
 	for _, ns := range namespaces {
 		list := k.list()
 		if err := m.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -140,10 +142,12 @@ func (m *Migrator) rewrite(ctx context.Context, k kind) (int, error) {
 		}
 		for _, o := range objs {
 			if err := m.Writer.Update(ctx, o); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return n, fmt.Errorf("rewrite %s %s/%s: %w", k.crd, o.GetNamespace(), o.GetName(), err)
+				// The others are still rewritten; storedVersions stays until every one is.
+				failed = append(failed, fmt.Errorf("rewrite %s %s/%s: %w", k.crd, o.GetNamespace(), o.GetName(), err))
+				continue
 			}
 			n++
 		}
 	}
-	return n, nil
+	return n, errors.Join(failed...)
 }
