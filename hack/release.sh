@@ -61,7 +61,7 @@ if ! [[ $version =~ $semver ]]; then
   exit 2
 fi
 last=${image##*/}
-if [ -z "$image" ] || [[ $image != */* ]] || [[ $last == *:* ]] || [[ $image == *@* ]]; then
+if [ -z "$image" ] || [[ $image != */* ]] || [ -z "$last" ] || [[ $image == *//* ]] || [[ $last == *:* ]] || [[ $image == *@* ]]; then
   echo "IMG='$image' must be the image's repository without a tag, e.g. IMG=ghcr.io/me/etcd-operator: the release's image is IMG:VERSION" >&2
   exit 2
 fi

@@ -116,6 +116,17 @@ func TestConversionThroughAPIServer(t *testing.T) {
 		t.Errorf("listed in v1alpha1, the compaction modes are %v, want revision for both", modes)
 	}
 
+	// v1alpha1's schema admits a reference without a name, which the webhook, given the v1beta1 form,
+	// takes as naming no backup (it used to fail reading an EtcdBackup named "").
+	noName := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "conv-noname", Namespace: "default"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Bootstrap: &etcdv1alpha1.BootstrapSpec{
+			Restore: &etcdv1alpha1.RestoreSpec{BackupRef: &corev1.LocalObjectReference{}}}}}
+	if err := k.Create(ctx, noName); err != nil {
+		t.Errorf("create in v1alpha1 with an empty bootstrap.restore.backupRef: %v, want admitted", err)
+	} else if err := k.Delete(ctx, noName); err != nil {
+		t.Errorf("delete %s: %v", noName.Name, err)
+	}
+
 	// EtcdBackup: the same in both versions.
 	bk := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "conv-backup", Namespace: "default"},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterRef: corev1Ref("conv-beta"), Member: "conv-beta-0"}}

@@ -64,7 +64,10 @@ func validateRestoreSource(b *etcdv1beta1.BootstrapSpec) field.ErrorList {
 // lookupBackup returns the EtcdBackup a new cluster restores, nil when it names none or it does not
 // exist.
 func lookupBackup(ctx context.Context, r client.Reader, c *etcdv1beta1.EtcdCluster) (*etcdv1beta1.EtcdBackup, error) {
-	if r == nil || c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil || c.Spec.Bootstrap.Restore.BackupRef == nil {
+	// An empty name (admitted by v1alpha1's schema, not v1beta1's) names no backup: the schema of the
+	// request's version reports it, or the cluster waits for it.
+	if r == nil || c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil || c.Spec.Bootstrap.Restore.BackupRef == nil ||
+		c.Spec.Bootstrap.Restore.BackupRef.Name == "" {
 		return nil, nil
 	}
 	b := &etcdv1beta1.EtcdBackup{}
