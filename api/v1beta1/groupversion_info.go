@@ -19,3 +19,9 @@ var (
 	// AddToScheme adds the types of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// The names of the CRDs of this group's kinds.
+const (
+	EtcdClusterCRD = "etcdclusters.etcd.etcdkit.dev"
+	EtcdBackupCRD  = "etcdbackups.etcd.etcdkit.dev"
+)

@@ -35,8 +35,8 @@ type kind struct {
 }
 
 var kinds = []kind{
-	{"etcdclusters.etcd.etcdkit.dev", func() client.ObjectList { return &etcdv1beta1.EtcdClusterList{} }},
-	{"etcdbackups.etcd.etcdkit.dev", func() client.ObjectList { return &etcdv1beta1.EtcdBackupList{} }},
+	{etcdv1beta1.EtcdClusterCRD, func() client.ObjectList { return &etcdv1beta1.EtcdClusterList{} }},
+	{etcdv1beta1.EtcdBackupCRD, func() client.ObjectList { return &etcdv1beta1.EtcdBackupList{} }},
 }
 
 // Migrator is a manager.Runnable that rewrites the operator's objects once, on the leader, after

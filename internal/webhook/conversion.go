@@ -13,10 +13,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 )
 
 // The CRDs whose conversion webhook the operator keeps pointing at itself.
-var DefaultConversionCRDs = []string{"etcdclusters.etcd.etcdkit.dev", "etcdbackups.etcd.etcdkit.dev"}
+var DefaultConversionCRDs = []string{etcdv1beta1.EtcdClusterCRD, etcdv1beta1.EtcdBackupCRD}
 
 // ConversionPath is where the webhook server serves conversion reviews (controller-runtime's).
 const ConversionPath = "/convert"
