@@ -119,6 +119,19 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 }
 
+// BenchmarkManyClusters runs only the last part of BenchmarkSideBySide: E2E_BENCH_CLUSTERS (default
+// 100) one-member clusters applied at once, until all are Available, and the operator's memory then.
+// It writes nothing; `E2E_ARGS="-run ^$ -bench ManyClusters -benchtime 1x" bash hack/test-e2e.sh`.
+func BenchmarkManyClusters(b *testing.B) {
+	clusters := 100
+	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_CLUSTERS")); err == nil && v > 0 {
+		clusters = v
+	}
+	m := benchManyClusters(b, clusters)
+	b.ReportMetric(m.AvailableSeconds, "available-s")
+	b.ReportMetric(m.OperatorMiB, "rss-MiB")
+}
+
 // measure runs op and records how long it took, until done holds, as run's figure in figures; with a
 // writer w running, also the longest gap between its acknowledged writes in gaps.
 func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context) error) {
