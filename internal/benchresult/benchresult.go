@@ -45,6 +45,10 @@ type ManyClusters struct {
 	// pod, and PodsRunningSeconds until every one ran (the kubelet's share), in seconds; 0: not measured.
 	PodsCreatedSeconds float64 `json:"podsCreatedSeconds,omitempty"`
 	PodsRunningSeconds float64 `json:"podsRunningSeconds,omitempty"`
+	// FloorReadySeconds is the floor: the time from the first create until as many bare etcd pods (one
+	// member each, the same image, requests and readiness probe, no operator) were all Ready, in
+	// seconds; 0: not measured.
+	FloorReadySeconds float64 `json:"floorReadySeconds,omitempty"`
 	// OperatorMiB is the operator's resident memory once every one was Available, in MiB.
 	OperatorMiB float64 `json:"operatorMiB"`
 	// Target is the goal for both figures.
@@ -148,6 +152,10 @@ func (r *Result) Table() string {
 		fmt.Fprintf(&b, " %d one-member clusters applied at once: all Available in %.1f s", m.Clusters, m.AvailableSeconds)
 		if m.PodsCreatedSeconds > 0 && m.PodsRunningSeconds > 0 {
 			fmt.Fprintf(&b, " (every member pod created by %.1f s, all running by %.1f s)", m.PodsCreatedSeconds, m.PodsRunningSeconds)
+		}
+		if m.FloorReadySeconds > 0 {
+			fmt.Fprintf(&b, "; the floor, %d bare etcd pods of the same image and requests created at once, all Ready in %.1f s (operator ÷ floor %.2f)",
+				m.Clusters, m.FloorReadySeconds, m.AvailableSeconds/m.FloorReadySeconds)
 		}
 		fmt.Fprintf(&b, ", operator memory (RSS) then %.1f MiB (target: %s).", m.OperatorMiB, m.Target)
 	}

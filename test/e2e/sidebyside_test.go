@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -98,7 +99,9 @@ func BenchmarkSideBySide(b *testing.B) {
 		clusters = v
 	}
 	if clusters > 0 {
+		floor := benchManyPodsFloor(b, clusters, image)
 		res.ManyClusters = benchManyClusters(b, clusters)
+		res.ManyClusters.FloorReadySeconds = floor
 	}
 	res.Date = time.Now().UTC().Format(time.RFC3339)
 	out := os.Getenv("E2E_BENCH_OUT")
@@ -119,15 +122,19 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 }
 
-// BenchmarkManyClusters runs only the last part of BenchmarkSideBySide: E2E_BENCH_CLUSTERS (default
-// 100) one-member clusters applied at once, until all are Available, and the operator's memory then.
+// BenchmarkManyClusters runs only the last part of BenchmarkSideBySide: the floor (as many bare etcd
+// pods, benchManyPodsFloor), then E2E_BENCH_CLUSTERS (default 100) one-member clusters applied at once,
+// until all are Available, and the operator's memory then.
 // It writes nothing; `E2E_ARGS="-run ^$ -bench ManyClusters -benchtime 1x" bash hack/test-e2e.sh`.
 func BenchmarkManyClusters(b *testing.B) {
 	clusters := 100
 	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_CLUSTERS")); err == nil && v > 0 {
 		clusters = v
 	}
+	floor := benchManyPodsFloor(b, clusters, etcdImage(b))
 	m := benchManyClusters(b, clusters)
+	m.FloorReadySeconds = floor
+	b.ReportMetric(floor, "floor-ready-s")
 	b.ReportMetric(m.AvailableSeconds, "available-s")
 	b.ReportMetric(m.OperatorMiB, "rss-MiB")
 }
@@ -474,6 +481,90 @@ func serverVersion(b *testing.B) string {
 // the node) at once in one namespace, waits until every one is Available, and returns how long that
 // took and the operator's resident memory then; the namespace is deleted and waited for afterwards,
 // so that what runs next does not share the node with them.
+// benchManyPodsFloor is the floor of benchManyClusters: n bare pods, each a one-member etcd of image
+// on emptyDir in plain HTTP, with the member pods' security settings, CPU and memory requests and
+// readiness probe, created at once as many at a time as benchManyClusters creates clusters, in a
+// namespace of their own (deleted after). It returns the seconds from the first create until every pod
+// is Ready: what the node takes to start that many etcd containers, whoever creates them.
+func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
+	b.Helper()
+	ctx := context.Background()
+	ns := fmt.Sprintf("bench-many-floor-%d", benchRuns.Add(1))
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Create(ctx, nsObj); err != nil {
+		b.Fatal(err)
+	}
+	defer awaitNamespaceGone(b, nsObj)
+	uid := ptr.To[int64](65532)
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "floor"}}, Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: uid, RunAsGroup: uid, FSGroup: uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/usr/local/bin/etcd", "--name=" + name, "--data-dir=" + resources.DataDir,
+					"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
+					"--listen-metrics-urls=http://0.0.0.0:2381", "--advertise-client-urls=http://127.0.0.1:2379"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2381)}},
+					PeriodSeconds: 2, TimeoutSeconds: 5, FailureThreshold: 3},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		}}
+	}
+	start := time.Now()
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16) // as benchManyClusters
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- k8s.Create(ctx, pod(fmt.Sprintf("floor-%03d", i)))
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatalf("create: %v", err)
+		}
+	}
+	poll.Eventually(b, 10*time.Minute, fmt.Sprintf("%d bare etcd pods Ready", n), func(ctx context.Context) error {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		readyPods := 0
+		for i := range pods.Items {
+			if ready(&pods.Items[i]) {
+				readyPods++
+			}
+		}
+		if readyPods < n {
+			return fmt.Errorf("%d of %d Ready", readyPods, n)
+		}
+		return nil
+	})
+	took := time.Since(start).Seconds()
+	b.Logf("%s: the floor: %d bare etcd pods created at once, all Ready in %.1f s", ns, n, took)
+	return took
+}
+
+// awaitNamespaceGone deletes ns and waits until it is gone, so that what follows has the node to itself.
+func awaitNamespaceGone(b *testing.B, ns *corev1.Namespace) {
+	_ = k8s.Delete(context.Background(), ns)
+	poll.Eventually(b, 5*time.Minute, "namespace "+ns.Name+" gone", func(ctx context.Context) error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return errors.New("still there")
+	})
+}
+
 func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 	b.Helper()
 	ctx := context.Background()
@@ -482,19 +573,7 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 	if err := k8s.Create(ctx, nsObj); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		_ = k8s.Delete(ctx, nsObj)
-		poll.Eventually(b, 5*time.Minute, "namespace "+ns+" gone", func(ctx context.Context) error {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(nsObj), &corev1.Namespace{})
-			switch {
-			case apierrors.IsNotFound(err):
-				return nil
-			case err != nil:
-				return err
-			}
-			return errors.New("still there")
-		})
-	}()
+	defer awaitNamespaceGone(b, nsObj)
 	small := &corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
 	start := time.Now()
@@ -549,6 +628,14 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 		return nil
 	})
 	took := time.Since(start)
+	// every cluster Available means every pod ran: a poll that listed the pods just before the last
+	// ones ran saw them all Available right after
+	if created == 0 {
+		created = took
+	}
+	if running == 0 {
+		running = took
+	}
 	rss, err := operatorMetric(ctx, "process_resident_memory_bytes")
 	if err != nil {
 		b.Fatalf("scrape operator metrics: %v", err)
