@@ -124,7 +124,7 @@ image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (IMAGE
 push: ## Build the operator image (make image) and push it to IMG=<registry>/<name>:<tag>; prints its digest. INSECURE_REGISTRY=1 for a plain-HTTP registry.
 	@case "$(IMG)" in docker.io/local/*) echo "IMG=$(IMG) is the local cluster's image name, which no registry serves: set IMG=<registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=ghcr.io/me/etcd-operator:v0.2.0" >&2; exit 2;; esac
 	$(MAKE) -s image >/dev/null
-	go run ./hack/imgpush $(IMAGE_TAR) $(IMG)
+	go run ./hack/imgpush -version "$(VERSION)" $(IMAGE_TAR) $(IMG)
 
 .PHONY: release
 release: ## Build release VERSION=vX.Y.Z for IMG=<registry>/<name> into bin/release/VERSION: binary, image IMG:VERSION, install.yaml, install-namespaced.yaml, Helm chart (hack/release.sh); then make push.

@@ -27,13 +27,18 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -47,13 +52,18 @@ import (
 func main() {
 	insecure := flag.Bool("insecure", envTrue(os.Getenv("INSECURE_REGISTRY")),
 		"speak plain HTTP to the registry and accept a certificate that does not verify (default from INSECURE_REGISTRY=1)")
+	version := flag.String("version", "", "the version the image was built as (make's VERSION); a tag that names another release version is refused")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-insecure] TARBALL REGISTRY/NAME:TAG\n", os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-insecure] [-version VERSION] TARBALL REGISTRY/NAME:TAG\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if flag.NArg() != 2 {
 		flag.Usage()
+		os.Exit(2)
+	}
+	if err := checkVersion(flag.Arg(1), *version); err != nil {
+		fmt.Fprintln(os.Stderr, "imgpush:", err)
 		os.Exit(2)
 	}
 	ref, err := push(flag.Arg(0), flag.Arg(1), *insecure, os.Stderr)
@@ -62,6 +72,22 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(ref)
+}
+
+// releaseTag matches a tag that names a release: v, then a semantic version.
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$`)
+
+// checkVersion refuses to push the image built as version under a tag of ref that names another
+// release (IMG=...:v0.3.0 with VERSION=v0.2.0, or unset): the binary, its log and the image's version
+// label would say one version and the tag another. Tags that name no release (dev, latest, a commit)
+// and an empty version are not checked.
+func checkVersion(ref, version string) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil || version == "" || !releaseTag.MatchString(tag.TagStr()) || tag.TagStr() == version {
+		return nil // a malformed reference is reported by push
+	}
+	return fmt.Errorf("the tag of %s names release %s, but the image was built as %s: run make push VERSION=%[2]s IMG=%[1]s (make image then builds it as %[2]s)",
+		ref, tag.TagStr(), version)
 }
 
 // envTrue reports whether an environment variable's value means yes: 1, t, true (any case), ...
@@ -94,6 +120,10 @@ func push(path, ref string, insecure bool, log io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the image tarball %s: %w", path, err)
 	}
+	id, err := img.ConfigName() // the image ID, as `make release` and container runtimes print it
+	if err != nil {
+		return "", fmt.Errorf("read the image tarball %s: %w", path, err)
+	}
 	rt := http.DefaultTransport.(*http.Transport).Clone()
 	if insecure {
 		rt.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with -insecure
@@ -101,7 +131,7 @@ func push(path, ref string, insecure bool, log io.Writer) (string, error) {
 	progress := make(chan v1.Update, 16)
 	done := make(chan struct{})
 	start := time.Now()
-	fmt.Fprintf(log, "pushing %s (%.1f MB, %s) to %s\n", path, float64(size)/1e6, digest, tag)
+	fmt.Fprintf(log, "pushing %s (%.1f MB, image ID %s, manifest digest %s) to %s\n", path, float64(size)/1e6, id, digest, tag)
 	go report(progress, log, start, done)
 	err = remote.Write(tag, img, remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithTransport(rt),
 		remote.WithUserAgent("etcd-operator-imgpush"), remote.WithProgress(progress))
@@ -147,15 +177,33 @@ func report(updates <-chan v1.Update, log io.Writer, start time.Time, done chan<
 }
 
 // explain adds to a failed push what to check: credentials when the registry refused them, the
-// scheme when it does not speak what was tried.
+// address when nothing answers there or its name does not resolve, INSECURE_REGISTRY=1 when the
+// registry speaks plain HTTP or has a certificate this machine does not trust.
 func explain(tag name.Tag, insecure bool, err error) error {
 	var terr *transport.Error
-	if errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden) {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden):
 		return fmt.Errorf("push %s: %w (log in to %s first, e.g. `docker login %[3]s`: credentials are read from $DOCKER_CONFIG/config.json or ~/.docker/config.json)",
 			tag, err, tag.RegistryStr())
-	}
-	if !insecure {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("push %s: %w (nothing accepts connections at %s: check the registry's address and port, and that it runs)", tag, err, tag.RegistryStr())
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("push %s: %w (%s does not resolve on this machine: check the registry's name)", tag, err, dnsErr.Name)
+	case !insecure && untrusted(err):
 		return fmt.Errorf("push %s: %w (a registry that speaks plain HTTP, or has a certificate this machine does not trust, needs INSECURE_REGISTRY=1)", tag, err)
 	}
 	return fmt.Errorf("push %s: %w", tag, err)
+}
+
+// untrusted tells whether err is a TLS handshake that failed: a certificate that does not verify, or
+// a server that answered in plain HTTP.
+func untrusted(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	var header tls.RecordHeaderError
+	return errors.As(err, &unknown) || errors.As(err, &verify) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &header) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -71,6 +72,17 @@ func TestPushPrintsTheDigestTheRegistryServes(t *testing.T) {
 	}
 	if desc.Digest.String() != digest {
 		t.Errorf("the registry serves %s under the tag, want %s", desc.Digest, digest)
+	}
+	img, err := tarball.ImageFromPath(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "image ID "+id.String()) {
+		t.Errorf("the progress log does not name the image ID %s:\n%s", id, log.String())
 	}
 	if !strings.Contains(log.String(), "pushed "+ref) {
 		t.Errorf("no summary in the progress log:\n%s", log.String())
@@ -142,6 +154,54 @@ func TestEnvTrue(t *testing.T) {
 	for v, want := range map[string]bool{"1": true, "true": true, "TRUE": true, "": false, "0": false, "no": false, "false": false} {
 		if got := envTrue(v); got != want {
 			t.Errorf("envTrue(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestPushSaysWhatToCheckWhenNothingAnswers: a push to an address where nothing listens, or to a name
+// that does not resolve, says so, and does not suggest INSECURE_REGISTRY=1, which would not help.
+func TestPushSaysWhatToCheckWhenNothingAnswers(t *testing.T) {
+	path, _ := imageTarball(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]string{
+		closed + "/etcd-operator:v0.0.1":             "nothing accepts connections at " + closed,
+		"registry.invalid:5000/etcd-operator:v0.0.1": "registry.invalid does not resolve",
+	} {
+		_, err := push(path, ref, false, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "INSECURE_REGISTRY") {
+			t.Errorf("push to %s: %v, want an error that says %q and does not name INSECURE_REGISTRY", ref, err, want)
+		}
+	}
+}
+
+// TestCheckVersion: a tag that names a release must be the version the image was built as.
+func TestCheckVersion(t *testing.T) {
+	for _, c := range []struct {
+		ref, version string
+		refused      bool
+	}{
+		{"registry.example.com/etcd-operator:v0.2.0", "v0.2.0", false},
+		{"registry.example.com/etcd-operator:v0.3.0", "v0.2.0", true},
+		{"registry.example.com/etcd-operator:v0.3.0", "99e045e-dirty", true},
+		{"registry.example.com/etcd-operator:v0.3.0-rc.1", "v0.3.0", true},
+		{"localhost:5000/etcd-operator:v1.0.0", "v1.0.0", false},
+		{"registry.example.com/etcd-operator:dev", "v0.2.0", false},
+		{"registry.example.com/etcd-operator:latest", "99e045e", false},
+		{"registry.example.com/etcd-operator:v0.3.0", "", false},
+	} {
+		err := checkVersion(c.ref, c.version)
+		if (err != nil) != c.refused {
+			t.Errorf("checkVersion(%q, %q) = %v, want refused %v", c.ref, c.version, err, c.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "make push VERSION=") {
+			t.Errorf("checkVersion(%q, %q) = %v: does not say what to run", c.ref, c.version, err)
 		}
 	}
 }
