@@ -43,6 +43,9 @@ func startWriter(t testing.TB, endpoint string, more ...string) *writer {
 	w := &writer{cli: etcdClient(t, append([]string{endpoint}, more...)...), cancel: cancel, done: make(chan struct{}), errs: map[string]int{}}
 	go func() {
 		defer close(w.done)
+		// pace: at most ~50 writes/s, no busy loop against a cluster that refuses them
+		pace := time.NewTicker(20 * time.Millisecond)
+		defer pace.Stop()
 		last := time.Now()
 		for n := 0; ctx.Err() == nil; n++ {
 			key := fmt.Sprintf("w/%08d", n)
@@ -65,7 +68,10 @@ func startWriter(t testing.TB, endpoint string, more ...string) *writer {
 				w.errs[err.Error()]++
 			}
 			w.mu.Unlock()
-			time.Sleep(20 * time.Millisecond) // pace: ~50 writes/s, no busy loop against a cluster that refuses
+			select {
+			case <-ctx.Done():
+			case <-pace.C:
+			}
 		}
 	}()
 	poll.Eventually(t, firstWriteTimeout, "the first write through "+endpoint+" acknowledged", func(context.Context) error {
