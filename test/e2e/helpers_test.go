@@ -134,14 +134,20 @@ func awaitClusterGone(t testing.TB, c *etcdv1beta1.EtcdCluster) {
 	t.Helper()
 	poll.Eventually(t, deleteTimeout, "the cluster deleted", func(ctx context.Context) error {
 		_, err := getCluster(ctx, c)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return errors.New("still there")
+		return goneErr(err)
 	})
+}
+
+// goneErr is a poll's answer to reading something that should be gone: nil once the read found
+// nothing, the read's error, or "still there".
+func goneErr(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return errors.New("still there")
 }
 
 // memberPods returns the cluster's member pods by name.

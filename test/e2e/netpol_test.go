@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -212,13 +211,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	// switched off, the policy goes, and the other namespace reaches the client port
 	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = false })
 	poll.Eventually(t, statusTimeout, "the NetworkPolicy deleted", func(ctx context.Context) error {
-		switch err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{}); {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return errors.New("still there")
+		return goneErr(k8s.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{}))
 	})
 	pods, err = memberPods(ctx, c)
 	if err != nil {

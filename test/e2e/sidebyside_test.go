@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -554,14 +552,7 @@ func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 func awaitNamespaceGone(b *testing.B, ns *corev1.Namespace) {
 	_ = k8s.Delete(context.Background(), ns)
 	poll.Eventually(b, 5*time.Minute, "namespace "+ns.Name+" gone", func(ctx context.Context) error {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return errors.New("still there")
+		return goneErr(k8s.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
 	})
 }
 
