@@ -486,13 +486,9 @@ func serverVersion(b *testing.B) string {
 // is Ready: what the node takes to start that many etcd containers, whoever creates them.
 func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 	b.Helper()
-	ctx := context.Background()
-	ns := fmt.Sprintf("bench-many-floor-%d", benchRuns.Add(1))
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if err := k8s.Create(ctx, nsObj); err != nil {
-		b.Fatal(err)
-	}
+	nsObj := createBenchNamespace(b, "bench-many-floor")
 	defer awaitNamespaceGone(b, nsObj)
+	ns := nsObj.Name
 	uid := ptr.To[int64](65532)
 	pod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "floor"}}, Spec: corev1.PodSpec{
@@ -502,8 +498,7 @@ func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 				Command: []string{"/usr/local/bin/etcd", "--name=" + name, "--data-dir=" + resources.DataDir,
 					"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
 					"--listen-metrics-urls=http://0.0.0.0:2381", "--advertise-client-urls=http://127.0.0.1:2379"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+				Resources: *manyRequests.DeepCopy(),
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2381)}},
 					PeriodSeconds: 2, TimeoutSeconds: 5, FailureThreshold: 3},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
@@ -513,20 +508,7 @@ func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 		}}
 	}
 	start := time.Now()
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16) // as benchManyClusters
-	for i := range n {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			errs <- k8s.Create(ctx, pod(fmt.Sprintf("floor-%03d", i)))
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			b.Fatalf("create: %v", err)
-		}
-	}
+	createAll(b, n, func(i int) client.Object { return pod(fmt.Sprintf("floor-%03d", i)) })
 	poll.Eventually(b, 10*time.Minute, fmt.Sprintf("%d bare etcd pods Ready", n), func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
@@ -548,6 +530,41 @@ func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 	return took
 }
 
+// manyRequests are the CPU and memory requests of each member in benchManyClusters and of each pod of
+// its floor: small enough for 100 to fit on the node.
+var manyRequests = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+	corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+
+// createBenchNamespace creates a namespace named prefix-N (N counts the benchmark's namespaces).
+func createBenchNamespace(b *testing.B, prefix string) *corev1.Namespace {
+	b.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, benchRuns.Add(1))}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	return ns
+}
+
+// createAll creates object(0) … object(n-1) at once, 16 requests in flight (as many as a `kubectl
+// apply` of one file sends, give or take), and fails b if any create fails.
+func createAll(b *testing.B, n int, object func(i int) client.Object) {
+	b.Helper()
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- k8s.Create(context.Background(), object(i))
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatalf("create: %v", err)
+		}
+	}
+}
+
 // awaitNamespaceGone deletes ns and waits until it is gone, so that what follows has the node to itself.
 func awaitNamespaceGone(b *testing.B, ns *corev1.Namespace) {
 	_ = k8s.Delete(context.Background(), ns)
@@ -559,31 +576,15 @@ func awaitNamespaceGone(b *testing.B, ns *corev1.Namespace) {
 func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 	b.Helper()
 	ctx := context.Background()
-	ns := fmt.Sprintf("bench-many-%d", benchRuns.Add(1))
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if err := k8s.Create(ctx, nsObj); err != nil {
-		b.Fatal(err)
-	}
+	nsObj := createBenchNamespace(b, "bench-many")
 	defer awaitNamespaceGone(b, nsObj)
-	small := &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+	ns := nsObj.Name
 	start := time.Now()
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16) // as many requests in flight as a `kubectl apply` of one file sends, give or take
-	for i := range n {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			c := testutil.EtcdCluster(fmt.Sprintf("m-%03d", i), testutil.InNamespace(ns), testutil.WithReplicas(1), testutil.WithEmptyDir())
-			c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: small}
-			errs <- k8s.Create(ctx, c)
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			b.Fatalf("create: %v", err)
-		}
-	}
+	createAll(b, n, func(i int) client.Object {
+		c := testutil.EtcdCluster(fmt.Sprintf("m-%03d", i), testutil.InNamespace(ns), testutil.WithReplicas(1), testutil.WithEmptyDir())
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: manyRequests.DeepCopy()} // a copy each: Create decodes the answer into it
+		return c
+	})
 	b.Logf("%s: %d one-member clusters applied in %.1f s", ns, n, time.Since(start).Seconds())
 	var created, running time.Duration // the operator's share, then the kubelet's
 	poll.Eventually(b, 10*time.Minute, fmt.Sprintf("%d clusters Available", n), func(ctx context.Context) error {
