@@ -123,8 +123,7 @@ image: build ## Pack the operator image $(IMG) into bin/etcd-operator.tar (IMAGE
 # INSECURE_REGISTRY=1, speaks plain HTTP or accepts a certificate it cannot verify.
 push: ## Build the operator image (make image) and push it to IMG=<registry>/<name>:<tag>; prints its digest. INSECURE_REGISTRY=1 for a plain-HTTP registry.
 	@case "$(IMG)" in docker.io/local/*) echo "IMG=$(IMG) is the local cluster's image name, which no registry serves: set IMG=<registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=ghcr.io/me/etcd-operator:v0.2.0" >&2; exit 2;; esac
-	@case "$(IMG)" in *@*) ;; *) case "$${IMG##*/}" in *:*) ;; *) false;; esac;; esac || { \
-	  echo "IMG=$(IMG) has no tag: push needs <registry>/<name>:<tag>, e.g. make push VERSION=v0.2.0 IMG=$(IMG):v0.2.0 (make release takes IMG without the tag)" >&2; exit 2; }
+	@go run ./hack/imgpush -check -version "$(VERSION)" $(IMG)
 	$(MAKE) -s image >/dev/null
 	go run ./hack/imgpush -version "$(VERSION)" $(IMAGE_TAR) $(IMG)
 

@@ -53,18 +53,22 @@ func main() {
 	insecure := flag.Bool("insecure", envTrue(os.Getenv("INSECURE_REGISTRY")),
 		"speak plain HTTP to the registry and accept a certificate that does not verify (default from INSECURE_REGISTRY=1)")
 	version := flag.String("version", "", "the version the image was built as (make's VERSION); a tag that names another release version is refused")
+	check := flag.Bool("check", false, "only check REGISTRY/NAME:TAG (and -version), before the image is built; no TARBALL")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-insecure] [-version VERSION] TARBALL REGISTRY/NAME:TAG\n", os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-insecure] [-version VERSION] TARBALL REGISTRY/NAME:TAG\n       %[1]s -check [-version VERSION] REGISTRY/NAME:TAG\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 2 {
+	if want := map[bool]int{false: 2, true: 1}[*check]; flag.NArg() != want {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := checkVersion(flag.Arg(1), *version); err != nil {
+	if err := checkRef(flag.Arg(flag.NArg()-1), *version); err != nil {
 		fmt.Fprintln(os.Stderr, "imgpush:", err)
 		os.Exit(2)
+	}
+	if *check {
+		return
 	}
 	ref, err := push(flag.Arg(0), flag.Arg(1), *insecure, os.Stderr)
 	if err != nil {
@@ -77,14 +81,18 @@ func main() {
 // releaseTag matches a tag that names a release: v, then a semantic version.
 var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$`)
 
-// checkVersion refuses to push the image built as version under a tag of ref that names another
-// release (IMG=...:v0.3.0 with VERSION=v0.2.0, or unset): the binary, its log and the image's version
-// label would say one version and the tag another. Tags that name no release (dev, latest, a commit)
-// and an empty version are not checked.
-func checkVersion(ref, version string) error {
+// checkRef refuses ref when it has no tag (the tag is never defaulted to latest; make release takes
+// the repository without it), and refuses to push the image built as version under a tag that names
+// another release (IMG=...:v0.3.0 with VERSION=v0.2.0, or unset): the binary, its log and the image's
+// version label would say one version and the tag another. Tags that name no release (dev, latest, a
+// commit) and an empty version are not checked against it.
+func checkRef(ref, version string) error {
 	tag, err := name.NewTag(ref, name.StrictValidation)
-	if err != nil || version == "" || !releaseTag.MatchString(tag.TagStr()) || tag.TagStr() == version {
-		return nil // a malformed reference is reported by push
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w (give REGISTRY/NAME:TAG, tag included, e.g. make push VERSION=v0.2.0 IMG=%[1]s:v0.2.0; make release takes IMG without the tag)", ref, err)
+	}
+	if version == "" || !releaseTag.MatchString(tag.TagStr()) || tag.TagStr() == version {
+		return nil
 	}
 	return fmt.Errorf("the tag of %s names release %s, but the image was built as %s: run make push VERSION=%[2]s IMG=%[1]s (make image then builds it as %[2]s)",
 		ref, tag.TagStr(), version)

@@ -181,8 +181,9 @@ func TestPushSaysWhatToCheckWhenNothingAnswers(t *testing.T) {
 	}
 }
 
-// TestCheckVersion: a tag that names a release must be the version the image was built as.
-func TestCheckVersion(t *testing.T) {
+// TestCheckRef: a reference needs a tag, and a tag that names a release must be the version the
+// image was built as.
+func TestCheckRef(t *testing.T) {
 	for _, c := range []struct {
 		ref, version string
 		refused      bool
@@ -195,13 +196,15 @@ func TestCheckVersion(t *testing.T) {
 		{"registry.example.com/etcd-operator:dev", "v0.2.0", false},
 		{"registry.example.com/etcd-operator:latest", "99e045e", false},
 		{"registry.example.com/etcd-operator:v0.3.0", "", false},
+		{"registry.example.com/etcd-operator", "v0.3.0", true},
+		{"127.0.0.1:1/etcd-operator", "", true},
 	} {
-		err := checkVersion(c.ref, c.version)
+		err := checkRef(c.ref, c.version)
 		if (err != nil) != c.refused {
-			t.Errorf("checkVersion(%q, %q) = %v, want refused %v", c.ref, c.version, err, c.refused)
+			t.Errorf("checkRef(%q, %q) = %v, want refused %v", c.ref, c.version, err, c.refused)
 		}
 		if err != nil && !strings.Contains(err.Error(), "make push VERSION=") {
-			t.Errorf("checkVersion(%q, %q) = %v: does not say what to run", c.ref, c.version, err)
+			t.Errorf("checkRef(%q, %q) = %v: does not say what to run", c.ref, c.version, err)
 		}
 	}
 }
