@@ -132,7 +132,7 @@ func (o Options) BuildPod(c *etcdv1beta1.EtcdCluster, m Member) *corev1.Pod {
 			NodeSelector:                 tmpl.NodeSelector,
 			PriorityClassName:            tmpl.PriorityClassName,
 			ServiceAccountName:           tmpl.ServiceAccountName,
-			SecurityContext:              restrictedPod(),
+			SecurityContext:              RestrictedPod(),
 			Containers:                   []corev1.Container{o.etcdContainer(c, m, tmpl)},
 			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c, m.PodTLS(c))...),
 		},
@@ -230,7 +230,7 @@ func (o Options) operatorInitContainer(name string, args []string, mounts []core
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resourceMustParse("10m"), corev1.ResourceMemory: resourceMustParse("32Mi"),
 		}},
-		SecurityContext:          restrictedContainer(),
+		SecurityContext:          RestrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
@@ -262,14 +262,7 @@ func (o Options) etcdContainer(c *etcdv1beta1.EtcdCluster, m Member, tmpl *etcdv
 	if tmpl.Resources != nil {
 		resources = *tmpl.Resources.DeepCopy()
 	}
-	livez, readyz := "/livez", "/readyz"
-	if strings.HasPrefix(c.Spec.VersionOrDefault(), "3.5.") {
-		// etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form does
-		// not. It also fails on any alarm: a NOSPACE alarm (the cluster refuses writes, serves reads)
-		// must neither restart the members nor take them out of the client Service, as 3.6's /livez and
-		// /readyz do not.
-		livez, readyz = "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
-	}
+	livez, _ := probePaths(c.Spec.VersionOrDefault())
 	return corev1.Container{
 		Name:    EtcdContainer,
 		Image:   o.Image(c),
@@ -283,11 +276,30 @@ func (o Options) etcdContainer(c *etcdv1beta1.EtcdCluster, m Member, tmpl *etcdv
 		// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
 		StartupProbe:             metricsProbe(livez, 2, 150),
 		LivenessProbe:            metricsProbe(livez, 10, 6),
-		ReadinessProbe:           metricsProbe(readyz, 2, 3),
+		ReadinessProbe:           ReadinessProbe(c.Spec.VersionOrDefault()),
 		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}}, tlsMounts(c, m.PodTLS(c))...),
-		SecurityContext:          restrictedContainer(),
+		SecurityContext:          RestrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
+
+// probePaths returns the paths of the etcd container's liveness and readiness probes for etcd
+// version. etcd 3.5 has no /livez and /readyz; /health fails without a leader, the serializable form
+// does not. It also fails on any alarm: a NOSPACE alarm (the cluster refuses writes, serves reads)
+// must neither restart the members nor take them out of the client Service, as 3.6's /livez and
+// /readyz do not.
+func probePaths(version string) (livez, readyz string) {
+	if strings.HasPrefix(version, "3.5.") {
+		return "/health?serializable=true&exclude=NOSPACE", "/health?exclude=NOSPACE"
+	}
+	return "/livez", "/readyz"
+}
+
+// ReadinessProbe is the etcd container's readiness probe for etcd version (e.g. "3.6.16"): its
+// readiness path on the metrics port, every 2 s, unready after 3 failures.
+func ReadinessProbe(version string) *corev1.Probe {
+	_, readyz := probePaths(version)
+	return metricsProbe(readyz, 2, 3)
 }
 
 // metricsProbe is an HTTP probe of path on the metrics port, every period seconds, failing after
@@ -301,9 +313,9 @@ func metricsProbe(path string, period, failures int32) *corev1.Probe {
 	}
 }
 
-// restrictedPod is the security context of every pod the operator builds: non-root (uid and gid
+// RestrictedPod is the security context of every pod the operator builds: non-root (uid and gid
 // 65532, which also owns the volumes), the runtime's default seccomp profile.
-func restrictedPod() *corev1.PodSecurityContext {
+func RestrictedPod() *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
 		RunAsNonRoot:        ptr.To(true),
 		RunAsUser:           ptr.To[int64](nonRootID),
@@ -314,9 +326,9 @@ func restrictedPod() *corev1.PodSecurityContext {
 	}
 }
 
-// restrictedContainer is the security context of every container the operator builds: no privilege
+// RestrictedContainer is the security context of every container the operator builds: no privilege
 // escalation, a read-only root filesystem, no capabilities.
-func restrictedContainer() *corev1.SecurityContext {
+func RestrictedContainer() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),

@@ -67,7 +67,7 @@ func (o Options) restoreInitContainer(c *etcdv1beta1.EtcdCluster, m Member, plan
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resourceMustParse("100m"), corev1.ResourceMemory: resourceMustParse("64Mi"),
 		}},
-		SecurityContext:          restrictedContainer(),
+		SecurityContext:          RestrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}, vols
 }

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -97,9 +96,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		clusters = v
 	}
 	if clusters > 0 {
-		floor := benchManyPodsFloor(b, clusters, image)
-		res.ManyClusters = benchManyClusters(b, clusters)
-		res.ManyClusters.FloorReadySeconds = floor
+		res.ManyClusters = benchManyClusters(b, clusters, image)
 	}
 	res.Date = time.Now().UTC().Format(time.RFC3339)
 	out := os.Getenv("E2E_BENCH_OUT")
@@ -129,10 +126,8 @@ func BenchmarkManyClusters(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("E2E_BENCH_CLUSTERS")); err == nil && v > 0 {
 		clusters = v
 	}
-	floor := benchManyPodsFloor(b, clusters, etcdImage(b))
-	m := benchManyClusters(b, clusters)
-	m.FloorReadySeconds = floor
-	b.ReportMetric(floor, "floor-ready-s")
+	m := benchManyClusters(b, clusters, etcdImage(b))
+	b.ReportMetric(m.FloorReadySeconds, "floor-ready-s")
 	b.ReportMetric(m.AvailableSeconds, "available-s")
 	b.ReportMetric(m.OperatorMiB, "rss-MiB")
 }
@@ -475,10 +470,6 @@ func serverVersion(b *testing.B) string {
 	return v.GitVersion
 }
 
-// benchManyClusters applies n one-member clusters (emptyDir, a CPU request of 5m so that they fit on
-// the node) at once in one namespace, waits until every one is Available, and returns how long that
-// took and the operator's resident memory then; the namespace is deleted and waited for afterwards,
-// so that what runs next does not share the node with them.
 // benchManyPodsFloor is the floor of benchManyClusters: n bare pods, each a one-member etcd of image
 // on emptyDir in plain HTTP, with the member pods' security settings, CPU and memory requests and
 // readiness probe, created at once as many at a time as benchManyClusters creates clusters, in a
@@ -489,21 +480,18 @@ func benchManyPodsFloor(b *testing.B, n int, image string) float64 {
 	nsObj := createBenchNamespace(b, "bench-many-floor")
 	defer awaitNamespaceGone(b, nsObj)
 	ns := nsObj.Name
-	uid := ptr.To[int64](65532)
+	version := strings.TrimPrefix(image[strings.LastIndex(image, ":")+1:], "v")
 	pod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "floor"}}, Spec: corev1.PodSpec{
-			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: uid, RunAsGroup: uid, FSGroup: uid,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			SecurityContext: resources.RestrictedPod(),
 			Containers: []corev1.Container{{Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{"/usr/local/bin/etcd", "--name=" + name, "--data-dir=" + resources.DataDir,
 					"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
 					"--listen-metrics-urls=http://0.0.0.0:2381", "--advertise-client-urls=http://127.0.0.1:2379"},
-				Resources: *manyRequests.DeepCopy(),
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2381)}},
-					PeriodSeconds: 2, TimeoutSeconds: 5, FailureThreshold: 3},
-				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}}}},
+				Resources:       *manyRequests.DeepCopy(),
+				ReadinessProbe:  resources.ReadinessProbe(version),
+				SecurityContext: resources.RestrictedContainer(),
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		}}
 	}
@@ -573,8 +561,14 @@ func awaitNamespaceGone(b *testing.B, ns *corev1.Namespace) {
 	})
 }
 
-func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
+// benchManyClusters first measures its floor (benchManyPodsFloor, n bare pods of image), then applies
+// n one-member clusters (emptyDir, manyRequests so that they fit on the node) at once in one
+// namespace, waits until every one is Available, and returns how long each took and the operator's
+// resident memory and Go heap then; each namespace is deleted and waited for afterwards, so that what
+// runs next does not share the node with them.
+func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClusters {
 	b.Helper()
+	floor := benchManyPodsFloor(b, n, image)
 	ctx := context.Background()
 	nsObj := createBenchNamespace(b, "bench-many")
 	defer awaitNamespaceGone(b, nsObj)
@@ -636,7 +630,7 @@ func benchManyClusters(b *testing.B, n int) *benchresult.ManyClusters {
 	if err != nil {
 		b.Fatalf("scrape operator metrics: %v", err)
 	}
-	m := &benchresult.ManyClusters{Clusters: n, AvailableSeconds: took.Seconds(), PodsCreatedSeconds: created.Seconds(),
+	m := &benchresult.ManyClusters{Clusters: n, AvailableSeconds: took.Seconds(), FloorReadySeconds: floor, PodsCreatedSeconds: created.Seconds(),
 		PodsRunningSeconds: running.Seconds(), OperatorMiB: rss / (1 << 20), OperatorHeapMiB: heap / (1 << 20), Target: "100 in ≤ 30 s, ≤ 64 MiB"}
 	b.Logf("%s: %d clusters Available in %.1f s (pods created by %.1f s, running by %.1f s); operator RSS %.1f MiB, Go heap in use %.1f MiB",
 		ns, n, m.AvailableSeconds, m.PodsCreatedSeconds, m.PodsRunningSeconds, m.OperatorMiB, m.OperatorHeapMiB)
