@@ -98,9 +98,8 @@ func TestNoSpace_QuotaRaiseRecovers(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	full0 := refused
 	t.Logf("NOSPACE: reported %s after the refused write (%d MiB written, %d round(s) cleared by defragmentation before)",
-		time.Since(full0).Round(100*time.Millisecond), written, defragRounds)
+		time.Since(refused).Round(100*time.Millisecond), written, defragRounds)
 	// the alarm neither restarts members (liveness) nor takes them out of the Service (readiness): once
 	// the burst of large writes is absorbed (a probe may time out under it on a loaded machine), every
 	// member stays Ready while the alarm lasts
