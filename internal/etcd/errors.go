@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"errors"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/status"
@@ -81,4 +82,20 @@ func isRPCError(err, grpcErr error) bool {
 		return s.Message() == want
 	}
 	return false
+}
+
+// IsElecting reports whether err says that the member asked had no leader to serve the request: an
+// election or a leader's handover was under way (ErrNoLeader, etcd's "no leader", "leader changed",
+// or a raft proposal dropped while leadership moved). Asked again a moment later, a member of a
+// cluster with a quorum answers: etcd elects a leader within an election timeout (1 s by default) and
+// hands leadership over within a few heartbeats.
+func IsElecting(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNoLeader) || isRPCError(err, rpctypes.ErrGRPCNoLeader) || isRPCError(err, rpctypes.ErrGRPCLeaderChanged) {
+		return true
+	}
+	// etcdserver.ErrProposalDropped reaches clients as a gRPC status of code Unknown with its message
+	return strings.Contains(err.Error(), "raft proposal dropped")
 }

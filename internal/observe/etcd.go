@@ -6,6 +6,7 @@ package observe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -195,9 +196,53 @@ func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout 
 		// a learner serves no linearizable read: its answering Status is its health
 		return st, stErr, stErr
 	}
-	healthCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return st, nil, cli.Health(healthCtx, ep)
+	return st, nil, health(ctx, cli, ep, timeout)
+}
+
+// leaderSettle is how long a voter that answers as if its cluster had no leader (etcd.IsElecting) is
+// asked again before it is reported so: etcd hands leadership over within a few heartbeats (as when
+// the leader's pod is deleted: it hands over before it stops) and elects a leader within an election
+// timeout (1 s by default). Without it, every deletion of a leader's pod made a pass see its peers
+// down and report the quorum lost for a moment.
+const leaderSettle = time.Second
+
+// healthRetryEvery is how often such a voter is asked again.
+const healthRetryEvery = 50 * time.Millisecond
+
+// health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout.
+// A member that answers that an election or handover is under way is asked again for up to
+// leaderSettle; so is one whose first attempt, bounded by two thirds of timeout, got no answer at all
+// (a request forwarded to a leader that stepped down meanwhile is dropped unanswered).
+func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var settle time.Time // when asking again stops; zero until an attempt failed
+	for {
+		within := time.Until(deadline)
+		if settle.IsZero() {
+			within = within * 2 / 3
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, within)
+		err := cli.Health(attemptCtx, ep)
+		unanswered := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if err == nil || !etcd.IsElecting(err) && !unanswered {
+			return err
+		}
+		now := time.Now()
+		if settle.IsZero() {
+			settle = now.Add(leaderSettle)
+		}
+		if now.After(settle) || deadline.Sub(now) < 2*healthRetryEvery {
+			return err
+		}
+		t := time.NewTimer(healthRetryEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // AgreedLeader returns the leader ID most members report, 0 when none reports one; a tie goes to the
