@@ -196,18 +196,24 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		}
 	}
 
-	// C14: the status reflects a deleted member promptly; observedGeneration is current.
-	victim := pods["demo-2"]
+	// C14: the status reflects a deleted member promptly; observedGeneration is current. The member
+	// deleted is the leader, and the cluster stays Available throughout: it hands leadership over as it
+	// stops, and the 2 other voters make a quorum.
+	victim := pods[leaderOf(ctx, pods)]
+	if victim == nil {
+		t.Fatal("no member reports a leader")
+	}
+	aw := watchAvailable(t, c)
 	if err := k8s.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	shown := poll.Eventually(t, statusTimeout, "status shows demo-2 gone or unhealthy", func(ctx context.Context) error {
+	shown := poll.Eventually(t, statusTimeout, "status shows the leader "+victim.Name+" gone or unhealthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		for _, m := range got.Status.Members {
-			if m.Name == "demo-2" && !m.Healthy {
+			if m.Name == victim.Name && !m.Healthy {
 				return nil
 			}
 		}
@@ -216,6 +222,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	t.Logf("C14: the status showed the deleted member %s after the delete call", shown.Round(100*time.Millisecond))
 	back, got := assertAvailable(t, c, recoverTimeout)
 	t.Logf("member pod deleted -> 3 healthy voters again in %s", (shown + back).Round(100*time.Millisecond))
+	aw.assertNeverUnavailable(t, "C14: a member pod deleted")
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
 	}

@@ -485,3 +485,80 @@ func sampleStatus(c *etcdv1beta1.EtcdCluster, step func(*etcdv1beta1.EtcdCluster
 		return <-done
 	}
 }
+
+// availableWatch records, through a watch of cluster c (so that no status write is missed, however
+// soon the next one replaced it), every status whose Available condition was not True.
+type availableWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu          sync.Mutex
+	seen        int // statuses seen, the first included
+	unavailable []string
+	err         error
+}
+
+// watchAvailable starts recording the Available condition of cluster c, which must be Available now.
+func watchAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster) *availableWatch {
+	t.Helper()
+	wc, err := client.NewWithWatch(config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &etcdv1beta1.EtcdClusterList{}, client.InNamespace(c.Namespace), client.MatchingFields{"metadata.name": c.Name})
+	if err != nil {
+		cancel()
+		t.Fatalf("watch cluster %s: %v", c.Name, err)
+	}
+	aw := &availableWatch{cancel: cancel, done: make(chan struct{})}
+	start := time.Now()
+	go func() {
+		defer close(aw.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					aw.mu.Lock()
+					aw.err = errors.New("the watch ended early")
+					aw.mu.Unlock()
+					return
+				}
+				got, ok := ev.Object.(*etcdv1beta1.EtcdCluster)
+				if !ok {
+					continue
+				}
+				aw.mu.Lock()
+				aw.seen++
+				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
+					aw.unavailable = append(aw.unavailable, fmt.Sprintf("at %s: %+v", time.Since(start).Round(10*time.Millisecond), cond))
+				}
+				aw.mu.Unlock()
+			}
+		}
+	}()
+	return aw
+}
+
+// assertNeverUnavailable stops the watch and fails the test if cluster c was ever reported not
+// Available, or if the watch saw no status change at all (it would have proven nothing).
+func (aw *availableWatch) assertNeverUnavailable(t testing.TB, what string) {
+	t.Helper()
+	aw.cancel()
+	<-aw.done
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	if aw.err != nil {
+		t.Errorf("%s: %v", what, aw.err)
+	}
+	if aw.seen < 2 {
+		t.Errorf("%s: the watch saw %d status, no change: it proves nothing", what, aw.seen)
+	}
+	for _, u := range aw.unavailable {
+		t.Errorf("%s: the cluster was reported not Available %s", what, u)
+	}
+	t.Logf("%s: %d statuses seen, Available in every one: %v", what, aw.seen, len(aw.unavailable) == 0)
+}

@@ -167,7 +167,8 @@ func leaderOf(ctx context.Context, pods map[string]*corev1.Pod) string {
 // rollAndCheck changes the cluster with mutate under a continuous writer (optionally killing the
 // operator after the first member restarted), waits until every member runs the new spec, and checks
 // the rollout's invariants: each member restarted exactly once, never while it led, at most one
-// member down at any moment, the same members and cluster ID, every acknowledged write readable.
+// member down at any moment, the cluster Available in every status written meanwhile, the same members
+// and cluster ID, every acknowledged write readable.
 // It returns how long the rollout took and the writer's record.
 func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mutate func(*etcdv1beta1.EtcdCluster), done func(*etcdv1beta1.EtcdCluster) error) (time.Duration, *writer) {
 	t.Helper()
@@ -188,6 +189,8 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 	})
 	wr := startWriter(t, clientServiceEndpoint(t, c))
 	rw := watchRollout(c)
+	// one member down at a time, the leader handing over before its restart: never below quorum
+	aw := watchAvailable(t, c)
 	start := time.Now()
 	// the operator writes status while the cluster settles: update the newest version
 	updateCluster(t, c, mutate)
@@ -214,6 +217,7 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 	})
 	took := time.Since(start)
 	rw.stop()
+	aw.assertNeverUnavailable(t, "rolling restart")
 	pods, _ := memberPods(context.Background(), c)
 	wr.stopAndVerify(t, podEndpoint(pods[c.Name+"-0"]))
 
