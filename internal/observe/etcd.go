@@ -151,11 +151,15 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 		name := model.MemberName(opts, m.Object, em)
 		var ep string
 		within := statusTimeout
+		settle := false
 		if mem := m.Member(name); mem != nil {
 			ep = Endpoint(mem.Pod, preferHTTPS(m))
 			if mem.Pod != nil && !mem.PodReady() {
 				within = notReadyStatusTimeout
 			}
+			// a member the status last recorded healthy that answers "no leader" is most likely seeing
+			// leadership move; one that never served (starting, joining) is answered at once
+			settle = mem.Recorded != nil && mem.Recorded.Healthy
 		}
 		if ep == "" {
 			mu.Lock() // the members asked before write obs too
@@ -164,9 +168,9 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 			continue
 		}
 		wg.Add(1)
-		go func(id uint64, within time.Duration) {
+		go func(id uint64, within time.Duration, settle bool) {
 			defer wg.Done()
-			st, stErr, hErr := ask(ctx, cli, ep, within, timeout)
+			st, stErr, hErr := ask(ctx, cli, ep, within, timeout, settle)
 			if stErr == nil && st.MemberID != id {
 				// the pod's address answers as another member (an address reused by another cluster, a pod
 				// that started on another member's data): nothing it says is about this member
@@ -179,14 +183,15 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 				obs.Status[id] = st
 			}
 			obs.Health[id] = hErr
-		}(em.ID, within)
+		}(em.ID, within, settle)
 	}
 	wg.Wait()
 }
 
 // ask asks one member for its status, bounded by statusWithin, and, for a voter, a linearizable read,
-// bounded by timeout; the health error is the status error, or the read's.
-func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout time.Duration) (etcd.EndpointStatus, error, error) {
+// bounded by timeout (asked again while leadership moves when settle is set: see health); the health
+// error is the status error, or the read's.
+func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout time.Duration, settle bool) (etcd.EndpointStatus, error, error) {
 	// Status is served locally: a member that does not answer it within statusWithin is not serving
 	// (a starting member accepts connections before it serves them).
 	statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusWithin))
@@ -195,6 +200,11 @@ func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout 
 	if stErr != nil || st.IsLearner {
 		// a learner serves no linearizable read: its answering Status is its health
 		return st, stErr, stErr
+	}
+	if !settle {
+		healthCtx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return st, nil, cli.Health(healthCtx, ep)
 	}
 	return st, nil, health(ctx, cli, ep, timeout)
 }
@@ -209,10 +219,12 @@ const leaderSettle = time.Second
 // healthRetryEvery is how often such a voter is asked again.
 const healthRetryEvery = 50 * time.Millisecond
 
-// health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout.
-// A member that answers that an election or handover is under way is asked again for up to
-// leaderSettle; so is one whose first attempt, bounded by two thirds of timeout, got no answer at all
-// (a request forwarded to a leader that stepped down meanwhile is dropped unanswered).
+// health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout,
+// for a member the status last recorded healthy. A member that answers that an election or handover is
+// under way is asked again for up to leaderSettle; so is one whose first attempt, bounded by two thirds
+// of timeout, got no answer at all (a request forwarded to a leader that stepped down meanwhile is
+// dropped unanswered). A member that never served is not: passes would wait on every starting member
+// (with many clusters starting at once, the workers are what every cluster waits for).
 func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var settle time.Time // when asking again stops; zero until an attempt failed
