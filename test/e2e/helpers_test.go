@@ -181,6 +181,11 @@ func memberClients(ctx context.Context, t testing.TB, c *etcdv1beta1.EtcdCluster
 // podEndpoint is the client URL of a member pod's IP: https:// when the member serves TLS there, and
 // then the endpoint dials with its cluster's client certificate (see tlsFor).
 func podEndpoint(p *corev1.Pod) string {
+	if cfg, ok := floorTLS.Load(p.Namespace); ok && p.Labels["app"] == "floor" { // the bench's floor (applyFloor)
+		ep := "https://" + p.Status.PodIP + ":2379"
+		endpointTLS.Store(ep, cfg)
+		return ep
+	}
 	if !resources.ServesClientTLS(p) {
 		ep := "http://" + p.Status.PodIP + ":2379"
 		registerRoot(ep, p.Namespace, p.Labels[etcdv1beta1.LabelCluster])

@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/benchresult"
+	"github.com/etcdkit/etcd-operator/internal/pki"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -263,7 +266,7 @@ func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("floor-%d", i)}, p); err != nil {
 			b.Fatal(err)
 		}
-		eps = append(eps, "http://"+p.Status.PodIP+":2379")
+		eps = append(eps, podEndpoint(p))
 	}
 	w := startWriter(b, eps[0], eps[1:]...)
 	old := leaderPod(b, ns)
@@ -304,10 +307,12 @@ func deleteNamespace(ns string) {
 }
 
 // applyFloor creates namespace ns (deleted when the benchmark ends) and in it what an SRE would apply
-// by hand for a static 3-member etcd: a headless Service that publishes not-ready addresses and a
-// StatefulSet whose pods start together (podManagementPolicy Parallel) with a fixed --initial-cluster,
-// plain HTTP, a claim each of the operator's default size on the default StorageClass, and the
-// operator's pod security settings.
+// by hand for a static 3-member etcd run as this operator runs it by default: a headless Service that
+// publishes not-ready addresses, a Secret with a CA and a certificate for every member's name (server
+// and client use), and a StatefulSet whose pods start together (podManagementPolicy Parallel) with a
+// fixed --initial-cluster, TLS with client certificates on both ports, a claim each of the operator's
+// default size on the default StorageClass, and the operator's pod and container security settings.
+// The tests' clients dial the floor's pods with that certificate (floorTLS).
 func applyFloor(b *testing.B, ns, image string) {
 	b.Helper()
 	ctx := context.Background()
@@ -320,36 +325,76 @@ func applyFloor(b *testing.B, ns, image string) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: ns}, Spec: corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: labels,
 		Ports: []corev1.ServicePort{{Name: "peer", Port: 2380}, {Name: "client", Port: 2379}}}}
-	host := func(i int) string { return fmt.Sprintf("floor-%d.floor.%s.svc.cluster.local", i, ns) }
+	domain := "floor." + ns + ".svc.cluster.local"
+	secret := floorCertificates(b, ns, domain)
 	var initial []string
 	for i := range 3 {
-		initial = append(initial, fmt.Sprintf("floor-%d=http://%s:2380", i, host(i)))
+		initial = append(initial, fmt.Sprintf("floor-%d=https://floor-%d.%s:2380", i, i, domain))
 	}
+	const certs = "/etc/etcd/tls"
 	// the kubelet expands $(POD_NAME) in the command: the etcd image has no shell
 	cmd := []string{"/usr/local/bin/etcd", "--name=$(POD_NAME)",
 		"--data-dir=" + resources.DataDir,
-		"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
-		"--advertise-client-urls=http://$(POD_NAME).floor." + ns + ".svc.cluster.local:2379",
-		"--initial-advertise-peer-urls=http://$(POD_NAME).floor." + ns + ".svc.cluster.local:2380",
-		"--initial-cluster=" + strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token=floor"}
-	uid := ptr.To[int64](65532)
+		"--listen-peer-urls=https://0.0.0.0:2380", "--listen-client-urls=https://0.0.0.0:2379",
+		"--advertise-client-urls=https://$(POD_NAME)." + domain + ":2379",
+		"--initial-advertise-peer-urls=https://$(POD_NAME)." + domain + ":2380",
+		"--initial-cluster=" + strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token=floor",
+		"--cert-file=" + certs + "/tls.crt", "--key-file=" + certs + "/tls.key", "--trusted-ca-file=" + certs + "/ca.crt", "--client-cert-auth",
+		"--peer-cert-file=" + certs + "/tls.crt", "--peer-key-file=" + certs + "/tls.key", "--peer-trusted-ca-file=" + certs + "/ca.crt", "--peer-client-cert-auth"}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
 		Replicas: ptr.To[int32](3), ServiceName: "floor", PodManagementPolicy: appsv1.ParallelPodManagement,
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: uid, RunAsGroup: uid, FSGroup: uid},
+			SecurityContext: resources.RestrictedPod(),
 			Containers: []corev1.Container{{Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Command: cmd,
-				Env:          []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath}}}}}},
+				Env:             []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+				SecurityContext: resources.RestrictedContainer(),
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: resources.DataMountPath},
+					{Name: "tls", MountPath: certs, ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: secret.Name, DefaultMode: ptr.To[int32](0o440)}}}}}},
 		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resources.DefaultStorageSize}}}}},
 	}}
-	for _, o := range []client.Object{svc, sts} {
+	for _, o := range []client.Object{svc, secret, sts} {
 		if err := k8s.Create(ctx, o); err != nil {
 			b.Fatalf("create the floor's %T: %v", o, err)
 		}
 	}
+}
+
+// floorTLS holds, by namespace, the client configuration the tests dial the floor's members with:
+// the floor's certificate, and a check that the member's certificate is the floor CA's for its domain.
+var floorTLS sync.Map
+
+// floorCertificates returns the Secret of the floor's CA (ca.crt) and of one certificate and key
+// (tls.crt, tls.key) for every member name of domain, for server and client use (a member is its peers'
+// client), and records the tests' client configuration in floorTLS.
+func floorCertificates(b *testing.B, ns, domain string) *corev1.Secret {
+	b.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("floor-ca", 24*time.Hour, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(pki.Request{CommonName: "floor", DNSNames: []string{"*." + domain, domain}, Server: true, Client: true}, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots, err := pki.Pool(ca.CertPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	floorTLS.Store(ns, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection: the tests dial pod IPs, which no certificate names
+		VerifyConnection:   pki.VerifyServer(roots, "floor-0."+domain)})
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "floor-tls", Namespace: ns},
+		Data: map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": certPEM, "tls.key": keyPEM}}
 }
 
 // memberPod returns cluster c's member pod of that name.
