@@ -473,10 +473,7 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 
 // podClient returns a client of the etcd of pod p alone, on its IP, and its endpoint.
 func podClient(p *corev1.Pod) (*clientv3.Client, string, error) {
-	ep := "http://" + p.Status.PodIP + ":2379"
-	if p.Labels["app"] != "floor" {
-		ep = podEndpoint(p)
-	}
+	ep := podEndpoint(p)
 	cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
 	return cli, ep, err
 }
