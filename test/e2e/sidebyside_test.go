@@ -262,11 +262,7 @@ func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 	// reaches (it does not resolve the cluster's DNS names)
 	var eps []string
 	for i := range 3 {
-		p := &corev1.Pod{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("floor-%d", i)}, p); err != nil {
-			b.Fatal(err)
-		}
-		eps = append(eps, podEndpoint(p))
+		eps = append(eps, podEndpoint(floorPod(b, ns, fmt.Sprintf("floor-%d", i))))
 	}
 	w := startWriter(b, eps[0], eps[1:]...)
 	old := leaderPod(b, ns)
@@ -277,7 +273,23 @@ func benchFloor(b *testing.B, res *benchresult.Result, image string, run int) {
 				b.Fatal(err)
 			}
 		}, membersAnswer(ns, 3, old.Name, old.UID))
-	w.stopAndVerify(b, eps[0])
+	// read back through a member that kept its address: the leader's pod came back with another
+	for _, p := range []string{"floor-0", "floor-1", "floor-2"} {
+		if p != old.Name {
+			w.stopAndVerify(b, podEndpoint(floorPod(b, ns, p)))
+			return
+		}
+	}
+}
+
+// floorPod returns the floor's pod of that name in namespace ns.
+func floorPod(b *testing.B, ns, name string) *corev1.Pod {
+	b.Helper()
+	p := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
 
 // leaderPod returns the pod of the member that leads the etcd cluster of namespace ns: both sides
