@@ -49,6 +49,11 @@ type Target struct {
 	Endpoint string
 	TLS      *tls.Config
 	Object   client.Object
+	// Healthy is true when the member's cluster status records it healthy (status.members[].healthy).
+	// A member so recorded that does not answer is news even when it never answered the prober (a
+	// member frozen moments after its pod was recreated: the prober's connection may not have reached
+	// it yet when a pass saw it healthy).
+	Healthy bool
 }
 
 // Prober asks every target for its status each Interval and sends an event on Events when a target's
@@ -62,7 +67,14 @@ type Prober struct {
 
 	events chan event.GenericEvent
 	conns  map[string]conn
-	last   map[string]answer
+	last   map[string]observed
+}
+
+// observed is what a round saw of a target: its answer, and whether its cluster's status recorded it
+// healthy then.
+type observed struct {
+	answer
+	recordedHealthy bool
 }
 
 // conn is a connection to one endpoint and the TLS configuration it was dialled with.
@@ -82,7 +94,7 @@ type answer struct {
 // New returns a Prober of the members targets lists.
 func New(targets func(ctx context.Context) ([]Target, error)) *Prober {
 	return &Prober{Targets: targets, events: make(chan event.GenericEvent, 1024),
-		conns: map[string]conn{}, last: map[string]answer{}}
+		conns: map[string]conn{}, last: map[string]observed{}}
 }
 
 // Events is the channel of events about members whose answer changed.
@@ -108,7 +120,9 @@ func (p *Prober) Start(ctx context.Context) error {
 }
 
 // Round asks every target once and sends an event for each whose answer changed since the previous
-// round; a target seen for the first time sends none (its pod's creation already woke its cluster).
+// round (a target seen for the first time sends none: its pod's creation already woke its cluster),
+// and for each that does not answer while its cluster's status records it healthy, once until either
+// changes.
 func (p *Prober) Round(ctx context.Context) {
 	targets, err := p.Targets(ctx)
 	if err != nil {
@@ -127,10 +141,14 @@ func (p *Prober) Round(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	seen := map[string]answer{}
+	seen := map[string]observed{}
 	for i, tg := range targets {
-		seen[tg.Endpoint] = answers[i]
-		if prev, ok := p.last[tg.Endpoint]; ok && prev != answers[i] {
+		cur := observed{answer: answers[i], recordedHealthy: tg.Healthy}
+		seen[tg.Endpoint] = cur
+		prev, ok := p.last[tg.Endpoint]
+		changed := ok && prev.answer != cur.answer
+		unreached := cur.recordedHealthy && !cur.answered && !(ok && prev.recordedHealthy && !prev.answered)
+		if changed || unreached {
 			select {
 			case p.events <- event.GenericEvent{Object: tg.Object}:
 			case <-ctx.Done():
@@ -211,13 +229,26 @@ func MemberPods(reader client.Reader, clientTLS func(namespace, cluster string) 
 		if err := reader.List(ctx, pods, client.HasLabels{etcdv1beta1.LabelCluster, etcdv1beta1.LabelMember}); err != nil {
 			return nil, err
 		}
+		clusters := &etcdv1beta1.EtcdClusterList{}
+		if err := reader.List(ctx, clusters); err != nil {
+			return nil, err
+		}
+		healthy := map[string]bool{} // "namespace/cluster/member" of the members recorded healthy
+		for _, c := range clusters.Items {
+			for _, m := range c.Status.Members {
+				if m.Healthy {
+					healthy[c.Namespace+"/"+c.Name+"/"+m.Name] = true
+				}
+			}
+		}
 		var out []Target
 		for i := range pods.Items {
 			pod := &pods.Items[i]
 			if pod.Status.PodIP == "" || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
 				continue
 			}
-			tg := Target{Endpoint: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)), Object: pod}
+			tg := Target{Endpoint: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)), Object: pod,
+				Healthy: healthy[pod.Namespace+"/"+pod.Labels[etcdv1beta1.LabelCluster]+"/"+pod.Name]}
 			if resources.ServesClientTLS(pod) {
 				if tg.TLS = clientTLS(pod.Namespace, pod.Labels[etcdv1beta1.LabelCluster]); tg.TLS == nil {
 					continue

@@ -77,3 +77,30 @@ func TestRoundReportsChanges(t *testing.T) {
 		t.Fatalf("a member no longer targeted is still watched: %d answers, connections %v", len(p.last), p.conns)
 	}
 }
+
+// TestRoundWakesUnreachedHealthyMember: a member its cluster's status records healthy that does not
+// answer sends an event even in the first round that sees it (a member frozen moments after its pod
+// was recreated never answered the prober), once: not again while it stays so, nor when the status
+// records it down; again once the status records it healthy anew.
+func TestRoundWakesUnreachedHealthyMember(t *testing.T) {
+	tg := Target{Endpoint: net.JoinHostPort("127.0.0.244", strconv.Itoa(resources.ClientPort)), // nothing listens
+		Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u-0"}}, Healthy: true}
+	p := New(func(context.Context) ([]Target, error) { return []Target{tg}, nil })
+	t.Cleanup(p.closeAll)
+	ctx := context.Background()
+	for i, step := range []struct {
+		healthy, event bool
+	}{
+		{true, true},   // first round: recorded healthy, does not answer
+		{true, false},  // no change
+		{false, false}, // the status records it down: agrees with the prober
+		{false, false},
+		{true, true}, // recorded healthy again (a pass saw it answer), and it does not answer
+	} {
+		tg.Healthy = step.healthy
+		p.Round(ctx)
+		if got := drain(p)["u-0"]; got != step.event {
+			t.Fatalf("round %d (recorded healthy %v): event %v, want %v", i+1, step.healthy, got, step.event)
+		}
+	}
+}
