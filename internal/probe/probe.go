@@ -147,7 +147,9 @@ func (p *Prober) Round(ctx context.Context) {
 		seen[tg.Endpoint] = cur
 		prev, ok := p.last[tg.Endpoint]
 		changed := ok && prev.answer != cur.answer
-		unreached := cur.recordedHealthy && !cur.answered && !(ok && prev.recordedHealthy && !prev.answered)
+		// recorded healthy but not answering: sent once, not again while the previous round saw the same
+		wasUnreached := ok && prev.recordedHealthy && !prev.answered
+		unreached := cur.recordedHealthy && !cur.answered && !wasUnreached
 		if changed || unreached {
 			select {
 			case p.events <- event.GenericEvent{Object: tg.Object}:
