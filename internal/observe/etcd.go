@@ -206,7 +206,17 @@ func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout 
 		defer cancel()
 		return st, nil, cli.Health(healthCtx, ep)
 	}
-	return st, nil, health(ctx, cli, ep, timeout)
+	hErr := health(ctx, cli, ep, timeout)
+	if hErr == nil && st.Leader == 0 {
+		// its status was read while leadership moved, and it has a leader now (it served the read):
+		// without reading it again, no leader would be agreed on and the cluster would seem unavailable
+		statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusWithin))
+		if again, err := cli.Status(statusCtx, ep); err == nil {
+			st = again
+		}
+		cancel()
+	}
+	return st, nil, hErr
 }
 
 // leaderSettle is how long a voter that answers as if its cluster had no leader (etcd.IsElecting) is

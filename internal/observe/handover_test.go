@@ -22,10 +22,10 @@ import (
 
 // TestHealthThroughLeaderHandover: leadership moves from member to member (as when the leader's pod is
 // deleted: etcd hands leadership over before it stops) while passes observe the cluster back to back.
-// Every member keeps answering, so every pass must find all three healthy: a member the status recorded
-// healthy that answers "no leader" or "leader changed" during the handover is asked again, not reported
-// down (which made the cluster's Available condition say QuorumLost for a moment on every deletion of a
-// leader's pod).
+// Every member keeps answering, so every pass must find all three healthy and a leader they agree on: a
+// member the status recorded healthy that answers "no leader" or "leader changed" during the handover
+// is asked again, not reported down, and its status read again once it has a leader (either made the
+// cluster's Available condition say QuorumLost for a moment on deletions of a leader's pod).
 func TestHealthThroughLeaderHandover(t *testing.T) {
 	names := []string{"lh-0", "lh-1", "lh-2"}
 	hosts := []string{"127.0.0.181", "127.0.0.182", "127.0.0.183"}
@@ -66,6 +66,10 @@ func TestHealthThroughLeaderHandover(t *testing.T) {
 				if herr := obs.Health[uint64(mem.Etcd.Server.MemberID())]; herr != nil {
 					t.Errorf("pass %d: %s reported down: %v", n, mem.Name, herr)
 				}
+			}
+			// the cluster is Available only with a leader its members agree on (verdict.JudgeHealth)
+			if obs.Leader == 0 {
+				t.Errorf("pass %d: no agreed leader; statuses %+v", n, obs.Status)
 			}
 		}
 	}()
