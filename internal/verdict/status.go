@@ -231,6 +231,9 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 	case !s.m.Answered():
 		return [2]string{etcdv1beta1.ReasonQuorumLost, fmt.Sprintf("No member answered (%v); Ready member pods: %d, fewer than the quorum of %d: quorum is lost",
 			s.m.EtcdErr, readyPods(s.m), s.m.Quorum())}
+	case h.HealthyVoters >= h.Quorum:
+		return [2]string{etcdv1beta1.ReasonQuorumLost, fmt.Sprintf(
+			"%d of %d voting members are healthy, a quorum, but they report no common leader (an election is under way or the members are split)", h.HealthyVoters, h.Voters)}
 	default:
 		return [2]string{etcdv1beta1.ReasonQuorumLost,
 			fmt.Sprintf("%d of %d voting members are healthy; quorum needs %d", h.HealthyVoters, h.Voters, h.Quorum)}

@@ -240,3 +240,14 @@ func TestUnreachableIsNotQuorumLost(t *testing.T) {
 		t.Errorf("status changed by a pass that did not observe: %+v -> %+v", before, s.cluster.Status)
 	}
 }
+
+// TestNoCommonLeaderSaysSo: every voter healthy but no leader agreed on (the statuses were read during
+// an election): not Available, and the message says why instead of "3 of 3 healthy; quorum needs 2".
+func TestNoCommonLeaderSaysSo(t *testing.T) {
+	s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 0, 0)
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
+	if a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "3 of 3 voting members are healthy, a quorum, but they report no common leader") {
+		t.Errorf("Available = %s (%s), want False saying the healthy quorum reports no common leader", a.Status, a.Message)
+	}
+}
