@@ -201,13 +201,8 @@ func ask(ctx context.Context, cli etcd.Client, ep string, statusWithin, timeout 
 		// a learner serves no linearizable read: its answering Status is its health
 		return st, stErr, stErr
 	}
-	if !settle {
-		healthCtx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return st, nil, cli.Health(healthCtx, ep)
-	}
-	hErr := health(ctx, cli, ep, timeout)
-	if hErr == nil && st.Leader == 0 {
+	hErr := health(ctx, cli, ep, timeout, settle)
+	if settle && hErr == nil && st.Leader == 0 {
 		// its status was read while leadership moved, and it has a leader now (it served the read):
 		// without reading it again, no leader would be agreed on and the cluster would seem unavailable
 		statusCtx, cancel := context.WithTimeout(ctx, min(timeout, statusWithin))
@@ -229,25 +224,26 @@ const leaderSettle = time.Second
 // healthRetryEvery is how often such a voter is asked again.
 const healthRetryEvery = 50 * time.Millisecond
 
-// health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout,
-// for a member the status last recorded healthy. A member that answers that an election or handover is
-// under way is asked again for up to leaderSettle; so is one whose first attempt, bounded by two thirds
-// of timeout, got no answer at all (a request forwarded to a leader that stepped down meanwhile is
-// dropped unanswered). A member that never served is not: passes would wait on every starting member
-// (with many clusters starting at once, the workers are what every cluster waits for).
-func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration) error {
+// health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout.
+// With retry (a member the status last recorded healthy), a member that answers that an election or
+// handover is under way is asked again for up to leaderSettle; so is one whose first attempt, bounded
+// by two thirds of timeout, got no answer at all (a request forwarded to a leader that stepped down
+// meanwhile is dropped unanswered). Without it, one attempt: a member that never served is not asked
+// again, or passes would wait on every starting member (with many clusters starting at once, the
+// workers are what every cluster waits for).
+func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration, retry bool) error {
 	deadline := time.Now().Add(timeout)
 	var settle time.Time // when asking again stops; zero until an attempt failed
 	for {
 		within := time.Until(deadline)
-		if settle.IsZero() {
+		if retry && settle.IsZero() {
 			within = within * 2 / 3
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, within)
 		err := cli.Health(attemptCtx, ep)
 		unanswered := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
-		if err == nil || !etcd.IsElecting(err) && !unanswered {
+		if err == nil || !retry || !etcd.IsElecting(err) && !unanswered {
 			return err
 		}
 		now := time.Now()
