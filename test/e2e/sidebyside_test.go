@@ -296,15 +296,9 @@ func floorPod(b *testing.B, ns, name string) *corev1.Pod {
 // delete the leader's pod, the member whose loss costs an election (or a handover) and the most time.
 func leaderPod(b *testing.B, ns string) *corev1.Pod {
 	b.Helper()
-	list := &corev1.PodList{}
-	if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+	pods, err := etcdPods(context.Background(), ns)
+	if err != nil {
 		b.Fatal(err)
-	}
-	pods := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		if p := &list.Items[i]; p.Labels["app"] == "floor" || p.Labels[etcdv1beta1.LabelCluster] != "" {
-			pods[p.Name] = p
-		}
 	}
 	leader := leaderOf(context.Background(), pods)
 	if leader == "" {
@@ -426,15 +420,9 @@ func memberPod(b *testing.B, c *etcdv1beta1.EtcdCluster, name string) *corev1.Po
 // not count.
 func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		list := &corev1.PodList{}
-		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		pods, err := etcdPods(ctx, ns)
+		if err != nil {
 			return err
-		}
-		pods := map[string]*corev1.Pod{}
-		for i := range list.Items {
-			if p := &list.Items[i]; p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-				pods[p.Name] = p
-			}
 		}
 		if p := pods[replaced]; replaced != "" && (p == nil || p.UID == gone) {
 			return fmt.Errorf("%s not replaced yet", replaced)
@@ -442,9 +430,6 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 		var members []*etcdserverpb.Member
 		var errs []string
 		for _, p := range pods {
-			if p.Labels["app"] != "floor" && p.Labels[etcdv1beta1.LabelCluster] == "" {
-				continue // not an etcd member's pod
-			}
 			ml, err := memberList(ctx, p)
 			if err == nil {
 				members = ml
@@ -481,6 +466,23 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 		}
 		return nil
 	}
+}
+
+// etcdPods returns, by name, the etcd member pods of namespace ns (the floor's or a cluster's; not the
+// S3 server's) that have an address and are not being deleted.
+func etcdPods(ctx context.Context, ns string) (map[string]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && (p.Labels["app"] == "floor" || p.Labels[etcdv1beta1.LabelCluster] != "") {
+			pods[p.Name] = p
+		}
+	}
+	return pods, nil
 }
 
 // podClient returns a client of the etcd of pod p alone, on its IP, and its endpoint.
