@@ -136,12 +136,15 @@ func BenchmarkManyClusters(b *testing.B) {
 }
 
 // measure runs op and records how long it took, until done holds, as run's figure in figures; with a
-// writer w running, also the longest gap between its acknowledged writes in gaps.
-func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context) error) {
+// writer w running, also the longest gap between its acknowledged writes in gaps. done's attempts share
+// one etcd client per pod (podClients), closed when measure returns.
+func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context, clients podClients) error) {
 	b.Helper()
+	clients := podClients{}
+	defer clients.close()
 	start := time.Now()
 	op()
-	poll.Eventually(b, scaleTimeout, what, done)
+	poll.Eventually(b, scaleTimeout, what, func(ctx context.Context) error { return done(ctx, clients) })
 	took := time.Since(start)
 	*figures = append(*figures, took.Seconds())
 	if w == nil {
@@ -417,9 +420,9 @@ func memberPod(b *testing.B, c *etcdv1beta1.EtcdCluster, name string) *corev1.Po
 // that have started; the pod of each answers on its IP (over TLS with the cluster's client certificate
 // when it serves TLS); all report one cluster ID and the same leader. When replaced is set, that pod
 // must not be the one with uid gone. Pods etcd does not list (a removed member's, the S3 server's) do
-// not count.
-func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
+// not count. It asks etcd through clients, which the caller keeps across attempts.
+func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context, clients podClients) error {
+	return func(ctx context.Context, clients podClients) error {
 		pods, err := etcdPods(ctx, ns)
 		if err != nil {
 			return err
@@ -430,7 +433,7 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 		var members []*etcdserverpb.Member
 		var errs []string
 		for _, p := range pods {
-			ml, err := memberList(ctx, p)
+			ml, err := clients.memberList(ctx, p)
 			if err == nil {
 				members = ml
 				break
@@ -452,7 +455,7 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 			if p == nil {
 				return fmt.Errorf("member %s has no running pod", m.Name)
 			}
-			st, err := podStatus(ctx, p)
+			st, err := clients.status(ctx, p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", m.Name, err)
 			}
@@ -485,39 +488,73 @@ func etcdPods(ctx context.Context, ns string) (map[string]*corev1.Pod, error) {
 	return pods, nil
 }
 
-// podClient returns a client of the etcd of pod p alone, on its IP, and its endpoint.
-func podClient(p *corev1.Pod) (*clientv3.Client, string, error) {
-	ep := podEndpoint(p)
-	cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
-	return cli, ep, err
+// podClients keeps one etcd client per pod, and its endpoint, for the attempts of one measurement: a
+// predicate polled every few tens of milliseconds then pays no TLS handshake per call. The key is the
+// pod's UID and IP, which fix its endpoint (a pod's etcd command, hence its scheme, does not change):
+// podEndpoint, which reads a cluster's client certificate from the API server on every call, runs only
+// to dial. A pod replaced under the same name, or given another IP, gets a client of its own. Not safe
+// for concurrent use; close closes every client.
+type podClients map[string]podClient
+
+// podClient is a client of the etcd of one pod alone, on its IP, and that endpoint.
+type podClient struct {
+	*clientv3.Client
+	ep string
+}
+
+// call calls f with the client of the etcd of pod p and a context of at most 1 s. When
+// f fails, the client is closed and dropped: the next call dials afresh instead of waiting out gRPC's
+// reconnect backoff (a second and more) towards a member that has started since.
+func (cs podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx context.Context, c podClient) error) error {
+	key := string(p.UID) + " " + p.Status.PodIP
+	c, ok := cs[key]
+	if !ok {
+		ep := podEndpoint(p)
+		cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
+		if err != nil {
+			return err
+		}
+		c = podClient{cli, ep}
+		cs[key] = c
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := f(cctx, c); err != nil {
+		_ = c.Close()
+		delete(cs, key)
+		return err
+	}
+	return nil
+}
+
+// close closes every client cs keeps.
+func (cs podClients) close() {
+	for _, c := range cs {
+		_ = c.Close()
+	}
 }
 
 // memberList asks the etcd of pod p for the member list.
-func memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
-	cli, _, err := podClient(p)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	ml, err := cli.MemberList(cctx)
+func (cs podClients) memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
+	var ml *clientv3.MemberListResponse
+	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
+		ml, err = c.MemberList(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	return ml.Members, nil
 }
 
-// podStatus asks the etcd of pod p for its status.
-func podStatus(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
-	cli, ep, err := podClient(p)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	return cli.Status(cctx, ep)
+// status asks the etcd of pod p for its status.
+func (cs podClients) status(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
+	var st *clientv3.StatusResponse
+	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
+		st, err = c.Status(ctx, c.ep)
+		return err
+	})
+	return st, err
 }
 
 // etcdImage is the image the operator gives its members (its --etcd-image-repository and the default
