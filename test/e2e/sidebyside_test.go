@@ -140,25 +140,41 @@ func BenchmarkManyClusters(b *testing.B) {
 	b.ReportMetric(m.OperatorMiB, "rss-MiB")
 }
 
-// measure runs op and records how long it took, until done holds, as run's figure in figures; with a
-// writer w running, also the longest gap between its acknowledged writes in gaps. done is polled with
-// measurePoll, its attempts sharing one etcd client per pod (podClients), closed when measure returns.
+// measure runs op, then polls done with measurePoll until it holds, and records as run's figure in
+// figures the seconds from just before op to the end of the first attempt of done that succeeded; with
+// a writer w running, also the longest gap, in seconds, between its acknowledged writes in that time in
+// gaps. done's attempts share one etcd client per pod (podClients), closed when measure returns.
+//
+// The figure is an upper bound of when what done waits for came about: by the end of that attempt at
+// the latest. The start of that attempt would be no bound at all, since done checks one member after
+// another and the change may come while it checks. The start of the attempt before, which failed, is a
+// lower bound when it failed on what it saw, not on a call that timed out (once come about, the change
+// stays); it is logged beside the figure as "not before", 0 when the first attempt succeeded. The two
+// are an interval and two attempts apart.
 func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context, clients podClients) error) {
 	b.Helper()
 	clients := podClients{}
 	defer clients.close()
+	var failed, last time.Time // the start of the attempt before the latest, and of the latest
 	start := time.Now()
 	op()
-	measurePoll.Eventually(b, scaleTimeout, what, func(ctx context.Context) error { return done(ctx, clients) })
+	measurePoll.Eventually(b, scaleTimeout, what, func(ctx context.Context) error {
+		failed, last = last, time.Now()
+		return done(ctx, clients)
+	})
 	took := time.Since(start)
+	var after time.Duration
+	if !failed.IsZero() {
+		after = failed.Sub(start)
+	}
 	*figures = append(*figures, took.Seconds())
 	if w == nil {
-		b.Logf("%s: %.1f s", what, took.Seconds())
+		b.Logf("%s: %.2f s (not before %.2f s)", what, took.Seconds(), after.Seconds())
 		return
 	}
 	gap := w.longestGapFrom(b, start, start.Add(took))
 	*gaps = append(*gaps, gap.Seconds())
-	b.Logf("%s: %.1f s; longest gap between acknowledged writes %.2f s", what, took.Seconds(), gap.Seconds())
+	b.Logf("%s: %.2f s (not before %.2f s); longest gap between acknowledged writes %.2f s", what, took.Seconds(), after.Seconds(), gap.Seconds())
 }
 
 // benchOperator takes this operator's operations on a cluster of its own, each measured until
