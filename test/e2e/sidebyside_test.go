@@ -151,9 +151,9 @@ func BenchmarkManyClusters(b *testing.B) {
 // lower bound when it failed on what it saw, not on a call that timed out (once come about, the change
 // stays); it is logged beside the figure as "not before", 0 when the first attempt succeeded. The two
 // are an interval and two attempts apart.
-func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context, clients podClients) error) {
+func measure(b *testing.B, figures *[]float64, w *writer, gaps *[]float64, what string, op func(), done func(ctx context.Context, clients *podClients) error) {
 	b.Helper()
-	clients := podClients{}
+	clients := &podClients{clients: map[string]podClient{}}
 	defer clients.close()
 	var failed, last time.Time // the start of the attempt before the latest, and of the latest
 	start := time.Now()
@@ -442,8 +442,8 @@ func memberPod(b *testing.B, c *etcdv1beta1.EtcdCluster, name string) *corev1.Po
 // when it serves TLS); all report one cluster ID and the same leader. When replaced is set, that pod
 // must not be the one with uid gone. Pods etcd does not list (a removed member's, the S3 server's) do
 // not count. It asks etcd through clients, which the caller keeps across attempts.
-func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context, clients podClients) error {
-	return func(ctx context.Context, clients podClients) error {
+func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context, clients *podClients) error {
+	return func(ctx context.Context, clients *podClients) error {
 		pods, err := etcdPods(ctx, ns)
 		if err != nil {
 			return err
@@ -513,9 +513,12 @@ func etcdPods(ctx context.Context, ns string) (map[string]*corev1.Pod, error) {
 // predicate polled every few tens of milliseconds then pays no TLS handshake per call. The key is the
 // pod's UID and IP, which fix its endpoint (a pod's etcd command, hence its scheme, does not change):
 // podEndpoint, which reads a cluster's client certificate from the API server on every call, runs only
-// to dial. A pod replaced under the same name, or given another IP, gets a client of its own. Not safe
-// for concurrent use; close closes every client.
-type podClients map[string]podClient
+// to dial. A pod replaced under the same name, or given another IP, gets a client of its own. Safe for
+// concurrent use, one call per pod at a time; close closes every client.
+type podClients struct {
+	mu      sync.Mutex
+	clients map[string]podClient // guarded by mu
+}
 
 // podClient is a client of the etcd of one pod alone, on its IP, and that endpoint.
 type podClient struct {
@@ -523,12 +526,15 @@ type podClient struct {
 	ep string
 }
 
-// call calls f with the client of the etcd of pod p and a context of at most 1 s. When
-// f fails, the client is closed and dropped: the next call dials afresh instead of waiting out gRPC's
-// reconnect backoff (a second and more) towards a member that has started since.
-func (cs podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx context.Context, c podClient) error) error {
+// call calls f with the client of the etcd of pod p and a context of at most 1 s. When f fails, the
+// client is closed and dropped: the next call dials afresh instead of waiting out gRPC's reconnect
+// backoff (a second and more) towards a member that has started since. Calls for different pods may run
+// at once.
+func (cs *podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx context.Context, c podClient) error) error {
 	key := string(p.UID) + " " + p.Status.PodIP
-	c, ok := cs[key]
+	cs.mu.Lock()
+	c, ok := cs.clients[key]
+	cs.mu.Unlock()
 	if !ok {
 		ep := podEndpoint(p)
 		cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
@@ -536,27 +542,33 @@ func (cs podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx context
 			return err
 		}
 		c = podClient{cli, ep}
-		cs[key] = c
+		cs.mu.Lock()
+		cs.clients[key] = c
+		cs.mu.Unlock()
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := f(cctx, c); err != nil {
 		_ = c.Close()
-		delete(cs, key)
+		cs.mu.Lock()
+		delete(cs.clients, key)
+		cs.mu.Unlock()
 		return err
 	}
 	return nil
 }
 
 // close closes every client cs keeps.
-func (cs podClients) close() {
-	for _, c := range cs {
+func (cs *podClients) close() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.clients {
 		_ = c.Close()
 	}
 }
 
 // memberList asks the etcd of pod p for the member list.
-func (cs podClients) memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
+func (cs *podClients) memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
 	var ml *clientv3.MemberListResponse
 	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
 		ml, err = c.MemberList(ctx)
@@ -569,7 +581,7 @@ func (cs podClients) memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserv
 }
 
 // status asks the etcd of pod p for its status.
-func (cs podClients) status(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
+func (cs *podClients) status(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
 	var st *clientv3.StatusResponse
 	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
 		st, err = c.Status(ctx, c.ep)
