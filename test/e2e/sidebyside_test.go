@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +57,8 @@ const idleWindowBench = time.Minute
 
 // measurePoll polls what measure waits for: every 20 ms, each attempt with a context of 10 s. poll's
 // 200 ms between attempts would be a large part of "scale 5 → 3", whose target is 0.5 s; an attempt on
-// kept clients (podClients), a pod list and one call per member, costs less than that.
+// kept clients (podClients), a pod list and one round of calls to every member at once, costs less than
+// that.
 var measurePoll = testutil.Poller{Interval: 20 * time.Millisecond, AttemptTimeout: poll.AttemptTimeout}
 
 // benchOp names one operation of BenchmarkSideBySide.
@@ -146,8 +149,8 @@ func BenchmarkManyClusters(b *testing.B) {
 // gaps. done's attempts share one etcd client per pod (podClients), closed when measure returns.
 //
 // The figure is an upper bound of when what done waits for came about: by the end of that attempt at
-// the latest. The start of that attempt would be no bound at all, since done checks one member after
-// another and the change may come while it checks. The start of the attempt before, which failed, is a
+// the latest. The start of that attempt would be no bound at all, since done asks the members during
+// the attempt and the change may come while it asks. The start of the attempt before, which failed, is a
 // lower bound when it failed on what it saw, not on a call that timed out (once come about, the change
 // stays); it is logged beside the figure as "not before", 0 when the first attempt succeeded. The two
 // are an interval and two attempts apart.
@@ -441,7 +444,9 @@ func memberPod(b *testing.B, c *etcdv1beta1.EtcdCluster, name string) *corev1.Po
 // that have started; the pod of each answers on its IP (over TLS with the cluster's client certificate
 // when it serves TLS); all report one cluster ID and the same leader. When replaced is set, that pod
 // must not be the one with uid gone. Pods etcd does not list (a removed member's, the S3 server's) do
-// not count. It asks etcd through clients, which the caller keeps across attempts.
+// not count. It asks etcd through clients, which the caller keeps across attempts, every pod at once:
+// an attempt takes about as long as its slowest call (at most 1 s), not their sum. A failure names the
+// first failing member in name order.
 func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx context.Context, clients *podClients) error {
 	return func(ctx context.Context, clients *podClients) error {
 		pods, err := etcdPods(ctx, ns)
@@ -451,23 +456,19 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 		if p := pods[replaced]; replaced != "" && (p == nil || p.UID == gone) {
 			return fmt.Errorf("%s not replaced yet", replaced)
 		}
-		var members []*etcdserverpb.Member
-		var errs []string
-		for _, p := range pods {
-			ml, err := clients.memberList(ctx, p)
-			if err == nil {
-				members = ml
-				break
-			}
-			errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
+		var asked []*corev1.Pod
+		for _, name := range slices.Sorted(maps.Keys(pods)) {
+			asked = append(asked, pods[name])
 		}
-		if members == nil {
-			return fmt.Errorf("no member lists the members: %s", strings.Join(errs, "; "))
+		members, err := clients.memberList(ctx, asked)
+		if err != nil {
+			return err
 		}
 		if len(members) != n {
 			return fmt.Errorf("etcd lists %d members, want %d", len(members), n)
 		}
-		var clusterID, leader uint64
+		slices.SortFunc(members, func(a, b *etcdserverpb.Member) int { return strings.Compare(a.Name, b.Name) })
+		asked = asked[:0]
 		for _, m := range members {
 			if m.IsLearner || m.Name == "" {
 				return fmt.Errorf("member %x is a learner or has not started", m.ID)
@@ -476,9 +477,18 @@ func membersAnswer(ns string, n int, replaced string, gone types.UID) func(ctx c
 			if p == nil {
 				return fmt.Errorf("member %s has no running pod", m.Name)
 			}
-			st, err := clients.status(ctx, p)
-			if err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
+			asked = append(asked, p)
+		}
+		sts := make([]*clientv3.StatusResponse, len(asked))
+		errs := clients.ask(ctx, asked, func(ctx context.Context, i int, c podClient) (err error) {
+			sts[i], err = c.Status(ctx, c.ep)
+			return err
+		})
+		var clusterID, leader uint64
+		for i, m := range members {
+			st := sts[i]
+			if errs[i] != nil {
+				return fmt.Errorf("%s: %w", m.Name, errs[i])
 			}
 			if clusterID != 0 && st.Header.ClusterId != clusterID {
 				return fmt.Errorf("two cluster IDs: %x and %x", clusterID, st.Header.ClusterId)
@@ -514,7 +524,7 @@ func etcdPods(ctx context.Context, ns string) (map[string]*corev1.Pod, error) {
 // pod's UID and IP, which fix its endpoint (a pod's etcd command, hence its scheme, does not change):
 // podEndpoint, which reads a cluster's client certificate from the API server on every call, runs only
 // to dial. A pod replaced under the same name, or given another IP, gets a client of its own. Safe for
-// concurrent use, one call per pod at a time; close closes every client.
+// concurrent use as ask uses it, one call per pod at a time; close closes every client.
 type podClients struct {
 	mu      sync.Mutex
 	clients map[string]podClient // guarded by mu
@@ -526,10 +536,10 @@ type podClient struct {
 	ep string
 }
 
-// call calls f with the client of the etcd of pod p and a context of at most 1 s. When f fails, the
-// client is closed and dropped: the next call dials afresh instead of waiting out gRPC's reconnect
-// backoff (a second and more) towards a member that has started since. Calls for different pods may run
-// at once.
+// call calls f with the client of the etcd of pod p and a context of at most 1 s. When f fails, unless
+// ctx ended first (the caller gave up on the call, not the pod), the client is closed and dropped: the
+// next call dials afresh instead of waiting out gRPC's reconnect backoff (a second and more) towards a
+// member that has started since. Calls for different pods may run at once.
 func (cs *podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx context.Context, c podClient) error) error {
 	key := string(p.UID) + " " + p.Status.PodIP
 	cs.mu.Lock()
@@ -549,10 +559,12 @@ func (cs *podClients) call(ctx context.Context, p *corev1.Pod, f func(ctx contex
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := f(cctx, c); err != nil {
-		_ = c.Close()
-		cs.mu.Lock()
-		delete(cs.clients, key)
-		cs.mu.Unlock()
+		if ctx.Err() == nil {
+			_ = c.Close()
+			cs.mu.Lock()
+			delete(cs.clients, key)
+			cs.mu.Unlock()
+		}
 		return err
 	}
 	return nil
@@ -567,27 +579,44 @@ func (cs *podClients) close() {
 	}
 }
 
-// memberList asks the etcd of pod p for the member list.
-func (cs *podClients) memberList(ctx context.Context, p *corev1.Pod) ([]*etcdserverpb.Member, error) {
-	var ml *clientv3.MemberListResponse
-	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
-		ml, err = c.MemberList(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
+// ask calls f, through call, for every pod of pods at once, with i its index in pods, and returns once
+// every call has: their errors, in pods' order. Each call takes at most 1 s.
+func (cs *podClients) ask(ctx context.Context, pods []*corev1.Pod, f func(ctx context.Context, i int, c podClient) error) []error {
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() {
+			errs[i] = cs.call(ctx, p, func(ctx context.Context, c podClient) error { return f(ctx, i, c) })
+		})
 	}
-	return ml.Members, nil
+	wg.Wait()
+	return errs
 }
 
-// status asks the etcd of pod p for its status.
-func (cs *podClients) status(ctx context.Context, p *corev1.Pod) (*clientv3.StatusResponse, error) {
-	var st *clientv3.StatusResponse
-	err := cs.call(ctx, p, func(ctx context.Context, c podClient) (err error) {
-		st, err = c.Status(ctx, c.ep)
+// memberList asks the etcd of every pod of pods at once for the member list and returns the first
+// that answers, the other calls then cancelled; when none answers, an error with each pod's, in
+// pods' order. It takes as long as the first answer, or when none answers the slowest failure: at most
+// 1 s.
+func (cs *podClients) memberList(ctx context.Context, pods []*corev1.Pod) ([]*etcdserverpb.Member, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var once sync.Once
+	var members []*etcdserverpb.Member
+	errs := cs.ask(ctx, pods, func(ctx context.Context, _ int, c podClient) error {
+		ml, err := c.MemberList(ctx)
+		if err == nil {
+			once.Do(func() { members = ml.Members; cancel() })
+		}
 		return err
 	})
-	return st, err
+	if members != nil {
+		return members, nil
+	}
+	var msgs []string
+	for i, err := range errs {
+		msgs = append(msgs, fmt.Sprintf("%s: %v", pods[i].Name, err))
+	}
+	return nil, fmt.Errorf("no member lists the members: %s", strings.Join(msgs, "; "))
 }
 
 // etcdImage is the image the operator gives its members (its --etcd-image-repository and the default
