@@ -321,7 +321,7 @@ func scaleUp(s State, t tally) (Action, bool) {
 		}
 		return Action{Kind: Wait, Member: name, Reason: "adding a member waits until every voter is healthy; not healthy: " + strings.Join(down, ", ")}, true
 	}
-	why := fmt.Sprintf("the cluster has %d of %d members", len(s.Members), s.Replicas)
+	why := membersWanted(s)
 	// with State.AwaitAdd the member's pod is made first (here, or ahead by prestart) and the member
 	// added once that pod has its address; without it, the member is added first and its pod made after
 	if r := s.Resources[name]; s.AwaitAdd {
@@ -355,10 +355,16 @@ func prestart(s State, t tally) (Action, bool) {
 	for i, name := range names {
 		if r, ok := s.Resources[name]; !ok || !r.Pod {
 			return Action{Kind: CreateAwaitingPod, Member: name, Before: names[:i],
-				Reason: fmt.Sprintf("the cluster is to have %d members; its pod waits until it is added", s.Replicas)}, true
+				Reason: membersWanted(s) + "; its pod waits until it is added"}, true
 		}
 	}
 	return Action{}, false
+}
+
+// membersWanted says why a member is added: how many members etcd had, of how many the spec asks for
+// (past tense: events quote it once the member is added).
+func membersWanted(s State) string {
+	return fmt.Sprintf("etcd had %d of the %d members the spec asks for", len(s.Members), s.Replicas)
 }
 
 // toAdd returns the names of the members still to be added, in the order they are added: the lowest
