@@ -32,7 +32,7 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$')",message="spec.version must be an etcd 3.5 or 3.6 release written major.minor.patch, such as 3.6.16 or 3.5.35: the operator runs etcd 3.5 and 3.6"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || (int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) && (int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || int(self.split('.')[2]) >= int(oldSelf.split('.')[2])))",message="spec.version cannot be downgraded: etcd supports upgrades only (a newer patch, or the next minor)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1])",message="spec.version cannot be downgraded to an older minor: etcd supports upgrades only (a newer patch, or the next minor)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="spec.version cannot skip a minor version: upgrade one minor at a time (for example 3.5 to 3.6)"
 	// +optional
 	Version string `json:"version,omitempty"`

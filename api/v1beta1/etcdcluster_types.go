@@ -32,12 +32,14 @@ type EtcdClusterSpec struct {
 	//
 	// Changing it upgrades the running cluster one member at a time, followers first and the leader
 	// last. Allowed changes, per etcd's upgrade policy: a newer patch of the same minor, or the next
-	// minor (3.5 to 3.6, from 3.5.26 or later). Downgrades and skipped minors are refused.
+	// minor (3.5 to 3.6, from 3.5.26 or later). Downgrades and skipped minors are refused, but for
+	// a change back to the version every member still runs (a change no member has taken, such as one
+	// to a release that has no image).
 	//
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$')",message="spec.version must be an etcd 3.5 or 3.6 release written major.minor.patch, such as 3.6.16 or 3.5.35: the operator runs etcd 3.5 and 3.6"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || (int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) && (int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || int(self.split('.')[2]) >= int(oldSelf.split('.')[2])))",message="spec.version cannot be downgraded: etcd supports upgrades only (a newer patch, or the next minor)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1])",message="spec.version cannot be downgraded to an older minor: etcd supports upgrades only (a newer patch, or the next minor)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="spec.version cannot skip a minor version: upgrade one minor at a time (for example 3.5 to 3.6)"
 	// +optional
 	Version string `json:"version,omitempty"`

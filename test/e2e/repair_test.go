@@ -103,18 +103,37 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 	}
 }
 
-// TestRolloutOntoBrokenImageReverted: a rolling change onto an image that cannot be pulled stops after
-// the first member, which the status names with its problem; reverting the spec heals the cluster
-// without any manual step (the member that is down is recreated with the current spec; the
-// PodDisruptionBudget guards the healthy members, not the one already down). A continuous writer loses
-// no acknowledged write.
+// TestRolloutOntoBrokenImageReverted: a rolling change onto an image that cannot be pulled (an image
+// tag that does not exist, or a spec.version that is no release) stops after the first member, which
+// the status names with its problem; reverting the spec (admission allows setting spec.version back to
+// the version every member still runs) heals the cluster without any manual step (the member that is
+// down is recreated with the current spec; the PodDisruptionBudget guards the healthy members, not the
+// one already down). A continuous writer loses no acknowledged write.
 func TestRolloutOntoBrokenImageReverted(t *testing.T) {
-	c := newCluster(t, "e2e-badimage", "demo", 3)
+	for _, tc := range []struct {
+		name, namespace string
+		// broken is the end of the image reference the change gives the members
+		broken      string
+		spoil, heal func(c *etcdv1beta1.EtcdCluster)
+	}{
+		{"image tag that does not exist", "e2e-badimage", ":no-such-tag",
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "docker.io/local/etcd:no-such-tag" },
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }},
+		{"version that is no release", "e2e-badversion", ":v3.6.99",
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.6.99" },
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { rolloutOntoBrokenImageReverted(t, tc.namespace, tc.broken, tc.spoil, tc.heal) })
+	}
+}
+
+// rolloutOntoBrokenImageReverted is TestRolloutOntoBrokenImageReverted for one change, spoil, whose
+// image reference ends with broken, and its revert, heal, on a cluster in namespace ns.
+func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, spoil, heal func(*etcdv1beta1.EtcdCluster)) {
+	c := newCluster(t, ns, "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
-	const broken = "docker.io/local/etcd:no-such-tag"
-	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = broken })
-
+	updateCluster(t, c, spoil)
 	poll.Eventually(t, rolloutTimeout, "a member down on the broken image, named in the status", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
@@ -135,7 +154,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 		}
 		n := 0
 		for _, p := range pods {
-			if p.Spec.Containers[0].Image == broken {
+			if strings.HasSuffix(p.Spec.Containers[0].Image, broken) {
 				n++
 			}
 		}
@@ -153,7 +172,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 	}
 
 	start := time.Now()
-	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" })
+	updateCluster(t, c, heal)
 	poll.Eventually(t, rolloutTimeout, "every member back on the spec's image, healthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
@@ -164,7 +183,7 @@ func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 			return err
 		}
 		for n, p := range pods {
-			if p.Spec.Containers[0].Image == broken {
+			if strings.HasSuffix(p.Spec.Containers[0].Image, broken) {
 				return fmt.Errorf("%s still on the broken image", n)
 			}
 		}

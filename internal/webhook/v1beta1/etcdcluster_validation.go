@@ -211,11 +211,13 @@ func validateVersion(v string) field.ErrorList {
 
 // validateVersionChange checks that the members of old may be changed to run etcd to, per etcd's
 // upgrade policy: from what they run (status.currentVersion, when the operator has reported it) and
-// from the version they are already being changed to (old spec.version).
+// from the version they are already being changed to (old spec.version). Going back to the version
+// every member still runs (status.members[].version) is allowed: it cancels a change no member has
+// taken, such as one to a release that has no image, whose first member waits for an image pull.
 func validateVersionChange(old *etcdv1beta1.EtcdCluster, to string) field.ErrorList {
 	p := specPath.Child("version")
 	inSpec := specVersion(&old.Spec)
-	if to == inSpec {
+	if to == inSpec || everyMemberRuns(old, to) {
 		return nil
 	}
 	running := inSpec
@@ -234,6 +236,22 @@ func validateVersionChange(old *etcdv1beta1.EtcdCluster, to string) field.ErrorL
 		}
 	}
 	return nil
+}
+
+// everyMemberRuns reports whether the status of c records the version of at least one member and
+// every recorded version is v (a member that does not answer has none recorded).
+func everyMemberRuns(c *etcdv1beta1.EtcdCluster, v string) bool {
+	recorded := 0
+	for _, m := range c.Status.Members {
+		if m.Version == "" {
+			continue
+		}
+		if strings.TrimPrefix(m.Version, "v") != v {
+			return false
+		}
+		recorded++
+	}
+	return recorded > 0
 }
 
 // validateImage checks that image, when set, is an image reference a container runtime can pull:

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -250,6 +251,16 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 	}
 }
 
+// withMemberVersions records in the status one member per version, named demo-0, demo-1, …; "" records
+// a member whose version is not known (it does not answer).
+func withMemberVersions(versions ...string) testutil.ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		for i, v := range versions {
+			c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: fmt.Sprintf("demo-%d", i), Version: v})
+		}
+	}
+}
+
 func TestValidateUpdate(t *testing.T) {
 	roll := "rolls every member one at a time; the leader last"
 	// issued is a cluster whose issuer has issued its certificates (the operator then records a trust hash)
@@ -279,6 +290,13 @@ func TestValidateUpdate(t *testing.T) {
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40"}}, nil},
 		{"C09 back below a change under way", cluster(testutil.WithVersion("3.6.16"), testutil.WithCurrentVersion("3.6.10")), cluster(testutil.WithVersion("3.6.12")),
 			[]problem{{"spec.version", "the members (on 3.6.10) are being changed to 3.6.16 already"}}, nil},
+		{"back to the version every member runs (a change to a release without an image, cancelled)",
+			cluster(testutil.WithVersion("3.6.99"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "", "3.6.16")), cluster(testutil.WithVersion("3.6.16")),
+			nil, []string{"spec.version"}},
+		{"back below a member that took the change", cluster(testutil.WithVersion("3.6.17"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "3.6.17", "3.6.16")), cluster(testutil.WithVersion("3.6.16")),
+			[]problem{{"spec.version", "the members (on 3.6.16) are being changed to 3.6.17 already"}}, nil},
+		{"back to a version no member is recorded running", cluster(testutil.WithVersion("3.6.17"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("", "", "")), cluster(testutil.WithVersion("3.6.16")),
+			[]problem{{"spec.version", "the members (on 3.6.16) are being changed to 3.6.17 already"}}, nil},
 		{"3.5.35 to 3.6.16", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.35")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},
 		{"3.5.26 to 3.6.0", cluster(testutil.WithVersion("3.5.26")), cluster(testutil.WithVersion("3.6.0")), nil, []string{"spec.version"}},
 		{"patch upgrade", cluster(testutil.WithVersion("3.6.15"), testutil.WithCurrentVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"changing spec.version " + roll}},

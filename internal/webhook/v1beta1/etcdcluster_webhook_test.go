@@ -218,6 +218,27 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 		}
 		checkWarnings(t, w.Take(), []string{"changing spec.version rolls every member one at a time; the leader last"})
 	})
+	t.Run("back from a release that does not exist, which no member took", func(t *testing.T) {
+		c := create(t, k8s, testutil.WithVersion("3.6.16"))
+		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "3.6.16", "3.6.16"))
+		if err := update(k8s, c, testutil.WithVersion("3.6.99")); err != nil {
+			t.Fatalf("patch upgrade refused: %v", err)
+		}
+		// the first member's pod waits for an image that does not exist: it answers no more
+		setStatus(t, k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Status.Members[0].Version = "" })
+		if err := update(k8s, c, testutil.WithVersion("3.6.16")); err != nil {
+			t.Errorf("going back to the version every member runs was refused: %v", err)
+		}
+	})
+	t.Run("back below a member that took the change", func(t *testing.T) {
+		c := create(t, k8s, testutil.WithVersion("3.6.16"))
+		setStatus(t, k8s, c, testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "3.6.16", "3.6.16"))
+		if err := update(k8s, c, testutil.WithVersion("3.6.17")); err != nil {
+			t.Fatalf("patch upgrade refused: %v", err)
+		}
+		setStatus(t, k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Status.Members[0].Version = "3.6.17" })
+		denied(t, update(k8s, c, testutil.WithVersion("3.6.16")), true, "spec.version", "are being changed to 3.6.17 already")
+	})
 }
 
 // TestC10_C11_DeniedAtAdmission: sizes and storage changes the operator cannot honour get a 422 that
