@@ -56,7 +56,16 @@ func TestAwaitPeersTold(t *testing.T) {
 	out, done := runAwaitPeersCmd(t, "--annotations-file="+file, "--annotation="+etcdv1beta1.AnnotationPeersAddressed,
 		"--listen="+addr, "--interval=10ms", "--progress-interval=20ms")
 	var code int
+	var exited error // await-peers returned before it took the POST (it could not listen on addr?)
 	testutil.Eventually(t, 10*time.Second, "await-peers takes the POST", func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			exited = fmt.Errorf("await-peers returned before the POST (%v): %s", err, out.String())
+		default:
+		}
+		if exited != nil {
+			return exited
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+resources.PeersAddressedPath, nil)
 		if err != nil {
 			return err
