@@ -60,7 +60,7 @@ func TestAwaitPeersTold(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "await-peers takes the POST", func(ctx context.Context) error {
 		select {
 		case err := <-done:
-			exited = fmt.Errorf("await-peers returned before the POST (%v): %s", err, out.String())
+			exited = fmt.Errorf("await-peers returned before the POST (%w): %s", err, out.String())
 		default:
 		}
 		if exited != nil {
