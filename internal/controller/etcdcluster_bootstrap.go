@@ -75,12 +75,13 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 			r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
 		}
 	}
-	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for the %d initial members to start and form a cluster", len(names))
+	who := initialMembers(len(names))
+	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for %s to start and form a cluster", who)
 	if verdict.Recovering(c) {
 		reason = etcdv1beta1.ReasonRestoringFromBackup
 	}
 	if plan != nil {
-		msg = fmt.Sprintf("Waiting for the %d initial members to restore snapshot %s, start and form a new cluster", len(names), plan.Key)
+		msg = fmt.Sprintf("Waiting for %s to restore snapshot %s, start and form a new cluster", who, plan.Key)
 		if failed := verdict.RestoreFailures(s.m); len(failed) > 0 {
 			msg += fmt.Sprintf("; the restore fails (fix what it says, it is retried): %s", strings.Join(failed, "; "))
 		}
@@ -143,4 +144,13 @@ func tellPeersAddressed(ctx context.Context, ip string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// initialMembers names the n initial members of a new cluster in a message: "the initial member" or
+// "the n initial members".
+func initialMembers(n int) string {
+	if n == 1 {
+		return "the initial member"
+	}
+	return fmt.Sprintf("the %d initial members", n)
 }

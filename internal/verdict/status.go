@@ -254,7 +254,7 @@ func unhealthySummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.M
 			bad = append(bad, m.Name+" is a learner")
 		}
 	}
-	msg := fmt.Sprintf("%d members, %d desired", len(members), desired)
+	msg := fmt.Sprintf("%s, %d desired", CountMembers(len(members)), desired)
 	if len(bad) > 0 {
 		msg += ": " + strings.Join(bad, "; ")
 	}
@@ -484,4 +484,12 @@ func memberName(m *model.Cluster, id uint64) string {
 // such a change; a pass that finds one anyway (the webhook bypassed) does not roll the member.
 func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 	return c.Spec.Storage.EmptyDir != nil && c.Spec.ReplicasOrDefault() == 1
+}
+
+// CountMembers returns "1 member" or "n members".
+func CountMembers(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
 }

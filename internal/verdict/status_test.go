@@ -251,3 +251,12 @@ func TestNoCommonLeaderSaysSo(t *testing.T) {
 		t.Errorf("Available = %s (%s), want False saying the healthy quorum reports no common leader", a.Status, a.Message)
 	}
 }
+
+// TestCountMembers: one member is "1 member", any other count "n members".
+func TestCountMembers(t *testing.T) {
+	for n, want := range map[int]string{0: "0 members", 1: "1 member", 3: "3 members"} {
+		if got := CountMembers(n); got != want {
+			t.Errorf("CountMembers(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
