@@ -75,7 +75,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 			r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
 		}
 	}
-	who := initialMembers(len(names))
+	who := verdict.CountMembers(len(names))
 	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for %s to start and form a cluster", who)
 	if verdict.Recovering(c) {
 		reason = etcdv1beta1.ReasonRestoringFromBackup
@@ -144,13 +144,4 @@ func tellPeersAddressed(ctx context.Context, ip string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// initialMembers names the n initial members of a new cluster in a message: "the initial member" or
-// "the n initial members".
-func initialMembers(n int) string {
-	if n == 1 {
-		return "the initial member"
-	}
-	return fmt.Sprintf("the %d initial members", n)
 }
