@@ -62,8 +62,9 @@ manifests: ## Generate the CRD, the RBAC roles, the webhook configurations, dist
 	go run ./hack/chartgen
 
 .PHONY: generate
-generate: ## Generate the deepcopy functions of the API types.
+generate: ## Generate the deepcopy functions of the API types, and the list of etcd's flags (internal/etcdflags) from the etcd server module in go.mod.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
+	go run ./hack/etcdflags
 
 .PHONY: docs
 docs: ## Generate the API reference docs/api.md from the Go types of api/v1beta1 (crd-ref-docs, hack/tools/crd-ref-docs).

@@ -33,6 +33,15 @@ if [ "$($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.metadata.name}/{.s
 fi
 existed=$($KUBECTL -n "$NS" get etcdcluster demo -o name --ignore-not-found)
 t0=$(date +%s.%N)
+# A last-applied-configuration saved from `kubectl get -o yaml | kubectl apply -f -` carries a
+# resourceVersion, which makes every later `kubectl apply` fail; without it, apply changes only what the
+# sample sets. (Not server-side apply: it would drop the TLS settings the webhook defaulted at creation,
+# which the sample does not list, and switch TLS off.)
+if $KUBECTL -n "$NS" get etcdcluster demo --ignore-not-found \
+    -o jsonpath='{.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}' | grep -q '"resourceVersion"'; then
+  log "the demo cluster's last-applied-configuration holds a resourceVersion (saved from kubectl get -o yaml): dropping it so that kubectl apply can update the cluster"
+  $KUBECTL -n "$NS" annotate etcdcluster demo kubectl.kubernetes.io/last-applied-configuration- >/dev/null
+fi
 $KUBECTL -n "$NS" apply -f config/samples/etcdcluster.yaml
 log "waiting up to ${TIMEOUT}s for the cluster to be Available"
 until $KUBECTL -n "$NS" wait etcdcluster/demo --for=condition=Available --timeout=5s >/dev/null 2>&1; do

@@ -2,8 +2,9 @@ package v1beta1
 
 // Condition types of an EtcdCluster.
 const (
-	// ConditionAvailable is True when a quorum of voting members is healthy and there is a leader: the
-	// cluster serves reads and writes.
+	// ConditionAvailable is True when a quorum of voting members is healthy, there is a leader, and the
+	// pod of at least one healthy voter is Ready (the client Service routes to it): the cluster serves
+	// reads and writes, through the client Service too.
 	ConditionAvailable = "Available"
 	// ConditionProgressing is True while the operator is changing the cluster (creating, replacing or
 	// scaling members); the reason names the step and the message says what it waits for.
@@ -128,6 +129,11 @@ const (
 	// AnnotationMoveLeader or AnnotationReplaceMember request it can never carry out (an unknown
 	// member, a learner, a cluster of one member); the event's note says why and what to do instead.
 	ReasonRequestRefused = "RequestRefused"
+
+	// ReasonClientServiceNotReady: Available is False while a quorum of voters is healthy but none of
+	// their pods is Ready yet, so the client Service routes to none of them (the readiness probe runs
+	// every 2 s once the startup probe, also every 2 s, has passed: seconds after etcd serves).
+	ReasonClientServiceNotReady = "ClientServiceNotReady"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

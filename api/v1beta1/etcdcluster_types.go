@@ -832,7 +832,7 @@ type DefragmentationRecord struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
 // +kubebuilder:validation:XValidation:rule="has(self.spec.bootstrap) == has(oldSelf.spec.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",fieldPath=".metadata",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=etcd;etcds,categories=all

@@ -112,8 +112,8 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"access mode typo", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"Bogus"}
 		}, "supported values"},
-		{"name with a dot", func(c *etcdv1beta1.EtcdCluster) { c.Name = "dot.name" }, "DNS-1035 label"},
-		{"name starting with a digit", func(c *etcdv1beta1.EtcdCluster) { c.Name = "1st" }, "DNS-1035 label"},
+		{"name with a dot", func(c *etcdv1beta1.EtcdCluster) { c.Name = "dot.name" }, "is invalid: metadata: Invalid value: metadata.name must be a DNS-1035 label"},
+		{"name starting with a digit", func(c *etcdv1beta1.EtcdCluster) { c.Name = "1st" }, "is invalid: metadata: Invalid value: metadata.name must be a DNS-1035 label"},
 		{"name too long", func(c *etcdv1beta1.EtcdCluster) { c.Name = strings.Repeat("a", 51) }, "at most 50 characters"},
 		{"emptyDir with size", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Storage.Size = q("1Gi")

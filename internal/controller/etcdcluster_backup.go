@@ -104,7 +104,7 @@ func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *et
 	name := resources.ScheduledBackupName(c.Name, t)
 	exists, running := verdict.ScheduledBackupBlocked(scheduled, name)
 	if running != nil {
-		r.event(c, corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
+		r.eventAbout(c, objectRef(c, etcdv1beta1.GroupVersion.String(), "EtcdBackup", running.Name), corev1.EventTypeWarning, "BackupSkipped", "Backup", "Skipped the scheduled backup of %s: backup %s has not finished yet (%s)",
 			t.UTC().Format(time.RFC3339), running.Name, running.Status.Message)
 	}
 	if exists || running != nil {
@@ -120,7 +120,7 @@ func (r *EtcdClusterReconciler) createScheduledBackup(ctx context.Context, c *et
 	if missed > 1 {
 		note = fmt.Sprintf(" (%d schedule times were missed; one backup makes up for them)", missed)
 	}
-	r.event(c, corev1.EventTypeNormal, "ScheduledBackup", "Backup", "Created EtcdBackup %s for %s%s", name, t.UTC().Format(time.RFC3339), note)
+	r.eventAbout(c, objectRef(c, etcdv1beta1.GroupVersion.String(), "EtcdBackup", name), corev1.EventTypeNormal, "ScheduledBackup", "Backup", "Created EtcdBackup %s for %s%s", name, t.UTC().Format(time.RFC3339), note)
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (r *EtcdClusterReconciler) applyRetention(ctx context.Context, c *etcdv1bet
 		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete backup %s: %w", name, err)
 		}
-		r.event(c, corev1.EventTypeNormal, "PrunedBackup", "Backup", "Deleted backup %s (%s) and its stored snapshot, by spec.backup.retention", name, b.Status.Phase)
+		r.eventAbout(c, objectRef(c, etcdv1beta1.GroupVersion.String(), "EtcdBackup", name), corev1.EventTypeNormal, "PrunedBackup", "Backup", "Deleted backup %s (%s) and its stored snapshot, by spec.backup.retention", name, b.Status.Phase)
 	}
 	return nil
 }

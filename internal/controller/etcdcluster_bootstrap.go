@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -42,6 +45,10 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 	if err != nil || wait != nil {
 		return wait, err
 	}
+	rebuilt, err := r.rebuildInitialPods(ctx, s, names)
+	if err != nil {
+		return nil, err
+	}
 	var created []string
 	for _, name := range names {
 		have := s.m.Member(name)
@@ -66,27 +73,64 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 		}
 		created = append(created, name)
 	}
-	if err := r.markPeersAddressed(ctx, s, names); err != nil {
-		return nil, err
-	}
-	if len(created) > 0 {
-		r.event(c, corev1.EventTypeNormal, "CreatedMembers", "Create", "Created members %s to bootstrap a %d-member cluster", strings.Join(created, ", "), len(names))
-		if plan != nil {
-			r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
+	if len(rebuilt) == 0 { // else the next pass, which sees the new pods
+		if err := r.markPeersAddressed(ctx, s, names); err != nil {
+			return nil, err
 		}
 	}
-	who := verdict.CountMembers(len(names))
+	r.createdEvents(c, created, len(names), plan)
+	if len(rebuilt) > 0 {
+		return verdict.Acting(etcdv1beta1.ReasonBootstrapping, fmt.Sprintf(
+			"Recreating the pods of %s with the current spec: built from an older one, their etcd did not run", strings.Join(rebuilt, ", "))), nil
+	}
+	return bootstrapWaiting(s, len(names), plan), nil
+}
+
+// bootstrapWaiting is the step of a bootstrap that waits for its n initial members (restoring plan's
+// snapshot, when not nil) to form the cluster: what they wait for, and what keeps their pods from it.
+func bootstrapWaiting(s *scope, n int, plan *resources.RestorePlan) *verdict.Step {
+	who := membership.CountMembers(n)
 	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for %s to start and form a cluster", who)
-	if verdict.Recovering(c) {
+	if verdict.Recovering(s.cluster) {
 		reason = etcdv1beta1.ReasonRestoringFromBackup
 	}
 	if plan != nil {
 		msg = fmt.Sprintf("Waiting for %s to restore snapshot %s, start and form a new cluster", who, plan.Key)
 		if failed := verdict.RestoreFailures(s.m); len(failed) > 0 {
-			msg += fmt.Sprintf("; the restore fails (fix what it says, it is retried): %s", strings.Join(failed, "; "))
+			return verdict.Acting(reason, msg+fmt.Sprintf("; the restore fails (fix what it says, it is retried): %s", strings.Join(failed, "; ")))
 		}
 	}
-	return verdict.Acting(reason, msg), nil
+	if stuck := verdict.PodProblems(s.m); len(stuck) > 0 {
+		msg += "; " + strings.Join(stuck, "; ")
+		if slices.ContainsFunc(s.m.Pods(), (*model.Member).ImageUnavailable) {
+			msg += " (check spec.version and spec.image: the pods are rebuilt when either changes)"
+		}
+	}
+	return verdict.Acting(reason, msg)
+}
+
+// rebuildInitialPods deletes the pods of the initial members names that verdict.BootstrapPodToRebuild
+// holds for (built from an older spec, their etcd not running), so that the next pass recreates them
+// with the current spec on their claims, and returns their names.
+func (r *EtcdClusterReconciler) rebuildInitialPods(ctx context.Context, s *scope, names []string) ([]string, error) {
+	var rebuilt []string
+	for _, name := range names {
+		have := s.m.Member(name)
+		if have == nil {
+			continue
+		}
+		why := verdict.BootstrapPodToRebuild(s.m, have, r.Options)
+		if why == "" {
+			continue
+		}
+		// only the pod this pass looked at goes
+		if err := r.Delete(ctx, have.Pod, client.Preconditions{UID: &have.Pod.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("delete pod %s (%s): %w", name, why, err)
+		}
+		r.eventAbout(s.cluster, memberRef(s.cluster, name), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Deleted pod %s (%s) to recreate it with the current spec", name, why)
+		rebuilt = append(rebuilt, name)
+	}
+	return rebuilt, nil
 }
 
 // markPeersAddressed marks the pods of the initial members names with
@@ -144,4 +188,20 @@ func tellPeersAddressed(ctx context.Context, ip string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// createdEvents records the events of a bootstrap pass that created the pods of members created (of a
+// cluster of n), which restore plan's snapshot when plan is not nil; none when it created none.
+func (r *EtcdClusterReconciler) createdEvents(c *etcdv1beta1.EtcdCluster, created []string, n int, plan *resources.RestorePlan) {
+	if len(created) == 0 {
+		return
+	}
+	what := "members " + strings.Join(created, ", ")
+	if len(created) == 1 {
+		what = "member " + created[0]
+	}
+	r.event(c, corev1.EventTypeNormal, "CreatedMembers", "Create", "Created %s to bootstrap a %d-member cluster", what, n)
+	if plan != nil {
+		r.event(c, corev1.EventTypeNormal, "RestoringFromBackup", "Restore", "Members %s restore snapshot %s before they start", strings.Join(created, ", "), plan.Key)
+	}
 }

@@ -280,10 +280,36 @@ func (r *EtcdClusterReconciler) patchStatus(ctx context.Context, c *etcdv1beta1.
 	return nil
 }
 
+// event records an event on the cluster about the cluster as a whole.
 func (r *EtcdClusterReconciler) event(c *etcdv1beta1.EtcdCluster, eventType, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(c, nil, eventType, reason, action, note, args...)
+	r.eventAbout(c, nil, eventType, reason, action, note, args...)
+}
+
+// eventAbout records an event on the cluster about one of its parts, related: a member's pod, a claim,
+// a Secret, an EtcdBackup. The event recorder folds events of one object, type, reason and action
+// that follow within minutes into one series that keeps the first note (events.k8s.io/v1 compares
+// everything but the note), so that "Added member demo-3" and then "Added member demo-4" would show
+// as the first twice; events about different parts are told apart by related.
+func (r *EtcdClusterReconciler) eventAbout(c *etcdv1beta1.EtcdCluster, related *corev1.ObjectReference, eventType, reason, action, note string, args ...any) {
+	if r.Recorder == nil {
+		return
 	}
+	if related == nil {
+		r.Recorder.Eventf(c, nil, eventType, reason, action, note, args...)
+		return
+	}
+	r.Recorder.Eventf(c, related, eventType, reason, action, note, args...)
+}
+
+// memberRef refers to the pod of member name of cluster c, which need not exist (a member removed
+// from etcd, a pod deleted to be recreated): an event's related object.
+func memberRef(c *etcdv1beta1.EtcdCluster, name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: c.Namespace, Name: name}
+}
+
+// objectRef refers to the object kind/name in cluster c's namespace (apiVersion/kind as in a manifest).
+func objectRef(c *etcdv1beta1.EtcdCluster, apiVersion, kind, name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: c.Namespace, Name: name}
 }
 
 // SetupWithManager registers the reconciler: it watches EtcdClusters and the pods, claims and Services

@@ -212,6 +212,75 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	})
 }
 
+// TestBootstrapPodsRebuiltOnAFixedSpec: the first members of a cluster whose spec.version has no image
+// wait to pull it; the status names each one's problem and the Progressing message says what to
+// check. Once spec.version is fixed, their pods (their etcd never ran) are recreated with the current
+// spec, once each, on their claims.
+func TestBootstrapPodsRebuiltOnAFixedSpec(t *testing.T) {
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-typo"}}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	c := testutil.EtcdCluster("typo", testutil.InNamespace("ns-typo"), testutil.WithReplicas(1), testutil.WithVersion("3.6.99"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create cluster: %v", err)
+	}
+	retireAtEnd(t, c)
+	var first *corev1.Pod
+	testutil.Eventually(t, waitTimeout, "pod typo-0 built for 3.6.99, waiting for its image", func(context.Context) error {
+		p, err := getPod(c, "typo-0")
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+			return fmt.Errorf("image %s", p.Spec.Containers[0].Image)
+		}
+		p.Status.Phase = corev1.PodPending
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "` + p.Spec.Containers[0].Image + `"`}}}}
+		if err := k8s.Status().Update(context.Background(), p); err != nil {
+			return err
+		}
+		first = p
+		return nil
+	})
+	testutil.Eventually(t, waitTimeout, "the status names the image pull", func(context.Context) error {
+		got := getCluster(t, c)
+		p := condition(got, etcdv1beta1.ConditionProgressing)
+		if len(got.Status.Members) != 1 || !strings.Contains(got.Status.Members[0].Problem, "ImagePullBackOff") ||
+			p == nil || !strings.Contains(p.Message, "typo-0: etcd container ImagePullBackOff") || !strings.Contains(p.Message, "check spec.version and spec.image") {
+			return fmt.Errorf("members %+v, Progressing %+v", got.Status.Members, p)
+		}
+		return nil
+	})
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion })
+	var second *corev1.Pod
+	testutil.Eventually(t, waitTimeout, "pod typo-0 recreated with the fixed spec", func(context.Context) error {
+		p, err := getPod(c, "typo-0")
+		if err != nil {
+			return err
+		}
+		if p.UID == first.UID || strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+			return fmt.Errorf("pod %s on %s", p.UID, p.Spec.Containers[0].Image)
+		}
+		second = p
+		return nil
+	})
+	testutil.Consistently(t, 3*time.Second, "the new pod stays", func(context.Context) error {
+		p, err := getPod(c, "typo-0")
+		if err != nil {
+			return err
+		}
+		if p.UID != second.UID || p.DeletionTimestamp != nil {
+			return fmt.Errorf("pod %s (deleted %v), want %s kept", p.UID, p.DeletionTimestamp, second.UID)
+		}
+		return nil
+	})
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: "data-typo-0"}, &corev1.PersistentVolumeClaim{}); err != nil {
+		t.Errorf("claim of typo-0: %v", err)
+	}
+}
+
 // TestBootstrapWaitsForEveryAddress: the initial members' pods hold etcd back in await-peers until every
 // one of them has its address; then the operator tells each (a POST on its peer port, where one listens
 // here) and marks each with the annotation the init container also reads.

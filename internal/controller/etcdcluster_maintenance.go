@@ -92,7 +92,7 @@ func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, 
 	err := s.etcdClient.Defragment(callCtx, endpoint)
 	took := time.Since(start)
 	if err != nil {
-		r.event(c, corev1.EventTypeWarning, "DefragmentationFailed", "Defragment", "Defragmenting %s failed after %s: %v; retrying", name, took.Round(time.Millisecond), err)
+		r.eventAbout(c, memberRef(c, name), corev1.EventTypeWarning, "DefragmentationFailed", "Defragment", "Defragmenting %s failed after %s: %v; retrying", name, took.Round(time.Millisecond), err)
 		return nil, fmt.Errorf("defragment %s: %w", name, err)
 	}
 	after := before
@@ -109,6 +109,6 @@ func (r *EtcdClusterReconciler) defragment(ctx context.Context, s *scope, name, 
 	if rest := st.PendingDefragmentation; len(rest) > 0 {
 		msg += "; next: " + strings.Join(rest, ", ")
 	}
-	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "%s", msg)
+	r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, "Defragmented", "Defragment", "%s", msg)
 	return verdict.Acting(etcdv1beta1.ReasonDefragmenting, msg), nil
 }

@@ -56,7 +56,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		if st, err := r.createJoiningMember(ctx, s, a.Member, s.m.Etcd.Members); err != nil || st != nil {
 			return st, err
 		}
-		r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
+		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s for the learner added earlier", a.Member)
 		return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of learner %s; waiting for it to catch up", a.Member)), nil
 
 	case membership.Promote:
@@ -64,7 +64,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 			return retryLater(c, "promote", err, "promote learner "+a.Member)
 		}
 		metrics.CountMembership(c.Namespace, c.Name, "promote", nil, false)
-		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
+		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "MemberPromoted", "Promote", "Promoted learner %s (ID %s) to a voting member", a.Member, etcd.FormatID(a.ID))
 		return verdict.Acting(etcdv1beta1.ReasonPromotingLearner, fmt.Sprintf("Promoted %s to a voting member", a.Member)).Within(verdict.RequeueChanged), nil
 
 	case membership.Remove:
@@ -74,7 +74,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		if err := r.deleteMemberResources(ctx, s, a.Member); err != nil {
 			return nil, err
 		}
-		r.event(c, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
+		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "Deleted the pod and claim of %s: %s", a.Member, a.Reason)
 		return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Deleting the pod and claim of %s: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
@@ -132,7 +132,7 @@ func (r *EtcdClusterReconciler) addLearner(ctx context.Context, s *scope, a memb
 	}
 	metrics.CountMembership(c.Namespace, c.Name, "add_learner", nil, false)
 	log.FromContext(ctx).Info("Membership", "etcdcluster", klog.KObj(c), "member", a.Member, "action", a.Kind, "id", etcd.FormatID(added.ID), "reason", a.Reason)
-	r.event(c, corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
+	r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "MemberAdded", "AddLearner", "Added member %s (ID %s) as a learner: %s", a.Member, etcd.FormatID(added.ID), a.Reason)
 	if waiting != nil {
 		return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Added %s as a learner; its pod starts etcd and catches up", a.Member)), nil
 	}
@@ -170,7 +170,7 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 		}
 	}
 	msg := fmt.Sprintf("Deleted the waiting pod and claim of %s, created for a membership that has changed since; others are created", m.Name)
-	r.event(s.cluster, corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "%s", msg)
+	r.eventAbout(s.cluster, memberRef(s.cluster, m.Name), corev1.EventTypeNormal, "DeletedMemberResources", "Delete", "%s", msg)
 	return verdict.Acting(etcdv1beta1.ReasonAddingMember, msg), nil
 }
 
@@ -316,7 +316,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	if err != nil || st != nil {
 		return st, err
 	}
-	r.event(c, corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
+	r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
@@ -362,7 +362,7 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 		return st, false, err
 	}
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "remove", nil, false)
-	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
+	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,4 +201,48 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 		}
 		return nil
 	})
+	// Both removals show as events of their own, each naming its member: the event recorder folds
+	// events that differ only in their note into one series that keeps the first note.
+	var removed []string
+	for _, n := range names {
+		if n != leader {
+			removed = append(removed, n)
+		}
+	}
+	testutil.Eventually(t, waitTimeout, "one MemberRemoved event per removed member", func(context.Context) error {
+		return eventsNamingEach(c, "MemberRemoved", removed)
+	})
+}
+
+// eventsNamingEach returns nil when the cluster's events of reason are one per name of names, each
+// with its name in its note and its member's pod as the related object.
+func eventsNamingEach(c *etcdv1beta1.EtcdCluster, reason string, names []string) error {
+	evs := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), evs, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	var got []string
+	for _, e := range evs.Items {
+		if e.Regarding.Name != c.Name || e.Reason != reason {
+			continue
+		}
+		related := "<none>"
+		if e.Related != nil {
+			related = e.Related.Kind + "/" + e.Related.Name
+		}
+		got = append(got, fmt.Sprintf("%s (related %s, series %v)", e.Note, related, e.Series != nil))
+	}
+	for _, n := range names {
+		found := 0
+		for _, e := range evs.Items {
+			if e.Regarding.Name == c.Name && e.Reason == reason && e.Related != nil && e.Related.Kind == "Pod" &&
+				e.Related.Name == n && strings.Contains(e.Note, n+" ") {
+				found++
+			}
+		}
+		if found != 1 {
+			return fmt.Errorf("%d %s events about %s, want 1; the cluster's %s events: %q", found, reason, n, reason, got)
+		}
+	}
+	return nil
 }

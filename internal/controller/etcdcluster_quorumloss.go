@@ -96,7 +96,7 @@ func (r *EtcdClusterReconciler) copySurvivors(ctx context.Context, s *scope, sin
 		if err := r.Create(ctx, resources.BuildSurvivorSnapshot(c, name, since)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create the copy of survivor %s: %w", name, err)
 		}
-		r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonQuorumDataLost, "Copy", "Copying member %s, which kept its data, before the cluster is recreated", name)
+		r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, etcdv1beta1.ReasonQuorumDataLost, "Copy", "Copying member %s, which kept its data, before the cluster is recreated", name)
 	}
 	for _, b := range sc.Retry {
 		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {

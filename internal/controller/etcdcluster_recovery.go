@@ -14,6 +14,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -120,8 +121,8 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 		return st, err
 	}
 	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonRestoringFromBackup, "Recover",
-		"Deleted the lost cluster's members; creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)
-	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %d members that restore EtcdBackup %s", c.Spec.ReplicasOrDefault(), rec.Backup)), nil
+		"Deleted the lost cluster's members; creating %s that restore EtcdBackup %s", membership.CountMembers(int(c.Spec.ReplicasOrDefault())), rec.Backup)
+	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %s that restore EtcdBackup %s", membership.CountMembers(int(c.Spec.ReplicasOrDefault())), rec.Backup)), nil
 }
 
 // recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery

@@ -31,7 +31,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return nil, fmt.Errorf("delete pod %s (%s): %w", name, why, err)
 			}
-			r.event(c, corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", name, why)
+			r.eventAbout(c, memberRef(c, name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", name, why)
 			waiting = append(waiting, name)
 			continue
 		}
@@ -48,7 +48,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		if st, err := create(); err != nil || st != nil {
 			return st, err
 		}
-		r.event(c, corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, m.Claim.Name)
+		r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, m.Claim.Name)
 		recreated = append(recreated, name)
 	}
 	switch {

@@ -94,8 +94,22 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 		t.Errorf("recreated pod's init containers %+v: want verify-data with --member-id=%s", ics, etcd.FormatID(oldID))
 	}
 
+	// A new pod that shows no problem is given model.MemberStartGrace to start, past the end of the
+	// policy, and Degraded gives that time.
+	startGraceEnd := recreated.CreationTimestamp.Add(model.MemberStartGrace).UTC().Format(time.RFC3339)
+	testutil.Eventually(t, waitTimeout, "Degraded says heal-2 is starting, replaced at the end of its start grace", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
+		if d == nil || !strings.Contains(d.Message, "heal-2 is starting on a new pod") || !strings.Contains(d.Message, "replaced at "+startGraceEnd+" unless it serves") {
+			return fmt.Errorf("degraded %+v, want heal-2 starting, replaced at %s", d, startGraceEnd)
+		}
+		return nil
+	})
+	// The kubelet reports etcd exiting on the new pod too: no longer starting, the member is replaced at
+	// the end of the policy.
+	markCrashLoop(t, c, "heal-2")
+
 	// Replaced: removed from etcd, its pod and claim deleted, a new learner under its name.
-	testutil.Eventually(t, 2*waitTimeout, "heal-2 removed from etcd", func(context.Context) error {
+	testutil.Eventually(t, waitTimeout, "heal-2 removed from etcd", func(context.Context) error {
 		for _, m := range memberList(t, members[0].ClientURL()) {
 			if m.ID == oldID {
 				return fmt.Errorf("member %s (ID %s) still listed", m.Name, etcd.FormatID(m.ID))
@@ -150,6 +164,31 @@ func markNotReady(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) {
 			return err
 		}
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		return k8s.Status().Update(context.Background(), p)
+	})
+}
+
+// markCrashLoop sets the pod's etcd container to CrashLoopBackOff after an exit with code 1, as the
+// kubelet reports an etcd that exits on start, and its Ready condition False.
+func markCrashLoop(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, "pod "+name+" crash-looping", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		image := ""
+		for _, ctr := range p.Spec.Containers {
+			if ctr.Name == resources.EtcdContainer {
+				image = ctr.Image
+			}
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: resources.EtcdContainer, Image: image, ImageID: "sha256:0123", RestartCount: 2,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+		}}
 		return k8s.Status().Update(context.Background(), p)
 	})
 }

@@ -130,7 +130,7 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 	}
 	msg := fmt.Sprintf("Replacing member %s (ID %s) as %s asked: deleted its claim and pod; it is removed from etcd and a new member of that name joins with a new ID and copies the data from the leader",
 		name, etcd.FormatID(mem.ID()), etcdv1beta1.AnnotationReplaceMember)
-	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
+	r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
 	return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
 }
 
@@ -156,7 +156,7 @@ func (r *EtcdClusterReconciler) reconcileMoveLeaderRequest(ctx context.Context, 
 			return st, err // not moved yet (retryLater)
 		}
 	} else {
-		r.event(c, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "%s (ID %s) leads already, as %s asked", name, etcd.FormatID(target.ID()), etcdv1beta1.AnnotationMoveLeader)
+		r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "%s (ID %s) leads already, as %s asked", name, etcd.FormatID(target.ID()), etcdv1beta1.AnnotationMoveLeader)
 	}
 	if err := r.finishRequest(ctx, c, etcdv1beta1.AnnotationMoveLeader); err != nil {
 		return nil, err

@@ -36,6 +36,8 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	case rollout.Wait:
 		logger.V(1).Info("Rollout paused", "reason", a.Reason)
 		return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, a.Reason), nil
+	case rollout.AwaitMember:
+		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, "Rolling update: "+a.Reason), nil
 	case rollout.MoveLeader:
 		logger.Info("Rollout", "action", a.Kind, "to", a.Target, "reason", a.Reason)
 		return r.moveLeader(ctx, s, a)
@@ -51,7 +53,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
 		}
-		r.event(c, corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
+		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
@@ -66,7 +68,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 		return retryLater(s.cluster, "move_leader", err, fmt.Sprintf("move leadership from %s to %s", a.Member, a.Target))
 	}
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "move_leader", nil, false)
-	r.event(s.cluster, corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
+	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonMovingLeader, a.Reason), nil
 }
 

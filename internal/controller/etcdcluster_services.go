@@ -71,7 +71,7 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 	s.certs, s.report.TLS, s.report.NoTLS = res, res.Observation(time.Now()), ports == certs.Ports{}
 	verdict.ApplyTrustedCAs(s.cluster, s.report.TLS)
 	for _, ch := range res.Changed {
-		r.event(s.cluster, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
+		r.eventAbout(s.cluster, objectRef(s.cluster, "v1", "Secret", ch.Secret), corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 	}
 	if errors.Is(err, certs.ErrCertificateIssuing) {
 		return verdict.Acting(etcdv1beta1.ReasonWaitingForCertificates, "Waiting for cert-manager: "+err.Error()), nil
@@ -91,7 +91,7 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 func (r *EtcdClusterReconciler) rotateCA(ctx context.Context, s *scope) (*verdict.Step, error) {
 	ch, wait, err := r.Certs.AdvanceRotation(ctx, s.cluster, s.certs, s.m.PodIPs())
 	if ch != nil {
-		r.event(s.cluster, corev1.EventTypeNormal, etcdv1beta1.ReasonRotatingCA, "Rotate", "Secret %s: %s", ch.Secret, ch.Reason)
+		r.eventAbout(s.cluster, objectRef(s.cluster, "v1", "Secret", ch.Secret), corev1.EventTypeNormal, etcdv1beta1.ReasonRotatingCA, "Rotate", "Secret %s: %s", ch.Secret, ch.Reason)
 		wait = ch.Reason
 	}
 	return verdict.RotatingCA(wait, ch == nil), err

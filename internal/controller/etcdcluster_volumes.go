@@ -41,7 +41,7 @@ func (r *EtcdClusterReconciler) reconcileVolumes(ctx context.Context, s *scope) 
 		if err := r.Patch(ctx, pvc, patch); err != nil {
 			return nil, fmt.Errorf("expand persistentvolumeclaim %s to %s: %w", pvc.Name, want.String(), err)
 		}
-		r.event(c, corev1.EventTypeNormal, "ExpandingVolume", "Expand", "Expanding claim %s from %s to %s", pvc.Name, req.String(), want.String())
+		r.eventAbout(c, objectRef(c, "v1", "PersistentVolumeClaim", pvc.Name), corev1.EventTypeNormal, "ExpandingVolume", "Expand", "Expanding claim %s from %s to %s", pvc.Name, req.String(), want.String())
 	}
 	// a claim growing brings the pass back sooner (requeueFor); it stops nothing else
 	s.report.Volumes = v.Condition(want)

@@ -86,14 +86,16 @@ func isRPCError(err, grpcErr error) bool {
 
 // IsElecting reports whether err says that the member asked had no leader to serve the request: an
 // election or a leader's handover was under way (ErrNoLeader, etcd's "no leader", "leader changed",
-// or a raft proposal dropped while leadership moved). Asked again a moment later, a member of a
+// "request timed out, possibly due to previous leader failure" (a read whose proposal the old leader
+// never committed), or a raft proposal dropped while leadership moved). Asked again a moment later, a member of a
 // cluster with a quorum answers: etcd elects a leader within an election timeout (1 s by default) and
 // hands leadership over within a few heartbeats.
 func IsElecting(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrNoLeader) || isRPCError(err, rpctypes.ErrGRPCNoLeader) || isRPCError(err, rpctypes.ErrGRPCLeaderChanged) {
+	if errors.Is(err, ErrNoLeader) || isRPCError(err, rpctypes.ErrGRPCNoLeader) || isRPCError(err, rpctypes.ErrGRPCLeaderChanged) ||
+		isRPCError(err, rpctypes.ErrGRPCTimeoutDueToLeaderFail) {
 		return true
 	}
 	// etcdserver.ErrProposalDropped reaches clients as a gRPC status of code Unknown with its message

@@ -53,3 +53,25 @@ func TestSamePeerURL(t *testing.T) {
 		}
 	}
 }
+
+// TestIsElecting: the errors a member returns while leadership moves are elections, as the client
+// sees them (rpctypes.Error of the gRPC status); other errors are not.
+func TestIsElecting(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("health: %w", rpctypes.Error(rpctypes.ErrGRPCNoLeader)), true},
+		{fmt.Errorf("health: %w", rpctypes.Error(rpctypes.ErrGRPCLeaderChanged)), true},
+		{fmt.Errorf("list alarms: %w", rpctypes.Error(rpctypes.ErrGRPCTimeoutDueToLeaderFail)), true},
+		{errors.New("rpc error: code = Unknown desc = raft proposal dropped"), true},
+		{fmt.Errorf("status: %w", ErrNoLeader), true},
+		{rpctypes.Error(rpctypes.ErrGRPCTimeoutDueToConnectionLost), false},
+		{context.DeadlineExceeded, false},
+		{nil, false},
+	} {
+		if got := IsElecting(tc.err); got != tc.want {
+			t.Errorf("IsElecting(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

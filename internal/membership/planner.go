@@ -74,6 +74,9 @@ type Resources struct {
 	Awaiting bool
 	// Addressed is true when such a pod has its address (and so its DNS name) and waits.
 	Addressed bool
+	// Problem says, of an Awaiting pod, what keeps it from running, as Kubernetes reports it ("pod not
+	// scheduled: Unschedulable …", an image it cannot pull), "" when nothing does (model.Member.PodProblem).
+	Problem string
 }
 
 // State is what one pass observed.
@@ -268,7 +271,7 @@ func scaleDown(s State, t tally) (Action, bool) {
 	}
 	// The leader ranks last and there are at least two members here, so m is never the leader:
 	// leadership is never lost to a scale-down.
-	return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: fmt.Sprintf("scaling down to %d members", s.Replicas)}, true
+	return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: "scaling down to " + CountMembers(int(s.Replicas))}, true
 }
 
 // finishLearner is step 5. A learner in flight: give it a pod, wait for it, promote it.
@@ -329,7 +332,11 @@ func scaleUp(s State, t tally) (Action, bool) {
 			return Action{Kind: CreateAwaitingPod, Member: name, Reason: why + "; its pod waits until it is added"}, true
 		}
 		if !r.Addressed {
-			return Action{Kind: Wait, Member: name, Reason: "waiting for the pod of " + name + " to get its address (and DNS name) before adding it to etcd"}, true
+			reason := "waiting for the pod of " + name + " to get its address (and DNS name) before adding it to etcd"
+			if r.Problem != "" {
+				reason += "; it cannot yet: " + r.Problem
+			}
+			return Action{Kind: Wait, Member: name, Reason: reason}, true
 		}
 	}
 	return Action{Kind: AddLearner, Member: name, Reason: why}, true
@@ -436,4 +443,12 @@ func sortedKeys(m map[string]Resources) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// CountMembers returns "1 member" or "n members".
+func CountMembers(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
 }

@@ -465,3 +465,27 @@ func TestNextDeletesStuckPodOfRemovedMember(t *testing.T) {
 		t.Errorf("terminating pod of a removed member: %v, want Wait for demo-2", a)
 	}
 }
+
+// TestCountMembers: one member is "1 member", any other count "n members".
+func TestCountMembers(t *testing.T) {
+	for n, want := range map[int]string{0: "0 members", 1: "1 member", 3: "3 members"} {
+		if got := CountMembers(n); got != want {
+			t.Errorf("CountMembers(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestWaitForAddressSaysWhy: a member to add whose pod cannot get an address (it cannot be scheduled)
+// waits, and the reason quotes what keeps the pod from running.
+func TestWaitForAddressSaysWhy(t *testing.T) {
+	withRes := func(s State, name string, r Resources) State { s.Resources[name] = r; return s }
+	problem := "pod not scheduled: Unschedulable 0/1 nodes are available: 1 Insufficient cpu."
+	a := Next(withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true, Problem: problem}))
+	if a.Kind != Wait || a.Member != "demo-3" || !strings.HasSuffix(a.Reason, "; it cannot yet: "+problem) {
+		t.Errorf("Next = %+v: want a wait for demo-3 that quotes %q", a, problem)
+	}
+	a = Next(withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true}))
+	if a.Kind != Wait || strings.Contains(a.Reason, "cannot yet") {
+		t.Errorf("Next = %+v: want a wait with nothing quoted while the pod has no problem", a)
+	}
+}

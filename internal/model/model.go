@@ -8,6 +8,7 @@
 package model
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -246,12 +247,47 @@ func (m *Member) Joining(now time.Time) bool {
 	if born.IsZero() || now.Sub(born) > newMemberData {
 		return false
 	}
-	for _, st := range m.Pod.Status.ContainerStatuses {
-		if st.Name == resources.EtcdContainer {
-			return st.RestartCount == 0 && st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
+	st := m.etcdStatus()
+	return st != nil && st.RestartCount == 0 && st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
+}
+
+// etcdStatus returns the status of the etcd container of the member's pod, nil without a pod or before
+// the kubelet reported one.
+func (m *Member) etcdStatus() *corev1.ContainerStatus {
+	if m.Pod == nil {
+		return nil
+	}
+	for i := range m.Pod.Status.ContainerStatuses {
+		if m.Pod.Status.ContainerStatuses[i].Name == resources.EtcdContainer {
+			return &m.Pod.Status.ContainerStatuses[i]
 		}
 	}
-	return false
+	return nil
+}
+
+// MemberStartGrace is how long after its pod was made a member that does not serve yet, and whose pod
+// shows no problem, counts as starting (see Starting): the pull of a local image, the init containers,
+// etcd's start and its catch-up from the leader take seconds; a minute leaves a margin for a loaded
+// node and a larger database.
+const MemberStartGrace = time.Minute
+
+// Starting reports whether the member does not serve yet because its pod is new, at now: etcd lists
+// it, it does not serve, it was already down when its pod was made (the pod is the restart or the
+// recreation that brings it back, not one it served on and then stopped; a second of margin for the
+// clocks of the operator and the API server), its pod is not being deleted, was made less than
+// MemberStartGrace ago, and shows no problem (PodProblem: no crash loop, image that cannot be pulled,
+// or unschedulable pod).
+func (m *Member) Starting(now time.Time) bool {
+	if !m.Down() || !m.NewPod(now) || m.DownSince.IsZero() {
+		return false
+	}
+	return m.DownSince.Before(m.Pod.CreationTimestamp.Add(time.Second)) && m.PodProblem() == ""
+}
+
+// NewPod reports whether the member has a pod, not being deleted, made less than MemberStartGrace
+// before now.
+func (m *Member) NewPod(now time.Time) bool {
+	return m.HasPod() && now.Sub(m.Pod.CreationTimestamp.Time) < MemberStartGrace
 }
 
 // Down reports whether etcd lists the member and it does not serve (see Serving): it is not answering,
@@ -273,13 +309,37 @@ func (m *Member) notReadySince() time.Time {
 }
 
 // Problem says in one line why a member that is down is down, from what Kubernetes and etcd report:
-// its pod missing, terminating, unschedulable or with its etcd container waiting (with the reason and
-// exit code of its last run), else etcd's error. Empty for a member that is not down. It holds no
+// its pod missing, terminating, unschedulable or with a container waiting (with the reason and exit
+// code of its last run), else etcd's error. Empty for a member that is not down. It holds no
 // timestamps or back-off delays, so that it changes only when the cause does.
 func (m *Member) Problem() string {
 	if !m.Down() {
 		return ""
 	}
+	if p := m.podProblem(true); p != "" {
+		return p
+	}
+	if m.Health != nil {
+		return "etcd: " + firstLine(m.Health.Error())
+	}
+	return "not started"
+}
+
+// PodProblem says in one line what keeps the member's pod from running etcd, as Kubernetes reports it,
+// whether or not etcd lists the member: its pod terminating or unschedulable, its data directory
+// refused by verify-data, or a container waiting on something other than its normal start (an image
+// that cannot be pulled, a crash loop, a bad configuration). Empty when there is no pod or nothing is
+// wrong with it yet. It holds no timestamps or back-off delays.
+func (m *Member) PodProblem() string {
+	if m.Pod == nil {
+		return ""
+	}
+	return m.podProblem(false)
+}
+
+// podProblem is Problem's reading of the pod; starting counts a container still being created or
+// waiting for its init containers as a problem too (of a member etcd lists, which should be running).
+func (m *Member) podProblem(starting bool) string {
 	p := m.Pod
 	switch {
 	case p == nil:
@@ -295,40 +355,88 @@ func (m *Member) Problem() string {
 	if msg := m.DataNotOwn(); msg != "" {
 		return "data directory check: " + msg
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != resources.EtcdContainer || cs.State.Waiting == nil || cs.State.Waiting.Reason == "ContainerCreating" {
-			continue
+	waiting := func(what string, cs corev1.ContainerStatus) string {
+		w := cs.State.Waiting
+		if w == nil || w.Reason == "ContainerCreating" || (!starting && w.Reason == "PodInitializing") {
+			return ""
 		}
-		out := "etcd container " + cs.State.Waiting.Reason
+		out := what + " " + w.Reason
 		if t := cs.LastTerminationState.Terminated; t != nil {
 			out += fmt.Sprintf(" (last exit code %d, %s)", t.ExitCode, t.Reason)
-		} else if msg := firstLine(cs.State.Waiting.Message); msg != "" && cs.State.Waiting.Reason != "CrashLoopBackOff" {
+			if cause := ExitCause(t.Message); cause != "" {
+				out += ": " + cause
+			}
+		} else if msg := firstLine(w.Message); msg != "" && w.Reason != "CrashLoopBackOff" {
 			out += ": " + msg
 		}
 		return out
 	}
-	if m.Health != nil {
-		return "etcd: " + firstLine(m.Health.Error())
+	for _, cs := range p.Status.InitContainerStatuses {
+		if out := waiting("init container "+cs.Name, cs); out != "" && !strings.HasSuffix(out, " PodInitializing") {
+			return out
+		}
 	}
-	return "not started"
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != resources.EtcdContainer {
+			continue
+		}
+		if starting && m.PullingImage() {
+			return PullingImageProblem + " " + cs.Image
+		}
+		if out := waiting("etcd container", cs); out != "" {
+			return out
+		}
+	}
+	return ""
+}
+
+// PullingImageProblem begins the Problem of a member whose etcd container waits for the kubelet to
+// pull its image for the first time (Member.PullingImage); the image reference follows.
+const PullingImageProblem = "etcd container not created yet: pulling image"
+
+// PullingImage reports whether the member's etcd container waits for the kubelet to pull its image
+// for the first time: every init container of its pod has completed (its data volume is mounted: the
+// node and the claim are fine), and its etcd container has never been created (no image ID) and waits
+// with reason ContainerCreating or PodInitializing. The kubelet does not update a pod's status while
+// it pulls an image, so the status it last wrote, which says PodInitializing when the pull follows
+// the init containers, stays until the first pull returns. A pull that fails turns the reason into
+// ErrImagePull, then ImagePullBackOff, which the kubelet keeps while it retries (ImagePullReasons). A
+// pull from a registry that accepts the connection and does not answer may never return.
+func (m *Member) PullingImage() bool {
+	if m.Pod == nil || m.Pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, cs := range m.Pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+			return false
+		}
+	}
+	cs := m.etcdStatus()
+	return cs != nil && cs.ImageID == "" && cs.State.Waiting != nil && (cs.State.Waiting.Reason == "ContainerCreating" || cs.State.Waiting.Reason == "PodInitializing")
+}
+
+// WaitsForImage reports whether the member's etcd container waits for its image: the kubelet cannot
+// get it (ImageUnavailable) or is pulling it for the first time (PullingImage). Neither recreating the
+// pod nor replacing the member helps such a member: the new pod would wait for the same image.
+func (m *Member) WaitsForImage() bool {
+	return m.ImageUnavailable() || m.PullingImage()
+}
+
+// ImagePullReasons are the reasons the kubelet gives a container that waits for an image it cannot get.
+var ImagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+// ImagePullProblem reports whether problem, a member's Problem or PodProblem (as status.members[].problem
+// keeps it), is its etcd container waiting for an image it cannot get (ImagePullReasons) or that the
+// kubelet is pulling for the first time (PullingImageProblem).
+func ImagePullProblem(problem string) bool {
+	return strings.HasPrefix(problem, PullingImageProblem) || slices.ContainsFunc(ImagePullReasons, func(reason string) bool { return strings.HasPrefix(problem, "etcd container "+reason) })
 }
 
 // ImageUnavailable reports whether the member's etcd container waits for an image it cannot get
-// (ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull): a member created from the same
-// spec would wait the same way.
+// (ImagePullReasons): a member created from the same spec would wait the same way.
 func (m *Member) ImageUnavailable() bool {
-	if m.Pod == nil {
-		return false
-	}
-	for _, cs := range m.Pod.Status.ContainerStatuses {
-		if cs.Name == resources.EtcdContainer && cs.State.Waiting != nil {
-			switch cs.State.Waiting.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-				return true
-			}
-		}
-	}
-	return false
+	cs := m.etcdStatus()
+	return cs != nil && cs.State.Waiting != nil && slices.Contains(ImagePullReasons, cs.State.Waiting.Reason)
 }
 
 // DataNotOwn returns why the member's data directory is not its own, as the pod's verify-data init
@@ -355,12 +463,42 @@ func (m *Member) DataNotOwn() string {
 }
 
 // firstLine returns s up to its first line break, at most 200 bytes.
+// ExitCause returns what a process said as it failed, from its container's termination message (with
+// TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"), else
+// the message and error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg"
+// and "error"); "" when there is none. It holds no timestamp, so that it is the same on every restart
+// that fails the same way; at most 200 bytes.
+func ExitCause(message string) string {
+	cause := ""
+	for line := range strings.Lines(message) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "panic: ") {
+			return firstLine(line)
+		}
+		var entry struct{ Level, Msg, Error string }
+		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		switch entry.Level {
+		case "error", "fatal", "panic":
+			cause = entry.Msg
+			if entry.Error != "" {
+				cause += ": " + entry.Error
+			}
+		}
+	}
+	return firstLine(cause)
+}
+
+// firstLine returns the first line of s, at most about 200 bytes of it: a longer line keeps its
+// beginning and its end around "…", since a wrapped error names its cause last ("failed to pull and
+// unpack image …: … dial tcp: lookup registry-1.docker.io: no such host").
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
 	if len(s) > 200 {
-		s = s[:200] + "..."
+		s = strings.ToValidUTF8(s[:110], "") + " … " + strings.ToValidUTF8(s[len(s)-90:], "")
 	}
 	return s
 }

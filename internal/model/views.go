@@ -32,9 +32,13 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 			// a member to be added whose pod waits, or whose claim is made and its pod not yet seen
 			awaiting := !listed[m.Name] && (m.HasPod() && m.AwaitsAdd() && !m.AwaitingClaimLost(c.Now) ||
 				!m.HasPod() && !m.PodTerminating() && m.AwaitingClaim())
+			var problem string
+			if awaiting {
+				problem = m.PodProblem()
+			}
 			st.Resources[m.Name] = membership.Resources{Pod: m.HasPod(), PodTerminating: m.PodTerminating(),
 				Data: m.HasClaim(), DataTerminating: m.ClaimTerminating(),
-				PodStuck: m.PodStuck(c.Now), Awaiting: awaiting, Addressed: awaiting && m.AwaitAddRunning()}
+				PodStuck: m.PodStuck(c.Now), Awaiting: awaiting, Addressed: awaiting && m.AwaitAddRunning(), Problem: problem}
 		}
 	}
 	return st
@@ -53,6 +57,7 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
 			// a member without a pod has nothing to restart: its pod is created with the current spec
 			UpToDate: m.Pod == nil || c.PodCurrent(m, hash),
+			Going:    m.PodTerminating(), Starting: m.Starting(c.Now),
 		})
 	}
 	return st

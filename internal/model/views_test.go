@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,130 @@ func TestProblem(t *testing.T) {
 		if got := m.Member(name).Problem(); got != want {
 			t.Errorf("%s: Problem %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestPodProblem: whether or not etcd lists the member (a cluster still forming), the pod's own
+// problem names an image that cannot be pulled, a crash-looping init container or an unschedulable
+// pod; a pod that is only starting (being created, waiting for its init containers) has none.
+func TestPodProblem(t *testing.T) {
+	pull := pod("b-0", false)
+	pull.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "docker.io/local/etcd:v3.6.99"`}}}}
+	initCrash := pod("b-1", false)
+	initCrash.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "await-peers",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+	initCrash.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	starting := pod("b-2", false)
+	starting.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "verify-data",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	starting.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	creating := pod("b-3", false)
+	creating.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	pending := pod("b-4", false)
+	pending.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}}
+	c := testutil.EtcdCluster("b", testutil.WithReplicas(5))
+	m := Build(Input{Cluster: c, Pods: []corev1.Pod{pull, initCrash, starting, creating, pending}}) // etcd did not answer
+	for name, want := range map[string]string{
+		"b-0": `etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`,
+		"b-1": "init container await-peers CrashLoopBackOff (last exit code 1, Error)",
+		"b-2": "",
+		"b-3": "",
+		"b-4": "pod not scheduled: Unschedulable 0/1 nodes are available",
+	} {
+		if got := m.Member(name).PodProblem(); got != want {
+			t.Errorf("%s: PodProblem %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestLongProblemKeepsItsCause: a pod's message longer than a status line keeps its beginning and its
+// end, where a wrapped error names its cause.
+func TestLongProblemKeepsItsCause(t *testing.T) {
+	p := pod("l-0", false)
+	msg := `Back-off pulling image "docker.io/local/etcd:no-such-tag": ErrImagePull: failed to pull and unpack image "docker.io/local/etcd:no-such-tag": failed to resolve reference "docker.io/local/etcd:no-such-tag": failed to do request: Head "https://registry-1.docker.io/v2/local/etcd/manifests/no-such-tag": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host`
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: msg}}}}
+	got := Build(Input{Cluster: testutil.EtcdCluster("l", testutil.WithReplicas(1)), Pods: []corev1.Pod{p}}).Member("l-0").PodProblem()
+	if !strings.HasPrefix(got, `etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:no-such-tag"`) ||
+		!strings.HasSuffix(got, "no such host") || !strings.Contains(got, " … ") || len(got) > 260 {
+		t.Errorf("PodProblem = %q (%d bytes), want the message's beginning and its cause, about 200 bytes", got, len(got))
+	}
+}
+
+// TestPullingImage: a member whose etcd container has never been created and waits with reason
+// ContainerCreating or PodInitializing after its init containers completed waits for its image's first
+// pull (the kubelet writes no status while it pulls): its Problem says so and names the image,
+// WaitsForImage holds, and ImagePullProblem recognises that Problem. A container waiting while an init
+// container has not completed, or once it ran (an image ID), is not pulling.
+func TestPullingImage(t *testing.T) {
+	status := func(initDone bool, reason, imageID string) corev1.PodStatus {
+		init := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		if initDone {
+			init = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}
+		}
+		return corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "verify-data", State: init}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", Image: "docker.io/local/etcd:no-such-tag", ImageID: imageID,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}},
+		}
+	}
+	pods := map[string]corev1.PodStatus{
+		"p-0": status(true, "ContainerCreating", ""),
+		"p-1": status(true, "PodInitializing", ""), // as the kubelet leaves it during a pull that follows the init containers
+		"p-2": status(false, "PodInitializing", ""),
+		"p-3": status(true, "ContainerCreating", "sha256:0123"),
+	}
+	in := Input{Cluster: testutil.EtcdCluster("p", testutil.WithReplicas(4)), Etcd: &Etcd{ClusterID: 1, Leader: 9, Health: map[uint64]error{}}}
+	for i, name := range []string{"p-0", "p-1", "p-2", "p-3"} {
+		p := pod(name, false)
+		p.Status = pods[name]
+		in.Pods = append(in.Pods, p)
+		in.Etcd.Members = append(in.Etcd.Members, etcd.Member{ID: uint64(i + 1), Name: name})
+		in.Etcd.Health[uint64(i+1)] = errors.New("connection refused")
+	}
+	m := Build(in)
+	want := "etcd container not created yet: pulling image docker.io/local/etcd:no-such-tag"
+	for _, name := range []string{"p-0", "p-1"} {
+		mem := m.Member(name)
+		if got := mem.Problem(); got != want || !mem.WaitsForImage() || !ImagePullProblem(got) {
+			t.Errorf("%s: Problem %q (want %q), WaitsForImage %v, ImagePullProblem %v", name, got, want, mem.WaitsForImage(), ImagePullProblem(got))
+		}
+		if got := mem.PodProblem(); got != "" {
+			t.Errorf("%s: PodProblem %q, want none: a first pull is how every pod starts", name, got)
+		}
+	}
+	for _, name := range []string{"p-2", "p-3"} {
+		if mem := m.Member(name); mem.WaitsForImage() || ImagePullProblem(mem.Problem()) {
+			t.Errorf("%s: WaitsForImage %v, Problem %q: want no pull", name, mem.WaitsForImage(), mem.Problem())
+		}
+	}
+}
+
+// TestExitCause: a failed process's cause is its panic line, else the message and error of its last
+// JSON log line of level error or fatal, without the timestamp; nothing otherwise.
+func TestExitCause(t *testing.T) {
+	for msg, want := range map[string]string{
+		"{\"level\":\"info\",\"ts\":\"2026-12-05T02:20:00Z\",\"msg\":\"starting\"}\npanic: unrecognized level: \"verbose\"\n\ngoroutine 1 [running]:\nmain.main()":                                                                                                 `panic: unrecognized level: "verbose"`,
+		"{\"level\":\"info\",\"ts\":\"2026-12-05T02:20:00Z\",\"msg\":\"starting\"}\n{\"level\":\"fatal\",\"ts\":\"2026-12-05T02:20:01Z\",\"caller\":\"etcdmain/etcd.go:204\",\"msg\":\"discovery failed\",\"error\":\"member 3 has already been bootstrapped\"}\n": "discovery failed: member 3 has already been bootstrapped",
+		"{\"level\":\"warn\",\"msg\":\"slow fdatasync\"}\n": "",
+		"":                               "",
+		"Error: unknown flag: --bogus\n": "",
+	} {
+		if got := ExitCause(msg); got != want {
+			t.Errorf("ExitCause(%q) = %q, want %q", msg, got, want)
+		}
+	}
+	crash := pod("c-0", false)
+	crash.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error",
+			Message: "panic: unrecognized level: \"verbose\"\n\ngoroutine 1 [running]:\n"}}}}
+	m := Build(Input{Cluster: testutil.EtcdCluster("c", testutil.WithReplicas(1)), Pods: []corev1.Pod{crash}})
+	if got, want := m.Member("c-0").PodProblem(), `etcd container CrashLoopBackOff (last exit code 2, Error): panic: unrecognized level: "verbose"`; got != want {
+		t.Errorf("PodProblem = %q, want %q", got, want)
 	}
 }

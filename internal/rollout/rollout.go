@@ -25,6 +25,11 @@ type Member struct {
 	Healthy bool
 	// Learner is true for a member that does not vote yet.
 	Learner bool
+	// Going is true when the member's pod is being deleted (a restart under way, or a repair).
+	Going bool
+	// Starting is true when the member's pod is new and shows no problem, its etcd not serving yet
+	// (see model.Member.Starting): a restart that is coming back.
+	Starting bool
 }
 
 // State is what the rollout needs to decide.
@@ -48,6 +53,9 @@ const (
 	Restart Kind = "Restart"
 	// MoveLeader: hand leadership from the out-of-date leader Member to Target first.
 	MoveLeader Kind = "MoveLeader"
+	// AwaitMember: Member's pod is being deleted, or is new and starting: a restart is under way, and
+	// the rollout goes on once it is back. Reason says which.
+	AwaitMember Kind = "AwaitMember"
 )
 
 // Action is the next step.
@@ -64,6 +72,32 @@ type Action struct {
 	Reason string
 	// Remaining is the number of out-of-date members, this one included.
 	Remaining int
+}
+
+// awaitMember returns the AwaitMember step when a member's pod is being deleted, or when every member
+// that is not ready and healthy is starting on a new pod built from the current spec: the restart of
+// the member is under way (the rollout's own, or a repair's), and restarting that member again, or the
+// next one, would only take more down. A member starting on a pod of an older spec (the spec changed
+// again, say to undo a change that cannot run) is not waited for: Next recreates it with the current
+// one. n is the number of out-of-date members.
+func awaitMember(members []Member, n int) (Action, bool) {
+	var starting []string
+	for _, m := range members {
+		switch {
+		case m.Going:
+			return Action{Kind: AwaitMember, Member: m.Name, ID: m.ID, Remaining: n, Reason: fmt.Sprintf(
+				"the pod of %s is being deleted; the rollout goes on once it is back with the current spec (%d of %d members to update)", m.Name, n, len(members))}, true
+		case m.Starting && m.UpToDate:
+			starting = append(starting, m.Name)
+		case m.Learner || !m.Ready || !m.Healthy:
+			return Action{}, false
+		}
+	}
+	if len(starting) == 0 {
+		return Action{}, false
+	}
+	return Action{Kind: AwaitMember, Member: starting[0], Remaining: n, Reason: fmt.Sprintf(
+		"%s is starting on a new pod and does not serve yet; the rollout goes on once it is ready and healthy (%d of %d members to update)", strings.Join(starting, ", "), n, len(members))}, true
 }
 
 // Next returns the single next step of the rollout. It restarts a member only when every member is
@@ -84,6 +118,9 @@ func Next(s State) Action {
 		return Action{Kind: None}
 	}
 	n := len(outdated)
+	if a, ok := awaitMember(members, n); ok {
+		return a
+	}
 	var notReady []string
 	for _, m := range members {
 		switch {

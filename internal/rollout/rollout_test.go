@@ -32,6 +32,12 @@ func TestNext(t *testing.T) {
 		{"paused: member unhealthy", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, Ready: true, UpToDate: true}, m("a-2", 3, false)}, Leader: 1}, Wait, "", "", "a-1 is not healthy"},
 		{"paused: learner joining", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, Ready: true, Healthy: true, Learner: true}}, Leader: 1}, Wait, "", "", "a-1 is a learner"},
 		{"paused: no leader", State{Members: []Member{m("a-0", 1, false), m("a-1", 2, false), m("a-2", 3, false)}}, Wait, "", "", "no leader"},
+		// a restart under way is waited for, neither repeated nor followed by the next one
+		{"a restarted member's pod being deleted", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, Going: true}, m("a-2", 3, false)}, Leader: 1}, AwaitMember, "a-1", "", "pod of a-1 is being deleted"},
+		{"the only member down is out of date, its pod being deleted", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2, Going: true}, m("a-2", 3, true)}, Leader: 1}, AwaitMember, "a-1", "", "1 of 3 members to update"},
+		{"a restarted member starting", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Starting: true}, m("a-2", 3, false)}, Leader: 1}, AwaitMember, "a-1", "", "a-1 is starting on a new pod"},
+		{"the only member down starting on a pod of an older spec: recreate it", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2, Starting: true}, m("a-2", 3, true)}, Leader: 1}, Restart, "a-1", "", "a-1 is down and runs an old spec"},
+		{"a member starting, another down: paused", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Starting: true}, {Name: "a-2", ID: 3, UpToDate: true}}, Leader: 1}, Wait, "", "", "a-2 is not ready"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,12 +25,14 @@ import (
 
 // RecreateDue reports whether mem's pod is due to be deleted so that it is recreated: mem has been down
 // for c's RecreateAfter, its pod exists, is not being deleted, and was created before that point (each
-// spell down recreates the pod at most once), and the healthy voters make a quorum without it. A
+// spell down recreates the pod at most once), its etcd container does not wait for its image (a new
+// pod would wait for the same image, and start its pull over), and the healthy voters make a quorum
+// without it. A
 // learner's pod is not recreated this way (PodToRecreate restarts one built from an older member list
 // or spec): it has no data of its own to keep, and its down clock starts anew with each pod (see
 // model.Member.DownSince), so it is replaced once down for the whole policy.
 func RecreateDue(c *model.Cluster, mem *model.Member) bool {
-	if !mem.Down() || !mem.HasPod() || mem.Learner() || c.HealthyVoters() < c.Quorum() {
+	if !mem.Down() || !mem.HasPod() || mem.Learner() || mem.WaitsForImage() || c.HealthyVoters() < c.Quorum() {
 		return false
 	}
 	due := mem.DownSince.Add(c.Object.Spec.RecreateAfter())
@@ -59,12 +61,34 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	return "", ""
 }
 
+// BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
+// yet, is to be deleted so that the bootstrap recreates it with the current spec, or "" when it is not:
+// its pod was built from an older spec (its spec-hash annotation differs) and its etcd container does
+// not run (it waits for an image that cannot be pulled, crash-loops on a flag, or has not started). A
+// fix of a spec the first members could not run with (a spec.version without an image, say) then
+// reaches them at once; their claims, and any data on them, are kept. A pod whose etcd runs is left to
+// the rolling update once the cluster has formed.
+func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.Options) string {
+	if !mem.HasPod() || mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == opts.SpecHash(c.Object) {
+		return ""
+	}
+	for _, cs := range mem.Pod.Status.ContainerStatuses {
+		if cs.Name == resources.EtcdContainer && cs.State.Running != nil {
+			return ""
+		}
+	}
+	if p := mem.PodProblem(); p != "" {
+		return "built from an older spec, its etcd not running: " + p
+	}
+	return "built from an older spec, its etcd not started yet"
+}
+
 // ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
 // CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
 // and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss);
 // another member when replacing is on (ReplaceAfter > 0), it has been down that long, its pod exists
-// and does not wait for an image it cannot get (a replacement would run the same spec; fixing the spec
-// heals it) (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
+// and does not wait for its image (model.Member.WaitsForImage: one the kubelet cannot get or is still
+// pulling; a replacement would wait for the same image; fixing the spec heals it) (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
 // one whose pod cannot be created, held back by a quota, is not helped by a replacement). The quorum is
 // the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
@@ -78,11 +102,39 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return "its data directory is not its own (" + msg + ")"
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || mem.ImageUnavailable() || c.Now.Before(mem.DownSince.Add(after)) {
+	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.Now.Before(replaceAt(c, mem)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
 		mem.DownSince.UTC().Format(time.RFC3339), after)
+}
+
+// replaceAt returns when a member that is down, and has a pod, is due to be replaced if it stays as
+// it is at the pass: the end of spec.recovery.replaceUnhealthyMemberAfter from its DownSince, or later,
+// when its pod is too new by then: a pod being deleted (a rollout or a repair recreates it: the new pod
+// gets its chance) counts as new for RecreateAfter from its deletion (one stuck terminating longer, on
+// a lost node say, no longer counts); a pod is new for RecreateAfter from its creation (a pod recreated
+// with a spec fixed since, which the member had been down on, for one; a pod RecreateDue recreated at
+// half of the policy reaches that age at its end), and for model.MemberStartGrace while the member is
+// starting on it (model.Member.Starting: it shows no problem; with a short policy, a new pod whose
+// volume the kubelet mounts on a retry, seconds later, is given that long).
+func replaceAt(c *model.Cluster, mem *model.Member) time.Time {
+	at := mem.DownSince.Add(c.Object.Spec.ReplaceAfter())
+	wait := c.Object.Spec.RecreateAfter()
+	p := mem.Pod
+	var newUntil time.Time
+	switch {
+	case p.DeletionTimestamp != nil:
+		newUntil = p.DeletionTimestamp.Add(wait)
+	case mem.Starting(c.Now):
+		newUntil = p.CreationTimestamp.Add(max(wait, model.MemberStartGrace))
+	default:
+		newUntil = p.CreationTimestamp.Add(wait)
+	}
+	if newUntil.After(at) {
+		return newUntil
+	}
+	return at
 }
 
 // Replacements returns, by member name, why ReplaceDue holds for each member it holds for.
@@ -127,17 +179,29 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 // CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers"
 // (of a learner: "is joining as a learner, not serving yet, since …; replaced at … unless it serves");
 // without a quorum (quorate false), that nothing is replaced; while the cluster is paused, that nothing
-// is done.
-func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool) []string {
+// is done. Of a voter starting on a new pod (notes[name].state is memberStarting, model.Member.Starting:
+// a restart or a promotion coming back), that it is starting, with the same countdown. Of a voter in
+// joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
+// seconds ago and not serving yet), that it joined and when it serves at the latest, with no
+// replacement countdown. The countdown ends at the end of the policy from DownSince, or at
+// notes[name].replaceAt when that is later (a new pod is given its chance).
+func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool, notes map[string]memberNote) []string {
 	var out []string
 	for _, m := range members {
 		if m.Healthy || m.DownSince == nil {
+			continue
+		}
+		note := notes[m.Name]
+		if note.state == memberJoining && m.Role != etcdv1beta1.RoleLearner {
+			out = append(out, m.Name+" has joined as a voter and does not serve yet: etcd serves once it has published its name through raft, at the latest about 7 s after it started (its first try can be lost, etcd-io/etcd#16436)")
 			continue
 		}
 		// a learner is a member joining (scaling up, or a replacement): it has not served yet
 		s, until := m.Name+" is down since ", "recovers"
 		if m.Role == etcdv1beta1.RoleLearner {
 			s, until = m.Name+" is joining as a learner, not serving yet, since ", "serves"
+		} else if note.state == memberStarting {
+			s, until = m.Name+" is starting on a new pod, not serving yet, since ", "serves"
 		}
 		s += m.DownSince.UTC().Format(time.RFC3339)
 		if m.Problem != "" {
@@ -147,8 +211,14 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not recreated or replaced while spec.paused is true"
 		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
+		} else if after > 0 && model.ImagePullProblem(m.Problem) {
+			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
 		} else if after > 0 {
-			s += fmt.Sprintf("; replaced at %s unless it %s", m.DownSince.Add(after).UTC().Format(time.RFC3339), until)
+			at := m.DownSince.Add(after)
+			if note.replaceAt.After(at) {
+				at = note.replaceAt
+			}
+			s += fmt.Sprintf("; replaced at %s unless it %s", at.UTC().Format(time.RFC3339), until)
 		} else {
 			s += "; not replaced automatically (spec.recovery.replaceUnhealthyMemberAfter is 0s)"
 		}

@@ -21,13 +21,14 @@ import (
 )
 
 // TestRepairDue: with a 4-minute policy, a member down 1 minute is left alone; down 2 minutes its pod
-// (created before that point) is recreated, but only once; down 4 minutes it is due for replacement;
+// (created before that point) is recreated, but only once; down 4 minutes it is due for replacement
+// once its pod is 2 minutes old (a pod recreated since, on a fixed spec, gets that long to come up);
 // a pod that is being deleted is not recreated again; nothing is recreated when the healthy voters
 // without the member are no quorum; replacing off ("0s") still recreates after half the default.
 func TestRepairDue(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	downFor := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
-	build := func(policy *time.Duration, downFor []*metav1.Time, podAge time.Duration, healthy int, terminating bool) *model.Cluster {
+	build := func(policy *time.Duration, downFor []*metav1.Time, podAge time.Duration, healthy int, terminating bool, etcdWaits string) *model.Cluster {
 		c := testutil.EtcdCluster("r", testutil.WithReplicas(int32(len(downFor))))
 		if policy != nil {
 			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: *policy}}
@@ -46,11 +47,14 @@ func TestRepairDue(t *testing.T) {
 			if terminating {
 				p.DeletionTimestamp = &p.CreationTimestamp
 			}
+			if i >= healthy && etcdWaits != "" {
+				p.Status = waitingPodStatus(etcdWaits)
+			}
 			pods = append(pods, p)
 		}
 		return model.Build(model.Input{Cluster: c, Etcd: e, Pods: pods, Now: now})
 	}
-	four, off := 4*time.Minute, time.Duration(0)
+	four, twenty, off := 4*time.Minute, 20*time.Second, time.Duration(0)
 	for _, tc := range []struct {
 		name               string
 		policy             *time.Duration
@@ -58,25 +62,36 @@ func TestRepairDue(t *testing.T) {
 		podAge             time.Duration
 		healthy            int
 		terminating        bool
+		etcdWaits          string // the etcd container's waiting reason, its init containers done
 		recreate, replaces bool
 	}{
 		{name: "down 1m", policy: &four, down: time.Minute, podAge: time.Hour, healthy: 2},
 		{name: "down 2m: recreate", policy: &four, down: 2 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
 		{name: "down 3m, recreated 30s ago", policy: &four, down: 3 * time.Minute, podAge: 30 * time.Second, healthy: 2},
-		{name: "down 4m: replace", policy: &four, down: 4 * time.Minute, podAge: 30 * time.Second, healthy: 2, replaces: true},
+		{name: "down 4m: replace", policy: &four, down: 4 * time.Minute, podAge: 2 * time.Minute, healthy: 2, replaces: true},
+		{name: "down 4m, its pod recreated 30s ago (a spec fixed since): not yet", policy: &four, down: 4 * time.Minute, podAge: 30 * time.Second, healthy: 2},
+		{name: "down 4m, pod deleted 10s ago (a rollout recreates it): not yet", policy: &four, down: 4 * time.Minute, podAge: 10 * time.Second, healthy: 2, terminating: true},
 		{name: "down 4m, pod terminating", policy: &four, down: 4 * time.Minute, podAge: time.Hour, healthy: 2, terminating: true, replaces: true},
 		{name: "no quorum without it", policy: &four, down: 2 * time.Minute, podAge: time.Hour, healthy: 1},
 		{name: "default policy, down 3m: recreate", down: 3 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
-		{name: "default policy, down 5m: replace", down: 5 * time.Minute, podAge: time.Minute, healthy: 2, replaces: true},
+		{name: "default policy, down 5m: replace", down: 5 * time.Minute, podAge: 150 * time.Second, healthy: 2, replaces: true},
+		{name: "default policy, down 5m, pod 1m old: not yet", down: 5 * time.Minute, podAge: time.Minute, healthy: 2},
 		{name: "replacing off, down 3m: recreate", policy: &off, down: 3 * time.Minute, podAge: time.Hour, healthy: 2, recreate: true},
 		{name: "replacing off, down 1h", policy: &off, down: time.Hour, podAge: time.Minute, healthy: 2},
+		{name: "down 4m, its image failing to pull: neither", policy: &four, down: 4 * time.Minute, podAge: time.Hour, healthy: 2, etcdWaits: "ImagePullBackOff"},
+		{name: "down 4m, its image still being pulled for the first time: neither", policy: &four, down: 4 * time.Minute, podAge: time.Hour, healthy: 2, etcdWaits: "ContainerCreating"},
+		{name: "down 4m, its init containers not done: replace", policy: &four, down: 4 * time.Minute, podAge: 2 * time.Minute, healthy: 2, etcdWaits: "PodInitializing", replaces: true},
+		{name: "20s policy, down 40s, its pod made 15s ago, showing no problem: not yet", policy: &twenty, down: 40 * time.Second, podAge: 15 * time.Second, healthy: 2, etcdWaits: "PodInitializing"},
+		{name: "20s policy, down 40s, its pod made 15s ago, crash-looping: replace", policy: &twenty, down: 40 * time.Second, podAge: 15 * time.Second, healthy: 2, etcdWaits: "CrashLoopBackOff", replaces: true},
+		{name: "20s policy, down 90s, its pod made 65s ago, showing no problem: replace", policy: &twenty, down: 90 * time.Second, podAge: 65 * time.Second, healthy: 2, etcdWaits: "PodInitializing", replaces: true},
+		{name: "down 4m, crash-looping: replace", policy: &four, down: 4 * time.Minute, podAge: 2 * time.Minute, healthy: 2, etcdWaits: "CrashLoopBackOff", replaces: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			downs := []*metav1.Time{nil, nil, downFor(tc.down)}
 			if tc.healthy == 1 {
 				downs[1] = downFor(tc.down)
 			}
-			m := build(tc.policy, downs, tc.podAge, tc.healthy, tc.terminating)
+			m := build(tc.policy, downs, tc.podAge, tc.healthy, tc.terminating, tc.etcdWaits)
 			mem := m.Member("r-2")
 			if got := RecreateDue(m, mem); got != tc.recreate {
 				t.Errorf("RecreateDue = %v, want %v", got, tc.recreate)
@@ -91,6 +106,26 @@ func TestRepairDue(t *testing.T) {
 				t.Error("a healthy member is due for repair")
 			}
 		})
+	}
+}
+
+// waitingPodStatus is the status of a member's pod whose etcd container waits with reason: with
+// PodInitializing its verify-data init container runs; otherwise it has completed, and the etcd
+// container has an image ID (it ran before) only when it crash-loops.
+func waitingPodStatus(reason string) corev1.PodStatus {
+	initState := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}
+	if reason == "PodInitializing" {
+		initState = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	}
+	etcdStatus := corev1.ContainerStatus{Name: resources.EtcdContainer, Image: "docker.io/local/etcd:v3.6.16",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+	if reason == "CrashLoopBackOff" {
+		etcdStatus.ImageID = "sha256:0123"
+		etcdStatus.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}
+	}
+	return corev1.PodStatus{
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: resources.VerifyDataContainerName, State: initState}},
+		ContainerStatuses:     []corev1.ContainerStatus{etcdStatus},
 	}
 }
 
@@ -156,7 +191,8 @@ func TestLearnerDownClock(t *testing.T) {
 }
 
 // TestDownSummary: Degraded says of each down member since when, why, and when it will be replaced,
-// or that it is not replaced automatically; of a learner, that it is joining.
+// or that it is not replaced automatically; of a learner, that it is joining; of a voter that has just
+// joined (promoted, its etcd not serving yet), that it has joined, with no replacement countdown.
 func TestDownSummary(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	members := []etcdv1beta1.MemberStatus{
@@ -164,27 +200,51 @@ func TestDownSummary(t *testing.T) {
 		{Name: "s-1", DownSince: &since, Problem: "etcd container CrashLoopBackOff (last exit code 2, Error)"},
 	}
 	spec := &testutil.EtcdCluster("s").Spec
-	got := strings.Join(downSummary(spec, members, true), "; ")
+	got := strings.Join(downSummary(spec, members, true, nil), "; ")
 	want := "s-1 is down since 2026-12-01T12:00:00Z (etcd container CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T12:05:00Z unless it recovers"
 	if got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 	joining := []etcdv1beta1.MemberStatus{{Name: "s-3", Role: etcdv1beta1.RoleLearner, DownSince: &since, Problem: "etcd: connection refused"}}
-	got = strings.Join(downSummary(spec, joining, true), "; ")
+	got = strings.Join(downSummary(spec, joining, true, nil), "; ")
 	want = "s-3 is joining as a learner, not serving yet, since 2026-12-01T12:00:00Z (etcd: connection refused); replaced at 2026-12-01T12:05:00Z unless it serves"
 	if got != want {
 		t.Errorf("summary of a learner %q, want %q", got, want)
 	}
+	pulling := []etcdv1beta1.MemberStatus{{Name: "s-2", DownSince: &since, Problem: `etcd container ImagePullBackOff: Back-off pulling image "x"`}}
+	if got := strings.Join(downSummary(spec, pulling, true, nil), "; "); !strings.Contains(got, "not replaced while it waits for an image") || strings.Contains(got, "replaced at") {
+		t.Errorf("summary of a member waiting for an image %q: want no replacement time, and what to fix", got)
+	}
+	promoted := []etcdv1beta1.MemberStatus{{Name: "s-4", Role: etcdv1beta1.RoleVoter, DownSince: &since, Problem: "etcd: context deadline exceeded"}}
+	got = strings.Join(downSummary(spec, promoted, true, map[string]memberNote{"s-4": {state: memberJoining}}), "; ")
+	if !strings.HasPrefix(got, "s-4 has joined as a voter and does not serve yet") || strings.Contains(got, "replaced at") || strings.Contains(got, "down") {
+		t.Errorf("summary of a voter that is joining %q: want it to say so, with no replacement", got)
+	}
+	if got := strings.Join(downSummary(spec, promoted, true, nil), "; "); !strings.Contains(got, "s-4 is down since") {
+		t.Errorf("summary of the same voter not joining %q: want it down", got)
+	}
+	got = strings.Join(downSummary(spec, promoted, true, map[string]memberNote{"s-4": {state: memberStarting}}), "; ")
+	want = "s-4 is starting on a new pod, not serving yet, since 2026-12-01T12:00:00Z (etcd: context deadline exceeded); replaced at 2026-12-01T12:05:00Z unless it serves"
+	if got != want {
+		t.Errorf("summary of a voter starting on a new pod %q, want %q", got, want)
+	}
+	// its pod made at 12:04:30: it is given a minute to start, past the end of the policy
+	late := map[string]memberNote{"s-4": {state: memberStarting, replaceAt: since.Add(5*time.Minute + 30*time.Second)}}
+	got = strings.Join(downSummary(spec, promoted, true, late), "; ")
+	want = "s-4 is starting on a new pod, not serving yet, since 2026-12-01T12:00:00Z (etcd: context deadline exceeded); replaced at 2026-12-01T12:05:30Z unless it serves"
+	if got != want {
+		t.Errorf("summary of a voter starting on a pod made late in the policy %q, want %q", got, want)
+	}
 	spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
-	if got := strings.Join(downSummary(spec, members, false), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
+	if got := strings.Join(downSummary(spec, members, false, nil), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
 		t.Errorf("without a quorum: %q", got)
 	}
-	if got := strings.Join(downSummary(spec, members, true), "; "); !strings.Contains(got, "not replaced automatically") {
+	if got := strings.Join(downSummary(spec, members, true, nil), "; "); !strings.Contains(got, "not replaced automatically") {
 		t.Errorf("summary %q, want it to say the member is not replaced automatically", got)
 	}
 	paused := spec.DeepCopy()
 	paused.Paused = true
-	if got := strings.Join(downSummary(paused, members, true), "; "); !strings.Contains(got, "not recreated or replaced while spec.paused is true") || strings.Contains(got, "replaced at") {
+	if got := strings.Join(downSummary(paused, members, true, nil), "; "); !strings.Contains(got, "not recreated or replaced while spec.paused is true") || strings.Contains(got, "replaced at") {
 		t.Errorf("paused: %q", got)
 	}
 }
@@ -288,6 +348,47 @@ func TestPodToRecreateStaleLearner(t *testing.T) {
 	}
 }
 
+// TestBootstrapPodToRebuild: in a cluster that has not formed, a member's pod built from an older spec
+// whose etcd does not run (it waits for an image that does not exist) is to be rebuilt, and the
+// reason names its problem; one built from the current spec, or whose etcd runs, is not. The status
+// names each member's problem although etcd never answered, and PodProblems names the members that
+// share one together.
+func TestBootstrapPodToRebuild(t *testing.T) {
+	opts := resources.Options{}
+	c := testutil.EtcdCluster("n", testutil.WithReplicas(3))
+	hash := opts.SpecHash(c)
+	mk := func(name, hash string, state corev1.ContainerState) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: hash}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer, State: state}}}}
+	}
+	pulling := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "docker.io/local/etcd:v3.6.99"`}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	m := model.Build(model.Input{Cluster: c, Options: opts, Pods: []corev1.Pod{
+		mk("n-0", "older", pulling), mk("n-1", hash, pulling), mk("n-2", "older", running)}})
+	for name, want := range map[string]string{
+		"n-0": `built from an older spec, its etcd not running: etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`,
+		"n-1": "",
+		"n-2": "",
+	} {
+		if got := BootstrapPodToRebuild(m, m.Member(name), opts); got != want {
+			t.Errorf("%s: BootstrapPodToRebuild = %q, want %q", name, got, want)
+		}
+	}
+	want := `n-0, n-1: etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`
+	if got := PodProblems(m); len(got) != 1 || got[0] != want {
+		t.Errorf("PodProblems = %q, want [%q]: members with one problem named together", got, want)
+	}
+	Status(c, m, &Report{}, nil, opts, true)
+	for _, ms := range c.Status.Members {
+		if want := (ms.Name != "n-2"); strings.Contains(ms.Problem, "ImagePullBackOff") != want {
+			t.Errorf("member %s problem %q: want it to name the image pull: %v", ms.Name, ms.Problem, want)
+		}
+	}
+	if d := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil || !strings.Contains(d.Message, "n-0 is unhealthy (etcd container ImagePullBackOff") {
+		t.Errorf("Degraded %+v: want it to name n-0's problem", d)
+	}
+}
+
 // TestDataNotOwnAndClaimIdentity: a member whose verify-data init container exited 3 is due for
 // replacement at once with its message, and the status names the problem; a started member's claim
 // without a recorded identity gets its member and cluster ID, a claim that has one keeps it.
@@ -318,7 +419,9 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 }
 
 // TestNoReplacementForImageProblem: a member down because its image cannot be pulled is not replaced,
-// however long it has been down (its replacement would run the same spec); its pod is still recreated.
+// however long it has been down (its replacement would run the same spec), nor is its pod recreated (the
+// new pod would wait for the same image; the kubelet retries the pull, and the rollout of a fixed spec
+// recreates the pod).
 func TestNoReplacementForImageProblem(t *testing.T) {
 	now, long, c, e := thirdDownForAnHour("i")
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "i-2", CreationTimestamp: long}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
@@ -327,8 +430,8 @@ func TestNoReplacementForImageProblem(t *testing.T) {
 	if why := ReplaceDue(m, m.Member("i-2")); why != "" {
 		t.Errorf("ReplaceDue = %q, want none for a member that cannot pull its image", why)
 	}
-	if !RecreateDue(m, m.Member("i-2")) {
-		t.Error("RecreateDue = false, want its pod recreated (a fixed spec reaches it that way)")
+	if RecreateDue(m, m.Member("i-2")) {
+		t.Error("RecreateDue = true, want the pod left to the kubelet's retries")
 	}
 }
 

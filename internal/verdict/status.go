@@ -14,6 +14,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
@@ -44,7 +45,13 @@ func Status(c *etcdv1beta1.EtcdCluster, m *model.Cluster, report *Report, st *St
 	}
 	setObserved(status, c, s.m)
 	h := JudgeHealth(s.m)
-	setCondition(status, c.Generation, etcdv1beta1.ConditionAvailable, h.Available, availableReason(s, st, h))
+	available, why := h.Available, availableReason(s, st, h)
+	if available && !servedThroughService(s.m) {
+		available, why = false, [2]string{etcdv1beta1.ReasonClientServiceNotReady, fmt.Sprintf(
+			"%d of %d voting members are healthy (quorum %d), but none of their pods is Ready yet: the client Service %s routes to none of them (the readiness probe passes seconds after etcd serves)",
+			h.HealthyVoters, h.Voters, h.Quorum, resources.ClientServiceName(c))}
+	}
+	setCondition(status, c.Generation, etcdv1beta1.ConditionAvailable, available, why)
 	degraded := setDegraded(s, h)
 	setProgressing(s, st)
 	setOutcomes(s)
@@ -124,7 +131,7 @@ func setDegraded(s *scope, h Health) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
 	reason, msg := etcdv1beta1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0)
+		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0, memberNotes(s.m))
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
@@ -243,22 +250,70 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 // unhealthySummary names the members that keep the cluster from being whole; of a member that is down,
 // since when, why, and when it will be replaced (quorate: the healthy voters make a quorum; without
 // one nothing is replaced).
-func unhealthySummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, desired int32, quorate bool) string {
-	bad := downSummary(spec, members, quorate)
+func unhealthySummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, desired int32, quorate bool, notes map[string]memberNote) string {
+	bad := downSummary(spec, members, quorate, notes)
 	for _, m := range members {
 		switch {
 		case !m.Healthy && m.DownSince != nil: // in downSummary
+		case !m.Healthy && m.Problem != "":
+			bad = append(bad, m.Name+" is unhealthy ("+m.Problem+")")
 		case !m.Healthy:
 			bad = append(bad, m.Name+" is unhealthy")
 		case m.Role == etcdv1beta1.RoleLearner:
 			bad = append(bad, m.Name+" is a learner")
 		}
 	}
-	msg := fmt.Sprintf("%s, %d desired", CountMembers(len(members)), desired)
+	msg := fmt.Sprintf("%s, %d desired", membership.CountMembers(len(members)), desired)
 	if len(bad) > 0 {
 		msg += ": " + strings.Join(bad, "; ")
 	}
 	return msg
+}
+
+// servedThroughService reports whether a healthy voter's pod is Ready, so that the client Service
+// routes clients to a member that serves.
+func servedThroughService(m *model.Cluster) bool {
+	for _, mem := range m.Listed() {
+		if mem.Voter() && mem.Healthy() && mem.PodReady() {
+			return true
+		}
+	}
+	return false
+}
+
+// What memberNotes says of a member that does not serve yet although nothing is wrong with it.
+const (
+	// memberJoining: model.Member.Joining, a new member that has joined and has not published itself.
+	memberJoining = "joining"
+	// memberStarting: model.Member.Starting, a member on a new pod that shows no problem.
+	memberStarting = "starting"
+)
+
+// memberNote is what the pass knows of a listed member that the status does not record: state is
+// memberJoining, memberStarting or ""; replaceAt is when ReplaceDue holds for it if it stays down as it
+// is (see replaceAt), the zero time when it has no pod.
+type memberNote struct {
+	state     string
+	replaceAt time.Time
+}
+
+// memberNotes returns a memberNote for each member etcd lists, by name.
+func memberNotes(m *model.Cluster) map[string]memberNote {
+	out := map[string]memberNote{}
+	for _, mem := range m.Listed() {
+		var n memberNote
+		switch {
+		case mem.Joining(m.Now):
+			n.state = memberJoining
+		case mem.Starting(m.Now):
+			n.state = memberStarting
+		}
+		if mem.Pod != nil {
+			n.replaceAt = replaceAt(m, mem)
+		}
+		out[mem.Name] = n
+	}
+	return out
 }
 
 // memberStatuses lists the members as etcd reports them; when etcd did not answer, the members that have
@@ -275,6 +330,9 @@ func memberStatuses(m *model.Cluster) []etcdv1beta1.MemberStatus {
 			if p := mem.Recorded; p != nil {
 				ms.ID, ms.PeerURL, ms.ClientURL, ms.Role = p.ID, p.PeerURL, p.ClientURL, p.Role
 				ms.DownSince, ms.Problem = p.DownSince, p.Problem
+			}
+			if ms.Problem == "" {
+				ms.Problem = mem.PodProblem() // a member that never answered: an image that cannot be pulled, a crash loop
 			}
 			out = append(out, ms)
 		}
@@ -370,6 +428,25 @@ func SnapshotVersionProblem(snapshotVersion, clusterVersion string) string {
 	return ""
 }
 
+// PodProblems lists, as "name: problem" ("name, name: problem" for members with the same problem), what
+// keeps the pods of the members from running etcd (model.Member.PodProblem: an image that cannot be
+// pulled, a crash loop, an unschedulable pod), sorted; nil when no pod has one.
+func PodProblems(m *model.Cluster) []string {
+	who := map[string][]string{}
+	for _, mem := range m.Pods() {
+		if p := mem.PodProblem(); p != "" {
+			who[p] = append(who[p], mem.Name)
+		}
+	}
+	var out []string
+	for p, names := range who {
+		sort.Strings(names)
+		out = append(out, strings.Join(names, ", ")+": "+p)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // RestoreFailures names the member pods whose restore init container failed, with what it said: a
 // restore that cannot succeed (the snapshot is missing, its sha256 differs, the credentials are wrong)
 // shows in the status rather than only as a crash-looping init container.
@@ -413,42 +490,72 @@ func HasCondition(c *etcdv1beta1.EtcdCluster, condType string, status metav1.Con
 }
 
 // AwaitHealthy is the step of a pass that found nothing to change while members etcd lists are not
-// healthy (their containers restarting, or catching up): the cluster waits for them, which the
-// Progressing condition says (False: the operator has nothing to do now) instead of "matches its
-// spec", with what it does next about each: when the member's pod is recreated and when the member is
-// replaced (see RecreateDue and ReplaceDue), or that it is replaced once its stopping pod is gone when
-// its data is deleted with it. A member that serves but for a NOSPACE alarm counts as
-// healthy here: the NOSPACE phase speaks of it. It returns nil when every member is healthy.
+// healthy (their containers restarting, or catching up): the cluster waits for them. While every such
+// member is starting (model.Member.Starting: a pod made less than model.MemberStartGrace ago that
+// shows no problem, such as the pod a rollout, a repair or a scale-up just made), or serves but its pod
+// that young is not Ready yet (the client Service does not route to it until it is), the operator's own
+// change is under way, which the Progressing condition says (True, reason WaitingForMembers). Otherwise
+// it says that the operator has nothing to do now (False, reason MembersUnhealthy) instead of "matches
+// its spec", with what it does next about each: when the member's pod is recreated and when the member
+// is replaced (see RecreateDue and ReplaceDue), that it is not while it waits for its image, or that it
+// is replaced once its stopping pod is gone when its data is deleted with it. A member that serves but
+// for a NOSPACE alarm counts as healthy here: the NOSPACE phase speaks of it. It returns nil when every
+// member is healthy.
 func AwaitHealthy(m *model.Cluster) *Step {
-	var down []string
-	spec := &m.Object.Spec
+	var down, starting []string
 	for _, mem := range m.Listed() {
-		if mem.Serving() {
-			continue
+		made := ""
+		if mem.HasPod() {
+			made = mem.Pod.CreationTimestamp.UTC().Format(time.RFC3339)
 		}
-		s := mem.Name
-		if p := mem.Pod; p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil) {
-			// its data goes with it (a claim deleted, as replace-member does, or emptyDir): no clock to tell
-			down = append(down, s+" (its pod is stopping and its data is deleted: it is replaced once the pod is gone)")
-			continue
+		switch {
+		case mem.Serving() && mem.NewPod(m.Now) && !mem.PodReady():
+			// etcd serves the operator, the kubelet's probes have not passed yet: the client Service
+			// routes to the member once they have (a second or two)
+			starting = append(starting, mem.Name+" (serves; its pod, made at "+made+", is not Ready yet)")
+		case mem.Serving():
+		case mem.Starting(m.Now):
+			starting = append(starting, mem.Name+" (its pod was made at "+made+")")
+		default:
+			down = append(down, mem.Name+awaitedBecause(m, mem))
 		}
-		if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
-			s += " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
-			if after := spec.ReplaceAfter(); after > 0 {
-				s += "; replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339)
-			}
-			s += ")"
-		} else if after := spec.ReplaceAfter(); after > 0 && !mem.DownSince.IsZero() {
-			s += " (replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339) + " if it is still down)"
-		}
-		down = append(down, s)
-	}
-	if len(down) == 0 {
-		return nil
 	}
 	sort.Strings(down)
-	return Stalled(etcdv1beta1.ReasonMembersUnhealthy, fmt.Sprintf(
-		"Waiting for %s to become healthy", strings.Join(down, ", ")))
+	sort.Strings(starting)
+	switch {
+	case len(down) == 0 && len(starting) == 0:
+		return nil
+	case len(down) == 0:
+		return Acting(etcdv1beta1.ReasonWaitingForMembers, fmt.Sprintf("Waiting for %s to start, catch up and be Ready", strings.Join(starting, ", ")))
+	}
+	msg := fmt.Sprintf("Waiting for %s to become healthy", strings.Join(down, ", "))
+	if len(starting) > 0 {
+		msg += fmt.Sprintf("; %s starting", strings.Join(starting, ", "))
+	}
+	return Stalled(etcdv1beta1.ReasonMembersUnhealthy, msg)
+}
+
+// awaitedBecause says, for AwaitHealthy's message, what the operator does next about mem, a member that
+// is down and not starting: " (its pod is recreated at … if it is still down; replaced at …)".
+func awaitedBecause(m *model.Cluster, mem *model.Member) string {
+	spec := &m.Object.Spec
+	switch p := mem.Pod; {
+	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):
+		// its data goes with it (a claim deleted, as replace-member does, or emptyDir): no clock to tell
+		return " (its pod is stopping and its data is deleted: it is replaced once the pod is gone)"
+	case mem.WaitsForImage():
+		return " (its etcd container waits for its image: it is neither recreated nor replaced, a new pod would wait the same way; if the image does not exist, fix spec.version or spec.image)"
+	}
+	if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
+		s := " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
+		if after := spec.ReplaceAfter(); after > 0 {
+			s += "; replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339)
+		}
+		return s + ")"
+	} else if after := spec.ReplaceAfter(); after > 0 && !mem.DownSince.IsZero() {
+		return " (replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339) + " if it is still down)"
+	}
+	return ""
 }
 
 // Unreachable reports whether no member answered the operator while a quorum of the member pods are
@@ -484,12 +591,4 @@ func memberName(m *model.Cluster, id uint64) string {
 // such a change; a pass that finds one anyway (the webhook bypassed) does not roll the member.
 func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 	return c.Spec.Storage.EmptyDir != nil && c.Spec.ReplicasOrDefault() == 1
-}
-
-// CountMembers returns "1 member" or "n members".
-func CountMembers(n int) string {
-	if n == 1 {
-		return "1 member"
-	}
-	return fmt.Sprintf("%d members", n)
 }

@@ -40,6 +40,9 @@ func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uin
 			obs.Members = append(obs.Members, etcd.Member{ID: id, Name: name, PeerURLs: []string{"http://" + name + ":2380"}, IsLearner: id == learner})
 			if healthy[id] {
 				obs.Health[id] = nil
+				// a member that serves passes its readiness probe: its pod is Ready
+				in.Pods[i].Status = corev1.PodStatus{Phase: corev1.PodRunning,
+					Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 				obs.Status[id] = etcd.EndpointStatus{Version: "3.6.16", DBSizeBytes: 100, Leader: leader}
 			} else {
 				obs.Health[id] = errors.New("timeout")
@@ -70,6 +73,14 @@ func TestComputeStatus(t *testing.T) {
 			etcdv1beta1.PhaseCreating, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonBootstrapping, 0, ""},
 		{"all healthy", observed("", true, all, 2, 0),
 			etcdv1beta1.PhaseRunning, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumHealthy, 3, "s-1"},
+		{"all healthy, no pod Ready yet: the client Service routes to none", observed("abc", true, all, 2, 0, func(in *model.Input) {
+			for i := range in.Pods {
+				in.Pods[i].Status.Conditions = nil
+			}
+		}), etcdv1beta1.PhaseRunning, metav1.ConditionFalse, metav1.ConditionFalse, etcdv1beta1.ReasonClientServiceNotReady, 3, "s-1"},
+		{"all healthy, one pod Ready: clients are served", observed("abc", true, all, 2, 0, func(in *model.Input) {
+			in.Pods[0].Status.Conditions, in.Pods[1].Status.Conditions = nil, nil
+		}), etcdv1beta1.PhaseRunning, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumHealthy, 3, "s-1"},
 		{"one down keeps quorum", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0),
 			etcdv1beta1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
 		{"two down lose quorum", observed("abc", true, map[uint64]bool{1: true}, 0, 0),
@@ -138,9 +149,10 @@ func TestFailedPassKeepsObservedGeneration(t *testing.T) {
 }
 
 // TestAwaitHealthy: with nothing else to do, a member that is not healthy makes the pass wait for it
-// (Progressing False, naming it and when its pod is recreated and it is replaced, or that it is
-// replaced once its pod is gone when its data goes with it); a NOSPACE alarm
-// alone does not; a healthy cluster has no step.
+// (Progressing False, naming it and when its pod is recreated and it is replaced, that it is neither
+// while it waits for its image, or that it is replaced once its pod is gone when its data goes with
+// it); a member starting on a new pod that shows no problem is waited for as progress (Progressing
+// True, WaitingForMembers); a NOSPACE alarm alone does not; a healthy cluster has no step.
 func TestAwaitHealthy(t *testing.T) {
 	all := map[uint64]bool{1: true, 2: true, 3: true}
 	if st := AwaitHealthy(observed("abc", true, all, 1, 0).m); st != nil {
@@ -160,6 +172,47 @@ func TestAwaitHealthy(t *testing.T) {
 	want = "Waiting for s-1 (its pod is stopping and its data is deleted: it is replaced once the pod is gone) to become healthy"
 	if st := AwaitHealthy(stopping); st == nil || st.Message != want {
 		t.Errorf("a member whose pod stops without a claim: step %+v, want the message %q", st, want)
+	}
+	made := time.Now().Add(-5 * time.Second).UTC().Truncate(time.Second)
+	wentDown := metav1.NewTime(made.Add(-10 * time.Second))
+	restarted := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].CreationTimestamp = metav1.NewTime(made)
+		in.Cluster.Status.Members = []etcdv1beta1.MemberStatus{{Name: "s-1", DownSince: &wentDown}} // down before its pod was made
+	}).m
+	want = "Waiting for s-1 (its pod was made at " + made.Format(time.RFC3339) + ") to start, catch up and be Ready"
+	if st := AwaitHealthy(restarted); st == nil || st.Kind != KindActing || st.Reason != etcdv1beta1.ReasonWaitingForMembers || st.Message != want {
+		t.Errorf("a member starting on a new pod: step %+v, want Acting/WaitingForMembers %q", st, want)
+	}
+	notReady := observed("abc", true, all, 1, 0, func(in *model.Input) {
+		in.Pods[2].CreationTimestamp = metav1.NewTime(made)
+		in.Pods[2].Status.Conditions = nil // etcd serves; the kubelet's readiness probe has not passed yet
+	}).m
+	want = "Waiting for s-2 (serves; its pod, made at " + made.Format(time.RFC3339) + ", is not Ready yet) to start, catch up and be Ready"
+	if st := AwaitHealthy(notReady); st == nil || st.Kind != KindActing || st.Reason != etcdv1beta1.ReasonWaitingForMembers || st.Message != want {
+		t.Errorf("a member that serves, its new pod not Ready: step %+v, want Acting/WaitingForMembers %q", st, want)
+	}
+	oldNotReady := observed("abc", true, all, 1, 0, func(in *model.Input) { in.Pods[2].Status.Conditions = nil }).m
+	if st := AwaitHealthy(oldNotReady); st != nil {
+		t.Errorf("a member that serves, its old pod not Ready (a probe that fails for another reason): step %+v, want none", st)
+	}
+	stoppedOnIt := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].CreationTimestamp = metav1.NewTime(made) // it served on this pod, then stopped: not starting
+	}).m
+	if st := AwaitHealthy(stoppedOnIt); st == nil || st.Kind != KindStalled {
+		t.Errorf("a member that went down on its young pod: step %+v, want Stalled", st)
+	}
+	crashing := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].CreationTimestamp = metav1.NewTime(made)
+		in.Pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	}).m
+	if st := AwaitHealthy(crashing); st == nil || st.Kind != KindStalled || !strings.Contains(st.Message, "its pod is recreated at") {
+		t.Errorf("a new pod that crash-loops: step %+v, want Stalled with the repair times", st)
+	}
+	pulling := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+	}).m
+	if st := AwaitHealthy(pulling); st == nil || st.Kind != KindStalled || !strings.Contains(st.Message, "waits for its image: it is neither recreated nor replaced") {
+		t.Errorf("a member waiting for its image: step %+v, want Stalled saying it is not recreated or replaced", st)
 	}
 	noSpace := observed("abc", true, all, 1, 0, func(in *model.Input) {
 		in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
@@ -249,14 +302,5 @@ func TestNoCommonLeaderSaysSo(t *testing.T) {
 	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
 	if a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "3 of 3 voting members are healthy, a quorum, but they report no common leader") {
 		t.Errorf("Available = %s (%s), want False saying the healthy quorum reports no common leader", a.Status, a.Message)
-	}
-}
-
-// TestCountMembers: one member is "1 member", any other count "n members".
-func TestCountMembers(t *testing.T) {
-	for n, want := range map[int]string{0: "0 members", 1: "1 member", 3: "3 members"} {
-		if got := CountMembers(n); got != want {
-			t.Errorf("CountMembers(%d) = %q, want %q", n, got, want)
-		}
 	}
 }

@@ -500,7 +500,10 @@ type availableWatch struct {
 	mu          sync.Mutex
 	seen        int // statuses seen, the first included
 	unavailable []string
-	err         error
+	// stalled are the statuses whose Progressing condition was False for another reason than
+	// Reconciled: the operator said it had nothing to do while something was not done
+	stalled []string
+	err     error
 }
 
 // watchAvailable starts recording the Available condition of cluster c, which must be Available now.
@@ -541,6 +544,9 @@ func watchAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster) *availableWatch {
 				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
 					aw.unavailable = append(aw.unavailable, fmt.Sprintf("at %s: %+v", time.Since(start).Round(10*time.Millisecond), cond))
 				}
+				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason != etcdv1beta1.ReasonReconciled {
+					aw.stalled = append(aw.stalled, fmt.Sprintf("at %s: %s: %s", time.Since(start).Round(10*time.Millisecond), cond.Reason, cond.Message))
+				}
 				aw.mu.Unlock()
 			}
 		}
@@ -566,4 +572,17 @@ func (aw *availableWatch) assertNeverUnavailable(t testing.TB, what string) {
 		t.Errorf("%s: the cluster was reported not Available %s", what, u)
 	}
 	t.Logf("%s: %d statuses seen, Available in every one: %v", what, aw.seen, len(aw.unavailable) == 0)
+}
+
+// assertNeverStalled fails the test if, in the statuses assertNeverUnavailable looked at, the Progressing
+// condition was ever False for another reason than Reconciled: a change the operator carries out (a
+// rollout) must read as progressing until it is done, so that `kubectl wait
+// --for=condition=Progressing=False` returns at its end. Call it after assertNeverUnavailable.
+func (aw *availableWatch) assertNeverStalled(t testing.TB, what string) {
+	t.Helper()
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	for _, s := range aw.stalled {
+		t.Errorf("%s: Progressing was False before the end %s", what, s)
+	}
 }

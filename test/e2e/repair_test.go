@@ -5,10 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +25,9 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // replaceAfter is spec.recovery.replaceUnhealthyMemberAfter in the repair tests: the pod of a member
@@ -104,50 +109,130 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 }
 
 // TestRolloutOntoBrokenImageReverted: a rolling change onto an image that cannot be pulled (an image
-// tag that does not exist, or a spec.version that is no release) stops after the first member, which
-// the status names with its problem; reverting the spec (admission allows setting spec.version back to
-// the version every member still runs) heals the cluster without any manual step (the member that is
-// down is recreated with the current spec; the PodDisruptionBudget guards the healthy members, not the
-// one already down). A continuous writer loses no acknowledged write.
+// tag that does not exist, a spec.version that is no release, or a registry that accepts connections
+// and never answers, so that the kubelet's first pull does not return) stops after the first member,
+// which the status names with its problem; reverting the spec (admission allows setting spec.version
+// back to the version every member still runs) heals the cluster without any manual step (the member
+// that is down is recreated with the current spec on its own data, keeping its member ID, although it
+// was down for longer than the replacement policy; the PodDisruptionBudget guards the healthy members,
+// not the one already down). A continuous writer loses no acknowledged write.
 func TestRolloutOntoBrokenImageReverted(t *testing.T) {
 	for _, tc := range []struct {
 		name, namespace string
-		// broken is the end of the image reference the change gives the members
-		broken      string
-		spoil, heal func(c *etcdv1beta1.EtcdCluster)
+		// problem is what the status says of the member on the broken image, progressing what Progressing
+		// says once the member has waited for longer than the replacement policy
+		problem     []string
+		progressing string
+		// broken returns the image reference the change gives the members; revert makes it undo the
+		// change (the registry that hangs stops hanging first: the kubelet deletes no pod while its
+		// pull has not returned)
+		broken func(t *testing.T) (image string, revert func())
+		spoil  func(c *etcdv1beta1.EtcdCluster, image string)
+		heal   func(c *etcdv1beta1.EtcdCluster)
 	}{
-		{"image tag that does not exist", "e2e-badimage", ":no-such-tag",
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "docker.io/local/etcd:no-such-tag" },
+		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"}, "paused",
+			func(*testing.T) (string, func()) { return "docker.io/local/etcd:no-such-tag", func() {} },
+			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }},
-		{"version that is no release", "e2e-badversion", ":v3.6.99",
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.6.99" },
+		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"}, "paused",
+			func(*testing.T) (string, func()) { return "docker.io/local/etcd:v3.6.99", func() {} },
+			func(c *etcdv1beta1.EtcdCluster, _ string) { c.Spec.Version = "3.6.99" },
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }},
+		// a pull that has not returned is as good as a slow one for the first minute (model.MemberStartGrace)
+		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem}, "is starting on a new pod",
+			hangingRegistry,
+			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }},
 	} {
-		t.Run(tc.name, func(t *testing.T) { rolloutOntoBrokenImageReverted(t, tc.namespace, tc.broken, tc.spoil, tc.heal) })
+		t.Run(tc.name, func(t *testing.T) {
+			image, revert := tc.broken(t)
+			rolloutOntoBrokenImageReverted(t, tc.namespace, image, tc.problem, tc.progressing,
+				func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
+				func(c *etcdv1beta1.EtcdCluster) { revert(); tc.heal(c) })
+		})
 	}
 }
 
-// rolloutOntoBrokenImageReverted is TestRolloutOntoBrokenImageReverted for one change, spoil, whose
-// image reference ends with broken, and its revert, heal, on a cluster in namespace ns.
-func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, spoil, heal func(*etcdv1beta1.EtcdCluster)) {
-	c := newCluster(t, ns, "demo", 3)
+// hangingRegistry returns the image reference of a registry on this host (the node's container
+// runtime reaches it on 127.0.0.1) that accepts connections and never answers, so that a pull of it
+// does not return, and a function that stops it: every connection closed, no more accepted, so that
+// a pull fails at once (ErrImagePull). The test's cleanup stops it too.
+func hangingRegistry(t *testing.T) (string, func()) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	stop := sync.OnceFunc(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+	})
+	t.Cleanup(stop)
+	return l.Addr().String() + "/etcd:v3.6.16", stop
+}
+
+// rolloutOntoBrokenImageReverted is TestRolloutOntoBrokenImageReverted for one change, spoil, onto the
+// image reference broken, of which the member's status problem says one of problem and Progressing
+// says progressing, and its revert, heal, on a cluster in namespace ns.
+func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []string, progressing string, spoil, heal func(*etcdv1beta1.EtcdCluster)) {
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
+	ids := map[string]uint64{}
+	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
+		ids[n] = memberID(t, c, n)
+	}
+	// every change of the members' status until the end, for the failure message of a replacement
+	var seen []string
+	record := func(got *etcdv1beta1.EtcdCluster) {
+		var b strings.Builder
+		for _, m := range got.Status.Members {
+			if !m.Healthy {
+				fmt.Fprintf(&b, "%s down since %v (%s); ", m.Name, m.DownSince, m.Problem)
+			}
+		}
+		if line := b.String(); len(seen) == 0 || !strings.HasSuffix(seen[len(seen)-1], line) {
+			seen = append(seen, time.Now().UTC().Format("15:04:05.0")+" "+line)
+		}
+	}
 	updateCluster(t, c, spoil)
+	var down string
 	poll.Eventually(t, rolloutTimeout, "a member down on the broken image, named in the status", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		for _, m := range got.Status.Members {
-			if !m.Healthy && (strings.Contains(m.Problem, "ErrImagePull") || strings.Contains(m.Problem, "ImagePullBackOff")) {
+			if !m.Healthy && slices.ContainsFunc(problem, func(p string) bool { return strings.Contains(m.Problem, p) }) {
+				down = m.Name
 				return nil
 			}
 		}
 		return fmt.Errorf("members %+v", got.Status.Members)
 	})
-	// The rollout stops there: no second member goes onto the broken image.
-	poll.Consistently(t, 15*time.Second, "one member on the broken image", func(ctx context.Context) error {
+	// The rollout stops there: no second member goes onto the broken image. The window outlasts the
+	// replacement policy: a member waiting for an image is not replaced (a new one would wait the same
+	// way), and Degraded says what to fix instead of a replacement time.
+	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken image", func(ctx context.Context) error {
+		if got, err := getCluster(ctx, c); err == nil {
+			record(got)
+		}
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
@@ -167,8 +252,14 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, spoil, heal
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "paused") {
-		t.Errorf("Progressing %+v: want it to say the rollout is paused and why", p)
+	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, progressing) {
+		t.Errorf("Progressing %+v: want it to say %q", p, progressing)
+	}
+	// of a first pull that does not return, it says the member is starting on its new pod
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
+		(!strings.Contains(d.Message, down+" is down since") && !strings.Contains(d.Message, down+" is starting on a new pod")) ||
+		!strings.Contains(d.Message, "not replaced while it waits for an image") {
+		t.Errorf("Degraded %+v: want it to name %s and say it is not replaced while it waits for the image", d, down)
 	}
 
 	start := time.Now()
@@ -187,17 +278,68 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, spoil, heal
 				return fmt.Errorf("%s still on the broken image", n)
 			}
 		}
+		record(got)
 		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
 		}
 		return nil
 	})
 	t.Logf("spec reverted -> 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	// the member down for longer than the policy came back on its own data: it was recreated, not replaced
+	for n, id := range ids {
+		if got := memberID(t, c, n); got != id {
+			t.Errorf("member %s has ID %x, was %x: it was replaced (its data copied again) instead of recreated on its claim; the members' status changed:\n%s",
+				n, got, id, strings.Join(seen, "\n"))
+		}
+	}
 	pods, err := memberPods(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// TestBootstrapOntoMissingImageFixed: a new cluster whose spec.version is no release (a typo) never
+// forms: its members' pods wait for an image that cannot be pulled. The status says so (each member's
+// problem, the Progressing message with what to check), admission lets spec.version be set to a
+// release of the same minor (no etcd ever ran), and the operator recreates the waiting pods with the
+// fixed spec: the cluster forms with no manual step.
+func TestBootstrapOntoMissingImageFixed(t *testing.T) {
+	c := newCluster(t, "e2e-bootimage", "demo", 3, testutil.WithVersion("3.6.99"))
+	poll.Eventually(t, rolloutTimeout, "every member's problem and the Progressing message name the image", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		pulling := func(s string) bool {
+			return strings.Contains(s, "ErrImagePull") || strings.Contains(s, "ImagePullBackOff")
+		}
+		n := 0
+		for _, m := range got.Status.Members {
+			if pulling(m.Problem) {
+				n++
+			}
+		}
+		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if n != 3 || p == nil || !pulling(p.Message) || !strings.Contains(p.Message, "check spec.version and spec.image") {
+			return fmt.Errorf("%d of 3 members with an image problem %+v; Progressing %+v", n, got.Status.Members, p)
+		}
+		t.Logf("Progressing: %s", p.Message)
+		return nil
+	})
+	start := time.Now()
+	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion })
+	assertAvailable(t, c, availableTimeout)
+	t.Logf("spec.version fixed -> Available with 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, p := range pods {
+		if strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+			t.Errorf("%s still on the image of 3.6.99", n)
+		}
+	}
 }
 
 // updateCluster changes the cluster with mutate on its newest version, again on a conflict.

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -205,6 +207,28 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 		})
 		killOperator(t)
 	}
+	// what `kubectl wait --for=condition=Progressing=False` waits for: once it holds, every member pod
+	// runs the new spec and is Ready (the client Service routes to each)
+	poll.Eventually(t, rolloutTimeout, "Progressing False, Reconciled, for the new generation", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonReconciled || p.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("Progressing %+v, generation %d", p, cur.Generation)
+		}
+		return nil
+	})
+	if pods, err := memberPods(context.Background(), c); err != nil {
+		t.Fatal(err)
+	} else {
+		for n, p := range pods {
+			if !ready(p) {
+				t.Errorf("Progressing is False (Reconciled) while pod %s is not Ready", n)
+			}
+		}
+	}
 	poll.Eventually(t, rolloutTimeout, "every member on the new spec", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
@@ -218,6 +242,8 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 	took := time.Since(start)
 	rw.stop()
 	aw.assertNeverUnavailable(t, "rolling restart")
+	aw.assertNeverStalled(t, "rolling restart")
+	assertOneEventPerMember(t, c, "UpdatingMember")
 	pods, _ := memberPods(context.Background(), c)
 	wr.stopAndVerify(t, podEndpoint(pods[c.Name+"-0"]))
 
@@ -394,5 +420,41 @@ func TestStorageGrowthReported(t *testing.T) {
 	pods, err = memberPods(context.Background(), c)
 	if err != nil || pods["demo-0"] == nil || pods["demo-0"].UID != uid {
 		t.Errorf("the member pod changed: %v", err)
+	}
+}
+
+// assertOneEventPerMember fails the test if cluster c has more than one event of reason about one
+// member (its related pod): counting the repeats the events library folds into a series (its count),
+// so that a step carried out once is reported once.
+func assertOneEventPerMember(t testing.TB, c *etcdv1beta1.EtcdCluster, reason string) {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	per := map[string][]string{}
+	for _, e := range list.Items {
+		if e.Regarding.Name != c.Name || e.Reason != reason {
+			continue
+		}
+		member := "(none)"
+		if e.Related != nil {
+			member = e.Related.Name
+		}
+		n := 1
+		if e.Series != nil {
+			n = int(e.Series.Count)
+		}
+		for range n {
+			per[member] = append(per[member], e.Note)
+		}
+	}
+	if len(per) == 0 {
+		t.Errorf("no %s event about %s", reason, c.Name)
+	}
+	for member, notes := range per {
+		if len(notes) > 1 {
+			t.Errorf("%d %s events about %s, want 1: %q", len(notes), reason, member, notes)
+		}
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/etcdflags"
 	"github.com/etcdkit/etcd-operator/internal/membership"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/version"
 )
@@ -31,6 +33,7 @@ var MaxStorageSize = resource.MustParse("64Ti")
 // that kubectl prints as "Warning: ...".
 const (
 	warnRoll       = "changing %s rolls every member one at a time; the leader last"
+	warnRebuild    = "changing %s before the cluster has formed: the pods of members whose etcd does not run are recreated with the new spec at once; the others roll one at a time once it has formed"
 	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
 	warnRetainGone = "spec.storage.retainPolicy is now Delete: the claims of removed members, and every claim when the cluster is deleted, are deleted with their data (existing claims too)"
@@ -86,7 +89,7 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(nil, s)...)
-	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s))...)
+	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s), "", minorOf(specVersion(s)))...)
 	errs = append(errs, validateSchedules(nil, s)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
@@ -124,28 +127,19 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(o, s)...)
-	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s))...)
+	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s), minorOf(specVersion(o)), minorOf(specVersion(s)))...)
 	errs = append(errs, validateSchedules(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
 
-	var rolled []string
-	if specVersion(o) != specVersion(s) {
-		rolled = append(rolled, "spec.version")
-	}
-	if o.Image != s.Image {
-		rolled = append(rolled, "spec.image")
-	}
-	if !equality.Semantic.DeepEqual(o.PodTemplate, s.PodTemplate) {
-		rolled = append(rolled, "spec.podTemplate")
-	}
-	if !equality.Semantic.DeepEqual(o.Options, s.Options) {
-		rolled = append(rolled, "spec.options")
-	}
-	tlsRolled, tlsWarnings := tlsSwitches(o, s)
-	rolled, warnings = append(rolled, tlsRolled...), append(warnings, tlsWarnings...)
+	rolled, tlsWarnings := rolledFields(o, s)
+	warnings = append(warnings, tlsWarnings...)
 	if len(rolled) > 0 {
-		warnings = append(warnings, fmt.Sprintf(warnRoll, strings.Join(rolled, ", ")))
+		warn := warnRoll
+		if old.Status.Phase == etcdv1beta1.PhaseCreating && old.Status.ClusterID == "" {
+			warn = warnRebuild // see verdict.BootstrapPodToRebuild
+		}
+		warnings = append(warnings, fmt.Sprintf(warn, strings.Join(rolled, ", ")))
 		errs = append(errs, validateOnlyCopy(o, s, rolled)...)
 	}
 	if w := quotaWarning(old, c); w != "" {
@@ -160,6 +154,25 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 		warnings = nil
 	}
 	return errs, warnings
+}
+
+// rolledFields returns the paths of the fields whose change from o to s rolls the members (version,
+// image, pod template, options, and the TLS switches), and the warnings of the TLS switches.
+func rolledFields(o, s *etcdv1beta1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
+	if specVersion(o) != specVersion(s) {
+		rolled = append(rolled, "spec.version")
+	}
+	if o.Image != s.Image {
+		rolled = append(rolled, "spec.image")
+	}
+	if !equality.Semantic.DeepEqual(o.PodTemplate, s.PodTemplate) {
+		rolled = append(rolled, "spec.podTemplate")
+	}
+	if !equality.Semantic.DeepEqual(o.Options, s.Options) {
+		rolled = append(rolled, "spec.options")
+	}
+	tlsRolled, tlsWarnings := tlsSwitches(o, s)
+	return append(rolled, tlsRolled...), tlsWarnings
 }
 
 // validateOnlyCopy refuses a change that restarts the only member of a 1-member emptyDir cluster: an
@@ -217,7 +230,7 @@ func validateVersion(v string) field.ErrorList {
 func validateVersionChange(old *etcdv1beta1.EtcdCluster, to string) field.ErrorList {
 	p := specPath.Child("version")
 	inSpec := specVersion(&old.Spec)
-	if to == inSpec || everyMemberRuns(old, to) {
+	if to == inSpec || everyMemberRuns(old, to) || neverFormedSameMinor(old, inSpec, to) {
 		return nil
 	}
 	running := inSpec
@@ -238,15 +251,28 @@ func validateVersionChange(old *etcdv1beta1.EtcdCluster, to string) field.ErrorL
 	return nil
 }
 
-// everyMemberRuns reports whether the status of c records the version of at least one member and
-// every recorded version is v (a member that does not answer has none recorded).
+// neverFormedSameMinor reports whether c has never formed (no cluster ID, current version or member's
+// version in its status: no etcd has answered) and from and to are patch releases of one minor: the first
+// members may wait for an image that does not exist (a typo in spec.version), and going back to a patch
+// release that exists is then no downgrade of any data. A minor change stays refused by the CRD.
+func neverFormedSameMinor(c *etcdv1beta1.EtcdCluster, from, to string) bool {
+	if c.Status.ClusterID != "" || c.Status.CurrentVersion != "" || slices.ContainsFunc(c.Status.Members, func(m etcdv1beta1.MemberStatus) bool { return m.Version != "" }) {
+		return false
+	}
+	return minorOf(from) != "" && minorOf(from) == minorOf(to)
+}
+
+// everyMemberRuns reports whether the status of c shows every member on v: each member reports version
+// v, or reports none because its etcd container waits for an image it cannot pull (so it never ran what
+// the spec asks now), and at least one reports v. A member that does not answer for another reason may
+// be restarting onto the spec's version: then it is false.
 func everyMemberRuns(c *etcdv1beta1.EtcdCluster, v string) bool {
 	recorded := 0
 	for _, m := range c.Status.Members {
-		if m.Version == "" {
+		switch {
+		case m.Version == "" && model.ImagePullProblem(m.Problem):
 			continue
-		}
-		if strings.TrimPrefix(m.Version, "v") != v {
+		case strings.TrimPrefix(m.Version, "v") != v:
 			return false
 		}
 		recorded++
@@ -425,10 +451,12 @@ func specExtraArgs(s *etcdv1beta1.EtcdClusterSpec) map[string]string {
 }
 
 // validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
-// risk (v1beta1.ReservedFlag), keys that are not flag names and values with control characters, except
-// entries already in old with the same value, so that an object admitted before a rule existed can
-// still be changed otherwise. Errors are sorted by flag name.
-func validateExtraArgs(old, args map[string]string) field.ErrorList {
+// risk (v1beta1.ReservedFlag), keys that are not flag names, flags that etcd of minor (the spec's,
+// "3.6") does not have (etcd refuses to start on an unknown flag: each member would crash-loop) and
+// values with control characters, except entries already in old with the same value, so that an
+// object admitted before a rule existed can still be changed otherwise; a change of minor from
+// oldMinor checks every flag against the new minor's. Errors are sorted by flag name.
+func validateExtraArgs(old, args map[string]string, oldMinor, minor string) field.ErrorList {
 	p := specPath.Child("options", "extraArgs")
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -439,6 +467,9 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 	for _, k := range keys {
 		v := args[k]
 		if was, ok := old[k]; ok && was == v {
+			if oldMinor != minor {
+				errs = append(errs, unknownFlag(p.Key(k), k, minor)...)
+			}
 			continue
 		}
 		if why, reserved := etcdv1beta1.ReservedFlag(k); reserved {
@@ -447,12 +478,33 @@ func validateExtraArgs(old, args map[string]string) field.ErrorList {
 		}
 		if problem := etcdv1beta1.ExtraArgKeyProblem(k); problem != "" {
 			errs = append(errs, field.Invalid(p.Key(k), k, "the key "+problem))
+		} else {
+			errs = append(errs, unknownFlag(p.Key(k), k, minor)...)
 		}
 		if problem := etcdv1beta1.ExtraArgValueProblem(v); problem != "" {
 			errs = append(errs, field.Invalid(p.Key(k), v, problem))
 		}
 	}
 	return errs
+}
+
+// unknownFlag refuses name at path p when etcd of minor ("3.6") has no such flag, per its own flag set
+// (package etcdflags); a minor the operator holds no flag list for is not checked.
+func unknownFlag(p *field.Path, name, minor string) field.ErrorList {
+	if known, _ := etcdflags.Known(minor, name); known {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, name, fmt.Sprintf(
+		"etcd %s has no flag --%s and would refuse to start with it: check the name against `etcd --help` of that release", minor, name))}
+}
+
+// minorOf returns the "major.minor" of version v ("3.6.16" → "3.6"), "" when v does not parse.
+func minorOf(v string) string {
+	parsed, err := version.Parse(v)
+	if err != nil {
+		return ""
+	}
+	return parsed.MinorString()
 }
 
 // quotaWarning returns a warning when c's backend quota, new or changed, is below the database of a

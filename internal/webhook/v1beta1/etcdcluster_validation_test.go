@@ -198,6 +198,26 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagsRefused: a flag etcd 3.6 does not have (a typo, a flag of etcd 3.5's removed proxy)
+// is refused on a 3.6 cluster, since etcd would refuse to start with it; flags of etcd 3.5 are not
+// checked (the operator holds no list of them), until the cluster moves to 3.6: then every flag kept
+// from before is checked again.
+func TestUnknownFlagsRefused(t *testing.T) {
+	for _, flag := range []string{"log-levle", "discoveryx", "proxy-dial-timeout"} {
+		errs, _ := ValidateCreate(cluster(extraArgs(flag, "x")))
+		checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + flag + "]", "etcd 3.6 has no flag --" + flag + " and would refuse to start with it"}})
+		if errs, _ := ValidateCreate(cluster(testutil.WithVersion("3.5.35"), extraArgs(flag, "x"))); len(errs) != 0 {
+			t.Errorf("%s refused on etcd 3.5, whose flags are not checked: %v", flag, errs)
+		}
+	}
+	old := cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.35"), extraArgs("proxy-dial-timeout", "1000"))
+	errs, _ := ValidateUpdate(old, cluster(testutil.WithVersion("3.6.16"), extraArgs("proxy-dial-timeout", "1000")))
+	checkErrors(t, errs, []problem{{"spec.options.extraArgs[proxy-dial-timeout]", "etcd 3.6 has no flag --proxy-dial-timeout"}})
+	if errs, _ := ValidateUpdate(old, cluster(testutil.WithVersion("3.5.35"), testutil.WithReplicas(5), extraArgs("proxy-dial-timeout", "1000"))); len(errs) != 0 {
+		t.Errorf("an unchanged flag of a 3.5 cluster refused on another change: %v", errs)
+	}
+}
+
 // TestValidateCreateReservedFlags: every flag the operator sets, and every risky flag, is refused in
 // extraArgs, each with its own reason, with or without leading dashes; others pass through.
 func TestValidateCreateReservedFlags(t *testing.T) {
@@ -229,7 +249,7 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "cannot be set through extraArgs: " + why}})
 		}
 	}
-	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "discoveryx", "proxy-dial-timeout", "max-wals"} {
+	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "max-wals"} {
 		if errs, _ := ValidateCreate(cluster(extraArgs(flag, "x"))); len(errs) != 0 {
 			t.Errorf("%s refused: %v", flag, errs)
 		}
@@ -261,12 +281,21 @@ func withMemberVersions(versions ...string) testutil.ClusterOption {
 	}
 }
 
+// pullingImage records that member demo-i's etcd container waits for an image it cannot pull.
+func pullingImage(i int) testutil.ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Status.Members[i].Problem = `etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`
+	}
+}
+
 func TestValidateUpdate(t *testing.T) {
 	roll := "rolls every member one at a time; the leader last"
 	// issued is a cluster whose issuer has issued its certificates (the operator then records a trust hash)
 	issued := func(c *etcdv1beta1.EtcdCluster) {
 		c.Status.TLS = &etcdv1beta1.TLSStatus{ClientSecret: "demo-client-tls", TrustedCAsHash: "83fa239484"}
 	}
+	// formed is a cluster whose members formed a cluster once (the operator recorded its ID)
+	formed := func(c *etcdv1beta1.EtcdCluster) { c.Status.ClusterID = "cdf818194e3a8c32" }
 	for _, tc := range []struct {
 		name     string
 		old, c   *etcdv1beta1.EtcdCluster
@@ -284,15 +313,24 @@ func TestValidateUpdate(t *testing.T) {
 			[]problem{{"spec.version", "upgrading to 3.6 needs every member on 3.5.26 or later first"}}, nil},
 		{"C09 patch too old, as the members run", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.20")), cluster(testutil.WithVersion("3.6.16")),
 			[]problem{{"spec.version", "the members run 3.5.20, so upgrade to 3.5.x (x ≥ 26) first"}}, nil},
-		{"C09 patch downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.6.15")),
+		{"C09 patch downgrade", cluster(testutil.WithVersion("3.6.16"), formed), cluster(testutil.WithVersion("3.6.15")),
 			[]problem{{"spec.version", "cannot be downgraded to 3.6.15"}}, nil},
+		{"patch downgrade of a cluster that never formed (its first pods wait for an image that does not exist)",
+			cluster(testutil.WithVersion("3.6.99")), cluster(testutil.WithVersion("3.6.16")), nil, []string{"spec.version"}},
+		{"a change while the cluster is being created says the waiting pods are rebuilt at once",
+			cluster(testutil.WithVersion("3.6.99"), func(c *etcdv1beta1.EtcdCluster) { c.Status.Phase = etcdv1beta1.PhaseCreating }), cluster(testutil.WithVersion("3.6.16")),
+			nil, []string{"before the cluster has formed: the pods of members whose etcd does not run are recreated with the new spec at once"}},
+		{"minor downgrade of a cluster that never formed", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.5.35")),
+			[]problem{{"spec.version", "cannot be downgraded to 3.5.35"}}, nil},
 		{"C09 downgrade from what runs", cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.6.16")), cluster(testutil.WithVersion("3.5.40")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.40"}}, nil},
 		{"C09 back below a change under way", cluster(testutil.WithVersion("3.6.16"), testutil.WithCurrentVersion("3.6.10")), cluster(testutil.WithVersion("3.6.12")),
 			[]problem{{"spec.version", "the members (on 3.6.10) are being changed to 3.6.16 already"}}, nil},
 		{"back to the version every member runs (a change to a release without an image, cancelled)",
-			cluster(testutil.WithVersion("3.6.99"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "", "3.6.16")), cluster(testutil.WithVersion("3.6.16")),
+			cluster(testutil.WithVersion("3.6.99"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "", "3.6.16"), pullingImage(1)), cluster(testutil.WithVersion("3.6.16")),
 			nil, []string{"spec.version"}},
+		{"back while a member that does not answer may be restarting onto the change", cluster(testutil.WithVersion("3.6.17"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "", "3.6.16")), cluster(testutil.WithVersion("3.6.16")),
+			[]problem{{"spec.version", "the members (on 3.6.16) are being changed to 3.6.17 already"}}, nil},
 		{"back below a member that took the change", cluster(testutil.WithVersion("3.6.17"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("3.6.16", "3.6.17", "3.6.16")), cluster(testutil.WithVersion("3.6.16")),
 			[]problem{{"spec.version", "the members (on 3.6.16) are being changed to 3.6.17 already"}}, nil},
 		{"back to a version no member is recorded running", cluster(testutil.WithVersion("3.6.17"), testutil.WithCurrentVersion("3.6.16"), withMemberVersions("", "", "")), cluster(testutil.WithVersion("3.6.16")),

@@ -224,8 +224,11 @@ func TestC09_VersionPathAtAdmission(t *testing.T) {
 		if err := update(k8s, c, testutil.WithVersion("3.6.99")); err != nil {
 			t.Fatalf("patch upgrade refused: %v", err)
 		}
-		// the first member's pod waits for an image that does not exist: it answers no more
+		// the first member's pod is restarting onto it: it answers no more, and may run 3.6.99 next
 		setStatus(t, k8s, c, func(c *etcdv1beta1.EtcdCluster) { c.Status.Members[0].Version = "" })
+		denied(t, update(k8s, c, testutil.WithVersion("3.6.16")), true, "spec.version", "are being changed to 3.6.99 already")
+		// it waits for an image that does not exist: it never ran 3.6.99
+		setStatus(t, k8s, c, pullingImage(0))
 		if err := update(k8s, c, testutil.WithVersion("3.6.16")); err != nil {
 			t.Errorf("going back to the version every member runs was refused: %v", err)
 		}
@@ -280,6 +283,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		}},
 		{"extra flag value with a newline", []testutil.ClusterOption{extraArgs("log-level", "debug\n")}, true, []string{
 			`spec.options.extraArgs[log-level]: Invalid value: "debug\n": contains the control character '\n' at byte 5`,
+		}},
+		{"a flag etcd 3.6 does not have", []testutil.ClusterOption{extraArgs("log-levle", "debug")}, true, []string{
+			`spec.options.extraArgs[log-levle]: Invalid value: "log-levle": etcd 3.6 has no flag --log-levle and would refuse to start with it`,
 		}},
 		{"risky and TLS flags", []testutil.ClusterOption{extraArgs("enable-pprof", "true", "discovery-srv-name", "x", "tls-min-version", "TLS1.3")}, true, []string{
 			`spec.options.extraArgs[discovery-srv-name]: Forbidden: cannot be set through extraArgs: members are bootstrapped by the operator, not by discovery`,
