@@ -53,7 +53,10 @@ until $KUBECTL -n "$NS" wait etcdcluster/demo --for=condition=Available --timeou
     $KUBECTL -n etcd-operator-system logs -l app.kubernetes.io/name=etcd-operator --prefix --tail=30 >&2 || true   # every replica: the leader reconciles
     exit 1
   fi
-  log "  $($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.phase} {.status.readyReplicas}/{.spec.replicas} ready: {.status.conditions[?(@.type=="Progressing")].message}' 2>/dev/null)"
+  # phase, ready voters, desired members, and what the operator is doing; the status can lack a field
+  # until the operator's first pass writes it
+  IFS='|' read -r phase ready desired doing < <($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.phase}|{.status.readyReplicas}|{.spec.replicas}|{.status.conditions[?(@.type=="Progressing")].message}' 2>/dev/null || true)
+  log "  ${phase:-Pending} ${ready:-0}/${desired:-?} ready: ${doing:-waiting for the first pass of the operator}"
 done
 avail=$(echo "$(date +%s.%N) - $t0" | bc)
 if [ -n "$existed" ]; then

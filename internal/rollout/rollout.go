@@ -30,6 +30,9 @@ type Member struct {
 	// Starting is true when the member's pod is new and shows no problem, its etcd not serving yet
 	// (see model.Member.Starting): a restart that is coming back.
 	Starting bool
+	// Problem says in one line why the member does not serve, as model.Member.Problem reads it (a crash
+	// loop, an image that cannot be pulled, etcd's error); empty when it serves or nothing is known.
+	Problem string
 }
 
 // State is what the rollout needs to decide.
@@ -123,13 +126,17 @@ func Next(s State) Action {
 	}
 	var notReady []string
 	for _, m := range members {
+		why := ""
+		if m.Problem != "" {
+			why = ": " + m.Problem
+		}
 		switch {
 		case m.Learner:
 			notReady = append(notReady, m.Name+" is a learner")
 		case !m.Ready:
-			notReady = append(notReady, m.Name+" is not ready")
+			notReady = append(notReady, m.Name+" is not ready"+why)
 		case !m.Healthy:
-			notReady = append(notReady, m.Name+" is not healthy")
+			notReady = append(notReady, m.Name+" is not healthy"+why)
 		}
 	}
 	if len(notReady) == 1 {

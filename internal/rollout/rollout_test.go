@@ -29,6 +29,7 @@ func TestNext(t *testing.T) {
 		{"paused: member not ready", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Healthy: true}, m("a-2", 3, false)}, Leader: 1}, Wait, "", "", "a-1 is not ready"},
 		{"the only member down is out of date: recreate it", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2, Healthy: false}, m("a-2", 3, true)}, Leader: 1}, Restart, "a-1", "", "a-1 is down and runs an old spec"},
 		{"two down: wait", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2}, {Name: "a-2", ID: 3}}, Leader: 1}, Wait, "", "", "a-1 is not ready"},
+		{"paused: member not ready, says why", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Problem: "etcd container CrashLoopBackOff (last exit code 2, Error)"}, m("a-2", 3, false)}, Leader: 1}, Wait, "", "", "a-1 is not ready: etcd container CrashLoopBackOff (last exit code 2, Error)"},
 		{"paused: member unhealthy", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, Ready: true, UpToDate: true}, m("a-2", 3, false)}, Leader: 1}, Wait, "", "", "a-1 is not healthy"},
 		{"paused: learner joining", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, Ready: true, Healthy: true, Learner: true}}, Leader: 1}, Wait, "", "", "a-1 is a learner"},
 		{"paused: no leader", State{Members: []Member{m("a-0", 1, false), m("a-1", 2, false), m("a-2", 3, false)}}, Wait, "", "", "no leader"},
