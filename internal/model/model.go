@@ -462,7 +462,6 @@ func (m *Member) DataNotOwn() string {
 	return ""
 }
 
-// firstLine returns s up to its first line break, at most 200 bytes.
 // ExitCause returns what a process said as it failed, from its container's termination message (with
 // TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"), else
 // the message and error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg"

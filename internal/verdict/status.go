@@ -546,14 +546,18 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	case mem.WaitsForImage():
 		return " (its etcd container waits for its image: it is neither recreated nor replaced, a new pod would wait the same way; if the image does not exist, fix spec.version or spec.image)"
 	}
+	replaced := mem.DownSince.Add(spec.ReplaceAfter())
+	if mem.Pod != nil {
+		replaced = replaceAt(m, mem)
+	}
 	if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
 		s := " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
-		if after := spec.ReplaceAfter(); after > 0 {
-			s += "; replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339)
+		if spec.ReplaceAfter() > 0 {
+			s += "; replaced at " + replaced.UTC().Format(time.RFC3339)
 		}
 		return s + ")"
-	} else if after := spec.ReplaceAfter(); after > 0 && !mem.DownSince.IsZero() {
-		return " (replaced at " + mem.DownSince.Add(after).UTC().Format(time.RFC3339) + " if it is still down)"
+	} else if spec.ReplaceAfter() > 0 && !mem.DownSince.IsZero() {
+		return " (replaced at " + replaced.UTC().Format(time.RFC3339) + " if it is still down)"
 	}
 	return ""
 }
