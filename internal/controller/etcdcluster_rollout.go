@@ -47,16 +47,30 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
+		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))
 		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
 			return nil, err
 		} else if refused != "" {
 			return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
 		}
-		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (image %s): %s", a.Member, r.Options.Image(c), a.Reason)
+		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (%s): %s", a.Member, image, a.Reason)
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
+}
+
+// imageChange says what a restart does to a member's image, from the one its pod runs (old, "" when it
+// has no pod) to the current spec's (cur): "image A → B", or "image B, unchanged" when the spec changed
+// elsewhere (resources, flags, labels).
+func imageChange(old, cur string) string {
+	switch old {
+	case "":
+		return "image " + cur
+	case cur:
+		return "image " + cur + ", unchanged"
+	}
+	return "image " + old + " → " + cur
 }
 
 // moveLeader hands leadership from a.Member to a.Target before a step that takes the leader down, with

@@ -324,3 +324,17 @@ func runDisruptionController(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 		}
 	}()
 }
+
+// TestImageChange: a rollout's UpdatingMember event names the image change, or says that the image
+// stays when the spec changed elsewhere.
+func TestImageChange(t *testing.T) {
+	for _, tc := range []struct{ old, cur, want string }{
+		{"etcd:v3.5.35", "etcd:v3.6.16", "image etcd:v3.5.35 → etcd:v3.6.16"},
+		{"etcd:v3.6.16", "etcd:v3.6.16", "image etcd:v3.6.16, unchanged"},
+		{"", "etcd:v3.6.16", "image etcd:v3.6.16"},
+	} {
+		if got := imageChange(tc.old, tc.cur); got != tc.want {
+			t.Errorf("imageChange(%q, %q) = %q, want %q", tc.old, tc.cur, got, tc.want)
+		}
+	}
+}

@@ -265,6 +265,19 @@ func (m *Member) etcdStatus() *corev1.ContainerStatus {
 	return nil
 }
 
+// Image returns the image of the etcd container of the member's pod, "" without a pod.
+func (m *Member) Image() string {
+	if m.Pod == nil {
+		return ""
+	}
+	for _, ctr := range m.Pod.Spec.Containers {
+		if ctr.Name == resources.EtcdContainer {
+			return ctr.Image
+		}
+	}
+	return ""
+}
+
 // MemberStartGrace is how long after its pod was made a member that does not serve yet, and whose pod
 // shows no problem, counts as starting (see Starting): the pull of a local image, the init containers,
 // etcd's start and its catch-up from the leader take seconds; a minute leaves a margin for a loaded
