@@ -103,6 +103,27 @@ func awaitMember(members []Member, n int) (Action, bool) {
 		"%s is starting on a new pod and does not serve yet; the rollout goes on once it is ready and healthy (%d of %d members to update)", strings.Join(starting, ", "), n, len(members))}, true
 }
 
+// notReadyMembers says of each member that is a learner, not ready or not healthy which it is, and
+// why when its Problem says ("demo-1 is not ready: etcd container CrashLoopBackOff …").
+func notReadyMembers(members []Member) []string {
+	var out []string
+	for _, m := range members {
+		why := ""
+		if m.Problem != "" {
+			why = ": " + m.Problem
+		}
+		switch {
+		case m.Learner:
+			out = append(out, m.Name+" is a learner")
+		case !m.Ready:
+			out = append(out, m.Name+" is not ready"+why)
+		case !m.Healthy:
+			out = append(out, m.Name+" is not healthy"+why)
+		}
+	}
+	return out
+}
+
 // Next returns the single next step of the rollout. It restarts a member only when every member is
 // ready and healthy (so at most one is ever down, and each restarted member has caught up before the
 // next one goes), or when the only member that is down is itself out of date (recreating it takes
@@ -124,21 +145,7 @@ func Next(s State) Action {
 	if a, ok := awaitMember(members, n); ok {
 		return a
 	}
-	var notReady []string
-	for _, m := range members {
-		why := ""
-		if m.Problem != "" {
-			why = ": " + m.Problem
-		}
-		switch {
-		case m.Learner:
-			notReady = append(notReady, m.Name+" is a learner")
-		case !m.Ready:
-			notReady = append(notReady, m.Name+" is not ready"+why)
-		case !m.Healthy:
-			notReady = append(notReady, m.Name+" is not healthy"+why)
-		}
-	}
+	notReady := notReadyMembers(members)
 	if len(notReady) == 1 {
 		// The one member that is down is itself out of date (for example its new image cannot be pulled,
 		// or it crash-loops on a flag the spec no longer has): recreating it with the current spec takes
