@@ -54,8 +54,9 @@ until $KUBECTL -n "$NS" wait etcdcluster/demo --for=condition=Available --timeou
     exit 1
   fi
   # phase, ready voters, desired members, and what the operator is doing; the status can lack a field
-  # until the operator's first pass writes it
-  IFS='|' read -r phase ready desired doing < <($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.phase}|{.status.readyReplicas}|{.spec.replicas}|{.status.conditions[?(@.type=="Progressing")].message}' 2>/dev/null || true)
+  # until the operator's first pass writes it. jsonpath prints no final newline, so read returns 1 at
+  # the end of its input (having set the variables): || true keeps set -e from ending the script.
+  IFS='|' read -r phase ready desired doing < <($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.phase}|{.status.readyReplicas}|{.spec.replicas}|{.status.conditions[?(@.type=="Progressing")].message}' 2>/dev/null || true) || true
   log "  ${phase:-Pending} ${ready:-0}/${desired:-?} ready: ${doing:-waiting for the first pass of the operator}"
 done
 avail=$(echo "$(date +%s.%N) - $t0" | bc)
@@ -109,6 +110,7 @@ echo "greeting = $got"
 echo
 $KUBECTL -n "$NS" get etcdcluster demo
 echo
-$KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{range .status.members[*]}{.name}{"\t"}{.id}{"\t"}{.role}{"\tleader="}{.leader}{"\thealthy="}{.healthy}{"\t"}{.version}{"\n"}{end}' | column -t
+$KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{range .status.members[*]}{.name}{"\t"}{.id}{"\t"}{.role}{"\tleader="}{.leader}{"\thealthy="}{.healthy}{"\t"}{.version}{"\n"}{end}' |
+  sed 's/leader=\t/leader=false\t/' | column -t   # the status leaves leader out for a follower
 echo
 log "done. Try: kubectl -n $NS get etcdcluster,pods,pvc,svc${LOCAL:+   (export KUBECONFIG=$LOCAL_KUBECONFIG)}"
