@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,6 +212,9 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not recreated or replaced while spec.paused is true"
 		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
+		} else if after > 0 && strings.HasPrefix(m.Problem, model.PullingImageProblem) {
+			// the kubelet is pulling, or creating the container from a local image: nothing is wrong yet
+			s += "; not replaced while its image is being pulled (a new member would wait for the same pull): if the pull does not finish (a registry that does not answer), fix spec.image"
 		} else if after > 0 && model.ImagePullProblem(m.Problem) {
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
 		} else if after > 0 {

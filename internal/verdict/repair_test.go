@@ -215,6 +215,10 @@ func TestDownSummary(t *testing.T) {
 	if got := strings.Join(downSummary(spec, pulling, true, nil), "; "); !strings.Contains(got, "not replaced while it waits for an image") || strings.Contains(got, "replaced at") {
 		t.Errorf("summary of a member waiting for an image %q: want no replacement time, and what to fix", got)
 	}
+	pulling = []etcdv1beta1.MemberStatus{{Name: "s-2", DownSince: &since, Problem: model.PullingImageProblem + " docker.io/local/etcd:v3.6.16"}}
+	if got := strings.Join(downSummary(spec, pulling, true, nil), "; "); !strings.Contains(got, "not replaced while its image is being pulled") || strings.Contains(got, "does not exist") {
+		t.Errorf("summary of a member whose image is being pulled %q: want it to say the pull is under way, not that the image may not exist", got)
+	}
 	promoted := []etcdv1beta1.MemberStatus{{Name: "s-4", Role: etcdv1beta1.RoleVoter, DownSince: &since, Problem: "etcd: context deadline exceeded"}}
 	got = strings.Join(downSummary(spec, promoted, true, map[string]memberNote{"s-4": {state: memberJoining}}), "; ")
 	if !strings.HasPrefix(got, "s-4 has joined as a voter and does not serve yet") || strings.Contains(got, "replaced at") || strings.Contains(got, "down") {

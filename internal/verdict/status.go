@@ -543,6 +543,8 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):
 		// its data goes with it (a claim deleted, as replace-member does, or emptyDir): no clock to tell
 		return " (its pod is stopping and its data is deleted: it is replaced once the pod is gone)"
+	case mem.PullingImage():
+		return " (its image is being pulled: it is neither recreated nor replaced meanwhile, a new pod would wait for the same pull)"
 	case mem.WaitsForImage():
 		return " (its etcd container waits for its image: it is neither recreated nor replaced, a new pod would wait the same way; if the image does not exist, fix spec.version or spec.image)"
 	}

@@ -258,7 +258,7 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 	// of a first pull that does not return, it says the member is starting on its new pod
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
 		(!strings.Contains(d.Message, down+" is down since") && !strings.Contains(d.Message, down+" is starting on a new pod")) ||
-		!strings.Contains(d.Message, "not replaced while it waits for an image") {
+		(!strings.Contains(d.Message, "not replaced while it waits for an image") && !strings.Contains(d.Message, "not replaced while its image is being pulled")) {
 		t.Errorf("Degraded %+v: want it to name %s and say it is not replaced while it waits for the image", d, down)
 	}
 
