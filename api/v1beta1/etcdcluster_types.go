@@ -23,7 +23,7 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=9
-	// +kubebuilder:validation:XValidation:rule="self < 1 || self > 9 || self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even number of members tolerates no more failures than one fewer (a quorum of 4 is 3) and only adds load and risk"
+	// +kubebuilder:validation:XValidation:rule="self < 1 || self > 9 || self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even number of members tolerates no more failures than one fewer (a quorum of 2 is 2, of 4 is 3, of 6 is 4, of 8 is 5) and only adds load and risk"
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 

@@ -257,7 +257,7 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 	}{
 		{"C10 replicas 0", []testutil.ClusterOption{testutil.WithReplicas(0)}, false, []string{"spec.replicas"}},
 		{"C10 replicas 2", []testutil.ClusterOption{testutil.WithReplicas(2)}, false, []string{"spec.replicas", "odd"}},
-		{"C10 replicas 4", []testutil.ClusterOption{testutil.WithReplicas(4)}, false, []string{"spec.replicas", "a quorum of 4 is 3"}},
+		{"C10 replicas 4", []testutil.ClusterOption{testutil.WithReplicas(4)}, false, []string{"spec.replicas", "of 4 is 3"}},
 		{"C10 replicas 11", []testutil.ClusterOption{testutil.WithReplicas(11)}, false, []string{"spec.replicas"}},
 		{"C11 size 0", []testutil.ClusterOption{testutil.WithStorageSize("0")}, false, []string{"spec.storage.size", "at least 64Mi"}},
 		{"C11 size -1Gi", []testutil.ClusterOption{testutil.WithStorageSize("-1Gi")}, false, []string{"spec.storage.size", "at least 64Mi"}},
