@@ -110,9 +110,9 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		mem.DownSince.UTC().Format(time.RFC3339), after)
 }
 
-// replaceAt returns when a member that is down, and has a pod, is due to be replaced if it stays as
-// it is at the pass: the end of spec.recovery.replaceUnhealthyMemberAfter from its DownSince, or later,
-// when its pod is too new by then: a pod being deleted (a rollout or a repair recreates it: the new pod
+// replaceAt returns when a member that is down is due to be replaced if it stays as it is at the
+// pass: the end of spec.recovery.replaceUnhealthyMemberAfter from its DownSince (of a member without a
+// pod, that alone), or later, when its pod is too new by then: a pod being deleted (a rollout or a repair recreates it: the new pod
 // gets its chance) counts as new for RecreateAfter from its deletion (one stuck terminating longer, on
 // a lost node say, no longer counts); a pod is new for RecreateAfter from its creation (a pod recreated
 // with a spec fixed since, which the member had been down on, for one; a pod RecreateDue recreated at
@@ -125,6 +125,8 @@ func replaceAt(c *model.Cluster, mem *model.Member) time.Time {
 	p := mem.Pod
 	var newUntil time.Time
 	switch {
+	case p == nil:
+		return at
 	case p.DeletionTimestamp != nil:
 		newUntil = p.DeletionTimestamp.Add(wait)
 	case mem.Starting(c.Now):

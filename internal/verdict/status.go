@@ -291,7 +291,7 @@ const (
 
 // memberNote is what the pass knows of a listed member that the status does not record: state is
 // memberJoining, memberStarting or ""; replaceAt is when ReplaceDue holds for it if it stays down as it
-// is (see replaceAt), the zero time when it has no pod.
+// is (see replaceAt).
 type memberNote struct {
 	state     string
 	replaceAt time.Time
@@ -308,9 +308,7 @@ func memberNotes(m *model.Cluster) map[string]memberNote {
 		case mem.Starting(m.Now):
 			n.state = memberStarting
 		}
-		if mem.Pod != nil {
-			n.replaceAt = replaceAt(m, mem)
-		}
+		n.replaceAt = replaceAt(m, mem)
 		out[mem.Name] = n
 	}
 	return out
@@ -548,10 +546,7 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	case mem.WaitsForImage():
 		return " (its etcd container waits for its image: it is neither recreated nor replaced, a new pod would wait the same way; if the image does not exist, fix spec.version or spec.image)"
 	}
-	replaced := mem.DownSince.Add(spec.ReplaceAfter())
-	if mem.Pod != nil {
-		replaced = replaceAt(m, mem)
-	}
+	replaced := replaceAt(m, mem)
 	if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
 		s := " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"
 		if spec.ReplaceAfter() > 0 {
