@@ -120,9 +120,10 @@ func (r *EtcdClusterReconciler) deleteLostCluster(ctx context.Context, s *scope,
 	if st, err := r.recordStatus(ctx, c, "that the lost cluster's members are deleted"); err != nil || st != nil {
 		return st, err
 	}
+	who := membership.CountMembers(int(c.Spec.ReplicasOrDefault()))
 	r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonRestoringFromBackup, "Recover",
-		"Deleted the lost cluster's members; creating %s that restore EtcdBackup %s", membership.CountMembers(int(c.Spec.ReplicasOrDefault())), rec.Backup)
-	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %s that restore EtcdBackup %s", membership.CountMembers(int(c.Spec.ReplicasOrDefault())), rec.Backup)), nil
+		"Deleted the lost cluster's members; creating %s that restore EtcdBackup %s", who, rec.Backup)
+	return verdict.Acting(etcdv1beta1.ReasonRestoringFromBackup, fmt.Sprintf("Creating %s that restore EtcdBackup %s", who, rec.Backup)), nil
 }
 
 // recordStatus writes c's status at once, with the resourceVersion this pass read, so that a recovery
