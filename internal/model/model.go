@@ -265,6 +265,12 @@ func (m *Member) etcdStatus() *corev1.ContainerStatus {
 	return nil
 }
 
+// EtcdRunning reports whether the kubelet reports the etcd container of the member's pod running.
+func (m *Member) EtcdRunning() bool {
+	st := m.etcdStatus()
+	return st != nil && st.State.Running != nil
+}
+
 // Image returns the image of the etcd container of the member's pod, "" without a pod.
 func (m *Member) Image() string {
 	if m.Pod == nil {
@@ -389,18 +395,14 @@ func (m *Member) podProblem(starting bool) string {
 			return out
 		}
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != resources.EtcdContainer {
-			continue
-		}
-		if starting && m.PullingImage() {
-			return PullingImageProblem + " " + cs.Image
-		}
-		if out := waiting("etcd container", cs); out != "" {
-			return out
-		}
+	cs := m.etcdStatus()
+	switch {
+	case cs == nil:
+		return ""
+	case starting && m.PullingImage():
+		return PullingImageProblem + " " + cs.Image
 	}
-	return ""
+	return waiting("etcd container", *cs)
 }
 
 // PullingImageProblem begins the Problem of a member whose etcd container waits for the kubelet to

@@ -70,13 +70,8 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 // reaches them at once; their claims, and any data on them, are kept. A pod whose etcd runs is left to
 // the rolling update once the cluster has formed.
 func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.Options) string {
-	if !mem.HasPod() || mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == opts.SpecHash(c.Object) {
+	if !mem.HasPod() || mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == opts.SpecHash(c.Object) || mem.EtcdRunning() {
 		return ""
-	}
-	for _, cs := range mem.Pod.Status.ContainerStatuses {
-		if cs.Name == resources.EtcdContainer && cs.State.Running != nil {
-			return ""
-		}
 	}
 	if p := mem.PodProblem(); p != "" {
 		return "built from an older spec, its etcd not running: " + p
