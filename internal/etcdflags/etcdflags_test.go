@@ -1,6 +1,9 @@
 package etcdflags
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestKnown: flags of etcd's server, etcdmain's own and the etcd 2 flags it ignores are known to 3.6;
 // a typo is not; another minor is not checked.
@@ -20,5 +23,39 @@ func TestKnown(t *testing.T) {
 	}
 	if Minor() != "3.6" {
 		t.Errorf("Minor() = %q, want 3.6 (go.mod's go.etcd.io/etcd/server/v3)", Minor())
+	}
+}
+
+// TestCheck: etcd's own flag set and validation refuse a value a flag's type does not parse, a log
+// level or format etcd does not know, and a heartbeat interval above a fifth of the election timeout;
+// they accept valid values, etcdmain's own flags, and anything for another minor.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // a part of the error, "" for none
+	}{
+		{[]string{"--log-level=debug", "--snapshot-count=5000", "--experimental-compact-hash-check-enabled=true"}, ""},
+		{[]string{"--heartbeat-interval=100", "--election-timeout=1000"}, ""},
+		{[]string{"--v2-deprecation=write-only"}, ""},
+		{[]string{"--log-level=verbose"}, `unrecognized level: "verbose"`},
+		{[]string{"--log-format=xml"}, "xml"},
+		{[]string{"--snapshot-count=many"}, `invalid value "many" for flag -snapshot-count`},
+		{[]string{"--max-txn-ops=-1"}, `invalid value "-1" for flag -max-txn-ops`},
+		{[]string{"--heartbeat-interval=500"}, "should be at least as 5 times as --heartbeat-interval"},
+		{[]string{"--auto-compaction-mode=hourly"}, `unknown auto-compaction-mode "hourly"`},
+		{[]string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
+		{[]string{"--log-levle=debug"}, "flag provided but not defined: -log-levle"},
+		{[]string{"stray"}, `"stray" is not a flag`},
+	} {
+		err := Check("3.6", tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Check(3.6, %q) = %v, want nil", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Check(3.6, %q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	if err := Check("3.5", []string{"--log-level=verbose"}); err != nil {
+		t.Errorf("Check(3.5, …) = %v, want nil: another minor is not checked", err)
 	}
 }

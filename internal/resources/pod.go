@@ -26,11 +26,12 @@ const EtcdContainer = "etcd"
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
 // extraArgs are dropped, admission refuses them).
 func (o Options) EtcdArgs(c *etcdv1beta1.EtcdCluster, m Member) []string {
-	return append(o.ownedArgs(c, m), optionArgs(c.Spec.Options)...)
+	return append(o.ownedArgs(c, m), OptionArgs(c.Spec.Options)...)
 }
 
-// optionArgs returns the flags of spec.options.
-func optionArgs(opts *etcdv1beta1.EtcdOptions) []string {
+// OptionArgs returns the etcd flags of spec.options ("--name=value" each): the typed fields, then
+// extraArgs sorted by name, without the reserved flags (etcdv1beta1.ReservedFlag).
+func OptionArgs(opts *etcdv1beta1.EtcdOptions) []string {
 	if opts == nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -89,7 +90,11 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(nil, s)...)
-	errs = append(errs, validateExtraArgs(nil, specExtraArgs(s), "", minorOf(specVersion(s)))...)
+	if extra := validateExtraArgs(nil, specExtraArgs(s), "", minorOf(specVersion(s))); len(extra) > 0 {
+		errs = append(errs, extra...)
+	} else {
+		errs = append(errs, validateOptionValues(nil, s.Options, "", minorOf(specVersion(s)))...)
+	}
 	errs = append(errs, validateSchedules(nil, s)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
@@ -127,7 +132,11 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(o, s)...)
-	errs = append(errs, validateExtraArgs(specExtraArgs(o), specExtraArgs(s), minorOf(specVersion(o)), minorOf(specVersion(s)))...)
+	if extra := validateExtraArgs(specExtraArgs(o), specExtraArgs(s), minorOf(specVersion(o)), minorOf(specVersion(s))); len(extra) > 0 {
+		errs = append(errs, extra...)
+	} else {
+		errs = append(errs, validateOptionValues(o.Options, s.Options, minorOf(specVersion(o)), minorOf(specVersion(s)))...)
+	}
 	errs = append(errs, validateSchedules(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
@@ -486,6 +495,53 @@ func validateExtraArgs(old, args map[string]string, oldMinor, minor string) fiel
 		}
 	}
 	return errs
+}
+
+// validateOptionValues refuses the values of spec.options that etcd of minor ("3.6") refuses before it
+// starts, as etcd's own flag parsing and validation find them (etcdflags.Check): a value a flag's type
+// does not parse, a log level etcd does not know, a heartbeat interval above a fifth of the election
+// timeout. Every member restarted with them would crash-loop. An entry of extraArgs that etcd refuses
+// with the typed options is named; a combination of entries is refused on spec.options. Entries of old
+// with the same value are left out (an object admitted before the rule existed can still be changed
+// otherwise), unless the minor changed from oldMinor; nothing is checked when the options and the
+// minor are unchanged, or for a minor other than the one the operator is built against.
+func validateOptionValues(old, opts *etcdv1beta1.EtcdOptions, oldMinor, minor string) field.ErrorList {
+	if opts == nil || (oldMinor == minor && equality.Semantic.DeepEqual(old, opts)) {
+		return nil
+	}
+	var oldArgs map[string]string
+	if old != nil && oldMinor == minor {
+		oldArgs = old.ExtraArgs
+	}
+	typed := opts.DeepCopy()
+	typed.ExtraArgs = nil
+	args := resources.OptionArgs(typed)
+	p := specPath.Child("options", "extraArgs")
+	var errs field.ErrorList
+	checked := slices.Clone(args)
+	for _, k := range slices.Sorted(maps.Keys(opts.ExtraArgs)) {
+		v := opts.ExtraArgs[k]
+		if was, ok := oldArgs[k]; ok && was == v {
+			continue
+		}
+		arg := "--" + k + "=" + v
+		checked = append(checked, arg)
+		if err := etcdflags.Check(minor, append(slices.Clone(args), arg)); err != nil {
+			errs = append(errs, field.Invalid(p.Key(k), v, refusedByEtcd(minor, err)))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if err := etcdflags.Check(minor, checked); err != nil {
+		return field.ErrorList{field.Invalid(specPath.Child("options"), strings.Join(checked, " "), refusedByEtcd(minor, err))}
+	}
+	return nil
+}
+
+// refusedByEtcd is the message of an option etcd of minor refuses with err.
+func refusedByEtcd(minor string, err error) string {
+	return fmt.Sprintf("etcd %s refuses it as it starts (%v), so every member restarted with it would crash-loop: check the value against `etcd --help` of that release", minor, err)
 }
 
 // unknownFlag refuses name at path p when etcd of minor ("3.6") has no such flag, per its own flag set

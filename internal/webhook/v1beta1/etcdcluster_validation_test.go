@@ -106,6 +106,16 @@ func TestValidateCreate(t *testing.T) {
 		{"3.5 patch", cluster(testutil.WithVersion("3.5.35")), nil, nil},
 		{"emptyDir", cluster(testutil.WithEmptyDir()), nil, nil},
 		{"allowed extra flag", cluster(extraArgs("log-level", "debug")), nil, nil},
+		// values etcd's own flag parsing and validation refuse (etcdflags.Check)
+		{"extra flag with a log level etcd does not know", cluster(extraArgs("log-level", "verbose")), []problem{{"spec.options.extraArgs[log-level]",
+			`etcd 3.6 refuses it as it starts (unrecognized level: "verbose"), so every member restarted with it would crash-loop`}}, nil},
+		{"extra flag with a value its type does not parse", cluster(extraArgs("max-wals", "five", "log-level", "debug")), []problem{{"spec.options.extraArgs[max-wals]",
+			`invalid value "five" for flag -max-wals`}}, nil},
+		{"extra flags etcd refuses together", cluster(extraArgs("log-format", "json", "experimental-compact-hash-check-enabled", "yes")), []problem{{"spec.options.extraArgs[experimental-compact-hash-check-enabled]",
+			`invalid boolean value "yes"`}}, nil},
+		{"typed heartbeat above a fifth of etcd's default election timeout", cluster(testutil.WithOptions(func(o *etcdv1beta1.EtcdOptions) { o.HeartbeatIntervalMillis = ptr.To[int32](500) })),
+			[]problem{{"spec.options", "--election-timeout[1000ms] should be at least as 5 times as --heartbeat-interval[500ms]"}}, nil},
+		{"extra flag with a 3.5 cluster: not checked", cluster(testutil.WithVersion("3.5.35"), extraArgs("log-level", "verbose")), nil, nil},
 		{"image with a registry port", cluster(testutil.WithImage("registry.example:5000/mirror/etcd:v3.6.16")), nil, nil},
 		{"image by digest", cluster(testutil.WithImage("registry.example/etcd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")), nil, nil},
 		{"image without a registry", cluster(testutil.WithImage("etcd")), nil, nil},
@@ -249,9 +259,9 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + key + "]", "cannot be set through extraArgs: " + why}})
 		}
 	}
-	for _, flag := range []string{"log-level", "experimental-compact-hash-check-enabled", "max-wals"} {
-		if errs, _ := ValidateCreate(cluster(extraArgs(flag, "x"))); len(errs) != 0 {
-			t.Errorf("%s refused: %v", flag, errs)
+	for flag, value := range map[string]string{"log-level": "debug", "experimental-compact-hash-check-enabled": "true", "max-wals": "5"} {
+		if errs, _ := ValidateCreate(cluster(extraArgs(flag, value))); len(errs) != 0 {
+			t.Errorf("%s=%s refused: %v", flag, value, errs)
 		}
 	}
 	// The typed options say what to use instead.
@@ -463,6 +473,12 @@ func TestValidateUpdate(t *testing.T) {
 		{"image change rolls", cluster(), cluster(testutil.WithImage("mirror.example/etcd:v3.6.16")), nil, []string{"changing spec.image " + roll}},
 		{"podTemplate change rolls", cluster(), cluster(podLabels("team", "a")), nil, []string{"changing spec.podTemplate " + roll}},
 		{"options change rolls", cluster(), cluster(extraArgs("log-level", "debug")), nil, []string{"changing spec.options " + roll}},
+		{"extra flag value etcd refuses, changed", cluster(extraArgs("log-level", "debug")), cluster(extraArgs("log-level", "verbose")),
+			[]problem{{"spec.options.extraArgs[log-level]", `unrecognized level: "verbose"`}}, nil},
+		{"extra flag value etcd refuses, kept as admitted", cluster(testutil.WithReplicas(3), extraArgs("log-level", "verbose")), cluster(testutil.WithReplicas(3), extraArgs("log-level", "verbose", "max-wals", "5")),
+			nil, []string{"changing spec.options " + roll}},
+		{"extra flag value etcd refuses, kept through an upgrade to 3.6", cluster(testutil.WithVersion("3.5.35"), extraArgs("log-level", "verbose")), cluster(testutil.WithVersion("3.6.16"), extraArgs("log-level", "verbose")),
+			[]problem{{"spec.options.extraArgs[log-level]", `unrecognized level: "verbose"`}}, nil},
 		{"several changes, one warning", cluster(testutil.WithVersion("3.6.15")), cluster(testutil.WithVersion("3.6.16"), testutil.WithImage("mirror.example/etcd:v3.6.16"), podLabels("a", "b"), extraArgs("log-level", "warn")),
 			nil, []string{"changing spec.version, spec.image, spec.podTemplate, spec.options " + roll}},
 		{"quota below a member's database", cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20)), cluster(testutil.WithStorageSize("10Gi"), dbSizes(100<<20, 3<<30, 200<<20), testutil.WithQuota("2Gi")), nil, []string{

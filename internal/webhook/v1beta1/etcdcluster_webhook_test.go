@@ -287,6 +287,9 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"a flag etcd 3.6 does not have", []testutil.ClusterOption{extraArgs("log-levle", "debug")}, true, []string{
 			`spec.options.extraArgs[log-levle]: Invalid value: "log-levle": etcd 3.6 has no flag --log-levle and would refuse to start with it`,
 		}},
+		{"a value etcd 3.6 refuses", []testutil.ClusterOption{extraArgs("log-level", "verbose")}, true, []string{
+			`spec.options.extraArgs[log-level]: Invalid value: "verbose": etcd 3.6 refuses it as it starts (unrecognized level: "verbose"), so every member restarted with it would crash-loop`,
+		}},
 		{"risky and TLS flags", []testutil.ClusterOption{extraArgs("enable-pprof", "true", "discovery-srv-name", "x", "tls-min-version", "TLS1.3")}, true, []string{
 			`spec.options.extraArgs[discovery-srv-name]: Forbidden: cannot be set through extraArgs: members are bootstrapped by the operator, not by discovery`,
 			`spec.options.extraArgs[enable-pprof]: Forbidden: cannot be set through extraArgs: it serves /debug/pprof on the client port, unauthenticated, to every client that reaches it`,
@@ -311,6 +314,11 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		c := create(t, k8s, testutil.WithVersion("3.5.20"))
 		denied(t, update(k8s, c, testutil.WithVersion("3.6.16"), extraArgs("data-dir", "/x")), true,
 			"spec.version", "3.5.26 or later", "spec.options.extraArgs[data-dir]")
+	})
+	t.Run("update, an extraArgs value etcd 3.6 refuses", func(t *testing.T) {
+		c := create(t, k8s, extraArgs("log-level", "debug"))
+		denied(t, update(k8s, c, extraArgs("log-level", "verbose")), true,
+			`spec.options.extraArgs[log-level]: Invalid value: "verbose"`, `unrecognized level: "verbose"`)
 	})
 	t.Run("update, allowed: grow and change the image", func(t *testing.T) {
 		c := create(t, k8s)
