@@ -165,6 +165,11 @@ const (
 	// AnnotationSpecHash on a member pod is the hash of the spec fields the pod was built from; a pod
 	// with another hash than the current spec's is rolled.
 	AnnotationSpecHash = "etcd.etcdkit.dev/spec-hash"
+	// AnnotationRolledOnto on a member's claim is the spec hash (AnnotationSpecHash) a rolling update
+	// last restarted the member onto while the member served: a member that is down on a pod of that
+	// hash, while no other member serves on one, went down on a spec no member has run, and is not
+	// replaced (a new member would be made from the same spec).
+	AnnotationRolledOnto = "etcd.etcdkit.dev/rolled-onto"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
 	// LabelBackup names the EtcdBackup a Job or pod belongs to (shortened with a hash when the name

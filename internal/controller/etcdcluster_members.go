@@ -46,8 +46,10 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 }
 
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
-// them under Retain (for existing claims too), and records on a started member's claim its member and
-// cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against.
+// them under Retain (for existing claims too), records on a started member's claim its member and
+// cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
+// record of a rollout's restart from the claim of a member that has served since on the spec it was
+// restarted onto (verdict.ServedOnRolledSpec).
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
@@ -55,7 +57,8 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)
 		identity := verdict.ClaimIdentity(s.m, m)
-		if (owned != retain && identity == nil) || pvc.DeletionTimestamp != nil {
+		served := verdict.ServedOnRolledSpec(m)
+		if (owned != retain && identity == nil && !served) || pvc.DeletionTimestamp != nil {
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())
@@ -66,6 +69,9 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
 		}
 		pvc.Annotations = resources.Merged(pvc.Annotations, identity)
+		if served {
+			delete(pvc.Annotations, etcdv1beta1.AnnotationRolledOnto)
+		}
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("update the owner and identity of persistentvolumeclaim %s: %w", pvc.Name, err)
 		}

@@ -12,6 +12,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,6 +154,120 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRolloutOntoUntriedSpecNotReplaced: a rolling update restarts a member that served onto a new spec
+// (its claim records that), and the member does not come back (it crash-loops, as on an etcd flag
+// value it refuses or a memory limit it cannot start within). No other member serves on that spec, so
+// the member is not replaced when the replacement policy ends (a new member would be made from the same
+// spec): it keeps its member ID and claim, the rollout goes no further, and Degraded says what to do.
+// Undoing the change recreates its pod with the spec it ran on, on its claim.
+func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
+	const policy = 20 * time.Second
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+	})
+	runDisruptionController(t, c)
+	oldHash := resources.Options{}.SpecHash(c)
+	pods, claims, ids := map[string]types.UID{}, map[string]types.UID{}, map[string]uint64{}
+	for _, m := range memberList(t, members[0].ClientURL()) {
+		ids[m.Name] = m.ID
+	}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[n] = p.UID
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		claims[n] = pvc.UID
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	})
+	newHash := resources.Options{}.SpecHash(c)
+	first := -1
+	testutil.Eventually(t, waitTimeout, "the rollout restarts a first member", func(context.Context) error {
+		for i, n := range names {
+			if p, err := getPod(c, n); err == nil && p.UID != pods[n] {
+				first = i
+				return nil
+			}
+		}
+		return errors.New("no member restarted yet")
+	})
+	name := names[first]
+	// The fault: the restarted member's etcd does not come back on the new spec.
+	members[first].Stop()
+	markCrashLoop(t, c, name)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != newHash {
+		t.Errorf("claim of %s records %s=%q, want the new spec's hash %q", name, etcdv1beta1.AnnotationRolledOnto, got, newHash)
+	}
+	testutil.Eventually(t, waitTimeout, "Degraded says "+name+" is not replaced and what to do", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
+		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "a rolling update restarted it onto a spec no member has run") || strings.Contains(d.Message, "replaced at") {
+			return fmt.Errorf("degraded %+v", d)
+		}
+		return nil
+	})
+	// Past the end of the policy (counted from the restart): still the same member on the same claim,
+	// and no other member restarted. The pod that half of the policy recreates crash-loops too.
+	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", func(ctx context.Context) error {
+		if p, err := getPod(c, name); err == nil && len(p.Status.ContainerStatuses) == 0 {
+			markCrashLoop(t, c, name)
+		}
+		listed := map[string]uint64{}
+		for _, m := range memberList(t, members[(first+1)%3].ClientURL()) {
+			listed[m.Name] = m.ID
+		}
+		if listed[name] != ids[name] || len(listed) != 3 {
+			return fmt.Errorf("members %v, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID != claims[name] || pvc.DeletionTimestamp != nil {
+			return fmt.Errorf("the claim of %s was replaced or is being deleted", name)
+		}
+		for i, n := range names {
+			if i == first {
+				continue
+			}
+			if p, err := getPod(c, n); err != nil {
+				return err
+			} else if p.UID != pods[n] {
+				return fmt.Errorf("%s was restarted too", n)
+			}
+		}
+		return nil
+	})
+
+	// Undoing the change reaches the member at once: its pod is recreated with the spec it ran on.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil })
+	testutil.Eventually(t, waitTimeout, name+" recreated with the spec it ran on", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
+		}
+		return nil
+	})
+	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {
+		t.Errorf("members %+v after the undo, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+	}
 }
 
 // markNotReady sets the pod's Ready condition False, as kubelet does when its readiness probe fails.

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -13,6 +15,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -28,7 +31,8 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return nil, nil // a rollout needs an answering cluster; membership went first
 	}
 	c := s.cluster
-	a := rollout.Next(s.m.Rollout(r.Options.SpecHash(s.cluster)))
+	hash := r.Options.SpecHash(s.cluster)
+	a := rollout.Next(s.m.Rollout(hash))
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	switch a.Kind {
 	case rollout.None:
@@ -48,6 +52,9 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))
+		if err := r.recordRolledOnto(ctx, s.m.Member(a.Member), hash); err != nil {
+			return nil, err
+		}
 		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
 			return nil, err
 		} else if refused != "" {
@@ -84,6 +91,23 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "move_leader", nil, false)
 	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), corev1.EventTypeNormal, "MovedLeader", "MoveLeader", "Moved leadership from %s to %s (ID %s): %s", a.Member, a.Target, etcd.FormatID(a.TargetID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonMovingLeader, a.Reason), nil
+}
+
+// recordRolledOnto records on the claim of m, a member the rollout is about to restart, the spec hash
+// it restarts it onto (etcdv1beta1.AnnotationRolledOnto) when m serves: if it goes down on that spec
+// while no other member serves on it, it is not replaced (model.Cluster.DownOnUntriedSpec). A member
+// already down is restarted without the record (the spec is not why it is down), and a member without
+// a claim (emptyDir) has nowhere to keep it.
+func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, m *model.Member, hash string) error {
+	if m == nil || !m.Serving() || !m.HasClaim() || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash {
+		return nil
+	}
+	patch := client.MergeFrom(m.Claim.DeepCopy())
+	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{etcdv1beta1.AnnotationRolledOnto: hash})
+	if err := r.Patch(ctx, m.Claim, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("record on persistentvolumeclaim %s the spec its member is restarted onto: %w", m.Claim.Name, err)
+	}
+	return nil
 }
 
 // restartMember takes a member's pod down so that it is recreated on its claim with the current spec:

@@ -164,6 +164,19 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 			t.Errorf("member %s ID %s after the rollout, want %s (the same member on its data)", m.Name, m.ID, want)
 		}
 	}
+	// each member served on the new spec: the record of its restart onto it is gone from its claim
+	testutil.Eventually(t, waitTimeout, "no claim records a restart onto an untried spec", func(ctx context.Context) error {
+		for _, n := range names {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
+				return err
+			}
+			if v, ok := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; ok {
+				return fmt.Errorf("claim of %s has %s=%s", n, etcdv1beta1.AnnotationRolledOnto, v)
+			}
+		}
+		return nil
+	})
 }
 
 // TestC09_VersionPathRefusedWithoutPodChanges: a version the members cannot move to (it got past

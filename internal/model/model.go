@@ -437,6 +437,26 @@ func (m *Member) WaitsForImage() bool {
 	return m.ImageUnavailable() || m.PullingImage()
 }
 
+// DownOnUntriedSpec reports whether the member is down on a spec that no member has served on: a
+// rolling update restarted it, while it served, onto the spec its pod was built from, and it has not
+// served on it since (its claim's AnnotationRolledOnto is its pod's AnnotationSpecHash; the record is
+// removed once it serves), and no other member serves on a pod of that spec. The spec may be what keeps it down (a flag value etcd refuses, a memory limit etcd cannot
+// start within, a node selector no node matches): a member made from the same spec would most likely
+// fail the same way, so it is not replaced. False for a member without a pod or claim, or one that a
+// rollout moved onto the spec while it was already down.
+func (c *Cluster) DownOnUntriedSpec(m *Member) bool {
+	if !m.Down() || !m.HasPod() || m.Claim == nil {
+		return false
+	}
+	hash := m.Pod.Annotations[etcdv1beta1.AnnotationSpecHash]
+	if hash == "" || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != hash {
+		return false
+	}
+	return !slices.ContainsFunc(c.Listed(), func(o *Member) bool {
+		return o.Name != m.Name && o.Serving() && o.Pod != nil && o.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == hash
+	})
+}
+
 // ImagePullReasons are the reasons the kubelet gives a container that waits for an image it cannot get.
 var ImagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 

@@ -45,8 +45,9 @@ func RecreateDue(c *model.Cluster, mem *model.Member) bool {
 // restarts containers in place, never a failed pod); a learner that has not started and whose pod
 // names other members in --initial-cluster than etcd lists now (members were replaced since it was
 // added: etcd refuses to start it, "error validating peerURLs"), recreated with the current list, or
-// whose pod was built from an older spec (a fix of a spec that could not run reaches it at once); or a
-// member RecreateDue holds for.
+// whose pod was built from an older spec (a fix of a spec that could not run reaches it at once); a
+// member whose pod of an older spec does not run etcd (OutdatedPodDown); or a member RecreateDue holds
+// for.
 func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) (reason, why string) {
 	switch {
 	case mem.HasPod() && mem.Pod.Status.Phase == corev1.PodFailed:
@@ -56,10 +57,25 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
 	case mem.Learner() && !mem.Started() && mem.HasPod() && !c.PodCurrent(mem, opts.SpecHash(c.Object)):
 		return "RestartingLearner", "a learner that has not started, built from an older spec"
+	case OutdatedPodDown(c, mem, opts):
+		return "RecreatingMember", "built from an older spec, its etcd not running: " + mem.PodProblem()
 	case RecreateDue(c, mem):
 		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())
 	}
 	return "", ""
+}
+
+// OutdatedPodDown reports whether mem's pod was built from an older spec (or TLS settings) than the
+// current one and its etcd does not run for a reason the pod shows (a crash loop, an image that cannot
+// be pulled, an unschedulable pod; model.Member.PodProblem), whether or not etcd answers: recreating it
+// with the current spec on its data takes down nothing that serves, and is how a fix of the spec
+// reaches a member that the change took down. The rollout, which restarts one member at a time and
+// only while etcd answers, cannot: when a spec that let each member start took several down later (a
+// memory limit etcd outgrew), the cluster has no quorum and the members crash-loop on the old spec
+// until their pods are recreated.
+func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
+	return mem.HasPod() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
+		!c.PodCurrent(mem, opts.SpecHash(c.Object))
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -84,9 +100,12 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss);
 // another member when replacing is on (ReplaceAfter > 0), it has been down that long, its pod exists
 // and does not wait for its image (model.Member.WaitsForImage: one the kubelet cannot get or is still
-// pulling; a replacement would wait for the same image; fixing the spec heals it) (a member without a pod is recreated on its claim, or replaced at once when its data is gone;
-// one whose pod cannot be created, held back by a quota, is not helped by a replacement). The quorum is
-// the planner's to check: it removes nothing without one.
+// pulling; a replacement would wait for the same image; fixing the spec heals it), and it is not down
+// on a spec no member has served on (model.Cluster.DownOnUntriedSpec: a rollout restarted it onto a
+// spec that may be what keeps it down, and a replacement would be made from the same spec; fixing or
+// undoing the change heals it) (a member without a pod is recreated on its claim, or replaced at once
+// when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
+// replacement). The quorum is the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 	if !mem.Down() {
 		return ""
@@ -98,7 +117,7 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return "its data directory is not its own (" + msg + ")"
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.Now.Before(replaceAt(c, mem)) {
+	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || c.Now.Before(replaceAt(c, mem)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
@@ -146,6 +165,18 @@ func Replacements(c *model.Cluster) map[string]string {
 	return out
 }
 
+// ServedOnRolledSpec reports whether mem serves on the spec a rolling update restarted it onto (its
+// claim's AnnotationRolledOnto is its pod's spec hash): the spec has run, and the record, which keeps a
+// member down on an untried spec from being replaced (model.Cluster.DownOnUntriedSpec), is to be
+// removed.
+func ServedOnRolledSpec(mem *model.Member) bool {
+	if !mem.Serving() || mem.Pod == nil || mem.Claim == nil {
+		return false
+	}
+	rolled := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto]
+	return rolled != "" && rolled == mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash]
+}
+
 // CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer
 // lists: once the member is replaced the alarm only keeps the cluster refusing writes.
 func CorruptToDisarm(c *model.Cluster) []uint64 {
@@ -172,6 +203,12 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 	}
 }
 
+// untriedSpecNote says what happens to a member down on a spec no member has served on
+// (model.Cluster.DownOnUntriedSpec), and what to do.
+const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec no member has run, which may be what keeps it down, and a new member would be made from the same spec; " +
+	"if the change of the spec is the cause (an etcd flag value, a memory limit, a node selector), fix or undo it and the member is recreated on its data; " +
+	"if the spec is right, delete the member's claim and then its pod, and it is replaced with a copy of its peers' data"
+
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the
 // operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
 // CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers"
@@ -181,7 +218,8 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 // a restart or a promotion coming back), that it is starting, with the same countdown. Of a voter in
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
-// replacement countdown. The countdown ends at the end of the policy from DownSince, or at
+// replacement countdown. Of a member down on a spec no member has served on (notes[name].untriedSpec),
+// that it is not replaced and what to do (untriedSpecNote). The countdown ends at the end of the policy from DownSince, or at
 // notes[name].replaceAt when that is later (a new pod is given its chance).
 func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool, notes map[string]memberNote) []string {
 	var out []string
@@ -214,6 +252,8 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not replaced while its image is being pulled (a new member would wait for the same pull): if the pull does not finish (a registry that does not answer), fix spec.image"
 		} else if after > 0 && model.ImagePullProblem(m.Problem) {
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
+		} else if after > 0 && note.untriedSpec {
+			s += "; " + untriedSpecNote
 		} else if after > 0 {
 			at := m.DownSince.Add(after)
 			if note.replaceAt.After(at) {

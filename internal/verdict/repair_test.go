@@ -450,3 +450,125 @@ func thirdDownForAnHour(name string) (now time.Time, long metav1.Time, c *etcdv1
 		Health: map[uint64]error{1: nil, 2: nil, 3: errors.New("connection refused")}}
 	return now, long, c, e
 }
+
+// TestNoReplacementOnUntriedSpec: a member down for an hour, crash-looping on a pod of spec B, is not
+// replaced when a rolling update restarted it onto B while it served (its claim records B) and no
+// other member serves on B: a new member would be made from B too. Degraded and AwaitHealthy say so
+// and what to do. It is replaced as before when another member serves on B (B is not the cause), when
+// its claim records no such restart (the rollout moved it onto B while it was already down), or when
+// it went down on B and the rollout then moved it onto C. ServedOnRolledSpec holds once it serves on B.
+func TestNoReplacementOnUntriedSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rolled   string    // the claim's AnnotationRolledOnto
+		hashes   [3]string // the members' pods' spec hashes
+		replaced bool
+	}{
+		{"restarted onto B while serving, no other member on B", "B", [3]string{"A", "A", "B"}, false},
+		{"restarted onto B while serving, another member serves on B", "B", [3]string{"A", "B", "B"}, true},
+		{"moved onto B while down", "", [3]string{"A", "A", "B"}, true},
+		{"restarted onto B while serving, then moved onto C while down", "B", [3]string{"A", "A", "C"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now, long, c, e := thirdDownForAnHour("u")
+			var pods []corev1.Pod
+			for i, h := range tc.hashes {
+				p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("u-%d", i), CreationTimestamp: long,
+					Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: h}}}
+				if i == 2 {
+					p.Status = waitingPodStatus("CrashLoopBackOff")
+				}
+				pods = append(pods, p)
+			}
+			claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("u-2")}}
+			if tc.rolled != "" {
+				claim.Annotations = map[string]string{etcdv1beta1.AnnotationRolledOnto: tc.rolled}
+			}
+			m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: []corev1.PersistentVolumeClaim{claim}})
+			mem := m.Member("u-2")
+			if got := m.DownOnUntriedSpec(mem); got == tc.replaced {
+				t.Errorf("DownOnUntriedSpec = %v, want %v", got, !tc.replaced)
+			}
+			if why := ReplaceDue(m, mem); (why != "") != tc.replaced {
+				t.Errorf("ReplaceDue = %q, want replaced %v", why, tc.replaced)
+			}
+			if ServedOnRolledSpec(mem) {
+				t.Error("ServedOnRolledSpec = true for a member that is down")
+			}
+			c.Status.Members = memberStatuses(m)
+			degraded := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m)), "; ")
+			awaited := AwaitHealthy(m).Message
+			for what, msg := range map[string]string{"Degraded": degraded, "AwaitHealthy": awaited} {
+				if got := strings.Contains(msg, "a rolling update restarted it onto a spec no member has run") && strings.Contains(msg, "fix or undo it"); got == tc.replaced {
+					t.Errorf("%s = %q: says the member is not replaced for its spec: %v, want %v", what, msg, got, !tc.replaced)
+				}
+				if got := strings.Contains(msg, "replaced at "); got != tc.replaced {
+					t.Errorf("%s = %q: gives a replacement time: %v, want %v", what, msg, got, tc.replaced)
+				}
+			}
+		})
+	}
+}
+
+// TestServedOnRolledSpec: the record of a restart onto B goes once the member serves on B, not while
+// it serves on another spec (the restart has not happened yet: the eviction was refused).
+func TestServedOnRolledSpec(t *testing.T) {
+	now, _, c, e := thirdDownForAnHour("s")
+	e.Health[3] = nil
+	c.Status.Members = nil
+	for hash, want := range map[string]bool{"B": true, "A": false} {
+		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s-2", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: hash}}}
+		claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("s-2"),
+			Annotations: map[string]string{etcdv1beta1.AnnotationRolledOnto: "B"}}}
+		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}, Claims: []corev1.PersistentVolumeClaim{claim}})
+		if got := ServedOnRolledSpec(m.Member("s-2")); got != want {
+			t.Errorf("serving on %s, restarted onto B: ServedOnRolledSpec = %v, want %v", hash, got, want)
+		}
+	}
+}
+
+// TestOutdatedPodDown: with etcd not answering (no quorum: two members crash-loop), the pods of an
+// older spec whose etcd does not run are recreated with the current spec; the same pod on the current
+// spec is not (its fix is not here yet), a pod of an older spec that shows no problem is not (it may be
+// starting), and neither is the pod of a member that runs etcd.
+func TestOutdatedPodDown(t *testing.T) {
+	now, long, c, _ := thirdDownForAnHour("o")
+	testutil.WithTLS(false, false)(c) // the pods below are plaintext ones: PodCurrent compares TLS too
+	c.Status.ClusterID = "1"
+	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "o-0", ID: "1"}, {Name: "o-1", ID: "2"}, {Name: "o-2", ID: "3"}}
+	current := resources.Options{}.SpecHash(c)
+	pod := func(name, hash string, status corev1.PodStatus) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: long,
+			Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: hash}}, Status: status,
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: resources.EtcdContainer, Command: []string{
+				"etcd", "--listen-client-urls=http://0.0.0.0:2379", "--listen-peer-urls=http://0.0.0.0:2380"}}}}}
+	}
+	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want map[string]bool
+	}{
+		{"two crash-looping on an older spec", []corev1.Pod{pod("o-0", "old", running), pod("o-1", "old", waitingPodStatus("CrashLoopBackOff")), pod("o-2", "old", waitingPodStatus("CrashLoopBackOff"))},
+			map[string]bool{"o-0": false, "o-1": true, "o-2": true}},
+		{"crash-looping on the current spec", []corev1.Pod{pod("o-0", current, running), pod("o-1", current, waitingPodStatus("CrashLoopBackOff")), pod("o-2", current, waitingPodStatus("CrashLoopBackOff"))},
+			map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
+		{"an older spec, starting", []corev1.Pod{pod("o-0", "old", running), pod("o-1", "old", waitingPodStatus("PodInitializing")), pod("o-2", "old", corev1.PodStatus{})},
+			map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := model.Build(model.Input{Cluster: c, Now: now, Pods: tc.pods})
+			for name, want := range tc.want {
+				mem := m.Member(name)
+				if got := OutdatedPodDown(m, mem, resources.Options{}); got != want {
+					t.Errorf("%s: OutdatedPodDown = %v, want %v", name, got, want)
+				}
+				reason, why := PodToRecreate(m, mem, resources.Options{})
+				if want && (reason != "RecreatingMember" || !strings.HasPrefix(why, "built from an older spec, its etcd not running: etcd container CrashLoopBackOff")) {
+					t.Errorf("%s: PodToRecreate = %q, %q; want RecreatingMember, built from an older spec", name, reason, why)
+				}
+			}
+		})
+	}
+}

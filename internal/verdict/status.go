@@ -291,10 +291,12 @@ const (
 
 // memberNote is what the pass knows of a listed member that the status does not record: state is
 // memberJoining, memberStarting or ""; replaceAt is when ReplaceDue holds for it if it stays down as it
-// is (see replaceAt).
+// is (see replaceAt), unless untriedSpec.
 type memberNote struct {
 	state     string
 	replaceAt time.Time
+	// untriedSpec: model.Cluster.DownOnUntriedSpec holds, the member is not replaced
+	untriedSpec bool
 }
 
 // memberNotes returns a memberNote for each member etcd lists, by name.
@@ -309,6 +311,8 @@ func memberNotes(m *model.Cluster) map[string]memberNote {
 			n.state = memberStarting
 		}
 		n.replaceAt = replaceAt(m, mem)
+		// a member starting on its new pod shows no problem: it may well come up
+		n.untriedSpec = n.state == "" && m.DownOnUntriedSpec(mem)
 		out[mem.Name] = n
 	}
 	return out
@@ -545,6 +549,9 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 		return " (its image is being pulled: it is neither recreated nor replaced meanwhile, a new pod would wait for the same pull)"
 	case mem.WaitsForImage():
 		return " (its etcd container waits for its image: it is neither recreated nor replaced, a new pod would wait the same way; if the image does not exist, fix spec.version or spec.image)"
+	}
+	if m.DownOnUntriedSpec(mem) {
+		return " (" + untriedSpecNote + ")"
 	}
 	replaced := replaceAt(m, mem)
 	if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
