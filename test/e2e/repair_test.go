@@ -108,49 +108,81 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 	}
 }
 
-// TestRolloutOntoBrokenImageReverted: a rolling change onto an image that cannot be pulled (an image
-// tag that does not exist, a spec.version that is no release, or a registry that accepts connections
-// and never answers, so that the kubelet's first pull does not return) stops after the first member,
-// which the status names with its problem; reverting the spec (admission allows setting spec.version
-// back to the version every member still runs) heals the cluster without any manual step (the member
-// that is down is recreated with the current spec on its own data, keeping its member ID, although it
-// was down for longer than the replacement policy; the PodDisruptionBudget guards the healthy members,
-// not the one already down). A continuous writer loses no acknowledged write.
-func TestRolloutOntoBrokenImageReverted(t *testing.T) {
+// TestRolloutOntoBrokenSpecReverted: a rolling change onto a spec that cannot run stops after the
+// first member, which the status names with its problem: an image that cannot be pulled (an image tag
+// that does not exist, a spec.version that is no release, or a registry that accepts connections and
+// never answers, so that the kubelet's first pull does not return), a memory limit etcd cannot start
+// within (a crash loop, OOMKilled), a node selector no node matches (an unschedulable pod). The member
+// is not replaced when the replacement policy ends: a new member would be made from the same spec.
+// Reverting the spec (admission allows setting spec.version back to the version every member still
+// runs) heals the cluster without any manual step (the member that is down is recreated with the
+// current spec on its own data, keeping its member ID, although it was down for longer than the
+// replacement policy; the PodDisruptionBudget guards the healthy members, not the one already down).
+// A continuous writer loses no acknowledged write.
+func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
+	untried := "a rolling update restarted it onto a spec no member has run"
 	for _, tc := range []struct {
 		name, namespace string
-		// problem is what the status says of the member on the broken image, progressing what Progressing
-		// says once the member has waited for longer than the replacement policy
-		problem     []string
-		progressing string
-		// broken returns the image reference the change gives the members; revert makes it undo the
-		// change (the registry that hangs stops hanging first: the kubelet deletes no pod while its
-		// pull has not returned)
+		// problem is what the status says of the member on the broken spec, progressing what Progressing
+		// says and degraded what Degraded says of it once it has been down for longer than the
+		// replacement policy (any one of each)
+		problem, progressing, degraded []string
+		// broken returns the image reference the change gives the members (the spec's own image when the
+		// change is elsewhere); revert makes it undo the change (the registry that hangs stops hanging
+		// first: the kubelet deletes no pod while its pull has not returned)
 		broken func(t *testing.T) (image string, revert func())
 		spoil  func(c *etcdv1beta1.EtcdCluster, image string)
 		heal   func(c *etcdv1beta1.EtcdCluster)
+		// onBroken reports whether a member pod was built from the broken spec
+		onBroken func(p *corev1.Pod, image string) bool
 	}{
-		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"}, "paused",
+		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:no-such-tag", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }},
-		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"}, "paused",
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage},
+		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:v3.6.99", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) { c.Spec.Version = "3.6.99" },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }, onImage},
 		// a pull that has not returned is as good as a slow one for the first minute (model.MemberStartGrace)
-		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem}, "is starting on a new pod",
+		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem}, []string{"is starting on a new pod"},
+			[]string{"not replaced while its image is being pulled", "not replaced while it waits for an image"},
 			hangingRegistry,
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage},
+		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"}, []string{"paused", untried}, []string{untried},
+			func(*testing.T) (string, func()) { return "", func() {} },
+			func(c *etcdv1beta1.EtcdCluster, _ string) {
+				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Mi")}}}
+			},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
+			func(p *corev1.Pod, _ string) bool {
+				return p.Spec.Containers[0].Resources.Limits.Memory().Equal(resource.MustParse("8Mi"))
+			}},
+		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"}, []string{"paused", untried}, []string{untried},
+			func(*testing.T) (string, func()) { return "", func() {} },
+			func(c *etcdv1beta1.EtcdCluster, _ string) {
+				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"etcd.etcdkit.dev/e2e": "nowhere"}}
+			},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
+			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			image, revert := tc.broken(t)
-			rolloutOntoBrokenImageReverted(t, tc.namespace, image, tc.problem, tc.progressing,
-				func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
-				func(c *etcdv1beta1.EtcdCluster) { revert(); tc.heal(c) })
+			rolloutOntoBrokenSpecReverted(t, tc.namespace, brokenSpec{
+				problem: tc.problem, progressing: tc.progressing, degraded: tc.degraded,
+				onBroken: func(p *corev1.Pod) bool { return tc.onBroken(p, image) },
+				spoil:    func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
+				heal:     func(c *etcdv1beta1.EtcdCluster) { revert(); tc.heal(c) },
+			})
 		})
 	}
+}
+
+// onImage reports whether p's etcd container runs image.
+func onImage(p *corev1.Pod, image string) bool {
+	return strings.HasSuffix(p.Spec.Containers[0].Image, image)
 }
 
 // hangingRegistry returns the image reference of a registry on this host (the node's container
@@ -187,10 +219,18 @@ func hangingRegistry(t *testing.T) (string, func()) {
 	return l.Addr().String() + "/etcd:v3.6.16", stop
 }
 
-// rolloutOntoBrokenImageReverted is TestRolloutOntoBrokenImageReverted for one change, spoil, onto the
-// image reference broken, of which the member's status problem says one of problem and Progressing
-// says progressing, and its revert, heal, on a cluster in namespace ns.
-func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []string, progressing string, spoil, heal func(*etcdv1beta1.EtcdCluster)) {
+// brokenSpec is one case of TestRolloutOntoBrokenSpecReverted: the change spoil, whose pods onBroken
+// tells, of which the member's status problem says one of problem, Progressing one of progressing and
+// Degraded one of degraded, and its revert, heal.
+type brokenSpec struct {
+	problem, progressing, degraded []string
+	onBroken                       func(*corev1.Pod) bool
+	spoil, heal                    func(*etcdv1beta1.EtcdCluster)
+}
+
+// rolloutOntoBrokenSpecReverted is TestRolloutOntoBrokenSpecReverted for one case, b, on a cluster in
+// namespace ns.
+func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
@@ -211,25 +251,25 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 			seen = append(seen, time.Now().UTC().Format("15:04:05.0")+" "+line)
 		}
 	}
-	updateCluster(t, c, spoil)
+	updateCluster(t, c, b.spoil)
 	var down string
-	poll.Eventually(t, rolloutTimeout, "a member down on the broken image, named in the status", func(ctx context.Context) error {
+	poll.Eventually(t, rolloutTimeout, "a member down on the broken spec, named in the status", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		for _, m := range got.Status.Members {
-			if !m.Healthy && slices.ContainsFunc(problem, func(p string) bool { return strings.Contains(m.Problem, p) }) {
+			if !m.Healthy && containsAny(m.Problem, b.problem) {
 				down = m.Name
 				return nil
 			}
 		}
 		return fmt.Errorf("members %+v", got.Status.Members)
 	})
-	// The rollout stops there: no second member goes onto the broken image. The window outlasts the
-	// replacement policy: a member waiting for an image is not replaced (a new one would wait the same
-	// way), and Degraded says what to fix instead of a replacement time.
-	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken image", func(ctx context.Context) error {
+	// The rollout stops there: no second member goes onto the broken spec. The window outlasts the
+	// replacement policy: the member is not replaced (a new one would be made from the same spec), and
+	// Degraded says what to fix instead of a replacement time.
+	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken spec", func(ctx context.Context) error {
 		if got, err := getCluster(ctx, c); err == nil {
 			record(got)
 		}
@@ -239,12 +279,12 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 		}
 		n := 0
 		for _, p := range pods {
-			if strings.HasSuffix(p.Spec.Containers[0].Image, broken) {
+			if b.onBroken(p) {
 				n++
 			}
 		}
 		if n > 1 {
-			return fmt.Errorf("%d members on the broken image", n)
+			return fmt.Errorf("%d members on the broken spec", n)
 		}
 		return nil
 	})
@@ -252,19 +292,18 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, progressing) {
-		t.Errorf("Progressing %+v: want it to say %q", p, progressing)
+	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !containsAny(p.Message, b.progressing) {
+		t.Errorf("Progressing %+v: want it to say one of %q", p, b.progressing)
 	}
 	// of a first pull that does not return, it says the member is starting on its new pod
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
-		(!strings.Contains(d.Message, down+" is down since") && !strings.Contains(d.Message, down+" is starting on a new pod")) ||
-		(!strings.Contains(d.Message, "not replaced while it waits for an image") && !strings.Contains(d.Message, "not replaced while its image is being pulled")) {
-		t.Errorf("Degraded %+v: want it to name %s and say it is not replaced while it waits for the image", d, down)
+		!containsAny(d.Message, []string{down + " is down since", down + " is starting on a new pod"}) || !containsAny(d.Message, b.degraded) {
+		t.Errorf("Degraded %+v: want it to name %s and say one of %q", d, down, b.degraded)
 	}
 
 	start := time.Now()
-	updateCluster(t, c, heal)
-	poll.Eventually(t, rolloutTimeout, "every member back on the spec's image, healthy", func(ctx context.Context) error {
+	updateCluster(t, c, b.heal)
+	poll.Eventually(t, rolloutTimeout, "every member back on the spec, healthy", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -274,8 +313,8 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 			return err
 		}
 		for n, p := range pods {
-			if strings.HasSuffix(p.Spec.Containers[0].Image, broken) {
-				return fmt.Errorf("%s still on the broken image", n)
+			if b.onBroken(p) {
+				return fmt.Errorf("%s still on the broken spec", n)
 			}
 		}
 		record(got)
@@ -297,6 +336,11 @@ func rolloutOntoBrokenImageReverted(t *testing.T, ns, broken string, problem []s
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// containsAny reports whether s contains one of parts.
+func containsAny(s string, parts []string) bool {
+	return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(s, p) })
 }
 
 // TestBootstrapOntoMissingImageFixed: a new cluster whose spec.version is no release (a typo) never
