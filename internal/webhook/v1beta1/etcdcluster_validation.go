@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -47,6 +48,37 @@ const (
 var warnTLSSwitch = map[string]string{
 	"client": "turning TLS %s for the client port: every member serves both http:// and https:// on port 2379 for a grace period (2 minutes by default; the Progressing condition says until when), then only the new scheme: move clients over within it",
 	"peer":   "turning TLS %s for the peer port updates each member's peer URL and restarts every member up to three times, one at a time",
+}
+
+// minMemoryLimit is the memory limit of the etcd container below which admission warns: etcd 3.6
+// uses tens of MiB before it serves a request (8Mi does not start it; 20Mi starts it and loses it to
+// the OOM killer within a minute, on the local cluster), and its memory grows with its database, its
+// watchers and its clients' requests.
+var minMemoryLimit = resource.MustParse("256Mi")
+
+// memoryLimitWarning returns a warning when s sets a memory limit for the etcd container below
+// minMemoryLimit and old (nil on create) did not set the same one; "" otherwise. A rolling update only
+// sees each member start: a limit etcd outgrows later takes members down one after the other, and
+// with them the quorum.
+func memoryLimitWarning(old, s *etcdv1beta1.EtcdClusterSpec) string {
+	limit := memoryLimit(s)
+	if limit == nil || limit.Cmp(minMemoryLimit) >= 0 || (old != nil && sameQuantity(memoryLimit(old), limit)) {
+		return ""
+	}
+	return fmt.Sprintf("spec.podTemplate.resources.limits.memory %s is below %s: etcd uses tens of MiB before it serves a request, and more as its database, watchers and requests grow; "+
+		"a member over its limit is OOMKilled, and a rolling update only sees each member start, so a limit etcd outgrows later takes the members down one after the other and the quorum with them",
+		limit.String(), minMemoryLimit.String())
+}
+
+// memoryLimit is s's memory limit of the etcd container, nil when it sets none.
+func memoryLimit(s *etcdv1beta1.EtcdClusterSpec) *resource.Quantity {
+	if s.PodTemplate == nil || s.PodTemplate.Resources == nil {
+		return nil
+	}
+	if q, ok := s.PodTemplate.Resources.Limits[corev1.ResourceMemory]; ok {
+		return &q
+	}
+	return nil
 }
 
 // restoreWarnings returns the warnings of turning spec.recovery.restoreOnQuorumLoss on (old nil: on
@@ -102,6 +134,9 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	errs = append(errs, validateAuthRecovery(c)...)
 	errs = append(errs, validateTLSSecrets(c)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
+	if w := memoryLimitWarning(nil, s); w != "" {
+		warnings = append(warnings, w)
+	}
 	if len(errs) > 0 {
 		warnings = nil
 	}
@@ -158,6 +193,9 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 		warnings = append(warnings, warnRetainGone)
 	}
 	warnings = append(warnings, restoreWarnings(o, s)...)
+	if w := memoryLimitWarning(o, s); w != "" {
+		warnings = append(warnings, w)
+	}
 	if len(errs) > 0 {
 		// The change is refused: what it would have done does not matter yet.
 		warnings = nil

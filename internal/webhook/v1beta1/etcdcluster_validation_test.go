@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -54,6 +55,28 @@ func podLabels(kv ...string) testutil.ClusterOption {
 			c.Spec.PodTemplate.Labels[kv[i]] = kv[i+1]
 		}
 	}
+}
+
+// withMemoryLimit sets spec.podTemplate.resources.limits.memory to q.
+func withMemoryLimit(q string) testutil.ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}}}
+	}
+}
+
+// TestMemoryLimitWarning: a memory limit below 256Mi is admitted with a warning, on create and when it
+// changes; one at or above it, or one kept as it was, is not warned about.
+func TestMemoryLimitWarning(t *testing.T) {
+	want := "spec.podTemplate.resources.limits.memory 64Mi is below 256Mi: etcd uses tens of MiB before it serves a request"
+	_, w := ValidateCreate(cluster(withMemoryLimit("64Mi")))
+	checkWarnings(t, w, []string{want})
+	_, w = ValidateCreate(cluster(withMemoryLimit("256Mi")))
+	checkWarnings(t, w, nil)
+	_, w = ValidateUpdate(cluster(withMemoryLimit("1Gi")), cluster(withMemoryLimit("64Mi")))
+	checkWarnings(t, w, []string{"changing spec.podTemplate rolls", want})
+	_, w = ValidateUpdate(cluster(withMemoryLimit("64Mi")), cluster(withMemoryLimit("64Mi"), testutil.WithReplicas(5)))
+	checkWarnings(t, w, nil)
 }
 
 // dbSizes sets status.members, demo-0 first, with these database sizes.

@@ -436,6 +436,10 @@ func TestWarnings(t *testing.T) {
 			"changing spec.options rolls every member",
 			"spec.options.quotaBackendBytes 2Gi is below the database size of member demo-1 (3221225472 bytes): etcd will raise NOSPACE and refuse writes",
 		}},
+		{"memory limit etcd outgrows", nil, nil, []testutil.ClusterOption{withMemoryLimit("20Mi")}, []string{
+			"changing spec.podTemplate rolls every member",
+			"spec.podTemplate.resources.limits.memory 20Mi is below 256Mi",
+		}},
 		{"retain policy back to Delete", []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyRetain)}, nil, []testutil.ClusterOption{testutil.WithRetainPolicy(etcdv1beta1.RetainPolicyDelete)}, []string{
 			"spec.storage.retainPolicy is now Delete",
 		}},
