@@ -270,6 +270,70 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	}
 }
 
+// TestFixedSpecReachesCrashLoopingMembersWithoutQuorum: two of three members crash-loop on their pods
+// (a spec that let each of them start and took them down later), so the cluster has no quorum and etcd
+// does not answer. A change of the spec (the fix) recreates their two pods with it at once, on their
+// claims, with no membership change; the member whose etcd still runs keeps its pod.
+func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("refix", testutil.InNamespace("ns-refix"), testutil.WithReplicas(3)), "127.0.0.111", "127.0.0.112", "127.0.0.113")
+	pods, claims := map[string]types.UID{}, map[string]types.UID{}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[n] = p.UID
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		claims[n] = pvc.UID
+	}
+	for _, i := range []int{1, 2} {
+		members[i].Stop()
+		markCrashLoop(t, c, names[i])
+	}
+	testutil.Eventually(t, waitTimeout, "phase QuorumLost", func(context.Context) error {
+		if got := getCluster(t, c); got.Status.Phase != etcdv1beta1.PhaseQuorumLost {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	// the crash-looping pods are left as they are while the spec is unchanged
+	for _, n := range names[1:] {
+		if p, err := getPod(c, n); err != nil || p.UID != pods[n] {
+			t.Fatalf("pod %s recreated before the spec changed (%v)", n, err)
+		}
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	})
+	hash := resources.Options{}.SpecHash(c)
+	testutil.Eventually(t, waitTimeout, "the crash-looping members' pods recreated with the fixed spec", func(context.Context) error {
+		for _, n := range names[1:] {
+			p, err := getPod(c, n)
+			if err != nil {
+				return err
+			}
+			if p.UID == pods[n] || p.Annotations[etcdv1beta1.AnnotationSpecHash] != hash {
+				return fmt.Errorf("pod %s: the same pod, or spec hash %q, want %q", n, p.Annotations[etcdv1beta1.AnnotationSpecHash], hash)
+			}
+		}
+		return nil
+	})
+	if p, err := getPod(c, names[0]); err != nil || p.UID != pods[names[0]] {
+		t.Errorf("pod %s, whose etcd runs, was recreated (%v)", names[0], err)
+	}
+	for _, n := range names {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil || pvc.UID != claims[n] || pvc.DeletionTimestamp != nil {
+			t.Errorf("claim of %s replaced or being deleted (%v)", n, err)
+		}
+	}
+}
+
 // markNotReady sets the pod's Ready condition False, as kubelet does when its readiness probe fails.
 func markNotReady(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) {
 	t.Helper()
