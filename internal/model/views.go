@@ -57,7 +57,7 @@ func (c *Cluster) Rollout(hash string) rollout.State {
 			Name: m.Name, ID: m.ID(), Learner: m.Learner(), Healthy: m.Serving(), Ready: m.PodReady(),
 			// a member without a pod has nothing to restart: its pod is created with the current spec
 			UpToDate: m.Pod == nil || c.PodCurrent(m, hash),
-			Going:    m.PodTerminating(), Starting: m.Starting(c.Now), Problem: m.Problem(),
+			Going:    m.PodTerminating(), Starting: m.Starting(c.Now), NewPod: m.NewPod(c.Now), Problem: m.Problem(),
 		})
 	}
 	return st

@@ -30,6 +30,10 @@ type Member struct {
 	// Starting is true when the member's pod is new and shows no problem, its etcd not serving yet
 	// (see model.Member.Starting): a restart that is coming back.
 	Starting bool
+	// NewPod is true when the member's pod, not being deleted, was made less than
+	// model.MemberStartGrace ago (model.Member.NewPod): a member that serves on it but whose pod is not
+	// Ready yet is a restart finishing (the kubelet's probe has not passed yet), not a problem.
+	NewPod bool
 	// Problem says in one line why the member does not serve, as model.Member.Problem reads it (a crash
 	// loop, an image that cannot be pulled, etcd's error); empty when it serves or nothing is known.
 	Problem string
@@ -78,20 +82,23 @@ type Action struct {
 }
 
 // awaitMember returns the AwaitMember step when a member's pod is being deleted, or when every member
-// that is not ready and healthy is starting on a new pod built from the current spec: the restart of
+// that is not ready and healthy is starting on a new pod built from the current spec, or serves on one
+// whose readiness probe has not passed yet: the restart of
 // the member is under way (the rollout's own, or a repair's), and restarting that member again, or the
 // next one, would only take more down. A member starting on a pod of an older spec (the spec changed
 // again, say to undo a change that cannot run) is not waited for: Next recreates it with the current
 // one. n is the number of out-of-date members.
 func awaitMember(members []Member, n int) (Action, bool) {
-	var starting []string
+	var starting, described []string
 	for _, m := range members {
 		switch {
 		case m.Going:
 			return Action{Kind: AwaitMember, Member: m.Name, ID: m.ID, Remaining: n, Reason: fmt.Sprintf(
 				"the pod of %s is being deleted; the rollout goes on once it is back with the current spec (%d of %d members to update)", m.Name, n, len(members))}, true
 		case m.Starting && m.UpToDate:
-			starting = append(starting, m.Name)
+			starting, described = append(starting, m.Name), append(described, m.Name)
+		case m.UpToDate && m.NewPod && m.Healthy && !m.Ready && !m.Learner:
+			starting, described = append(starting, m.Name), append(described, m.Name+" (serves; its pod is not Ready yet)")
 		case m.Learner || !m.Ready || !m.Healthy:
 			return Action{}, false
 		}
@@ -100,7 +107,7 @@ func awaitMember(members []Member, n int) (Action, bool) {
 		return Action{}, false
 	}
 	return Action{Kind: AwaitMember, Member: starting[0], Remaining: n, Reason: fmt.Sprintf(
-		"%s is starting on a new pod and does not serve yet; the rollout goes on once it is ready and healthy (%d of %d members to update)", strings.Join(starting, ", "), n, len(members))}, true
+		"%s is starting on a new pod; the rollout goes on once it is ready and healthy (%d of %d members to update)", strings.Join(described, ", "), n, len(members))}, true
 }
 
 // notReadyMembers says of each member that is a learner, not ready or not healthy which it is, and

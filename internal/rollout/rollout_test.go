@@ -38,6 +38,7 @@ func TestNext(t *testing.T) {
 		{"the only member down is out of date, its pod being deleted", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2, Going: true}, m("a-2", 3, true)}, Leader: 1}, AwaitMember, "a-1", "", "1 of 3 members to update"},
 		{"a restarted member starting", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Starting: true}, m("a-2", 3, false)}, Leader: 1}, AwaitMember, "a-1", "", "a-1 is starting on a new pod"},
 		{"the only member down starting on a pod of an older spec: recreate it", State{Members: []Member{m("a-0", 1, true), {Name: "a-1", ID: 2, Starting: true}, m("a-2", 3, true)}, Leader: 1}, Restart, "a-1", "", "a-1 is down and runs an old spec"},
+		{"a restarted member serving, its new pod not Ready yet", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Healthy: true, NewPod: true}, m("a-2", 3, false)}, Leader: 1}, AwaitMember, "a-1", "", "a-1 (serves; its pod is not Ready yet) is starting on a new pod"},
 		{"a member starting, another down: paused", State{Members: []Member{m("a-0", 1, false), {Name: "a-1", ID: 2, UpToDate: true, Starting: true}, {Name: "a-2", ID: 3, UpToDate: true}}, Leader: 1}, Wait, "", "", "a-2 is not ready"},
 	}
 	for _, tt := range tests {
