@@ -404,13 +404,18 @@ func (r *EtcdClusterReconciler) leaderClient(ctx context.Context, s *scope) (etc
 }
 
 // retryLater turns the errors etcd gives while a change cannot be made yet (a learner catching up, a
-// member connected for less than 5 s, no leader) into progress to look at again soon; other errors
-// are returned. The call is counted for cluster c.
+// member connected for less than 5 s, no leader) into progress to look at again soon: within
+// verdict.RequeueRetry for the first two, which end at a moment no event tells; other errors are
+// returned. The call is counted for cluster c.
 func retryLater(c *etcdv1beta1.EtcdCluster, operation string, err error, what string) (*verdict.Step, error) {
 	for _, transient := range []error{etcd.ErrLearnerNotReady, etcd.ErrUnhealthyCluster, etcd.ErrNoLeader, etcd.ErrTooManyLearners} {
 		if errors.Is(err, transient) {
 			metrics.CountMembership(c.Namespace, c.Name, operation, err, true)
-			return verdict.Acting(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err)), nil
+			st := verdict.Acting(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot %s yet: %v", what, err))
+			if errors.Is(err, etcd.ErrLearnerNotReady) || errors.Is(err, etcd.ErrUnhealthyCluster) {
+				st = st.Within(verdict.RequeueRetry)
+			}
+			return st, nil
 		}
 	}
 	metrics.CountMembership(c.Namespace, c.Name, operation, err, false)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // memberList reads the member list through a member of the embedded cluster.
@@ -245,4 +247,28 @@ func eventsNamingEach(c *etcdv1beta1.EtcdCluster, reason string, names []string)
 		}
 	}
 	return nil
+}
+
+// TestRetryLater: a learner not caught up and etcd's strict reconfiguration check are tried again
+// within verdict.RequeueRetry; no leader at the usual requeue of the step; another error is an error.
+func TestRetryLater(t *testing.T) {
+	c := testutil.EtcdCluster("retry")
+	for _, tc := range []struct {
+		err   error
+		after time.Duration
+		fails bool
+	}{
+		{fmt.Errorf("promote learner 1: %w", etcd.ErrLearnerNotReady), verdict.RequeueRetry, false},
+		{fmt.Errorf("remove member 2: %w: %w", etcd.ErrUnhealthyCluster, errors.New("re-configuration failed due to not enough started members")), verdict.RequeueRetry, false},
+		{fmt.Errorf("promote: %w", etcd.ErrNoLeader), 0, false},
+		{errors.New("permission denied"), 0, true},
+	} {
+		st, err := retryLater(c, "promote", tc.err, "promote learner retry-1")
+		switch {
+		case tc.fails && err == nil:
+			t.Errorf("%v: step %+v, want an error", tc.err, st)
+		case !tc.fails && (err != nil || st == nil || st.Reason != etcdv1beta1.ReasonWaiting || st.After != tc.after):
+			t.Errorf("%v: step %+v, error %v; want a Waiting step within %s", tc.err, st, err, tc.after)
+		}
+	}
 }

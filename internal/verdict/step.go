@@ -115,6 +115,11 @@ const (
 	// scale-up can often be added at once, and nothing the operator watches says so. After a removal
 	// the next pass waits RequeueProgressing, which gives the removed member time to stop.
 	RequeueChanged = 100 * time.Millisecond
+	// RequeueRetry is how soon a pass tries again a membership change etcd refused for now because a
+	// learner has not caught up (ErrLearnerNotReady) or a member has been connected for less than 5 s
+	// (ErrUnhealthyCluster, etcd's strict reconfiguration check): both end at a moment nothing the
+	// operator watches tells, and each try is one call to the leader.
+	RequeueRetry = 200 * time.Millisecond
 	// RequeueUnhealthy is how soon a pass looks again while the cluster is degraded or unreachable. A
 	// member that has just started (a new voter, a recreated pod) answers within seconds; the probe
 	// wakes the cluster when a member's answer changes, but not always when one that timed out answers.
