@@ -170,21 +170,10 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	})
 	runDisruptionController(t, c)
 	oldHash := resources.Options{}.SpecHash(c)
-	pods, claims, ids := map[string]types.UID{}, map[string]types.UID{}, map[string]uint64{}
+	pods, claims := podAndClaimUIDs(t, c, names)
+	ids := map[string]uint64{}
 	for _, m := range memberList(t, members[0].ClientURL()) {
 		ids[m.Name] = m.ID
-	}
-	for _, n := range names {
-		p, err := getPod(c, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods[n] = p.UID
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
-			t.Fatal(err)
-		}
-		claims[n] = pvc.UID
 	}
 
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
@@ -276,19 +265,7 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 // claims, with no membership change; the member whose etcd still runs keeps its pod.
 func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("refix", testutil.InNamespace("ns-refix"), testutil.WithReplicas(3)), "127.0.0.111", "127.0.0.112", "127.0.0.113")
-	pods, claims := map[string]types.UID{}, map[string]types.UID{}
-	for _, n := range names {
-		p, err := getPod(c, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods[n] = p.UID
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
-			t.Fatal(err)
-		}
-		claims[n] = pvc.UID
-	}
+	pods, claims := podAndClaimUIDs(t, c, names)
 	for _, i := range []int{1, 2} {
 		members[i].Stop()
 		markCrashLoop(t, c, names[i])
@@ -332,6 +309,25 @@ func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
 			t.Errorf("claim of %s replaced or being deleted (%v)", n, err)
 		}
 	}
+}
+
+// podAndClaimUIDs returns the UIDs of the pods and of the claims of members names of c, by name.
+func podAndClaimUIDs(t *testing.T, c *etcdv1beta1.EtcdCluster, names []string) (pods, claims map[string]types.UID) {
+	t.Helper()
+	pods, claims = map[string]types.UID{}, map[string]types.UID{}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[n] = p.UID
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(n)}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		claims[n] = pvc.UID
+	}
+	return pods, claims
 }
 
 // markNotReady sets the pod's Ready condition False, as kubelet does when its readiness probe fails.
