@@ -440,10 +440,11 @@ func (m *Member) WaitsForImage() bool {
 // DownOnUntriedSpec reports whether the member is down on a spec that no member has served on: a
 // rolling update restarted it, while it served, onto the spec its pod was built from, and it has not
 // served on it since (its claim's AnnotationRolledOnto is its pod's AnnotationSpecHash; the record is
-// removed once it serves), and no other member serves on a pod of that spec. The spec may be what keeps it down (a flag value etcd refuses, a memory limit etcd cannot
-// start within, a node selector no node matches): a member made from the same spec would most likely
-// fail the same way, so it is not replaced. False for a member without a pod or claim, or one that a
-// rollout moved onto the spec while it was already down.
+// removed once it serves), and no other member serves on a pod of that spec. The spec may be what
+// keeps it down (a flag value etcd refuses, a memory limit etcd cannot start within, a node selector no
+// node matches): a member made from the same spec would most likely fail the same way, so it is not
+// replaced. False for a member without a pod or claim, or one that a rollout moved onto the spec while
+// it was already down.
 func (c *Cluster) DownOnUntriedSpec(m *Member) bool {
 	if !m.Down() || !m.HasPod() || m.Claim == nil {
 		return false

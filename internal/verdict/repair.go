@@ -67,14 +67,15 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 
 // OutdatedPodDown reports whether mem's pod was built from an older spec (or TLS settings) than the
 // current one and its etcd does not run for a reason the pod shows (a crash loop, an image that cannot
-// be pulled, an unschedulable pod; model.Member.PodProblem), whether or not etcd answers: recreating it
-// with the current spec on its data takes down nothing that serves, and is how a fix of the spec
-// reaches a member that the change took down. The rollout, which restarts one member at a time and
-// only while etcd answers, cannot: when a spec that let each member start took several down later (a
-// memory limit etcd outgrew), the cluster has no quorum and the members crash-loop on the old spec
-// until their pods are recreated.
+// be pulled, an unschedulable pod; model.Member.PodProblem), and its data is on a claim, whether or not
+// etcd answers: recreating it with the current spec on its data takes down nothing that serves, and is
+// how a fix of the spec reaches a member that the change took down. The rollout, which restarts one
+// member at a time and only while etcd answers, cannot: when a spec that let each member start took
+// several down later (a memory limit etcd outgrew), the cluster has no quorum and the members
+// crash-loop on the old spec until their pods are recreated. An emptyDir member's data goes with its
+// pod: it is left to the rollout, which takes one at a time.
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
-	return mem.HasPod() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
+	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
 		!c.PodCurrent(mem, opts.SpecHash(c.Object))
 }
 
@@ -218,9 +219,10 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 // a restart or a promotion coming back), that it is starting, with the same countdown. Of a voter in
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
-// replacement countdown. Of a member down on a spec no member has served on (notes[name].untriedSpec),
-// that it is not replaced and what to do (untriedSpecNote). The countdown ends at the end of the policy from DownSince, or at
-// notes[name].replaceAt when that is later (a new pod is given its chance).
+// replacement countdown. Of a member down on a spec no member has served on
+// (notes[name].untriedSpec), that it is not replaced and what to do (untriedSpecNote). The countdown
+// ends at the end of the policy from DownSince, or at notes[name].replaceAt when that is later (a new
+// pod is given its chance).
 func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool, notes map[string]memberNote) []string {
 	var out []string
 	for _, m := range members {

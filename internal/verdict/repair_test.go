@@ -530,7 +530,8 @@ func TestServedOnRolledSpec(t *testing.T) {
 // TestOutdatedPodDown: with etcd not answering (no quorum: two members crash-loop), the pods of an
 // older spec whose etcd does not run are recreated with the current spec; the same pod on the current
 // spec is not (its fix is not here yet), a pod of an older spec that shows no problem is not (it may be
-// starting), and neither is the pod of a member that runs etcd.
+// starting), neither is the pod of a member that runs etcd, nor the pod of an emptyDir member (its data
+// would go with it).
 func TestOutdatedPodDown(t *testing.T) {
 	now, long, c, _ := thirdDownForAnHour("o")
 	testutil.WithTLS(false, false)(c) // the pods below are plaintext ones: PodCurrent compares TLS too
@@ -546,19 +547,29 @@ func TestOutdatedPodDown(t *testing.T) {
 	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	for _, tc := range []struct {
-		name string
-		pods []corev1.Pod
-		want map[string]bool
+		name     string
+		pods     []corev1.Pod
+		emptyDir bool
+		want     map[string]bool
 	}{
 		{"two crash-looping on an older spec", []corev1.Pod{pod("o-0", "old", running), pod("o-1", "old", waitingPodStatus("CrashLoopBackOff")), pod("o-2", "old", waitingPodStatus("CrashLoopBackOff"))},
-			map[string]bool{"o-0": false, "o-1": true, "o-2": true}},
+			false, map[string]bool{"o-0": false, "o-1": true, "o-2": true}},
+		// their data would go with their pods: two copies of three
+		{"two crash-looping on an older spec, on emptyDir", []corev1.Pod{pod("o-0", "old", running), pod("o-1", "old", waitingPodStatus("CrashLoopBackOff")), pod("o-2", "old", waitingPodStatus("CrashLoopBackOff"))},
+			true, map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
 		{"crash-looping on the current spec", []corev1.Pod{pod("o-0", current, running), pod("o-1", current, waitingPodStatus("CrashLoopBackOff")), pod("o-2", current, waitingPodStatus("CrashLoopBackOff"))},
-			map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
+			false, map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
 		{"an older spec, starting", []corev1.Pod{pod("o-0", "old", running), pod("o-1", "old", waitingPodStatus("PodInitializing")), pod("o-2", "old", corev1.PodStatus{})},
-			map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
+			false, map[string]bool{"o-0": false, "o-1": false, "o-2": false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := model.Build(model.Input{Cluster: c, Now: now, Pods: tc.pods})
+			var claims []corev1.PersistentVolumeClaim
+			if !tc.emptyDir {
+				for _, n := range []string{"o-0", "o-1", "o-2"} {
+					claims = append(claims, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName(n)}})
+				}
+			}
+			m := model.Build(model.Input{Cluster: c, Now: now, Pods: tc.pods, Claims: claims})
 			for name, want := range tc.want {
 				mem := m.Member(name)
 				if got := OutdatedPodDown(m, mem, resources.Options{}); got != want {
