@@ -16,7 +16,8 @@ import (
 // recreateMembers recreates, in a cluster that has formed, the pod of every registered member whose pod
 // is gone but whose claim is kept, with the flags the claim recorded: the member restarts on its own
 // data with its own ID. This needs no quorum. A failed pod, and once the pod of a member that has been
-// down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate).
+// down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate);
+// a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	if !s.m.Formed() {
@@ -26,6 +27,9 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	for _, m := range s.m.Registered() {
 		name, pod := m.Name, m.Pod
 		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
+			if err := r.recordRolledOnto(ctx, s.m, m, r.Options.SpecHash(c)); err != nil {
+				return nil, err
+			}
 			// only the pod this pass looked at goes: a newer one is left to show how it does
 			err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

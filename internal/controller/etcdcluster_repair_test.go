@@ -161,6 +161,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 // value it refuses or a memory limit it cannot start within). No other member serves on that spec, so
 // the member is not replaced when the replacement policy ends (a new member would be made from the same
 // spec): it keeps its member ID and claim, the rollout goes no further, and Degraded says what to do.
+// A second change before it ever served recreates its pod with it, and it is still not replaced.
 // Undoing the change recreates its pod with the spec it ran on, on its claim.
 func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
@@ -211,7 +212,7 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	})
 	// Past the end of the policy (counted from the restart): still the same member on the same claim,
 	// and no other member restarted. The pod that half of the policy recreates crash-loops too.
-	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", func(ctx context.Context) error {
+	kept := func(ctx context.Context) error {
 		if p, err := getPod(c, name); err == nil && len(p.Status.ContainerStatuses) == 0 {
 			markCrashLoop(t, c, name)
 		}
@@ -240,7 +241,26 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 			}
 		}
 		return nil
+	}
+	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", kept)
+
+	// A second change before the member ever served (a limit raised, but not enough) recreates its pod
+	// with it at once; the member, down on that spec too, is still not replaced: the record follows it.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
 	})
+	secondHash := resources.Options{}.SpecHash(c)
+	testutil.Eventually(t, waitTimeout, name+" recreated with the second change", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != secondHash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, secondHash)
+		}
+		return nil
+	})
+	testutil.Consistently(t, policy+10*time.Second, name+" kept on the second change", kept)
 
 	// Undoing the change reaches the member at once: its pod is recreated with the spec it ran on.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil })

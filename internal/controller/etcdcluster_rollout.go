@@ -52,7 +52,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))
-		if err := r.recordRolledOnto(ctx, s.m.Member(a.Member), hash); err != nil {
+		if err := r.recordRolledOnto(ctx, s.m, s.m.Member(a.Member), hash); err != nil {
 			return nil, err
 		}
 		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
@@ -93,13 +93,15 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 	return verdict.Acting(etcdv1beta1.ReasonMovingLeader, a.Reason), nil
 }
 
-// recordRolledOnto records on the claim of m, a member the rollout is about to restart, the spec hash
-// it restarts it onto (etcdv1beta1.AnnotationRolledOnto) when m serves: if it goes down on that spec
-// while no other member serves on it, it is not replaced (model.Cluster.DownOnUntriedSpec). A member
-// already down is restarted without the record (the spec is not why it is down), and a member without
-// a claim (emptyDir) has nowhere to keep it.
-func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, m *model.Member, hash string) error {
-	if m == nil || !m.Serving() || !m.HasClaim() || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash {
+// recordRolledOnto records on the claim of m, a member of c whose pod is about to be recreated with the
+// spec of hash (by the rollout, or by the repair of a member down on an older spec), that it goes onto
+// that spec (etcdv1beta1.AnnotationRolledOnto) when m serves, or when it is down on a spec no member has
+// run (model.Cluster.DownOnUntriedSpec: the spec changed again before it ever served, and the record
+// follows it onto the new one): if it is down on that spec while no other member serves on it, it is
+// not replaced. A member down for another reason gets no record (the spec is not why it is down), and a
+// member without a claim (emptyDir) has nowhere to keep it.
+func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
+	if m == nil || !m.HasClaim() || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
 		return nil
 	}
 	patch := client.MergeFrom(m.Claim.DeepCopy())

@@ -220,7 +220,8 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
 // replacement countdown. Of a member down on a spec no member has served on
-// (notes[name].untriedSpec), that it is not replaced and what to do (untriedSpecNote). The countdown
+// (notes[name].untriedSpec), that it is not replaced and what to do (untriedSpecNote; starting, only
+// that it is not replaced if it does not start, which every rollout's first member is). The countdown
 // ends at the end of the policy from DownSince, or at notes[name].replaceAt when that is later (a new
 // pod is given its chance).
 func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.MemberStatus, quorate bool, notes map[string]memberNote) []string {
@@ -254,6 +255,9 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not replaced while its image is being pulled (a new member would wait for the same pull): if the pull does not finish (a registry that does not answer), fix spec.image"
 		} else if after > 0 && model.ImagePullProblem(m.Problem) {
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
+		} else if after > 0 && note.untriedSpec && note.state == memberStarting {
+			// a member starting on its new pod shows no problem: it may well come up
+			s += "; the first member on this spec: not replaced if it does not start either, since a new member would be made from the same spec"
 		} else if after > 0 && note.untriedSpec {
 			s += "; " + untriedSpecNote
 		} else if after > 0 {

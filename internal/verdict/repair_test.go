@@ -239,6 +239,14 @@ func TestDownSummary(t *testing.T) {
 	if got != want {
 		t.Errorf("summary of a voter starting on a pod made late in the policy %q, want %q", got, want)
 	}
+	// the first member a rollout restarted onto a new spec, starting (between two crashes, say): not
+	// replaced whether it starts or not, and no alarm yet
+	first := map[string]memberNote{"s-4": {state: memberStarting, untriedSpec: true}}
+	got = strings.Join(downSummary(spec, promoted, true, first), "; ")
+	want = "s-4 is starting on a new pod, not serving yet, since 2026-12-01T12:00:00Z (etcd: context deadline exceeded); the first member on this spec: not replaced if it does not start either, since a new member would be made from the same spec"
+	if got != want {
+		t.Errorf("summary of the first member on an untried spec, starting %q, want %q", got, want)
+	}
 	spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 	if got := strings.Join(downSummary(spec, members, false, nil), "; "); !strings.Contains(got, "nothing is replaced without a quorum") || strings.Contains(got, "replaced at") {
 		t.Errorf("without a quorum: %q", got)

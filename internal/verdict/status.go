@@ -311,8 +311,7 @@ func memberNotes(m *model.Cluster) map[string]memberNote {
 			n.state = memberStarting
 		}
 		n.replaceAt = replaceAt(m, mem)
-		// a member starting on its new pod shows no problem: it may well come up
-		n.untriedSpec = n.state == "" && m.DownOnUntriedSpec(mem)
+		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		out[mem.Name] = n
 	}
 	return out
