@@ -120,7 +120,8 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 // replacement policy; the PodDisruptionBudget guards the healthy members, not the one already down).
 // A continuous writer loses no acknowledged write.
 func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
-	untried := "a rolling update restarted it onto a spec no member has run"
+	// what Degraded says of the member, down or between two crashes
+	untried, firstOnSpec := "a rolling update restarted it onto a spec no member has run", "the first member on this spec: not replaced"
 	for _, tc := range []struct {
 		name, namespace string
 		// problem is what the status says of the member on the broken spec, progressing what Progressing
@@ -135,22 +136,24 @@ func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
 		heal   func(c *etcdv1beta1.EtcdCluster)
 		// onBroken reports whether a member pod was built from the broken spec
 		onBroken func(p *corev1.Pod, image string) bool
+		// respoil, when set, changes the spec again while the member is down, to one that cannot run either
+		respoil func(c *etcdv1beta1.EtcdCluster)
 	}{
 		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:no-such-tag", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
 		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:v3.6.99", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) { c.Spec.Version = "3.6.99" },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }, onImage},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }, onImage, nil},
 		// a pull that has not returned is as good as a slow one for the first minute (model.MemberStartGrace)
 		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem}, []string{"is starting on a new pod"},
 			[]string{"not replaced while its image is being pulled", "not replaced while it waits for an image"},
 			hangingRegistry,
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage},
-		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"}, []string{"paused", untried}, []string{untried},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
+		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"}, []string{"paused", untried}, []string{untried, firstOnSpec},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
 				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
@@ -158,15 +161,19 @@ func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
 			},
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
 			func(p *corev1.Pod, _ string) bool {
-				return p.Spec.Containers[0].Resources.Limits.Memory().Equal(resource.MustParse("8Mi"))
+				return p.Spec.Containers[0].Resources.Limits.Memory().Cmp(resource.MustParse("16Mi")) < 0 && !p.Spec.Containers[0].Resources.Limits.Memory().IsZero()
+			},
+			// raised while the member is down, not enough: the member is recreated with it, still not replaced
+			func(c *etcdv1beta1.EtcdCluster) {
+				c.Spec.PodTemplate.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("9Mi")
 			}},
-		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"}, []string{"paused", untried}, []string{untried},
+		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"}, []string{"paused", untried}, []string{untried, firstOnSpec},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
 				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"etcd.etcdkit.dev/e2e": "nowhere"}}
 			},
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
-			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }},
+			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			image, revert := tc.broken(t)
@@ -175,6 +182,7 @@ func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
 				onBroken: func(p *corev1.Pod) bool { return tc.onBroken(p, image) },
 				spoil:    func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
 				heal:     func(c *etcdv1beta1.EtcdCluster) { revert(); tc.heal(c) },
+				respoil:  tc.respoil,
 			})
 		})
 	}
@@ -226,6 +234,9 @@ type brokenSpec struct {
 	problem, progressing, degraded []string
 	onBroken                       func(*corev1.Pod) bool
 	spoil, heal                    func(*etcdv1beta1.EtcdCluster)
+	// respoil, when set, changes the spec again, to one that cannot run either, while the member is
+	// down (a limit raised, but not enough); onBroken tells its pods too
+	respoil func(*etcdv1beta1.EtcdCluster)
 }
 
 // rolloutOntoBrokenSpecReverted is TestRolloutOntoBrokenSpecReverted for one case, b, on a cluster in
@@ -269,7 +280,7 @@ func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 	// The rollout stops there: no second member goes onto the broken spec. The window outlasts the
 	// replacement policy: the member is not replaced (a new one would be made from the same spec), and
 	// Degraded says what to fix instead of a replacement time.
-	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken spec", func(ctx context.Context) error {
+	oneBroken := func(ctx context.Context) error {
 		if got, err := getCluster(ctx, c); err == nil {
 			record(got)
 		}
@@ -287,7 +298,8 @@ func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 			return fmt.Errorf("%d members on the broken spec", n)
 		}
 		return nil
-	})
+	}
+	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken spec", oneBroken)
 	got, err := getCluster(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -299,6 +311,29 @@ func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
 		!containsAny(d.Message, []string{down + " is down since", down + " is starting on a new pod"}) || !containsAny(d.Message, b.degraded) {
 		t.Errorf("Degraded %+v: want it to name %s and say one of %q", d, down, b.degraded)
+	}
+
+	if b.respoil != nil {
+		pods, err := memberPods(context.Background(), c)
+		if err != nil || pods[down] == nil {
+			t.Fatalf("pod of %s: %v", down, err)
+		}
+		first := pods[down].Annotations[etcdv1beta1.AnnotationSpecHash]
+		updateCluster(t, c, b.respoil)
+		poll.Eventually(t, rolloutTimeout, down+" recreated with the second change", func(ctx context.Context) error {
+			pods, err := memberPods(ctx, c)
+			if err != nil {
+				return err
+			}
+			if p := pods[down]; p == nil || p.Annotations[etcdv1beta1.AnnotationSpecHash] == first || !b.onBroken(p) {
+				return fmt.Errorf("%s not on the second change yet", down)
+			}
+			if got, err := getCluster(ctx, c); err == nil {
+				record(got)
+			}
+			return nil
+		})
+		poll.Consistently(t, replaceAfter+5*time.Second, "one member on the second change", oneBroken)
 	}
 
 	start := time.Now()
