@@ -250,30 +250,12 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
 	})
 	secondHash := resources.Options{}.SpecHash(c)
-	testutil.Eventually(t, waitTimeout, name+" recreated with the second change", func(context.Context) error {
-		p, err := getPod(c, name)
-		if err != nil {
-			return err
-		}
-		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != secondHash {
-			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, secondHash)
-		}
-		return nil
-	})
+	awaitPodHash(t, c, name, secondHash, "the second change")
 	testutil.Consistently(t, policy+10*time.Second, name+" kept on the second change", kept)
 
 	// Undoing the change reaches the member at once: its pod is recreated with the spec it ran on.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil })
-	testutil.Eventually(t, waitTimeout, name+" recreated with the spec it ran on", func(context.Context) error {
-		p, err := getPod(c, name)
-		if err != nil {
-			return err
-		}
-		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
-			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
-		}
-		return nil
-	})
+	awaitPodHash(t, c, name, oldHash, "the spec it ran on")
 	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {
 		t.Errorf("members %+v after the undo, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
 	}
@@ -329,6 +311,21 @@ func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
 			t.Errorf("claim of %s replaced or being deleted (%v)", n, err)
 		}
 	}
+}
+
+// awaitPodHash waits until the pod of member name of c was built from the spec of hash (what names it).
+func awaitPodHash(t *testing.T, c *etcdv1beta1.EtcdCluster, name, hash, what string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, name+" recreated with "+what, func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != hash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, hash)
+		}
+		return nil
+	})
 }
 
 // podAndClaimUIDs returns the UIDs of the pods and of the claims of members names of c, by name.
