@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 
+	"go.etcd.io/etcd/pkg/v3/flags"
+	cconfig "go.etcd.io/etcd/server/v3/config"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -16,7 +18,8 @@ var checkMu sync.Mutex
 
 // Check parses args, etcd command-line flags ("--name=value" each), with the flag set of the etcd
 // release the operator is built against (embed.Config.AddFlags of go.etcd.io/etcd/server/v3, plus the
-// flags etcdmain adds, taken as strings) and validates the configuration they give, every other flag at
+// flags etcdmain adds: v2-deprecation and initial-cluster-state with the values etcdmain accepts, the
+// others taken as strings) and validates the configuration they give, every other flag at
 // etcd's default, as etcd does before it starts (embed.Config.Validate, which also checks the log
 // level and format). It returns etcd's error: a value a flag's type does not parse ("invalid value
 // \"x\" for flag -snapshot-count: parse error"), a value etcd refuses ("unrecognized level:
@@ -34,6 +37,10 @@ func Check(minor string, args []string) (err error) {
 	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs)
+	// etcdmain's own flags that take a value from a set (server/etcdmain/config.go, newConfig)
+	fs.Var(flags.NewSelectiveStringsValue(string(cconfig.V2Depr1WriteOnly), string(cconfig.V2Depr1WriteOnlySkipCheck),
+		string(cconfig.V2Depr1WriteOnlyDrop), string(cconfig.V2Depr2Gone)), "v2-deprecation", "")
+	fs.Var(flags.NewSelectiveStringValue(embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting), "initial-cluster-state", "")
 	for name := range generated {
 		if fs.Lookup(name) == nil {
 			fs.String(name, "", "") // etcdmain's own flags, and the etcd 2 flags it ignores

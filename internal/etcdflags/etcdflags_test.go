@@ -46,6 +46,9 @@ func TestCheck(t *testing.T) {
 		{[]string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
 		{[]string{"--log-levle=debug"}, "flag provided but not defined: -log-levle"},
 		{[]string{"stray"}, `"stray" is not a flag`},
+		{[]string{"--v2-deprecation=bogus"}, `invalid value "bogus" for flag -v2-deprecation`},
+		{[]string{"--v2-deprecation=not-yet"}, `invalid value "not-yet" for flag -v2-deprecation`},
+		{[]string{"--v2-deprecation=write-only-drop-data"}, ""},
 	} {
 		err := Check("3.6", tc.args)
 		switch {

@@ -138,6 +138,8 @@ func TestValidateCreate(t *testing.T) {
 			`invalid boolean value "yes"`}}, nil},
 		{"typed heartbeat above a fifth of etcd's default election timeout", cluster(testutil.WithOptions(func(o *etcdv1beta1.EtcdOptions) { o.HeartbeatIntervalMillis = ptr.To[int32](500) })),
 			[]problem{{"spec.options", "--election-timeout[1000ms] should be at least as 5 times as --heartbeat-interval[500ms]"}}, nil},
+		{"etcdmain's flag with a value it does not take", cluster(extraArgs("v2-deprecation", "bogus")), []problem{{"spec.options.extraArgs[v2-deprecation]",
+			`invalid value "bogus" for flag -v2-deprecation`}}, nil},
 		{"extra flag with a 3.5 cluster: not checked", cluster(testutil.WithVersion("3.5.35"), extraArgs("log-level", "verbose")), nil, nil},
 		{"image with a registry port", cluster(testutil.WithImage("registry.example:5000/mirror/etcd:v3.6.16")), nil, nil},
 		{"image by digest", cluster(testutil.WithImage("registry.example/etcd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")), nil, nil},
