@@ -271,6 +271,15 @@ func (m *Member) EtcdRunning() bool {
 	return st != nil && st.State.Running != nil
 }
 
+// PodSpecHash returns the hash of the spec the member's pod was built from (its
+// etcdv1beta1.AnnotationSpecHash, see resources.Options.SpecHash), "" without a pod.
+func (m *Member) PodSpecHash() string {
+	if m.Pod == nil {
+		return ""
+	}
+	return m.Pod.Annotations[etcdv1beta1.AnnotationSpecHash]
+}
+
 // Image returns the image of the etcd container of the member's pod, "" without a pod.
 func (m *Member) Image() string {
 	if m.Pod == nil {
@@ -449,12 +458,12 @@ func (c *Cluster) DownOnUntriedSpec(m *Member) bool {
 	if !m.Down() || !m.HasPod() || m.Claim == nil {
 		return false
 	}
-	hash := m.Pod.Annotations[etcdv1beta1.AnnotationSpecHash]
+	hash := m.PodSpecHash()
 	if hash == "" || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != hash {
 		return false
 	}
 	return !slices.ContainsFunc(c.Listed(), func(o *Member) bool {
-		return o.Name != m.Name && o.Serving() && o.Pod != nil && o.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == hash
+		return o.Name != m.Name && o.Serving() && o.PodSpecHash() == hash
 	})
 }
 

@@ -189,6 +189,6 @@ func (c *Cluster) ClientTLS() (http, https bool, graceEnds time.Time) {
 // PodCurrent reports whether member m's pod was built from the current spec (its spec hash annotation
 // is hash, resources.Options.SpecHash) and serves TLS as DesiredTLS says.
 func (c *Cluster) PodCurrent(m *Member, hash string) bool {
-	return m.Pod != nil && m.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == hash &&
+	return m.Pod != nil && m.PodSpecHash() == hash &&
 		resources.PodTLSOf(m.Pod) == c.DesiredTLS(m.Name)
 }

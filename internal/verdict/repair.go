@@ -87,7 +87,7 @@ func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options
 // reaches them at once; their claims, and any data on them, are kept. A pod whose etcd runs is left to
 // the rolling update once the cluster has formed.
 func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.Options) string {
-	if !mem.HasPod() || mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash] == opts.SpecHash(c.Object) || mem.EtcdRunning() {
+	if !mem.HasPod() || mem.PodSpecHash() == opts.SpecHash(c.Object) || mem.EtcdRunning() {
 		return ""
 	}
 	if p := mem.PodProblem(); p != "" {
@@ -175,7 +175,7 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 		return false
 	}
 	rolled := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto]
-	return rolled != "" && rolled == mem.Pod.Annotations[etcdv1beta1.AnnotationSpecHash]
+	return rolled != "" && rolled == mem.PodSpecHash()
 }
 
 // CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer
