@@ -122,11 +122,7 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	errs = append(errs, validateImage(s.Image)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(nil, s)...)
-	if extra := validateExtraArgs(nil, specExtraArgs(s), "", minorOf(specVersion(s))); len(extra) > 0 {
-		errs = append(errs, extra...)
-	} else {
-		errs = append(errs, validateOptionValues(nil, s.Options, "", minorOf(specVersion(s)))...)
-	}
+	errs = append(errs, validateEtcdFlags(nil, s)...)
 	errs = append(errs, validateSchedules(nil, s)...)
 	errs = append(errs, validateRestoreSource(s.Bootstrap)...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy)...)
@@ -167,11 +163,7 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateImageChange(o.Image, s.Image)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(o, s)...)
-	if extra := validateExtraArgs(specExtraArgs(o), specExtraArgs(s), minorOf(specVersion(o)), minorOf(specVersion(s))); len(extra) > 0 {
-		errs = append(errs, extra...)
-	} else {
-		errs = append(errs, validateOptionValues(o.Options, s.Options, minorOf(specVersion(o)), minorOf(specVersion(s)))...)
-	}
+	errs = append(errs, validateEtcdFlags(o, s)...)
 	errs = append(errs, validateSchedules(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
@@ -533,6 +525,22 @@ func validateExtraArgs(old, args map[string]string, oldMinor, minor string) fiel
 		}
 	}
 	return errs
+}
+
+// validateEtcdFlags returns what is wrong with the etcd flags s gives (old nil on create, else the
+// spec before the change): validateExtraArgs's errors, or when there are none, validateOptionValues's
+// (an unknown flag would be reported twice).
+func validateEtcdFlags(old, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
+	var oldArgs map[string]string
+	var oldOpts *etcdv1beta1.EtcdOptions
+	oldMinor, minor := "", minorOf(specVersion(s))
+	if old != nil {
+		oldArgs, oldOpts, oldMinor = specExtraArgs(old), old.Options, minorOf(specVersion(old))
+	}
+	if errs := validateExtraArgs(oldArgs, specExtraArgs(s), oldMinor, minor); len(errs) > 0 {
+		return errs
+	}
+	return validateOptionValues(oldOpts, s.Options, oldMinor, minor)
 }
 
 // validateOptionValues refuses the values of spec.options that etcd of minor ("3.6") refuses before it
