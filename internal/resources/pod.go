@@ -274,8 +274,10 @@ func (o Options) etcdContainer(c *etcdv1beta1.EtcdCluster, m Member, tmpl *etcdv
 			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources: resources,
-		// A member may replay a long WAL before it answers: the startup probe allows 5 minutes.
-		StartupProbe:             metricsProbe(livez, 2, 150),
+		// A member may replay a long WAL before it answers: the startup probe allows 5 minutes. It and
+		// the readiness probe ask every second: a member that has started is Ready (in the client
+		// Service, and counted by a rolling update) at most a second after it serves.
+		StartupProbe:             metricsProbe(livez, 1, 300),
 		LivenessProbe:            metricsProbe(livez, 10, 6),
 		ReadinessProbe:           ReadinessProbe(c.Spec.VersionOrDefault()),
 		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMountPath}}, tlsMounts(c, m.PodTLS(c))...),
@@ -297,10 +299,11 @@ func probePaths(version string) (livez, readyz string) {
 }
 
 // ReadinessProbe is the etcd container's readiness probe for etcd version (e.g. "3.6.16"): its
-// readiness path on the metrics port, every 2 s, unready after 3 failures.
+// readiness path on the metrics port, every second, unready after 6 failures (6 s: longer than a
+// leader election, during which /readyz fails).
 func ReadinessProbe(version string) *corev1.Probe {
 	_, readyz := probePaths(version)
-	return metricsProbe(readyz, 2, 3)
+	return metricsProbe(readyz, 1, 6)
 }
 
 // metricsProbe is an HTTP probe of path on the metrics port, every period seconds, failing after
