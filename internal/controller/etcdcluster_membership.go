@@ -362,7 +362,12 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 		return st, false, err
 	}
 	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "remove", nil, false)
-	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
+	// a replacement deletes the member's data next: a warning, where a scale-down's removal is normal
+	kind := corev1.EventTypeNormal
+	if a.Replacing {
+		kind = corev1.EventTypeWarning
+	}
+	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), kind, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
 }
 

@@ -203,8 +203,9 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 		}
 		return nil
 	})
-	// Both removals show as events of their own, each naming its member: the event recorder folds
-	// events that differ only in their note into one series that keeps the first note.
+	// Both removals show as events of their own, each naming its member, of type Normal (a scale-down
+	// deletes no data a member needs): the event recorder folds events that differ only in their note
+	// into one series that keeps the first note.
 	var removed []string
 	for _, n := range names {
 		if n != leader {
@@ -217,7 +218,7 @@ func TestScaleDownRemovesFollowers(t *testing.T) {
 }
 
 // eventsNamingEach returns nil when the cluster's events of reason are one per name of names, each
-// with its name in its note and its member's pod as the related object.
+// of type Normal, with its name in its note and its member's pod as the related object.
 func eventsNamingEach(c *etcdv1beta1.EtcdCluster, reason string, names []string) error {
 	evs := &eventsv1.EventList{}
 	if err := k8s.List(context.Background(), evs, client.InNamespace(c.Namespace)); err != nil {
@@ -232,12 +233,12 @@ func eventsNamingEach(c *etcdv1beta1.EtcdCluster, reason string, names []string)
 		if e.Related != nil {
 			related = e.Related.Kind + "/" + e.Related.Name
 		}
-		got = append(got, fmt.Sprintf("%s (related %s, series %v)", e.Note, related, e.Series != nil))
+		got = append(got, fmt.Sprintf("%s: %s (related %s, series %v)", e.Type, e.Note, related, e.Series != nil))
 	}
 	for _, n := range names {
 		found := 0
 		for _, e := range evs.Items {
-			if e.Regarding.Name == c.Name && e.Reason == reason && e.Related != nil && e.Related.Kind == "Pod" &&
+			if e.Regarding.Name == c.Name && e.Reason == reason && e.Type == corev1.EventTypeNormal && e.Related != nil && e.Related.Kind == "Pod" &&
 				e.Related.Name == n && strings.Contains(e.Note, n+" ") {
 				found++
 			}

@@ -75,7 +75,7 @@ func TestNoSpaceQuotaRaiseRollsAndDisarms(t *testing.T) {
 		if c.Status.Phase != etcdv1beta1.PhaseDegraded {
 			return fmt.Errorf("phase %s", c.Status.Phase)
 		}
-		return findEvent(ctx, c, etcdv1beta1.ReasonNoSpace, "etcd refuses writes")
+		return findEvent(ctx, c, "", etcdv1beta1.ReasonNoSpace, "etcd refuses writes")
 	})
 	if alarms := alarmList(t, cli); len(alarms) != 1 {
 		t.Fatalf("alarms %v: the operator disarmed NOSPACE while the databases do not fit", alarms)
@@ -180,11 +180,11 @@ func TestNoSpaceCuredByDefragmentation(t *testing.T) {
 			return fmt.Errorf("alarms %v", alarms)
 		}
 		for _, n := range names {
-			if err := findEvent(ctx, c, "Defragmented", "Defragmented "+n+" "); err != nil {
+			if err := findEvent(ctx, c, "", "Defragmented", "Defragmented "+n+" "); err != nil {
 				return err
 			}
 		}
-		return findEvent(ctx, c, "DisarmedNoSpace", "Disarmed the NOSPACE alarm of shrink-1")
+		return findEvent(ctx, c, "", "DisarmedNoSpace", "Disarmed the NOSPACE alarm of shrink-1")
 	})
 	c = waitAvailable(t, c, 3)
 	for _, n := range names {

@@ -73,7 +73,7 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 		return nil
 	})
 	testutil.Eventually(t, waitTimeout, "a Warning event", func(context.Context) error {
-		return findEvent(ctx, c, etcdv1beta1.ReasonQuorumDataLost, "lost their data")
+		return findEvent(ctx, c, "", etcdv1beta1.ReasonQuorumDataLost, "lost their data")
 	})
 	// Passes keep coming (requeues every 5 s); none creates a member.
 	rv := c.ResourceVersion
@@ -156,11 +156,20 @@ func TestC05_QuorumLostWithoutData(t *testing.T) {
 // asynchronously, so what they tell of may be seen before them.
 func waitEvent(t *testing.T, c *etcdv1beta1.EtcdCluster, reason, text string) {
 	t.Helper()
-	testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, reason, text) })
+	testutil.Eventually(t, waitTimeout, reason+" event", func(ctx context.Context) error { return findEvent(ctx, c, "", reason, text) })
 }
 
-// findEvent returns nil when an event of the given reason about c has a note containing text.
-func findEvent(ctx context.Context, c *etcdv1beta1.EtcdCluster, reason, text string) error {
+// waitWarning is waitEvent for an event of type Warning.
+func waitWarning(t *testing.T, c *etcdv1beta1.EtcdCluster, reason, text string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, reason+" warning", func(ctx context.Context) error {
+		return findEvent(ctx, c, corev1.EventTypeWarning, reason, text)
+	})
+}
+
+// findEvent returns nil when an event of the given type ("": any) and reason about c has a note
+// containing text.
+func findEvent(ctx context.Context, c *etcdv1beta1.EtcdCluster, kind, reason, text string) error {
 	list := &eventsv1.EventList{}
 	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return err
@@ -168,10 +177,10 @@ func findEvent(ctx context.Context, c *etcdv1beta1.EtcdCluster, reason, text str
 	var seen []string
 	for _, e := range list.Items {
 		if e.Regarding.Name == c.Name && e.Reason == reason {
-			if strings.Contains(e.Note, text) {
+			if strings.Contains(e.Note, text) && (kind == "" || e.Type == kind) {
 				return nil
 			}
-			seen = append(seen, e.Note)
+			seen = append(seen, e.Type+": "+e.Note)
 		}
 	}
 	return errors.New("no " + reason + " event saying " + fmt.Sprintf("%q", text) + fmt.Sprintf("; seen %q", seen))
@@ -403,7 +412,7 @@ func TestRestoreCancelledWhenTurnedOff(t *testing.T) {
 		if c.Status.Recovery != nil {
 			return fmt.Errorf("status.recovery %+v", c.Status.Recovery)
 		}
-		return findEvent(ctx, c, etcdv1beta1.ReasonRestoreCancelled, "spec.recovery.restoreOnQuorumLoss was turned off")
+		return findEvent(ctx, c, "", etcdv1beta1.ReasonRestoreCancelled, "spec.recovery.restoreOnQuorumLoss was turned off")
 	})
 	release()
 	// with the survivor's pod and claim gone, the loss is reported, and nothing is restored

@@ -551,7 +551,7 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("removed %s after the data check failed, want within 30 s", took)
 	}
-	waitEvent(t, c, "MemberRemoved", "its data directory is not its own ("+why)
+	waitWarning(t, c, "MemberRemoved", "its data directory is not its own ("+why)
 }
 
 // TestStuckTerminatingMemberReplaced: a member's node is gone: its etcd stops answering and its pod,

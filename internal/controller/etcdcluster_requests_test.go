@@ -110,7 +110,7 @@ func TestRequestsByAnnotation(t *testing.T) {
 	if len(order) != 3 || order[2] != target {
 		t.Errorf("defragmented %v, want each member once and the leader %s last", order, target)
 	}
-	if err := findEvent(ctx, c, "MovedLeader", "from "+target); err != nil {
+	if err := findEvent(ctx, c, "", "MovedLeader", "from "+target); err != nil {
 		t.Errorf("leadership was not moved before the leader's defragmentation: %v", err)
 	}
 	if st := getCluster(t, c).Status.Maintenance; st == nil || len(st.PendingDefragmentation) > 0 || st.RequestedDefragmentation != "" ||

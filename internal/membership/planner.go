@@ -144,6 +144,9 @@ type Action struct {
 	Before []string
 	// Reason says why, for conditions and events.
 	Reason string
+	// Replacing, for Remove, is true when the member is removed to be replaced (Member.Replace): its
+	// pod and claim, with its data, are deleted next. A scale-down's removal is not.
+	Replacing bool
 }
 
 func (a Action) String() string {
@@ -232,7 +235,7 @@ func removeLostVoter(s State, _ tally) (Action, bool) {
 func replaceDown(s State, _ tally) (Action, bool) {
 	for _, m := range sorted(s.Members) {
 		if m.Replace != "" && !m.Healthy {
-			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: m.Replace + "; a new member takes its place"}, true
+			return Action{Kind: Remove, Member: m.Name, ID: m.ID, Reason: m.Replace + "; a new member takes its place", Replacing: true}, true
 		}
 	}
 	return Action{}, false

@@ -376,6 +376,10 @@ func TestNextReplacesDownMembers(t *testing.T) {
 			if a.Kind == Wait && a.Member == "" {
 				t.Fatalf("step %d: waits for quorum: %v", step, a)
 			}
+			// a removal says it replaces exactly when it removes a member marked for replacement
+			if a.Kind == Remove && a.Replacing != down[a.ID] {
+				t.Fatalf("step %d: %v has Replacing %v, member marked down: %v", step, a, a.Replacing, down[a.ID])
+			}
 			s = simulate(s, a, &nextID)
 			for _, m := range s.Members {
 				if a.Kind == AddLearner && m.Name == a.Member && seen[m.ID] {
@@ -487,5 +491,25 @@ func TestWaitForAddressSaysWhy(t *testing.T) {
 	a = Next(withRes(awaiting(state(4, 0, "vvv")), "demo-3", Resources{Pod: true, Data: true, Awaiting: true}))
 	if a.Kind != Wait || strings.Contains(a.Reason, "cannot yet") {
 		t.Errorf("Next = %+v: want a wait with nothing quoted while the pod has no problem", a)
+	}
+}
+
+// TestRemovalSaysReplacing: the removal of a member marked for replacement says so (its data is
+// deleted next, which the operator reports as a warning), a scale-down's removal does not.
+func TestRemovalSaysReplacing(t *testing.T) {
+	replace := state(3, 0, "vdv")
+	replace.Members[1].Replace = "down too long"
+	for _, tc := range []struct {
+		name string
+		s    State
+		want bool
+	}{
+		{"replacement", replace, true},
+		{"scale-down", state(3, 0, "vvvvv"), false},
+	} {
+		a := Next(tc.s)
+		if a.Kind != Remove || a.Replacing != tc.want {
+			t.Errorf("%s: %v with Replacing %v, want a Remove with Replacing %v", tc.name, a, a.Replacing, tc.want)
+		}
 	}
 }
