@@ -60,6 +60,7 @@ var reservedFlags = map[string]string{
 	"enable-log-rotation":      "log rotation needs a log file, and etcd logs to stderr (log-outputs is refused)",
 	"log-rotation-config-json": "log rotation needs a log file, and etcd logs to stderr (log-outputs is refused)",
 	"proxy":                    "it runs etcd 3.5 as a proxy instead of a member",
+	"version":                  "etcd prints its version and exits instead of running the member",
 	// The operator relies on etcd's default simple tokens (spec.auth): they need no key files, and
 	// its clients authenticate again when a restarted member no longer knows their token. A jwt token
 	// needs key files the member pods do not mount, so the members would not start.

@@ -297,6 +297,7 @@ func TestValidateCreateReservedFlags(t *testing.T) {
 		"enable-pprof":       "it serves /debug/pprof on the client port, unauthenticated",
 		"log-outputs":        "etcd logs to stderr, where kubectl logs and the operator's diagnosis of a failing member read it",
 		"max-learners":       "the operator adds members one learner at a time",
+		"version":            "etcd prints its version and exits instead of running the member",
 		"discovery-srv-name": "members are bootstrapped by the operator, not by discovery",
 		"tls-min-version":    "the operator manages TLS: use spec.tls",
 		"cert-file":          "the operator manages TLS: use spec.tls",
