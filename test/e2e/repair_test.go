@@ -91,7 +91,7 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 			t.Logf("%s: the status named demo-1 down %s after the fault", tc.name, shown.Round(100*time.Millisecond))
 			waitReplaced(t, c, "demo-1", oldID, repairTimeout)
 			t.Logf("%s: fault -> 3 healthy voters in %s (replaceUnhealthyMemberAfter %s)", tc.name, time.Since(start).Round(100*time.Millisecond), replaceAfter)
-			if err := eventSaying(context.Background(), c, "MemberRemoved", corev1.EventTypeNormal, tc.removedBecause); err != nil {
+			if err := eventSaying(context.Background(), c, "MemberRemoved", corev1.EventTypeWarning, tc.removedBecause); err != nil {
 				t.Error(err)
 			}
 			for _, m := range assertMembers(t, c, 3, id) {
