@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -552,6 +553,45 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 		t.Errorf("removed %s after the data check failed, want within 30 s", took)
 	}
 	waitWarning(t, c, "MemberRemoved", "its data directory is not its own ("+why)
+}
+
+// TestUnreadableDataReplacedAtOnce: a member's etcd crash-loops saying that its database is not a
+// valid database (what etcd 3.6.16 logs on a database overwritten with random bytes, as the kubelet
+// keeps it as the termination message): no restart heals that, so the member is removed at once,
+// whatever spec.recovery.replaceUnhealthyMemberAfter says (here its default, 5 minutes), with a
+// Warning event that names etcd's error.
+func TestUnreadableDataReplacedAtOnce(t *testing.T) {
+	logTail, err := os.ReadFile("../model/testdata/etcd-db-invalid.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("unread", testutil.InNamespace("ns-unread"), testutil.WithReplicas(3)), "127.0.0.251", "127.0.0.252", "127.0.0.253")
+	oldID := uint64(members[1].Etcd.Server.MemberID())
+	members[1].Stop()
+	testutil.Eventually(t, waitTimeout, "unread-1 crash-loops", func(ctx context.Context) error {
+		p, err := getPod(c, "unread-1")
+		if err != nil {
+			return err
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, RestartCount: 2,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: string(logTail)}}}}
+		return k8s.Status().Update(ctx, p)
+	})
+	start := time.Now()
+	testutil.Eventually(t, waitTimeout, "unread-1 removed", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.ID == oldID {
+				return errors.New("unread-1 still listed")
+			}
+		}
+		return nil
+	})
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("removed %s after etcd said it cannot read its database, want within 30 s", took)
+	}
+	waitWarning(t, c, "MemberRemoved", "etcd cannot read its data (failed to open database: invalid database)")
 }
 
 // TestStuckTerminatingMemberReplaced: a member's node is gone: its etcd stops answering and its pod,

@@ -507,6 +507,49 @@ func (m *Member) DataNotOwn() string {
 	return ""
 }
 
+// unreadableDataErrors are the errors bbolt gives etcd for a database file that is not a valid
+// database (its meta pages fail their checks), by etcd's log line "failed to open database".
+var unreadableDataErrors = []string{"invalid database", "version mismatch", "checksum error", "file size too small"}
+
+// DataUnreadable returns what the member's etcd said as its last run failed because its data on disk
+// cannot be read: "failed to open database" with one of bbolt's errors for a file that is not a valid
+// database (unreadableDataErrors), or a bootstrap that failed on a WAL or snapshot file that fails its
+// checksum ("crc mismatch") or does not decode ("proto: …"). It reads the etcd container's most recent
+// termination (its current state, else its last), whose message, with
+// TerminationMessageFallbackToLogsOnError, is the tail of etcd's log; "" when that run did not fail so,
+// or its message does not say it (an error of another kind, such as "permission denied", is never
+// taken for it). No restart, and no other pod on the same data, heals such data: only a copy from the
+// member's peers does.
+func (m *Member) DataUnreadable() string {
+	st := m.etcdStatus()
+	if st == nil {
+		return ""
+	}
+	t := st.State.Terminated
+	if t == nil {
+		t = st.LastTerminationState.Terminated
+	}
+	if t == nil || t.ExitCode == 0 {
+		return ""
+	}
+	for line := range strings.Lines(t.Message) {
+		var entry struct{ Level, Msg, Error string }
+		if line = strings.TrimSpace(line); !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		if entry.Level != "error" && entry.Level != "fatal" && entry.Level != "panic" {
+			continue
+		}
+		switch {
+		case entry.Msg == "failed to open database" && slices.Contains(unreadableDataErrors, entry.Error),
+			(entry.Msg == "bootstrap failed" || entry.Msg == "discovery failed") &&
+				(strings.Contains(entry.Error, "crc mismatch") || strings.HasPrefix(entry.Error, "proto: ")):
+			return firstLine(entry.Msg + ": " + entry.Error)
+		}
+	}
+	return ""
+}
+
 // ExitCause returns what a process said as it failed, from its container's termination message (with
 // TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"), else
 // the message and error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg"

@@ -98,7 +98,10 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 
 // ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
 // CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
-// and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss);
+// and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss),
+// and one whose etcd last failed because its data on disk cannot be read (model.Member.DataUnreadable:
+// a database or WAL that fails its checks, which no restart heals) unless it is down on a spec no member
+// has served on (a rollout's new spec may be what cannot read it);
 // another member when replacing is on (ReplaceAfter > 0), it has been down that long, its pod exists
 // and does not wait for its image (model.Member.WaitsForImage: one the kubelet cannot get or is still
 // pulling; a replacement would wait for the same image; fixing the spec heals it), and it is not down
@@ -111,11 +114,8 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 	if !mem.Down() {
 		return ""
 	}
-	if slices.Contains(c.Corrupt(), mem.ID()) {
-		return "etcd raised the CORRUPT alarm for it: its data diverged from its peers'"
-	}
-	if msg := mem.DataNotOwn(); msg != "" {
-		return "its data directory is not its own (" + msg + ")"
+	if why := replaceAtOnce(c, mem); why != "" {
+		return why
 	}
 	after := c.Object.Spec.ReplaceAfter()
 	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || c.Now.Before(replaceAt(c, mem)) {
@@ -123,6 +123,22 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
 		mem.DownSince.UTC().Format(time.RFC3339), after)
+}
+
+// replaceAtOnce returns why mem, a member that is down, is due to be replaced at once, whatever the
+// policy says, or "": its data is lost or cannot be read, and only a copy from its peers heals it (see
+// ReplaceDue).
+func replaceAtOnce(c *model.Cluster, mem *model.Member) string {
+	if slices.Contains(c.Corrupt(), mem.ID()) {
+		return "etcd raised the CORRUPT alarm for it: its data diverged from its peers'"
+	}
+	if msg := mem.DataNotOwn(); msg != "" {
+		return "its data directory is not its own (" + msg + ")"
+	}
+	if msg := mem.DataUnreadable(); msg != "" && !c.DownOnUntriedSpec(mem) {
+		return "etcd cannot read its data (" + msg + ")"
+	}
+	return ""
 }
 
 // replaceAt returns when a member that is down is due to be replaced if it stays as it is at the

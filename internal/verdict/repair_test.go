@@ -430,6 +430,51 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 	}
 }
 
+// TestUnreadableDataReplacedAtOnce: a member whose etcd crash-loops because its database is not a
+// valid bbolt file is due for replacement as soon as it is down, whatever the policy (here 5 minutes,
+// 10 s into the fault), and AwaitHealthy says why instead of a replacement time; on a spec a rollout
+// restarted it onto and no member has served on, it is not (the new spec may be what cannot read it); a
+// member that crash-loops for another reason waits for the policy as before.
+func TestUnreadableDataReplacedAtOnce(t *testing.T) {
+	const invalid = `{"level":"panic","ts":"2026-12-05T16:29:58.389426Z","caller":"backend/backend.go:205","msg":"failed to open database","path":"/var/lib/etcd/data/member/snap/db","error":"invalid database"}` + "\npanic: failed to open database\n"
+	const flag = `{"level":"fatal","ts":"2026-12-05T16:29:58.389426Z","msg":"discovery failed","error":"unknown log level"}` + "\n"
+	for _, tc := range []struct {
+		name, message, rolled string
+		want                  string
+	}{
+		{"database unreadable", invalid, "", "etcd cannot read its data (failed to open database: invalid database)"},
+		{"database unreadable on an untried spec", invalid, "B", ""},
+		{"another crash loop", flag, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, c, e := thirdDownForAnHour("r")
+			now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			since := metav1.NewTime(now.Add(-10 * time.Second))
+			c.Status.Members[0].DownSince = &since
+			long := metav1.NewTime(now.Add(-time.Hour))
+			var pods []corev1.Pod
+			for i := range 3 {
+				pods = append(pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r-%d", i), CreationTimestamp: long,
+					Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: map[bool]string{true: "B", false: "A"}[i == 2]}}})
+			}
+			pods[2].Status = waitingPodStatus("CrashLoopBackOff")
+			pods[2].Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: tc.message}
+			claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("r-2")}}
+			if tc.rolled != "" {
+				claim.Annotations = map[string]string{etcdv1beta1.AnnotationRolledOnto: tc.rolled}
+			}
+			m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: []corev1.PersistentVolumeClaim{claim}})
+			if got := ReplaceDue(m, m.Member("r-2")); got != tc.want {
+				t.Errorf("ReplaceDue = %q, want %q", got, tc.want)
+			}
+			awaited := AwaitHealthy(m).Message
+			if got := strings.Contains(awaited, "it is replaced once the other members have a quorum"); got != (tc.want != "") {
+				t.Errorf("AwaitHealthy = %q: says it is replaced now: %v, want %v", awaited, got, tc.want != "")
+			}
+		})
+	}
+}
+
 // TestNoReplacementForImageProblem: a member down because its image cannot be pulled is not replaced,
 // however long it has been down (its replacement would run the same spec), nor is its pod recreated (the
 // new pod would wait for the same image; the kubelet retries the pull, and the rollout of a fixed spec

@@ -552,6 +552,10 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	if m.DownOnUntriedSpec(mem) {
 		return " (" + untriedSpecNote + ")"
 	}
+	if why := replaceAtOnce(m, mem); why != "" && mem.Down() {
+		// due now: the planner replaces it as soon as the other members have a quorum
+		return " (" + why + ": it is replaced once the other members have a quorum)"
+	}
 	replaced := replaceAt(m, mem)
 	if at := mem.DownSince.Add(spec.RecreateAfter()); !mem.DownSince.IsZero() && mem.HasPod() && !mem.Learner() && m.Now.Before(at) {
 		s := " (its pod is recreated at " + at.UTC().Format(time.RFC3339) + " if it is still down"

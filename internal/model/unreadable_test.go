@@ -1,0 +1,73 @@
+package model
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdkit/etcd-operator/internal/resources"
+)
+
+// TestDataUnreadable: what etcd 3.6.16 logged as it failed to start on a database overwritten with
+// random bytes, and on a WAL with 400 bytes flipped (testdata: the last 2048 bytes of each log, what
+// the kubelet keeps as the termination message), is taken for data that cannot be read, from the
+// container's current or last termination; a failure of another kind, a log that does not say it, and
+// a run that exited 0 are not.
+func TestDataUnreadable(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	db, wal := read("etcd-db-invalid.log"), read("etcd-wal-corrupt.log")
+	line := func(level, msg, err string) string {
+		return `{"level":"` + level + `","ts":"2026-12-05T16:29:58.389426Z","msg":"` + msg + `","error":"` + err + `"}` + "\n"
+	}
+	for _, tc := range []struct {
+		name    string
+		message string
+		exit    int32
+		last    bool // the termination is the last state (the container waits in CrashLoopBackOff)
+		want    string
+	}{
+		{"database overwritten", db, 2, true, "failed to open database: invalid database"},
+		{"database overwritten, container just exited", db, 2, false, "failed to open database: invalid database"},
+		{"WAL corrupted", wal, 1, true, "bootstrap failed: proto: illegal wireType 7"},
+		{"WAL record checksum", line("fatal", "discovery failed", "walpb: crc mismatch"), 1, true, "discovery failed: walpb: crc mismatch"},
+		{"database meta checksum", line("panic", "failed to open database", "checksum error"), 2, true, "failed to open database: checksum error"},
+		// not data that cannot be read: a restart, or another pod on the same data, may well start
+		{"database not readable by the user", line("panic", "failed to open database", "open /var/lib/etcd/data/member/snap/db: permission denied"), 2, true, ""},
+		{"database locked", line("panic", "failed to open database", "timeout"), 2, true, ""},
+		{"a flag etcd refuses", line("fatal", "discovery failed", "unknown log level"), 1, true, ""},
+		{"the log's tail starts after the line that says it", db[strings.Index(db, "panic: failed to open database"):], 2, true, ""},
+		{"a run that exited 0", db, 0, true, ""},
+	} {
+		term := &corev1.ContainerStateTerminated{ExitCode: tc.exit, Reason: "Error", Message: tc.message}
+		st := corev1.ContainerStatus{Name: resources.EtcdContainer}
+		if tc.last {
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+			st.LastTerminationState.Terminated = term
+		} else {
+			st.State.Terminated = term
+		}
+		m := &Member{Name: "demo-1", Pod: &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}}
+		if got := m.DataUnreadable(); got != tc.want {
+			t.Errorf("%s: DataUnreadable() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := (&Member{Name: "demo-1"}).DataUnreadable(); got != "" {
+		t.Errorf("without a pod: %q, want none", got)
+	}
+	// a run after the failing one that did not fail so: only the most recent termination counts
+	recovered := corev1.ContainerStatus{Name: resources.EtcdContainer,
+		State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: line("fatal", "discovery failed", "unknown log level")}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: db}}}
+	m := &Member{Name: "demo-1", Pod: &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{recovered}}}}
+	if got := m.DataUnreadable(); got != "" {
+		t.Errorf("most recent run failed otherwise: %q, want none", got)
+	}
+}
