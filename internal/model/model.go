@@ -551,15 +551,21 @@ func (m *Member) DataUnreadable() string {
 }
 
 // ExitCause returns what a process said as it failed, from its container's termination message (with
-// TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"), else
+// TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"; for the
+// panic of a JSON log line of level panic, that line's message and error: "panic: failed to open
+// database: invalid database"), else
 // the message and error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg"
 // and "error"); "" when there is none. It holds no timestamp, so that it is the same on every restart
 // that fails the same way; at most 200 bytes.
 func ExitCause(message string) string {
-	cause := ""
+	cause, panicked := "", ""
 	for line := range strings.Lines(message) {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "panic: ") {
+			if panicked != "" && line == "panic: "+panicked {
+				// the Go panic of etcd's log line of level panic, which has the error too
+				return "panic: " + firstLine(cause)
+			}
 			return firstLine(line)
 		}
 		var entry struct{ Level, Msg, Error string }
@@ -571,6 +577,10 @@ func ExitCause(message string) string {
 			cause = entry.Msg
 			if entry.Error != "" {
 				cause += ": " + entry.Error
+			}
+			panicked = ""
+			if entry.Level == "panic" {
+				panicked = entry.Msg
 			}
 		}
 	}

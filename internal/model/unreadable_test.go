@@ -59,6 +59,10 @@ func TestDataUnreadable(t *testing.T) {
 			t.Errorf("%s: DataUnreadable() = %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	// the member's problem quotes the error too, not only the panic's message
+	if got, want := ExitCause(db), "panic: failed to open database: invalid database"; got != want {
+		t.Errorf("ExitCause(database overwritten) = %q, want %q", got, want)
+	}
 	if got := (&Member{Name: "demo-1"}).DataUnreadable(); got != "" {
 		t.Errorf("without a pod: %q, want none", got)
 	}

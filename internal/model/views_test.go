@@ -233,6 +233,9 @@ func TestExitCause(t *testing.T) {
 		"{\"level\":\"info\",\"ts\":\"2026-12-05T02:20:00Z\",\"msg\":\"starting\"}\npanic: unrecognized level: \"verbose\"\n\ngoroutine 1 [running]:\nmain.main()":                                                                                                 `panic: unrecognized level: "verbose"`,
 		"{\"level\":\"info\",\"ts\":\"2026-12-05T02:20:00Z\",\"msg\":\"starting\"}\n{\"level\":\"fatal\",\"ts\":\"2026-12-05T02:20:01Z\",\"caller\":\"etcdmain/etcd.go:204\",\"msg\":\"discovery failed\",\"error\":\"member 3 has already been bootstrapped\"}\n": "discovery failed: member 3 has already been bootstrapped",
 		"{\"level\":\"warn\",\"msg\":\"slow fdatasync\"}\n": "",
+		// etcd's zap logger logs the line of level panic, then Go panics with its message alone
+		"{\"level\":\"panic\",\"msg\":\"failed to open database\",\"error\":\"invalid database\"}\npanic: failed to open database\n\ngoroutine 116 [running]:\n": "panic: failed to open database: invalid database",
+		"{\"level\":\"error\",\"msg\":\"failed to open database\",\"error\":\"x\"}\npanic: failed to open database\n":                                            "panic: failed to open database",
 		"":                               "",
 		"Error: unknown flag: --bogus\n": "",
 	} {
