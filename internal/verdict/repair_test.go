@@ -433,21 +433,27 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 // TestUnreadableDataReplacedAtOnce: a member whose etcd crash-loops because its database is not a
 // valid bbolt file is due for replacement as soon as it is down, whatever the policy (here 5 minutes,
 // 10 s into the fault), and AwaitHealthy says why instead of a replacement time; on a spec a rollout
-// restarted it onto and no member has served on, it is not (the new spec may be what cannot read it); a
-// member that crash-loops for another reason waits for the policy as before.
+// restarted it onto and no member has served on, it is not (the new spec may be what cannot read it),
+// nor with replacing turned off (0s: the data may be salvaged by hand); a member that crash-loops for
+// another reason waits for the policy as before.
 func TestUnreadableDataReplacedAtOnce(t *testing.T) {
 	const invalid = `{"level":"panic","ts":"2026-12-05T16:29:58.389426Z","caller":"backend/backend.go:205","msg":"failed to open database","path":"/var/lib/etcd/data/member/snap/db","error":"invalid database"}` + "\npanic: failed to open database\n"
 	const flag = `{"level":"fatal","ts":"2026-12-05T16:29:58.389426Z","msg":"discovery failed","error":"unknown log level"}` + "\n"
 	for _, tc := range []struct {
 		name, message, rolled string
+		off                   bool // replaceUnhealthyMemberAfter: 0s
 		want                  string
 	}{
-		{"database unreadable", invalid, "", "etcd cannot read its data (failed to open database: invalid database)"},
-		{"database unreadable on an untried spec", invalid, "B", ""},
-		{"another crash loop", flag, "", ""},
+		{"database unreadable", invalid, "", false, "etcd cannot read its data (failed to open database: invalid database)"},
+		{"database unreadable on an untried spec", invalid, "B", false, ""},
+		{"database unreadable, replacing turned off", invalid, "", true, ""},
+		{"another crash loop", flag, "", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, c, e := thirdDownForAnHour("r")
+			if tc.off {
+				c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+			}
 			now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 			since := metav1.NewTime(now.Add(-10 * time.Second))
 			c.Status.Members[0].DownSince = &since
