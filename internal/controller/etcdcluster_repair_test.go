@@ -22,6 +22,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -530,28 +531,11 @@ func TestDataNotOwnReplacedAtOnce(t *testing.T) {
 	oldID := uint64(members[1].Etcd.Server.MemberID())
 	members[1].Stop()
 	const why = "member 1 of cluster 2 had started on this volume, and /var/lib/etcd/data is now empty: its data is gone"
-	testutil.Eventually(t, waitTimeout, "own-1's data check fails", func(ctx context.Context) error {
-		p, err := getPod(c, "own-1")
-		if err != nil {
-			return err
-		}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
-		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.VerifyDataContainerName,
+	failPod(t, c, "own-1", func(st *corev1.PodStatus) {
+		st.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.VerifyDataContainerName,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.ExitNotOwn, Reason: "Error", Message: why}}}}
-		return k8s.Status().Update(ctx, p)
 	})
-	start := time.Now()
-	testutil.Eventually(t, waitTimeout, "own-1 removed", func(context.Context) error {
-		for _, m := range memberList(t, members[0].ClientURL()) {
-			if m.ID == oldID {
-				return errors.New("own-1 still listed")
-			}
-		}
-		return nil
-	})
-	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("removed %s after the data check failed, want within 30 s", took)
-	}
+	removedAtOnce(t, members[0], "own-1", oldID, "the data check failed")
 	waitWarning(t, c, "MemberRemoved", "its data directory is not its own ("+why)
 }
 
@@ -568,30 +552,47 @@ func TestUnreadableDataReplacedAtOnce(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("unread", testutil.InNamespace("ns-unread"), testutil.WithReplicas(3)), "127.0.0.251", "127.0.0.252", "127.0.0.253")
 	oldID := uint64(members[1].Etcd.Server.MemberID())
 	members[1].Stop()
-	testutil.Eventually(t, waitTimeout, "unread-1 crash-loops", func(ctx context.Context) error {
-		p, err := getPod(c, "unread-1")
+	failPod(t, c, "unread-1", func(st *corev1.PodStatus) {
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, RestartCount: 2,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: string(logTail)}}}}
+	})
+	removedAtOnce(t, members[0], "unread-1", oldID, "etcd said it cannot read its database")
+	waitWarning(t, c, "MemberRemoved", "etcd cannot read its data (failed to open database: invalid database)")
+}
+
+// failPod writes the status of member name's pod as its kubelet would for a pod that is not Ready,
+// with what fail sets (the state of its containers).
+func failPod(t *testing.T, c *etcdv1beta1.EtcdCluster, name string, fail func(*corev1.PodStatus)) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, name+"'s pod fails", func(ctx context.Context) error {
+		p, err := getPod(c, name)
 		if err != nil {
 			return err
 		}
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, RestartCount: 2,
-			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: string(logTail)}}}}
+		fail(&p.Status)
 		return k8s.Status().Update(ctx, p)
 	})
+}
+
+// removedAtOnce waits until etcd, asked through member m, no longer lists member name's old ID, and
+// fails the test unless that took at most 30 s after what (the fault) was reported: a removal that
+// waited for spec.recovery.replaceUnhealthyMemberAfter (5 minutes by default) would not.
+func removedAtOnce(t *testing.T, m *testenv.EtcdMember, name string, oldID uint64, what string) {
+	t.Helper()
 	start := time.Now()
-	testutil.Eventually(t, waitTimeout, "unread-1 removed", func(context.Context) error {
-		for _, m := range memberList(t, members[0].ClientURL()) {
-			if m.ID == oldID {
-				return errors.New("unread-1 still listed")
+	testutil.Eventually(t, waitTimeout, name+" removed", func(context.Context) error {
+		for _, l := range memberList(t, m.ClientURL()) {
+			if l.ID == oldID {
+				return errors.New(name + " still listed")
 			}
 		}
 		return nil
 	})
 	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("removed %s after etcd said it cannot read its database, want within 30 s", took)
+		t.Errorf("removed %s after %s, want within 30 s", took, what)
 	}
-	waitWarning(t, c, "MemberRemoved", "etcd cannot read its data (failed to open database: invalid database)")
 }
 
 // TestStuckTerminatingMemberReplaced: a member's node is gone: its etcd stops answering and its pod,
