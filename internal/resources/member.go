@@ -64,7 +64,6 @@ func (m Member) PodTLS(c *etcdv1beta1.EtcdCluster) PodTLS {
 // the version selects, spec.podTemplate and spec.options) and, once the cluster's CA has been rotated,
 // of the CA certificates the members trust (status.tls.trustedCAsHash, while the spec asks for TLS:
 // etcd reads its trusted CA files only when it starts), and the names of the Secrets of spec.tls.secrets.
-// An empty spec.podTemplate or spec.options ({}, or only empty maps and lists) hashes as none.
 // A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
 // defaults are not part of it, so that an operator upgrade does not restart etcd.
 func (o Options) SpecHash(c *etcdv1beta1.EtcdCluster) string {
@@ -83,33 +82,15 @@ func (o Options) SpecHash(c *etcdv1beta1.EtcdCluster) string {
 		options = options.DeepCopy()
 		options.AutoCompactionMode = etcdv1beta1.AutoCompactionMode(options.AutoCompactionMode.Flag())
 	}
-	if options != nil && emptyJSON(options) {
-		options = nil
-	}
-	template := c.Spec.PodTemplate
-	// an empty template builds the pod no template does (BuildPod), so it hashes as none: removing the
-	// last entry of spec.podTemplate leaves "podTemplate: {}" and must not roll the members. A
-	// template whose only entry is an empty topologySpreadConstraints list is not empty: it turns the
-	// default constraint off.
-	if template != nil && template.TopologySpreadConstraints == nil && emptyJSON(template) {
-		template = nil
-	}
 	b, _ := json.Marshal(struct {
 		Image       string                   `json:"image"`
 		PodTemplate *etcdv1beta1.PodTemplate `json:"podTemplate,omitempty"`
 		Options     *etcdv1beta1.EtcdOptions `json:"options,omitempty"`
 		TrustedCAs  string                   `json:"trustedCAs,omitempty"`
 		TLSSecrets  *etcdv1beta1.TLSSecrets  `json:"tlsSecrets,omitempty"`
-	}{o.Image(c), template, options, trusted, secrets})
+	}{o.Image(c), c.Spec.PodTemplate, options, trusted, secrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:5])
-}
-
-// emptyJSON reports whether v encodes as an empty JSON object: every field absent or, for maps and
-// lists, empty.
-func emptyJSON(v any) bool {
-	b, err := json.Marshal(v)
-	return err == nil && string(b) == "{}"
 }
 
 // DefaultQuotaBackendBytes is etcd's own --quota-backend-bytes default, 2 GiB.

@@ -33,22 +33,6 @@ func TestSpecHash(t *testing.T) {
 		{"replicas", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) }, false},
 		{"storage size", func(c *etcdv1beta1.EtcdCluster) { c.Spec.Storage.Size = &q }, false},
 		{"labels of the cluster", func(c *etcdv1beta1.EtcdCluster) { c.Labels = map[string]string{"team": "a"} }, false},
-		// removing the last entry of podTemplate or options leaves {} (or an empty map): the pods are
-		// built as without them, so nothing rolls
-		{"empty podTemplate", func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{} }, false},
-		{"podTemplate with an empty nodeSelector", func(c *etcdv1beta1.EtcdCluster) {
-			c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{}, Labels: map[string]string{}}
-		}, false},
-		{"empty options", func(c *etcdv1beta1.EtcdCluster) {
-			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{}}
-		}, false},
-		// an empty list of spread constraints turns the default one off: a pod of another spec
-		{"no topology spread constraints", func(c *etcdv1beta1.EtcdCluster) {
-			c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{}}
-		}, true},
-		{"empty affinity", func(c *etcdv1beta1.EtcdCluster) {
-			c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Affinity: &corev1.Affinity{}}
-		}, true},
 	} {
 		got := o.SpecHash(cluster(tc.mut))
 		if (got != base) != tc.changes {
