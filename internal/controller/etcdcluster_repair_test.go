@@ -419,7 +419,9 @@ func finishClaimDeletion(t *testing.T, c *etcdv1beta1.EtcdCluster, uid types.UID
 // TestCorruptMemberReplacedAndAlarmDisarmed: etcd raises the CORRUPT alarm for one member (its data
 // diverged; the cluster refuses writes). The operator removes that member at once, whatever the
 // replacement policy, disarms the alarm once etcd no longer lists the member (writes are accepted
-// again: Available turns True), and adds a new learner under the member's name with a new ID.
+// again: Available turns True), and adds a new learner under the member's name with a new ID. The
+// member leads when the alarm is raised: it is removed through another voter (the leader stops as it
+// applies its own removal and answers "server stopped", and the removal went unreported: no event).
 func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("rot", testutil.InNamespace("ns-rot"), testutil.WithReplicas(3)), "127.0.0.61", "127.0.0.62", "127.0.0.63")
 	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
@@ -428,6 +430,19 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 	})
 	oldID := uint64(members[1].Etcd.Server.MemberID())
 	ctx := context.Background()
+	for _, m := range members {
+		if lead := uint64(m.Etcd.Server.Leader()); lead == uint64(m.Etcd.Server.MemberID()) && lead != oldID {
+			if err := m.Etcd.Server.MoveLeader(ctx, lead, oldID); err != nil {
+				t.Fatalf("move leadership to rot-1: %v", err)
+			}
+		}
+	}
+	testutil.Eventually(t, waitTimeout, "rot-1 leads", func(context.Context) error {
+		if lead := uint64(members[0].Etcd.Server.Leader()); lead != oldID {
+			return fmt.Errorf("leader %x", lead)
+		}
+		return nil
+	})
 	if _, err := members[0].Etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: oldID, Alarm: pb.AlarmType_CORRUPT}); err != nil {
 		t.Fatalf("raise the CORRUPT alarm of rot-1: %v", err)
 	}
