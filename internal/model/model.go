@@ -512,7 +512,8 @@ func (m *Member) DataNotOwn() string {
 var unreadableDataErrors = []string{"invalid database", "version mismatch", "checksum error", "file size too small"}
 
 // DataUnreadable returns what the member's etcd said as its last run failed because its data on disk
-// cannot be read: "failed to open database" with one of bbolt's errors for a file that is not a valid
+// cannot be read, or what the pod's verify-data init container said of a WAL it could not read
+// (walUnreadable): "failed to open database" with one of bbolt's errors for a file that is not a valid
 // database (unreadableDataErrors), or a bootstrap that failed on a WAL or snapshot file that fails its
 // checksum ("crc mismatch") or does not decode ("proto: …"). It reads the etcd container's most recent
 // termination (its current state, else its last), whose message, with
@@ -521,6 +522,9 @@ var unreadableDataErrors = []string{"invalid database", "version mismatch", "che
 // taken for it). No restart, and no other pod on the same data, heals such data: only a copy from the
 // member's peers does.
 func (m *Member) DataUnreadable() string {
+	if msg := m.walUnreadable(); msg != "" {
+		return msg
+	}
 	st := m.etcdStatus()
 	if st == nil {
 		return ""
@@ -545,6 +549,35 @@ func (m *Member) DataUnreadable() string {
 			(entry.Msg == "bootstrap failed" || entry.Msg == "discovery failed") &&
 				(strings.Contains(entry.Error, "crc mismatch") || strings.HasPrefix(entry.Error, "proto: ")):
 			return firstLine(entry.Msg + ": " + entry.Error)
+		}
+	}
+	return ""
+}
+
+// walUnreadable returns what the pod's verify-data init container said as its most recent run failed
+// reading the member's WAL, which fails its checksum ("crc mismatch") or does not decode ("proto: …"):
+// it reads the WAL before etcd starts, so on a pod recreated on its claim etcd never gets to say it.
+// "" otherwise (it passed, found the directory not the member's own, or failed another way).
+func (m *Member) walUnreadable() string {
+	if m.Pod == nil {
+		return ""
+	}
+	for _, cs := range m.Pod.Status.InitContainerStatuses {
+		if cs.Name != resources.VerifyDataContainerName {
+			continue
+		}
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t == nil || t.ExitCode == 0 || t.ExitCode == resources.ExitNotOwn {
+			return ""
+		}
+		for line := range strings.Lines(t.Message) {
+			_, cause, found := strings.Cut(line, "read the WAL's snapshot entries in ")
+			if _, err, ok := strings.Cut(cause, ": "); found && ok && (strings.Contains(err, "crc mismatch") || strings.HasPrefix(err, "proto: ")) {
+				return firstLine("verify-data read the WAL: " + strings.TrimSpace(err))
+			}
 		}
 	}
 	return ""
