@@ -103,7 +103,8 @@ func runAwaitPeers(ctx context.Context, cmd *cobra.Command, o *awaitPeersOptions
 }
 
 // listenForWord serves POST resources.PeersAddressedPath on addr (plain HTTP) and returns a channel
-// closed at the first one, and a function that stops the server and frees addr (for etcd). With addr
+// closed at the first one, and a function that stops the server, once it has answered the calls it took
+// (for at most a second), and frees addr (for etcd). With addr
 // empty the channel is never closed.
 func listenForWord(addr string) (<-chan struct{}, func(), error) {
 	told := make(chan struct{})
@@ -122,7 +123,13 @@ func listenForWord(addr string) (<-chan struct{}, func(), error) {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return told, func() { _ = srv.Close() }, nil
+	// Shutdown, not Close: the handler closes told before its answer is written, and the caller stops
+	// the server as soon as it sees told; Close would cut the operator's call off unanswered
+	return told, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // annotationValue returns the value of annotation key in file, as the kubelet writes a downward API
