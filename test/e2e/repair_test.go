@@ -45,13 +45,13 @@ func withReplaceAfter(d time.Duration) func(*etcdv1beta1.EtcdCluster) {
 	}
 }
 
-// TestBrokenDataDirReplaced: a member whose data directory is emptied, or whose database is
-// overwritten, under its kept claim would crash-loop when it restarts (etcd panics: its raft log is
+// TestBrokenDataDirReplaced: a member whose data directory is emptied, or whose database or part of
+// whose WAL is overwritten, under its kept claim would crash-loop when it restarts (etcd panics: its raft log is
 // behind what the leader committed, or the database does not open). With a continuous writer through
 // the client Service, the member is named down in Degraded and replaced at once, well before
 // replaceUnhealthyMemberAfter (removed, its claim deleted, a new member added under a new ID that copies
-// the data from its peers): the emptied directory is found by the pod's verify-data init container, the
-// database by what etcd says as it fails. Every acknowledged write is readable afterwards.
+// the data from its peers): the emptied directory and the WAL by the pod's verify-data init container,
+// the database by what etcd says as it fails. Every acknowledged write is readable afterwards.
 func TestBrokenDataDirReplaced(t *testing.T) {
 	for _, tc := range []struct{ name, ns, damage, removedBecause string }{
 		// found by the pod's verify-data init container before etcd starts: replaced at once
@@ -59,6 +59,10 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 		// etcd crash-loops on it, saying that its database is not one: replaced at once
 		{"corrupt database", "e2e-corrupt", "db=" + resources.DataDir + "/member/snap/db; " +
 			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc", "etcd cannot read its data (failed to open database: invalid database)"},
+		// 4 KiB of the WAL's records overwritten: the recreated pod's verify-data init container fails
+		// reading them before etcd starts: replaced at once
+		{"corrupt WAL", "e2e-corrupt-wal", "wal=$(ls " + resources.DataDir + "/member/wal/*.wal | head -1); " +
+			"dd if=/dev/urandom of=$wal bs=4096 count=1 seek=2 conv=notrunc", "etcd cannot read its data (verify-data read the WAL: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// a policy of an hour: a replacement within repairTimeout is one made at once
