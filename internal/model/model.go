@@ -251,15 +251,38 @@ func (m *Member) Joining(now time.Time) bool {
 	return st != nil && st.RestartCount == 0 && st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
 }
 
+// lastTermination returns the most recent termination of container cs: its current state when it
+// has terminated, else its last one (a container waiting to be restarted); nil when it never ended.
+func lastTermination(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if cs.State.Terminated != nil {
+		return cs.State.Terminated
+	}
+	return cs.LastTerminationState.Terminated
+}
+
+// verifyDataStatus returns the status of the verify-data init container of the member's pod, nil
+// without a pod, or when the pod has none or the kubelet has not reported it yet.
+func (m *Member) verifyDataStatus() *corev1.ContainerStatus {
+	if m.Pod == nil {
+		return nil
+	}
+	return named(m.Pod.Status.InitContainerStatuses, resources.VerifyDataContainerName)
+}
+
 // etcdStatus returns the status of the etcd container of the member's pod, nil without a pod or before
 // the kubelet reported one.
 func (m *Member) etcdStatus() *corev1.ContainerStatus {
 	if m.Pod == nil {
 		return nil
 	}
-	for i := range m.Pod.Status.ContainerStatuses {
-		if m.Pod.Status.ContainerStatuses[i].Name == resources.EtcdContainer {
-			return &m.Pod.Status.ContainerStatuses[i]
+	return named(m.Pod.Status.ContainerStatuses, resources.EtcdContainer)
+}
+
+// named returns the status of the container called name in statuses, nil when there is none.
+func named(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
 		}
 	}
 	return nil
@@ -488,13 +511,7 @@ func (m *Member) ImageUnavailable() bool {
 // container found before etcd started (exit code 3, its termination message), or "" when it did not
 // find that (it passed, did not run, or could not tell).
 func (m *Member) DataNotOwn() string {
-	if m.Pod == nil {
-		return ""
-	}
-	for _, cs := range m.Pod.Status.InitContainerStatuses {
-		if cs.Name != resources.VerifyDataContainerName {
-			continue
-		}
+	if cs := m.verifyDataStatus(); cs != nil {
 		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 			if t != nil && t.ExitCode == resources.ExitNotOwn {
 				if msg := firstLine(t.Message); msg != "" {
@@ -529,10 +546,7 @@ func (m *Member) DataUnreadable() string {
 	if st == nil {
 		return ""
 	}
-	t := st.State.Terminated
-	if t == nil {
-		t = st.LastTerminationState.Terminated
-	}
+	t := lastTermination(st)
 	if t == nil || t.ExitCode == 0 {
 		return ""
 	}
@@ -559,17 +573,8 @@ func (m *Member) DataUnreadable() string {
 // it reads the WAL before etcd starts, so on a pod recreated on its claim etcd never gets to say it.
 // "" otherwise (it passed, found the directory not the member's own, or failed another way).
 func (m *Member) walUnreadable() string {
-	if m.Pod == nil {
-		return ""
-	}
-	for _, cs := range m.Pod.Status.InitContainerStatuses {
-		if cs.Name != resources.VerifyDataContainerName {
-			continue
-		}
-		t := cs.State.Terminated
-		if t == nil {
-			t = cs.LastTerminationState.Terminated
-		}
+	if cs := m.verifyDataStatus(); cs != nil {
+		t := lastTermination(cs)
 		if t == nil || t.ExitCode == 0 || t.ExitCode == resources.ExitNotOwn {
 			return ""
 		}
