@@ -551,17 +551,11 @@ func (m *Member) DataUnreadable() string {
 		return ""
 	}
 	for line := range strings.Lines(t.Message) {
-		var entry struct{ Level, Msg, Error string }
-		if line = strings.TrimSpace(line); !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &entry) != nil {
-			continue
-		}
-		if entry.Level != "error" && entry.Level != "fatal" && entry.Level != "panic" {
-			continue
-		}
+		entry, ok := failureLine(line)
 		switch {
+		case !ok:
 		case entry.Msg == "failed to open database" && slices.Contains(unreadableDataErrors, entry.Error),
-			(entry.Msg == "bootstrap failed" || entry.Msg == "discovery failed") &&
-				(strings.Contains(entry.Error, "crc mismatch") || strings.HasPrefix(entry.Error, "proto: ")):
+			(entry.Msg == "bootstrap failed" || entry.Msg == "discovery failed") && walRecordError(entry.Error):
 			return firstLine(entry.Msg + ": " + entry.Error)
 		}
 	}
@@ -580,7 +574,7 @@ func (m *Member) walUnreadable() string {
 		}
 		for line := range strings.Lines(t.Message) {
 			_, cause, found := strings.Cut(line, "read the WAL's snapshot entries in ")
-			if _, err, ok := strings.Cut(cause, ": "); found && ok && (strings.Contains(err, "crc mismatch") || strings.HasPrefix(err, "proto: ")) {
+			if _, err, ok := strings.Cut(cause, ": "); found && ok && walRecordError(err) {
 				return firstLine("verify-data read the WAL: " + strings.TrimSpace(err))
 			}
 		}
@@ -606,12 +600,7 @@ func ExitCause(message string) string {
 			}
 			return firstLine(line)
 		}
-		var entry struct{ Level, Msg, Error string }
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &entry) != nil {
-			continue
-		}
-		switch entry.Level {
-		case "error", "fatal", "panic":
+		if entry, ok := failureLine(line); ok {
 			cause = entry.Msg
 			if entry.Error != "" {
 				cause += ": " + entry.Error
@@ -623,6 +612,25 @@ func ExitCause(message string) string {
 		}
 	}
 	return firstLine(cause)
+}
+
+// logEntry is what the operator reads of a line of etcd's JSON log.
+type logEntry struct{ Level, Msg, Error string }
+
+// failureLine returns line, one line of etcd's log, as a logEntry when it is a JSON line of level
+// error, fatal or panic.
+func failureLine(line string) (logEntry, bool) {
+	var entry logEntry
+	if line = strings.TrimSpace(line); !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &entry) != nil {
+		return entry, false
+	}
+	return entry, entry.Level == "error" || entry.Level == "fatal" || entry.Level == "panic"
+}
+
+// walRecordError reports whether err, an error of etcd's wal package reading records, says a record
+// fails its checksum or does not decode.
+func walRecordError(err string) bool {
+	return strings.Contains(err, "crc mismatch") || strings.HasPrefix(err, "proto: ")
 }
 
 // firstLine returns the first line of s, at most about 200 bytes of it: a longer line keeps its
