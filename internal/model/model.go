@@ -531,7 +531,10 @@ var unreadableDataErrors = []string{"invalid database", "version mismatch", "che
 // DataUnreadable returns what the member's etcd said as its last run failed because its data on disk
 // cannot be read, or what the pod's verify-data init container said of a WAL it could not read
 // (walUnreadable): "failed to open database" with one of bbolt's errors for a file that is not a valid
-// database (unreadableDataErrors), or a bootstrap that failed on a WAL or snapshot file that fails its
+// database (unreadableDataErrors), a Go panic inside bbolt.Open (bbolt's checks of the pages it walks
+// as it opens the file failed: "assertion failed: Page expected to be: 4, but self identifies as …",
+// what a database whose meta pages are intact and whose other pages are overwritten gives; see
+// openPanic), or a bootstrap that failed on a WAL or snapshot file that fails its
 // checksum ("crc mismatch") or does not decode ("proto: …"). It reads the etcd container's most recent
 // termination (its current state, else its last), whose message, with
 // TerminationMessageFallbackToLogsOnError, is the tail of etcd's log; "" when that run did not fail so,
@@ -559,7 +562,47 @@ func (m *Member) DataUnreadable() string {
 			return firstLine(entry.Msg + ": " + entry.Error)
 		}
 	}
-	return ""
+	return openPanic(t.Message)
+}
+
+// openPanic returns what message, the tail of etcd's log, says of a Go panic inside bbolt.Open, the
+// call that opens the member's database file ("panic opening the database: " and the panic's message,
+// or "panic opening the database, in " and the innermost function of the traceback when the panic's
+// line is before the tail); "" when message does not end in such a traceback, or tells of a fatal
+// error of the Go runtime (such as running out of memory), which is not the file's.
+func openPanic(message string) string {
+	funcs := goTraceback(message)
+	if !slices.Contains(funcs, "go.etcd.io/bbolt.Open") || strings.Contains(message, "fatal error: ") || strings.Contains(message, "out of memory") {
+		return ""
+	}
+	for line := range strings.Lines(message) {
+		if panicked, ok := strings.CutPrefix(strings.TrimSpace(line), "panic: "); ok {
+			return firstLine("panic opening the database: " + panicked)
+		}
+	}
+	return firstLine("panic opening the database, in " + funcs[0])
+}
+
+// goTraceback returns the functions of the Go traceback that ends message, innermost first, as Go
+// prints a goroutine's stack: a function's line, its arguments in parentheses, then its file and line
+// indented by a tab. It reads the last goroutine's stack when message holds more than one; nil when
+// message does not end in a traceback. A cut first line (message is a log's tail) is passed over.
+func goTraceback(message string) []string {
+	lines := strings.Split(strings.TrimRight(message, "\n"), "\n")
+	isFile := func(l string) bool { return strings.HasPrefix(l, "\t") && strings.Contains(l, ".go:") }
+	if !isFile(lines[len(lines)-1]) {
+		return nil
+	}
+	var funcs []string
+	for i, l := range lines[:len(lines)-1] {
+		switch {
+		case strings.HasPrefix(l, "goroutine "):
+			funcs = nil
+		case l != "" && !strings.HasPrefix(l, "\t") && !strings.HasPrefix(l, "created by ") && strings.HasSuffix(l, ")") && isFile(lines[i+1]):
+			funcs = append(funcs, l[:strings.LastIndex(l, "(")])
+		}
+	}
+	return funcs
 }
 
 // walUnreadable returns what the pod's verify-data init container said as its most recent run failed
@@ -583,17 +626,19 @@ func (m *Member) walUnreadable() string {
 }
 
 // ExitCause returns what a process said as it failed, from its container's termination message (with
-// TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's line ("panic: …"; for the
-// panic of a JSON log line of level panic, that line's message and error: "panic: failed to open
-// database: invalid database"), else
-// the message and error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg"
-// and "error"); "" when there is none. It holds no timestamp, so that it is the same on every restart
-// that fails the same way; at most 200 bytes.
+// TerminationMessageFallbackToLogsOnError, the tail of its log): a Go panic's or the Go runtime's fatal
+// error's line ("panic: …", "fatal error: …"; for the panic of a JSON log line of level panic, that
+// line's message and error: "panic: failed to open database: invalid database"), else the message and
+// error of its last JSON log line of level error, fatal or panic (etcd logs so: "msg" and "error"), else
+// its last plain line that starts with "error: " (the operator's own commands, such as verify-data, and
+// most command-line tools say so), else "panic in " and the innermost function of a Go traceback whose
+// panic line is before the tail; "" when there is none of these. It holds no timestamp, so that it is
+// the same on every restart that fails the same way; at most 200 bytes.
 func ExitCause(message string) string {
-	cause, panicked := "", ""
+	cause, panicked, plain := "", "", ""
 	for line := range strings.Lines(message) {
 		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "panic: ") {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
 			if panicked != "" && line == "panic: "+panicked {
 				// the Go panic of etcd's log line of level panic, which has the error too
 				return "panic: " + firstLine(cause)
@@ -609,9 +654,19 @@ func ExitCause(message string) string {
 			if entry.Level == "panic" {
 				panicked = entry.Msg
 			}
+		} else if len(line) > len("error: ") && strings.EqualFold(line[:len("error: ")], "error: ") {
+			plain = line
 		}
 	}
-	return firstLine(cause)
+	switch funcs := goTraceback(message); {
+	case cause != "":
+		return firstLine(cause)
+	case plain != "":
+		return firstLine(plain)
+	case len(funcs) > 0:
+		return firstLine("panic in " + funcs[0])
+	}
+	return ""
 }
 
 // logEntry is what the operator reads of a line of etcd's JSON log.

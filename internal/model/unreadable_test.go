@@ -24,6 +24,15 @@ func TestDataUnreadable(t *testing.T) {
 		return string(b)
 	}
 	db, wal := read("etcd-db-invalid.log"), read("etcd-wal-corrupt.log")
+	// etcd 3.6.16 on a database whose pages but not its meta pages were overwritten: bbolt's check of
+	// a page's ID panics in bbolt.Open, and the tail of the log holds only the traceback
+	pages := read("etcd-db-pages-overwritten.log")
+	// the same with its panic line, as a shorter traceback leaves it in the tail
+	open := "panic: assertion failed: Page expected to be: 4, but self identifies as 3473740952751874641\n\ngoroutine 106 [running]:\n" + pages[strings.Index(pages, "go.etcd.io/bbolt.(*Tx).page("):]
+	// a fatal error of the Go runtime as bbolt opened the file: not the file's
+	oom := "fatal error: runtime: out of memory\n\ngoroutine 106 [running]:\n" + pages[strings.Index(pages, "go.etcd.io/bbolt.Open("):]
+	// a panic elsewhere in etcd
+	elsewhere := "panic: assertion failed\n\ngoroutine 9 [running]:\ngo.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).apply(0x1)\n\tgo.etcd.io/etcd/server/v3@v3.6.16/etcdserver/server.go:1900 +0x1\n"
 	line := func(level, msg, err string) string {
 		return `{"level":"` + level + `","ts":"2026-12-05T16:29:58.389426Z","msg":"` + msg + `","error":"` + err + `"}` + "\n"
 	}
@@ -38,6 +47,8 @@ func TestDataUnreadable(t *testing.T) {
 		{"database overwritten, container just exited", db, 2, false, "failed to open database: invalid database"},
 		{"WAL corrupted", wal, 1, true, "bootstrap failed: proto: illegal wireType 7"},
 		{"WAL record checksum", line("fatal", "discovery failed", "walpb: crc mismatch"), 1, true, "discovery failed: walpb: crc mismatch"},
+		{"database pages overwritten", pages, 2, true, "panic opening the database, in go.etcd.io/bbolt.(*Tx).page"},
+		{"database pages overwritten, the panic's line in the tail", open, 2, true, "panic opening the database: assertion failed: Page expected to be: 4, but self identifies as 3473740952751874641"},
 		{"database meta checksum", line("panic", "failed to open database", "checksum error"), 2, true, "failed to open database: checksum error"},
 		// not data that cannot be read: a restart, or another pod on the same data, may well start
 		{"database not readable by the user", line("panic", "failed to open database", "open /var/lib/etcd/data/member/snap/db: permission denied"), 2, true, ""},
@@ -45,6 +56,9 @@ func TestDataUnreadable(t *testing.T) {
 		{"a flag etcd refuses", line("fatal", "discovery failed", "unknown log level"), 1, true, ""},
 		{"the log's tail starts after the line that says it", db[strings.Index(db, "panic: failed to open database"):], 2, true, ""},
 		{"a run that exited 0", db, 0, true, ""},
+		{"out of memory opening the database", oom, 2, true, ""},
+		{"a panic that is not in bbolt.Open", elsewhere, 2, true, ""},
+		{"a traceback cut before bbolt.Open", pages[:strings.Index(pages, "go.etcd.io/bbolt.Open(")], 2, true, ""},
 	} {
 		term := &corev1.ContainerStateTerminated{ExitCode: tc.exit, Reason: "Error", Message: tc.message}
 		st := corev1.ContainerStatus{Name: resources.EtcdContainer}

@@ -237,7 +237,13 @@ func TestExitCause(t *testing.T) {
 		"{\"level\":\"panic\",\"msg\":\"failed to open database\",\"error\":\"invalid database\"}\npanic: failed to open database\n\ngoroutine 116 [running]:\n": "panic: failed to open database: invalid database",
 		"{\"level\":\"error\",\"msg\":\"failed to open database\",\"error\":\"x\"}\npanic: failed to open database\n":                                            "panic: failed to open database",
 		"":                               "",
-		"Error: unknown flag: --bogus\n": "",
+		"Error: unknown flag: --bogus\n": "Error: unknown flag: --bogus",
+		// the operator's verify-data says what it could not do on a plain line
+		"error: cannot tell whether /var/lib/etcd/data is member 95899508fa3e49a3's: read the WAL's snapshot entries in /var/lib/etcd/data/member/wal: walpb: crc mismatch\n": "error: cannot tell whether /var/lib/etcd/data is member 95899508fa3e49a3's: read the WAL's snapshot entries in /var/lib/etcd/data/member/wal: walpb: crc mismatch",
+		"fatal error: runtime: out of memory\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/main.go:3 +0x1\n":                                                                 "fatal error: runtime: out of memory",
+		// the tail of a traceback whose panic line is further up the log: its innermost function
+		"ernal/common/page.go:83 +0x1c7\ngo.etcd.io/bbolt.(*Tx).page(0x2210ffb1a190?, 0x2210fff75300?)\n\tgo.etcd.io/bbolt@v1.4.3/tx.go:638 +0x7a\ncreated by main.main in goroutine 1\n\t/src/main.go:3 +0x1\n": "panic in go.etcd.io/bbolt.(*Tx).page",
+		"plain text\nthat ends\n": "",
 	} {
 		if got := ExitCause(msg); got != want {
 			t.Errorf("ExitCause(%q) = %q, want %q", msg, got, want)

@@ -45,9 +45,10 @@ func withReplaceAfter(d time.Duration) func(*etcdv1beta1.EtcdCluster) {
 	}
 }
 
-// TestBrokenDataDirReplaced: a member whose data directory is emptied, or whose database or part of
-// whose WAL is overwritten, under its kept claim would crash-loop when it restarts (etcd panics: its raft log is
-// behind what the leader committed, or the database does not open). With a continuous writer through
+// TestBrokenDataDirReplaced: a member whose data directory is emptied, or whose database (all of it,
+// or all but its meta pages) or part of whose WAL is overwritten, under its kept claim would crash-loop
+// when it restarts (etcd panics: its raft log is behind what the leader committed, or the database
+// does not open). With a continuous writer through
 // the client Service, the member is named down in Degraded and replaced at once, well before
 // replaceUnhealthyMemberAfter (removed, its claim deleted, a new member added under a new ID that copies
 // the data from its peers): the emptied directory and the WAL by the pod's verify-data init container,
@@ -56,9 +57,14 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 	for _, tc := range []struct{ name, ns, damage, removedBecause string }{
 		// found by the pod's verify-data init container before etcd starts: replaced at once
 		{"empty data directory", "e2e-wiped", "rm -rf " + resources.DataDir + "/member", "its data directory is not its own"},
-		// etcd crash-loops on it, saying that its database is not one: replaced at once
+		// etcd crash-loops on it, saying that its database is not one, or (when the running etcd wrote
+		// a meta page back before it stopped) panicking as bbolt opens it: replaced at once
 		{"corrupt database", "e2e-corrupt", "db=" + resources.DataDir + "/member/snap/db; " +
-			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc", "etcd cannot read its data (failed to open database: invalid database)"},
+			"dd if=/dev/urandom of=$db bs=4096 count=$(( $(wc -c < $db) / 4096 )) conv=notrunc", "etcd cannot read its data ("},
+		// every page but the two meta pages overwritten: bbolt finds a page that is not what its parent
+		// says as it opens the file, and panics: replaced at once
+		{"database pages overwritten", "e2e-corrupt-pages", "db=" + resources.DataDir + "/member/snap/db; " +
+			"dd if=/dev/urandom of=$db bs=4096 seek=2 count=$(( $(wc -c < $db) / 4096 - 2 )) conv=notrunc", "etcd cannot read its data (panic opening the database"},
 		// 4 KiB of the WAL's records overwritten: the recreated pod's verify-data init container fails
 		// reading them before etcd starts: replaced at once
 		{"corrupt WAL", "e2e-corrupt-wal", "wal=$(ls " + resources.DataDir + "/member/wal/*.wal | head -1); " +
