@@ -353,11 +353,12 @@ func (r *EtcdClusterReconciler) removeMembers(ctx context.Context, s *scope, a m
 }
 
 // removeMember removes member a.Member from etcd's membership, through leader (leaderClient), and
-// reports whether it did; a change etcd cannot make yet (retryLater) is a step and no error.
+// reports whether it did; a change etcd cannot make yet (retryLater) is a step and no error. A call
+// that failed although etcd made the removal (goneFromMembership) counts as made, with its event.
 func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, leader etcd.Client, a membership.Action) (*verdict.Step, bool, error) {
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
-	if err := leader.RemoveMember(callCtx, a.ID); err != nil {
+	if err := leader.RemoveMember(callCtx, a.ID); err != nil && (leader == s.etcdClient || !r.goneFromMembership(ctx, s, a.ID)) {
 		st, err := retryLater(s.cluster, "remove", err, "remove member "+a.Member)
 		return st, false, err
 	}
@@ -369,6 +370,21 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 	}
 	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), kind, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
+}
+
+// goneFromMembership reports whether etcd no longer lists member id, asked through the pass's client,
+// which reaches every member that runs. A removal made through the leader alone can fail although
+// etcd made it: the leader that removes itself may answer "etcdserver: server stopped" once it has
+// applied the removal, and cannot list the members after that (etcd.Client.RemoveMember looks only
+// through its own endpoints).
+func (r *EtcdClusterReconciler) goneFromMembership(ctx context.Context, s *scope, id uint64) bool {
+	if s.etcdClient == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	_, members, err := s.etcdClient.MemberList(ctx)
+	return err == nil && !slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == id })
 }
 
 // forgetMember rebuilds the pass's model as if etcd had not listed member id: what the pass observed
