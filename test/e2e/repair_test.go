@@ -105,7 +105,7 @@ func TestBrokenDataDirReplaced(t *testing.T) {
 				}
 				return fmt.Errorf("degraded %+v, and no MemberRemoved event yet", d)
 			})
-			t.Logf("%s: the status named demo-1 down, or the member was removed, %s after the fault", tc.name, shown.Round(100*time.Millisecond))
+			t.Logf("%s: the status named demo-1 down, or the member was removed, %s after its pod was deleted", tc.name, shown.Round(100*time.Millisecond))
 			waitReplaced(t, c, "demo-1", oldID, repairTimeout)
 			t.Logf("%s: fault -> 3 healthy voters in %s (replaceUnhealthyMemberAfter 1h)", tc.name, time.Since(start).Round(100*time.Millisecond))
 			if err := eventSaying(context.Background(), c, "MemberRemoved", corev1.EventTypeWarning, tc.removedBecause); err != nil {
