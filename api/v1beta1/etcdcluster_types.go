@@ -538,11 +538,12 @@ type EtcdOptions struct {
 
 	// ExtraArgs are further etcd flags, by name without the leading "--" (for example
 	// "experimental-compact-hash-check-enabled": "true"). Flags the operator sets itself (names, URLs,
-	// data directory, initial cluster, TLS), the typed options above and risky flags (such as
-	// enable-pprof, log-outputs, discovery*) are refused.
+	// data directory, initial cluster, TLS), the typed options above, risky flags (such as
+	// enable-pprof, log-outputs, discovery*) and the flags of etcd 2 that etcd accepts only to ignore
+	// them (such as snapshot, v, vv) are refused.
 	//
 	// +kubebuilder:validation:MaxProperties=64
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*[a-z0-9]$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z]([a-z0-9-]*[a-z0-9])?$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
 }

@@ -106,7 +106,7 @@ func ReservedFlag(name string) (reason string, reserved bool) {
 
 // flagName is an etcd flag name without the leading "--", as the CRD's schema requires of the keys of
 // spec.options.extraArgs.
-var flagName = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
+var flagName = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
 
 // ExtraArgKeyProblem says what is wrong with key as a key of spec.options.extraArgs; "" when it is an
 // etcd flag name.

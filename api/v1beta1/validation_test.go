@@ -157,6 +157,9 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"extra arg key with =", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log-level=debug": ""}}
 		}, "options.extraArgs keys are etcd flag names"},
+		{"extra arg key of one letter with dashes", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"-v": ""}}
+		}, "without the leading '--'"},
 		{"extra arg key with a space", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
 		}, "options.extraArgs keys are etcd flag names"},

@@ -16,17 +16,14 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdkit/etcd-operator/internal/etcdflags"
 )
 
 // etcdmainFlags are the flags etcdmain (server/etcdmain/config.go, newConfig) registers besides
-// embed.Config.AddFlags's: its own, and the flags of etcd 2 it still accepts and ignores.
-var etcdmainFlags = []string{
-	"config-file", "discovery-fallback", "initial-cluster-state", "v2-deprecation", "version",
-	// ignored
-	"cluster-active-size", "cluster-remove-delay", "cluster-sync-interval", "config", "force",
-	"max-result-buffer", "max-retry-attempts", "peer-heartbeat-interval", "peer-election-timeout",
-	"retry-interval", "snapshot", "v", "vv",
-}
+// embed.Config.AddFlags's: its own, and the flags of etcd 2 it still accepts and ignores
+// (etcdflags.Ignored).
+var etcdmainFlags = append([]string{"config-file", "discovery-fallback", "initial-cluster-state", "v2-deprecation", "version"}, etcdflags.Ignored...)
 
 const out = "internal/etcdflags/zz_generated.flags.go"
 

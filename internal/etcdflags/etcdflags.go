@@ -15,3 +15,11 @@ func Known(minor, name string) (known, checked bool) {
 	}
 	return generated[name], true
 }
+
+// Ignored are the flags of etcd 2 that etcdmain (server/etcdmain/config.go, newConfig) still accepts
+// and ignores: it logs that it ignores them, so a flag set through one of them has no effect.
+var Ignored = []string{
+	"cluster-active-size", "cluster-remove-delay", "cluster-sync-interval", "config", "force",
+	"max-result-buffer", "max-retry-attempts", "peer-heartbeat-interval", "peer-election-timeout",
+	"retry-interval", "snapshot", "v", "vv",
+}

@@ -490,8 +490,9 @@ func specExtraArgs(s *etcdv1beta1.EtcdClusterSpec) map[string]string {
 }
 
 // validateExtraArgs refuses the flags of args that the operator sets itself or that put the cluster at
-// risk (v1beta1.ReservedFlag), keys that are not flag names, flags that etcd of minor (the spec's,
-// "3.6") does not have (etcd refuses to start on an unknown flag: each member would crash-loop) and
+// risk (v1beta1.ReservedFlag), keys that are not flag names, flags that etcd accepts only to ignore
+// (etcdflags.Ignored: the entry would have no effect), flags that etcd of minor (the spec's, "3.6")
+// does not have (etcd refuses to start on an unknown flag: each member would crash-loop) and
 // values with control characters, except entries already in old with the same value, so that an
 // object admitted before a rule existed can still be changed otherwise; a change of minor from
 // oldMinor checks every flag against the new minor's. Errors are sorted by flag name.
@@ -517,6 +518,8 @@ func validateExtraArgs(old, args map[string]string, oldMinor, minor string) fiel
 		}
 		if problem := etcdv1beta1.ExtraArgKeyProblem(k); problem != "" {
 			errs = append(errs, field.Invalid(p.Key(k), k, "the key "+problem))
+		} else if slices.Contains(etcdflags.Ignored, k) {
+			errs = append(errs, field.Forbidden(p.Key(k), "etcd accepts --"+k+" only to ignore it (a flag of etcd 2): it would have no effect"))
 		} else {
 			errs = append(errs, unknownFlag(p.Key(k), k, minor)...)
 		}

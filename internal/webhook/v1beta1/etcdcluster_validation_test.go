@@ -234,7 +234,8 @@ func TestValidateCreate(t *testing.T) {
 }
 
 // TestUnknownFlagsRefused: a flag etcd 3.6 does not have (a typo, a flag of etcd 3.5's removed proxy)
-// is refused on a 3.6 cluster, since etcd would refuse to start with it; flags of etcd 3.5 are not
+// is refused on a 3.6 cluster, since etcd would refuse to start with it, and so is a flag etcd accepts
+// only to ignore it, on any version; flags of etcd 3.5 are not
 // checked (the operator holds no list of them), until the cluster moves to 3.6: then every flag kept
 // from before is checked again.
 func TestUnknownFlagsRefused(t *testing.T) {
@@ -245,8 +246,18 @@ func TestUnknownFlagsRefused(t *testing.T) {
 			t.Errorf("%s refused on etcd 3.5, whose flags are not checked: %v", flag, errs)
 		}
 	}
+	// one-letter keys are flag names too, which etcd may not have
+	errs, _ := ValidateCreate(cluster(extraArgs("h", "true")))
+	checkErrors(t, errs, []problem{{"spec.options.extraArgs[h]", "etcd 3.6 has no flag --h and would refuse to start with it"}})
+	// flags of etcd 2 that etcd accepts and ignores, on either minor: the entry would have no effect
+	for _, flag := range []string{"v", "vv", "config", "force", "snapshot", "peer-election-timeout"} {
+		for _, version := range []string{"3.6.16", "3.5.35"} {
+			errs, _ := ValidateCreate(cluster(testutil.WithVersion(version), extraArgs(flag, "x")))
+			checkErrors(t, errs, []problem{{"spec.options.extraArgs[" + flag + "]", "etcd accepts --" + flag + " only to ignore it (a flag of etcd 2): it would have no effect"}})
+		}
+	}
 	old := cluster(testutil.WithVersion("3.5.35"), testutil.WithCurrentVersion("3.5.35"), extraArgs("proxy-dial-timeout", "1000"))
-	errs, _ := ValidateUpdate(old, cluster(testutil.WithVersion("3.6.16"), extraArgs("proxy-dial-timeout", "1000")))
+	errs, _ = ValidateUpdate(old, cluster(testutil.WithVersion("3.6.16"), extraArgs("proxy-dial-timeout", "1000")))
 	checkErrors(t, errs, []problem{{"spec.options.extraArgs[proxy-dial-timeout]", "etcd 3.6 has no flag --proxy-dial-timeout"}})
 	if errs, _ := ValidateUpdate(old, cluster(testutil.WithVersion("3.5.35"), testutil.WithReplicas(5), extraArgs("proxy-dial-timeout", "1000"))); len(errs) != 0 {
 		t.Errorf("an unchanged flag of a 3.5 cluster refused on another change: %v", errs)

@@ -287,6 +287,10 @@ func TestC10_C11_DeniedAtAdmission(t *testing.T) {
 		{"a flag etcd 3.6 does not have", []testutil.ClusterOption{extraArgs("log-levle", "debug")}, true, []string{
 			`spec.options.extraArgs[log-levle]: Invalid value: "log-levle": etcd 3.6 has no flag --log-levle and would refuse to start with it`,
 		}},
+		{"flags etcd accepts only to ignore them, one of a single letter", []testutil.ClusterOption{extraArgs("v", "true", "snapshot", "true")}, true, []string{
+			`spec.options.extraArgs[snapshot]: Forbidden: etcd accepts --snapshot only to ignore it (a flag of etcd 2): it would have no effect`,
+			`spec.options.extraArgs[v]: Forbidden: etcd accepts --v only to ignore it (a flag of etcd 2): it would have no effect`,
+		}},
 		{"a value etcd 3.6 refuses", []testutil.ClusterOption{extraArgs("log-level", "verbose")}, true, []string{
 			`spec.options.extraArgs[log-level]: Invalid value: "verbose": etcd 3.6 refuses it as it starts (unrecognized level: "verbose"), so every member restarted with it would crash-loop`,
 		}},
