@@ -3,6 +3,7 @@ package verdict
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -203,7 +204,7 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhasePaused
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
 		return etcdv1beta1.PhaseScaling
-	case rolloutStep(st) || outdatedPods(s, opts) > 0:
+	case rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c)):
 		return etcdv1beta1.PhaseUpgrading
 	case degraded:
 		return etcdv1beta1.PhaseDegraded
@@ -406,6 +407,18 @@ func rolloutStep(p *Step) bool {
 		return true
 	}
 	return false
+}
+
+// rolloutRestarting reports whether a member that a rolling update restarted onto the spec of hash
+// (its claim's AnnotationRolledOnto, which stays until it serves on that spec) does not serve yet, and
+// its pod is being recreated or starts without a problem (PodProblem). Once the last member's pod is
+// recreated, every pod is current (outdatedPods) and the rollout awaits nothing, yet that member is
+// still starting: the rolling update is not over until it serves.
+func rolloutRestarting(s *scope, hash string) bool {
+	return slices.ContainsFunc(s.m.Listed(), func(m *model.Member) bool {
+		return m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && !m.Serving() &&
+			(!m.HasPod() || m.PodProblem() == "")
+	})
 }
 
 // outdatedPods counts the member pods built from an older spec than the current one, or that serve TLS

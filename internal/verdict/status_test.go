@@ -58,6 +58,23 @@ func observed(clusterID string, etcdUp bool, healthy map[uint64]bool, leader uin
 	return &scope{cluster: c, m: model.Build(in), report: &Report{}}
 }
 
+// rolledOnto gives every member a claim, and records on member i's that a rolling update restarted it
+// onto the spec of hash ("": the current spec).
+func rolledOnto(i int, hash string) func(*model.Input) {
+	return func(in *model.Input) {
+		if hash == "" {
+			hash = resources.Options{}.SpecHash(in.Cluster)
+		}
+		for j, name := range []string{"s-0", "s-1", "s-2"} {
+			pvc := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName(name)}}
+			if j == i {
+				pvc.Annotations = map[string]string{etcdv1beta1.AnnotationRolledOnto: hash}
+			}
+			in.Claims = append(in.Claims, pvc)
+		}
+	}
+}
+
 func TestComputeStatus(t *testing.T) {
 	all := map[uint64]bool{1: true, 2: true, 3: true}
 	tests := []struct {
@@ -92,6 +109,14 @@ func TestComputeStatus(t *testing.T) {
 		{"a pod of an older spec is being rolled", observed("abc", true, all, 1, 0, func(in *model.Input) {
 			in.Pods[2].Annotations[etcdv1beta1.AnnotationSpecHash] = "old"
 		}), etcdv1beta1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumHealthy, 3, "s-0"},
+		{"the last member a rolling update restarted starts on the current spec", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, rolledOnto(2, "")),
+			etcdv1beta1.PhaseUpgrading, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
+		{"the last member a rolling update restarted crash-loops", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, rolledOnto(2, ""), func(in *model.Input) {
+			in.Pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+		}), etcdv1beta1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
+		{"a member down whose claim records an older spec", observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, rolledOnto(2, "old")),
+			etcdv1beta1.PhaseDegraded, metav1.ConditionTrue, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy, 2, "s-0"},
 		{"one NOSPACE alarm stops writes: not available, not lost", observed("abc", true, all, 1, 0, func(in *model.Input) {
 			in.Etcd.Health[2] = fmt.Errorf("health: %w: %w", etcd.ErrAlarm, etcd.ErrNoSpace)
 		}), etcdv1beta1.PhaseDegraded, metav1.ConditionFalse, metav1.ConditionTrue, etcdv1beta1.ReasonNoSpace, 2, "s-0"},

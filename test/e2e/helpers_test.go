@@ -503,7 +503,10 @@ type availableWatch struct {
 	// stalled are the statuses whose Progressing condition was False for another reason than
 	// Reconciled: the operator said it had nothing to do while something was not done
 	stalled []string
-	err     error
+	// degraded are the statuses of phase Degraded: a rolling update reads as Upgrading until its last
+	// member serves
+	degraded []string
+	err      error
 }
 
 // watchAvailable starts recording the Available condition of cluster c, which must be Available now.
@@ -544,6 +547,9 @@ func watchAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster) *availableWatch {
 				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
 					aw.unavailable = append(aw.unavailable, fmt.Sprintf("at %s: %+v", time.Since(start).Round(10*time.Millisecond), cond))
 				}
+				if got.Status.Phase == etcdv1beta1.PhaseDegraded {
+					aw.degraded = append(aw.degraded, fmt.Sprintf("at %s: %s", time.Since(start).Round(10*time.Millisecond), degradedMessage(got)))
+				}
 				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason != etcdv1beta1.ReasonReconciled {
 					aw.stalled = append(aw.stalled, fmt.Sprintf("at %s: %s: %s", time.Since(start).Round(10*time.Millisecond), cond.Reason, cond.Message))
 				}
@@ -572,6 +578,26 @@ func (aw *availableWatch) assertNeverUnavailable(t testing.TB, what string) {
 		t.Errorf("%s: the cluster was reported not Available %s", what, u)
 	}
 	t.Logf("%s: %d statuses seen, Available in every one: %v", what, aw.seen, len(aw.unavailable) == 0)
+}
+
+// degradedMessage is the message of c's Degraded condition, "" without one.
+func degradedMessage(c *etcdv1beta1.EtcdCluster) string {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionDegraded); cond != nil {
+		return cond.Message
+	}
+	return ""
+}
+
+// assertNeverDegraded fails the test if, in the statuses assertNeverUnavailable looked at, the phase
+// was ever Degraded: a rolling update restarts each member on purpose, and reads as Upgrading until
+// its last member serves again. Call it after assertNeverUnavailable.
+func (aw *availableWatch) assertNeverDegraded(t testing.TB, what string) {
+	t.Helper()
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	for _, s := range aw.degraded {
+		t.Errorf("%s: the phase was Degraded %s", what, s)
+	}
 }
 
 // assertNeverStalled fails the test if, in the statuses assertNeverUnavailable looked at, the Progressing

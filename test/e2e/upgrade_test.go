@@ -243,6 +243,7 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 	rw.stop()
 	aw.assertNeverUnavailable(t, "rolling restart")
 	aw.assertNeverStalled(t, "rolling restart")
+	aw.assertNeverDegraded(t, "rolling restart")
 	assertOneEventPerMember(t, c, "UpdatingMember")
 	pods, _ := memberPods(context.Background(), c)
 	wr.stopAndVerify(t, podEndpoint(pods[c.Name+"-0"]))
