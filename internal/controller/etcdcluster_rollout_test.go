@@ -78,7 +78,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func(context.Context) error {
 		c = getCluster(t, c)
 		d := condition(c, etcdv1beta1.ConditionDataInconsistent)
-		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1beta1.ReasonHashesMatch || !strings.Contains(d.Message, "All 3 members hash to") {
+		if d == nil || d.Status != metav1.ConditionFalse || d.Reason != etcdv1beta1.ReasonHashesMatch || !strings.Contains(d.Message, "all 3 members hashed to") {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
 		return nil

@@ -44,7 +44,7 @@ func CompareHashes(rev int64, hashes map[string]etcd.KVHash, want int) Hashes {
 	}
 	if len(byHash) == 1 {
 		return Hashes{Conclusive: true, Consistent: true,
-			Message: fmt.Sprintf("All %d members hash to %08x at revision %d (%s)", len(names), hashes[names[0]].Hash, rev, compacted(compact))}
+			Message: fmt.Sprintf("At the last check, all %d members hashed to %08x at revision %d (%s)", len(names), hashes[names[0]].Hash, rev, compacted(compact))}
 	}
 	return Hashes{Conclusive: true, Message: fmt.Sprintf(
 		"Members disagree on their data at revision %d: %s. Do not scale or upgrade; find the odd member out with `etcdctl endpoint hashkv --cluster`, then remove it and let the operator re-add it, or restore from a backup",

@@ -17,7 +17,7 @@ func TestCompareHashes(t *testing.T) {
 		conclusive, consistent bool
 		mention                string
 	}{
-		{"all equal", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(7, 50), "a-2": h(7, 50)}, true, true, "All 3 members hash to 00000007 at revision 100"},
+		{"all equal", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(7, 50), "a-2": h(7, 50)}, true, true, "At the last check, all 3 members hashed to 00000007 at revision 100"},
 		{"one differs", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(8, 50), "a-2": h(7, 50)}, true, false, "a-1=00000008"},
 		{"compaction in between", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(8, 60), "a-2": h(7, 50)}, false, false, "compare again later"},
 		{"a member did not answer", map[string]etcd.KVHash{"a-0": h(7, 50), "a-1": h(7, 50)}, false, false, "2 of 3 members"},
