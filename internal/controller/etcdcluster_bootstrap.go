@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -152,12 +155,17 @@ func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope
 		return nil
 	}
 	// the word at once, where the pod can be reached; the annotation reaches every pod, a second or two later
-	var unreached []string
-	for _, p := range waiting {
-		if err := tellPeersAddressed(ctx, p.Status.PodIP); err != nil {
-			unreached = append(unreached, fmt.Sprintf("%s: %v", p.Name, err))
-		}
+	unreached := make([]string, len(waiting))
+	var wg sync.WaitGroup
+	for i, p := range waiting {
+		wg.Go(func() {
+			if err := tellPeersAddressedSoon(ctx, p.Status.PodIP); err != nil {
+				unreached[i] = fmt.Sprintf("%s: %v", p.Name, err)
+			}
+		})
 	}
+	wg.Wait()
+	unreached = slices.DeleteFunc(unreached, func(s string) bool { return s == "" })
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1beta1.AnnotationPeersAddressed+`":"true"}}}`))
 	for _, p := range waiting {
 		if err := r.Patch(ctx, p.DeepCopy(), patch); err != nil && !apierrors.IsNotFound(err) {
@@ -170,6 +178,28 @@ func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope
 
 // peersAddressedClient posts the word to await-peers: plain HTTP to a pod IP, never through a proxy.
 var peersAddressedClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// peersAddressedRetry is how long tellPeersAddressedSoon tries a pod whose await-peers does not listen
+// yet, and how often.
+const peersAddressedRetry, peersAddressedRetryEvery = 2 * time.Second, 100 * time.Millisecond
+
+// tellPeersAddressedSoon is tellPeersAddressed, tried again every peersAddressedRetryEvery for up to
+// peersAddressedRetry while the pod refuses the connection: a pod has its address once its sandbox is
+// up, and on a loaded node its await-peers container may start listening a second or more later.
+func tellPeersAddressedSoon(ctx context.Context, ip string) error {
+	deadline := time.Now().Add(peersAddressedRetry)
+	for {
+		err := tellPeersAddressed(ctx, ip)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(peersAddressedRetryEvery):
+		}
+	}
+}
 
 // tellPeersAddressed tells the init container await-peers of the pod at ip, on its peer port, that
 // every initial member's pod has its address.
