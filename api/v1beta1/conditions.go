@@ -170,6 +170,11 @@ const (
 	// hash, while no other member serves on one, went down on a spec no member has run, and is not
 	// replaced (a new member would be made from the same spec).
 	AnnotationRolledOnto = "etcd.etcdkit.dev/rolled-onto"
+	// AnnotationDataDiverged on a member's pod says that the operator's comparison of the members'
+	// key-value hashes found the member's hash to differ from the one a strict majority of the members
+	// agree on, at one revision (its value says which): its data diverged, and it is replaced at once
+	// unless spec.recovery.replaceUnhealthyMemberAfter is 0s.
+	AnnotationDataDiverged = "etcd.etcdkit.dev/data-diverged"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
 	// LabelBackup names the EtcdBackup a Job or pod belongs to (shortened with a hash when the name

@@ -2,25 +2,40 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/observe"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // DefaultConsistencyCheckInterval is how often the members' key-value hashes are compared.
 const DefaultConsistencyCheckInterval = 10 * time.Minute
 
+// inconsistentCheckInterval is how often the hashes are compared while the DataInconsistent condition
+// is True, when that is more often than the interval.
+const inconsistentCheckInterval = time.Minute
+
 // hashKVTimeout bounds each member's HashKV, which reads its whole key-value store.
 const hashKVTimeout = 10 * time.Second
 
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
-// any of them has applied), at most once per ConsistencyCheckInterval and only while the cluster is
-// settled and healthy, and records the outcome in the DataInconsistent condition.
+// any of them has applied), at most once per ConsistencyCheckInterval (once a minute while the
+// members disagree) and only while the cluster is settled and healthy, and records the outcome in the
+// DataInconsistent condition. When they disagree and a strict majority shares one hash, the members
+// that differ from it (all running one etcd release) are recorded as diverged on their pods
+// (recordDiverged), which has them replaced at once.
 func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	interval := r.ConsistencyCheckInterval
@@ -29,6 +44,10 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	}
 	if interval == 0 {
 		interval = DefaultConsistencyCheckInterval
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionDataInconsistent); cond != nil && cond.Status == metav1.ConditionTrue {
+		// while the members disagree (a diverged member being replaced, say), look again soon
+		interval = min(interval, inconsistentCheckInterval)
 	}
 	now := time.Now()
 	if !r.consistency.Due(string(c.UID), interval, now) {
@@ -50,9 +69,47 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
 	}
-	s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashMismatch, Message: v.Message}
-	if !verdict.HasCondition(c, etcdv1beta1.ConditionDataInconsistent, metav1.ConditionTrue, v.Message) {
-		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonHashMismatch, "CheckConsistency", "%s", v.Message)
+	if !sameVersion(s.m) {
+		v.Diverged = nil // hashes of two etcd releases: not grounds to replace a member
 	}
-	return nil, nil
+	msg := verdict.MismatchMessage(c, v)
+	s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashMismatch, Message: msg}
+	if !verdict.HasCondition(c, etcdv1beta1.ConditionDataInconsistent, metav1.ConditionTrue, msg) {
+		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonHashMismatch, "CheckConsistency", "%s", msg)
+	}
+	return nil, r.recordDiverged(ctx, s, v.Diverged)
+}
+
+// sameVersion reports whether every member etcd lists reported the same server version.
+func sameVersion(m *model.Cluster) bool {
+	version := ""
+	for _, mem := range m.Listed() {
+		switch {
+		case mem.Status == nil:
+			return false
+		case version == "":
+			version = mem.Status.Version
+		case mem.Status.Version != version:
+			return false
+		}
+	}
+	return version != ""
+}
+
+// recordDiverged records on the pod of each member of diverged (name → what its hash differs by) that
+// its data diverged (etcdv1beta1.AnnotationDataDiverged), in the pass's model too: the membership
+// planner replaces it at once (verdict.ReplaceDue), unless replacing is off.
+func (r *EtcdClusterReconciler) recordDiverged(ctx context.Context, s *scope, diverged map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(diverged)) {
+		m := s.m.Member(name)
+		if m == nil || m.Pod == nil || m.Pod.Annotations[etcdv1beta1.AnnotationDataDiverged] == diverged[name] {
+			continue
+		}
+		patch := client.MergeFrom(m.Pod.DeepCopy())
+		m.Pod.Annotations = resources.Merged(m.Pod.Annotations, map[string]string{etcdv1beta1.AnnotationDataDiverged: diverged[name]})
+		if err := r.Patch(ctx, m.Pod, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("record on pod %s that its data diverged: %w", m.Pod.Name, err)
+		}
+	}
+	return nil
 }

@@ -16,8 +16,9 @@
 //     member is added, and is deleted like a removed member's if the member is no longer one to add.
 //  5. A voter whose data is gone (no pod and no claim, and it does not answer) is removed, then added
 //     back as a new learner.
-//  6. A member the caller marks for replacement (Member.Replace: down longer than the cluster's policy)
-//     is removed only while it is not healthy, and only with a quorum of healthy voters (as every
+//  6. A member the caller marks for replacement (Member.Replace: down longer than the cluster's policy;
+//     a member whose data diverged from its peers', which the caller counts as not healthy although it
+//     answers) is removed only while it is not healthy, and only with a quorum of healthy voters (as every
 //     change); it comes back, like a lost voter, as a new learner under a new member ID on fresh data.
 package membership
 

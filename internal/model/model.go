@@ -524,6 +524,16 @@ func (m *Member) DataNotOwn() string {
 	return ""
 }
 
+// DataDiverged returns what the operator's comparison of the members' key-value hashes found of the
+// member, whose hash differed from the one a strict majority of the members share (its pod's
+// AnnotationDataDiverged), or "" when it found nothing of the kind. The record goes with the pod.
+func (m *Member) DataDiverged() string {
+	if m.Pod == nil {
+		return ""
+	}
+	return m.Pod.Annotations[etcdv1beta1.AnnotationDataDiverged]
+}
+
 // unreadableDataErrors are the errors bbolt gives etcd for a database file that is not a valid
 // database (its meta pages fail their checks), by etcd's log line "failed to open database".
 var unreadableDataErrors = []string{"invalid database", "version mismatch", "checksum error", "file size too small"}

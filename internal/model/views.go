@@ -18,7 +18,8 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 	}
 	for _, m := range c.Listed() {
 		st.Members = append(st.Members, membership.Member{
-			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving(),
+			// a member whose data diverged from the majority's serves wrong data: not a healthy one
+			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving() && m.DataDiverged() == "",
 			Joining: m.Joining(c.Now), Replace: replace[m.Name],
 		})
 	}

@@ -2,9 +2,12 @@ package verdict
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 )
@@ -18,10 +21,16 @@ type Hashes struct {
 	Consistent bool
 	// Message says what was compared and found, for the DataInconsistent condition.
 	Message string
+	// Diverged names, when the members disagree, each member whose hash differs from the one a strict
+	// majority of the want members share, with what it differs by (for AnnotationDataDiverged); empty
+	// when no hash has such a majority (then no side can be told right).
+	Diverged map[string]string
 }
 
 // CompareHashes compares the hashes members computed at one revision, as etcd's corruption check does:
-// hashes of the same revision and compact revision must be equal.
+// hashes of the same revision and compact revision must be equal. want is how many members were asked.
+// When they disagree and one hash is shared by a strict majority of want, the members that differ
+// from it are the ones whose data diverged (Diverged), as etcd's compaction hash check decides.
 func CompareHashes(rev int64, hashes map[string]etcd.KVHash, want int) Hashes {
 	if len(hashes) < want {
 		return Hashes{Message: fmt.Sprintf("%d of %d members answered HashKV", len(hashes), want)}
@@ -46,9 +55,19 @@ func CompareHashes(rev int64, hashes map[string]etcd.KVHash, want int) Hashes {
 		return Hashes{Conclusive: true, Consistent: true,
 			Message: fmt.Sprintf("At the last check, all %d members hashed to %08x at revision %d (%s)", len(names), hashes[names[0]].Hash, rev, compacted(compact))}
 	}
-	return Hashes{Conclusive: true, Message: fmt.Sprintf(
-		"Members disagree on their data at revision %d: %s. Do not scale or upgrade; find the odd member out with `etcdctl endpoint hashkv --cluster`, then remove it and let the operator re-add it, or restore from a backup",
-		rev, strings.Join(parts, ", "))}
+	out := Hashes{Conclusive: true, Message: fmt.Sprintf("Members disagree on their data at revision %d: %s", rev, strings.Join(parts, ", "))}
+	for hash, agree := range byHash {
+		if 2*len(agree) <= want {
+			continue
+		}
+		out.Diverged = map[string]string{}
+		for _, n := range names {
+			if h := hashes[n].Hash; h != hash {
+				out.Diverged[n] = fmt.Sprintf("at revision %d its key-value hash is %08x, where %d of the %d members hash to %08x", rev, h, len(agree), want, hash)
+			}
+		}
+	}
+	return out
 }
 
 // HashTarget returns the revision to compare the voters' hashes at (the lowest any of them has
@@ -76,4 +95,19 @@ func compacted(rev int64) string {
 		return "never compacted"
 	}
 	return fmt.Sprintf("compacted at %d", rev)
+}
+
+// MismatchMessage returns the DataInconsistent message of v, a comparison whose members disagree, in
+// cluster c: which members differ from the majority and are replaced at once, or, with
+// spec.recovery.replaceUnhealthyMemberAfter 0s, which ones to replace by hand, or, when no hash has a
+// majority, what to do.
+func MismatchMessage(c *etcdv1beta1.EtcdCluster, v Hashes) string {
+	names := strings.Join(slices.Sorted(maps.Keys(v.Diverged)), ", ")
+	switch {
+	case names != "" && c.Spec.ReplaceAfter() > 0:
+		return v.Message + ". " + names + " differ from the majority: replaced at once, their data copied again from their peers"
+	case names != "":
+		return v.Message + ". " + names + " differ from the majority and are not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s): replace each with `kubectl etcd replace-member " + c.Name + " MEMBER`"
+	}
+	return v.Message + ". No hash is shared by a majority of the members, so no side can be told right: do not scale or upgrade; compare with `etcdctl endpoint hashkv --cluster`, and restore from a backup"
 }

@@ -96,8 +96,10 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 	return "built from an older spec, its etcd not started yet"
 }
 
-// ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member etcd raised the
-// CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
+// ReplaceDue returns why mem is due to be replaced, or "" when it is not: a member whose key-value
+// hash the operator found to differ from the one a strict majority of the members share
+// (model.Member.DataDiverged) is due at once, serving or not, unless replacing is off; a member etcd
+// raised the CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
 // and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss),
 // and one whose etcd last failed because its data on disk cannot be read (model.Member.DataUnreadable:
 // a database or WAL that fails its checks, which no restart heals) unless replacing is off or it is
@@ -111,6 +113,9 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
 // replacement). The quorum is the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
+	if msg := mem.DataDiverged(); msg != "" && c.Object.Spec.ReplaceAfter() > 0 && mem.Listed() {
+		return "its data diverged from its peers' (" + msg + ")"
+	}
 	if !mem.Down() {
 		return ""
 	}

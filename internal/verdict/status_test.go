@@ -14,6 +14,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -327,5 +328,32 @@ func TestNoCommonLeaderSaysSo(t *testing.T) {
 	a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
 	if a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "3 of 3 voting members are healthy, a quorum, but they report no common leader") {
 		t.Errorf("Available = %s (%s), want False saying the healthy quorum reports no common leader", a.Status, a.Message)
+	}
+}
+
+// TestDivergedMemberReplaced: a member that serves but whose pod records that its data diverged from
+// the majority's is due to be replaced at once, and the membership planner counts it as not healthy
+// (so that it removes it); not with replacing off (0s), and not a member without the record.
+func TestDivergedMemberReplaced(t *testing.T) {
+	all := map[uint64]bool{1: true, 2: true, 3: true}
+	diverged := func(in *model.Input) {
+		in.Pods[1].Annotations[etcdv1beta1.AnnotationDataDiverged] = "at revision 100 its key-value hash is 00000008"
+	}
+	s := observed("abc", true, all, 1, 0, diverged)
+	if got, want := ReplaceDue(s.m, s.m.Member("s-1")), "its data diverged from its peers' (at revision 100 its key-value hash is 00000008)"; got != want {
+		t.Errorf("ReplaceDue(s-1) = %q, want %q", got, want)
+	}
+	if got := ReplaceDue(s.m, s.m.Member("s-0")); got != "" {
+		t.Errorf("ReplaceDue(s-0) = %q, want none", got)
+	}
+	next := membership.Next(s.m.Membership(Replacements(s.m)))
+	if next.Kind != membership.Remove || next.Member != "s-1" || !next.Replacing {
+		t.Errorf("next membership action %+v, want s-1 removed to be replaced", next)
+	}
+	off := observed("abc", true, all, 1, 0, diverged, func(in *model.Input) {
+		in.Cluster.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+	})
+	if got := ReplaceDue(off.m, off.m.Member("s-1")); got != "" {
+		t.Errorf("replacing off: ReplaceDue(s-1) = %q, want none", got)
 	}
 }

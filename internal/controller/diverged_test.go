@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/storage/schema"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
+)
+
+// divergeMember changes, in member m's own database and nowhere else, the value of key: its key-value
+// hash then differs from its peers', as a disk or a bug that changes data under etcd does (etcd's own
+// corruption tests change the backend the same way). m keeps serving.
+func divergeMember(t *testing.T, m *testenv.EtcdMember, key string) {
+	t.Helper()
+	be := m.Etcd.Server.Backend()
+	tx := be.BatchTx()
+	tx.LockOutsideApply()
+	revs, values := tx.UnsafeRange(schema.Key, []byte{0}, []byte{0xff}, 0)
+	changed := 0
+	for i, raw := range values {
+		var kv mvccpb.KeyValue
+		if err := kv.Unmarshal(raw); err != nil || string(kv.Key) != key {
+			continue
+		}
+		kv.Value = []byte("diverged")
+		out, err := kv.Marshal()
+		if err != nil {
+			tx.Unlock()
+			t.Fatal(err)
+		}
+		tx.UnsafePut(schema.Key, revs[i], out)
+		changed++
+	}
+	tx.Unlock()
+	be.ForceCommit()
+	if changed == 0 {
+		t.Fatalf("no revision of %q in %s's database", key, m.Etcd.Config().Name)
+	}
+}
+
+// TestDivergedMemberReplaced: one member's data diverges from its peers' while it keeps serving (no
+// alarm: etcd's own corruption checks are off by default). The operator's hash comparison finds the
+// two others agree and it differs: DataInconsistent names it. With replaceUnhealthyMemberAfter 0s it
+// is only named, and the message says how to replace it by hand; with the default policy it is
+// removed at once (a Warning MemberRemoved event says why) and a new member is added in its place.
+func TestDivergedMemberReplaced(t *testing.T) {
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("dvg", testutil.InNamespace("ns-dvg"), testutil.WithReplicas(3),
+		func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+		}), "127.0.0.144", "127.0.0.145", "127.0.0.146")
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{members[0].ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	if _, err := cli.Put(ctx, "diverge-me", "v"); err != nil {
+		t.Fatal(err)
+	}
+	oldID := uint64(members[1].Etcd.Server.MemberID())
+	testutil.Eventually(t, waitTimeout, "dvg-1 applied the put", func(context.Context) error {
+		if members[1].Etcd.Server.AppliedIndex() < members[0].Etcd.Server.AppliedIndex() {
+			return errors.New("behind")
+		}
+		return nil
+	})
+	divergeMember(t, members[1], "diverge-me")
+
+	testutil.Eventually(t, waitTimeout, "DataInconsistent names dvg-1, not replaced with 0s", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDataInconsistent)
+		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "dvg-1 differ from the majority and are not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s)") {
+			return fmt.Errorf("DataInconsistent %+v", d)
+		}
+		return nil
+	})
+	if !listed(t, members[0], oldID) {
+		t.Fatal("dvg-1 removed although replacing is off")
+	}
+	waitWarning(t, c, etcdv1beta1.ReasonHashMismatch, "dvg-1 differ from the majority")
+
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery = nil })
+	testutil.Eventually(t, waitTimeout, "dvg-1 removed", func(context.Context) error {
+		if listed(t, members[0], oldID) {
+			return errors.New("dvg-1 still listed")
+		}
+		return nil
+	})
+	waitWarning(t, c, "MemberRemoved", "its data diverged from its peers' (at revision ")
+	// no kubelet or garbage collector here: the claim's deletion is finished by hand
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("dvg-1")}, claim); err == nil {
+		finishClaimDeletion(t, c, claim.UID)
+	}
+	testutil.Eventually(t, waitTimeout, "a new learner dvg-1", func(context.Context) error {
+		for _, m := range memberList(t, members[0].ClientURL()) {
+			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "dvg-1") {
+				return nil
+			}
+		}
+		return errors.New("no new learner dvg-1")
+	})
+}
+
+// listed reports whether member id is in the member list that m gives.
+func listed(t *testing.T, m *testenv.EtcdMember, id uint64) bool {
+	for _, mem := range memberList(t, m.ClientURL()) {
+		if mem.ID == id {
+			return true
+		}
+	}
+	return false
+}
