@@ -10,12 +10,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/schema"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
-	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -99,19 +96,7 @@ func TestDivergedMemberReplaced(t *testing.T) {
 		return nil
 	})
 	waitWarning(t, c, "MemberRemoved", "its data diverged from its peers' (at revision ")
-	// no kubelet or garbage collector here: the claim's deletion is finished by hand
-	claim := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("dvg-1")}, claim); err == nil {
-		finishClaimDeletion(t, c, claim.UID)
-	}
-	testutil.Eventually(t, waitTimeout, "a new learner dvg-1", func(context.Context) error {
-		for _, m := range memberList(t, members[0].ClientURL()) {
-			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "dvg-1") {
-				return nil
-			}
-		}
-		return errors.New("no new learner dvg-1")
-	})
+	waitNewLearner(t, c, members[0], "dvg-1", oldID)
 }
 
 // listed reports whether member id is in the member list that m gives.

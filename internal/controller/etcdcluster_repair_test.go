@@ -477,18 +477,7 @@ func TestCorruptMemberReplacedAndAlarmDisarmed(t *testing.T) {
 		}
 		return nil
 	})
-	claim := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("rot-1")}, claim); err == nil {
-		finishClaimDeletion(t, c, claim.UID)
-	}
-	testutil.Eventually(t, waitTimeout, "a new learner rot-1", func(context.Context) error {
-		for _, m := range memberList(t, members[0].ClientURL()) {
-			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "rot-1") {
-				return nil
-			}
-		}
-		return errors.New("no new learner rot-1")
-	})
+	waitNewLearner(t, c, members[0], "rot-1", oldID)
 }
 
 // TestLearnerRestartedWithCurrentMemberList: while learner lst-3 has not started (a scale-up from 3 to
@@ -651,16 +640,24 @@ func TestStuckTerminatingMemberReplaced(t *testing.T) {
 		return nil
 	})
 	waitEvent(t, c, "DeletedMemberResources", "stuck terminating")
+	waitNewLearner(t, c, members[0], "stuck-2", oldID)
+}
+
+// waitNewLearner finishes the deletion of the claim of member name of cluster c, replaced (no kubelet
+// or garbage collector here), and waits until etcd, as member from lists it, has a new learner of that
+// name, under another ID than oldID.
+func waitNewLearner(t *testing.T, c *etcdv1beta1.EtcdCluster, from *testenv.EtcdMember, name string, oldID uint64) {
+	t.Helper()
 	claim := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("stuck-2")}, claim); err == nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, claim); err == nil {
 		finishClaimDeletion(t, c, claim.UID)
 	}
-	testutil.Eventually(t, waitTimeout, "a new learner stuck-2", func(context.Context) error {
-		for _, m := range memberList(t, members[0].ClientURL()) {
-			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, "stuck-2") {
+	testutil.Eventually(t, waitTimeout, "a new learner "+name, func(context.Context) error {
+		for _, m := range memberList(t, from.ClientURL()) {
+			if m.IsLearner && m.ID != oldID && m.PeerURLs[0] == (resources.Options{}).PeerURL(c, name) {
 				return nil
 			}
 		}
-		return errors.New("no new learner stuck-2")
+		return errors.New("no new learner " + name)
 	})
 }

@@ -593,10 +593,16 @@ func degradedMessage(c *etcdv1beta1.EtcdCluster) string {
 // its last member serves again. Call it after assertNeverUnavailable.
 func (aw *availableWatch) assertNeverDegraded(t testing.TB, what string) {
 	t.Helper()
+	aw.fail(t, &aw.degraded, what+": the phase was Degraded ")
+}
+
+// fail fails the test for each entry of seen, one of aw's lists, with prefix before it.
+func (aw *availableWatch) fail(t testing.TB, seen *[]string, prefix string) {
+	t.Helper()
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
-	for _, s := range aw.degraded {
-		t.Errorf("%s: the phase was Degraded %s", what, s)
+	for _, s := range *seen {
+		t.Error(prefix + s)
 	}
 }
 
@@ -606,9 +612,5 @@ func (aw *availableWatch) assertNeverDegraded(t testing.TB, what string) {
 // --for=condition=Progressing=False` returns at its end. Call it after assertNeverUnavailable.
 func (aw *availableWatch) assertNeverStalled(t testing.TB, what string) {
 	t.Helper()
-	aw.mu.Lock()
-	defer aw.mu.Unlock()
-	for _, s := range aw.stalled {
-		t.Errorf("%s: Progressing was False before the end %s", what, s)
-	}
+	aw.fail(t, &aw.stalled, what+": Progressing was False before the end ")
 }
