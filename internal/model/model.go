@@ -615,6 +615,36 @@ func goTraceback(message string) []string {
 	return funcs
 }
 
+// RaftLogLost returns what the member's etcd said as its last run failed because its raft log lacks
+// entries it had acknowledged to the leader, or "": raft panics with "tocommit(N) is out of range
+// [lastIndex(M)]. Was the raft log corrupted, truncated, or lost?" when the leader's commit index is
+// past the member's last log entry, which only a log that lost written entries gives (a WAL
+// overwritten or truncated, a data directory put back from an older copy). No restart heals it: the
+// leader never forgets what the member acknowledged. It reads the etcd container's most recent
+// termination, whose message, with TerminationMessageFallbackToLogsOnError, is the tail of etcd's log:
+// raft's JSON log line of level panic, or Go's panic line after it.
+func (m *Member) RaftLogLost() string {
+	st := m.etcdStatus()
+	if st == nil {
+		return ""
+	}
+	t := lastTermination(st)
+	if t == nil || t.ExitCode == 0 {
+		return ""
+	}
+	for line := range strings.Lines(t.Message) {
+		msg, ok := strings.CutPrefix(strings.TrimSpace(line), "panic: ")
+		if entry, isJSON := failureLine(line); isJSON {
+			msg, ok = entry.Msg, true
+		}
+		if ok && strings.HasPrefix(msg, "tocommit(") && strings.Contains(msg, ") is out of range [lastIndex(") {
+			msg, _, _ = strings.Cut(msg, ". ")
+			return firstLine(msg)
+		}
+	}
+	return ""
+}
+
 // walUnreadable returns what the pod's verify-data init container said as its most recent run failed
 // reading the member's WAL, which fails its checksum ("crc mismatch") or does not decode ("proto: …"):
 // it reads the WAL before etcd starts, so on a pod recreated on its claim etcd never gets to say it.

@@ -103,3 +103,31 @@ func TestDataUnreadable(t *testing.T) {
 		t.Errorf("most recent run failed otherwise: %q, want none", got)
 	}
 }
+
+// TestRaftLogLost: raft's panic on a commit index past the member's last log entry, as etcd's JSON
+// line of level panic or as Go's panic line, is a raft log that lost acknowledged entries; the message
+// is cut at its question. Another panic, a run that exited 0, or a crash loop without the line are not.
+func TestRaftLogLost(t *testing.T) {
+	const msg = "tocommit(357) is out of range [lastIndex(71)]. Was the raft log corrupted, truncated, or lost?"
+	jsonLine := `{"level":"panic","ts":"2026-12-05T20:38:01.1Z","logger":"raft","caller":"etcdserver/zap_raft.go:101","msg":"` + msg + `","stacktrace":"go.etcd.io/raft/v3.(*raftLog).commitTo"}` + "\n"
+	for _, tc := range []struct {
+		name, message string
+		exit          int32
+		want          string
+	}{
+		{"raft's JSON line and Go's panic", jsonLine + "panic: " + msg + "\n\ngoroutine 171 [running]:\n", 2, "tocommit(357) is out of range [lastIndex(71)]"},
+		{"Go's panic line alone", "panic: " + msg + "\n\ngoroutine 171 [running]:\n", 2, "tocommit(357) is out of range [lastIndex(71)]"},
+		{"raft's JSON line alone", jsonLine, 2, "tocommit(357) is out of range [lastIndex(71)]"},
+		{"another panic", "panic: assertion failed\n", 2, ""},
+		{"a run that exited 0", jsonLine, 0, ""},
+		{"an info line that quotes it", `{"level":"info","msg":"` + msg + `"}` + "\n", 2, ""},
+	} {
+		st := corev1.ContainerStatus{Name: resources.EtcdContainer,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: tc.exit, Reason: "Error", Message: tc.message}}}
+		m := &Member{Name: "demo-1", Pod: &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}}
+		if got := m.RaftLogLost(); got != tc.want {
+			t.Errorf("%s: RaftLogLost() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -102,7 +102,8 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // raised the CORRUPT alarm for is due at once, pod or not (nothing heals diverged data but a copy from its peers),
 // and so is one whose pod found its data directory not its own (model.Member.DataNotOwn: data loss),
 // and one whose etcd last failed because its data on disk cannot be read (model.Member.DataUnreadable:
-// a database or WAL that fails its checks, which no restart heals) unless replacing is off or it is
+// a database or WAL that fails its checks, which no restart heals) or its raft log lost entries it had
+// acknowledged (model.Member.RaftLogLost: raft's "tocommit(N) is out of range") unless replacing is off or it is
 // down on a spec no member has served on (a rollout's new spec may be what cannot read it);
 // another member when replacing is on (ReplaceAfter > 0), it has been down that long, its pod exists
 // and does not wait for its image (model.Member.WaitsForImage: one the kubelet cannot get or is still
@@ -143,6 +144,9 @@ func replaceAtOnce(c *model.Cluster, mem *model.Member) string {
 	// the data is still there: with replacement turned off (0s), the user may want to salvage it
 	if msg := mem.DataUnreadable(); msg != "" && c.Object.Spec.ReplaceAfter() > 0 && !c.DownOnUntriedSpec(mem) {
 		return "etcd cannot read its data (" + msg + ")"
+	}
+	if msg := mem.RaftLogLost(); msg != "" && c.Object.Spec.ReplaceAfter() > 0 && !c.DownOnUntriedSpec(mem) {
+		return "its raft log lost entries it had acknowledged (" + msg + ")"
 	}
 	return ""
 }

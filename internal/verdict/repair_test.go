@@ -439,6 +439,7 @@ func TestDataNotOwnAndClaimIdentity(t *testing.T) {
 func TestUnreadableDataReplacedAtOnce(t *testing.T) {
 	const invalid = `{"level":"panic","ts":"2026-12-05T16:29:58.389426Z","caller":"backend/backend.go:205","msg":"failed to open database","path":"/var/lib/etcd/data/member/snap/db","error":"invalid database"}` + "\npanic: failed to open database\n"
 	const flag = `{"level":"fatal","ts":"2026-12-05T16:29:58.389426Z","msg":"discovery failed","error":"unknown log level"}` + "\n"
+	const lost = "panic: tocommit(357) is out of range [lastIndex(71)]. Was the raft log corrupted, truncated, or lost?\n\ngoroutine 171 [running]:\n"
 	for _, tc := range []struct {
 		name, message, rolled string
 		off                   bool // replaceUnhealthyMemberAfter: 0s
@@ -448,6 +449,8 @@ func TestUnreadableDataReplacedAtOnce(t *testing.T) {
 		{"database unreadable on an untried spec", invalid, "B", false, ""},
 		{"database unreadable, replacing turned off", invalid, "", true, ""},
 		{"another crash loop", flag, "", false, ""},
+		{"raft log lost acknowledged entries", lost, "", false, "its raft log lost entries it had acknowledged (tocommit(357) is out of range [lastIndex(71)])"},
+		{"raft log lost, replacing turned off", lost, "", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, c, e := thirdDownForAnHour("r")
