@@ -543,7 +543,7 @@ type EtcdOptions struct {
 	// them (such as snapshot, v, vv) are refused.
 	//
 	// +kubebuilder:validation:MaxProperties=64
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z]([a-z0-9-]*[a-z0-9])?$'))",message="options.extraArgs keys are etcd flag names without the leading '--', such as 'log-level'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z]([a-z0-9-]*[a-z0-9])?$'))",message="options.extraArgs keys are etcd flag names: lower-case letters, digits and '-', without the leading '--' and without '=', such as 'log-level'"
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
 }

@@ -160,6 +160,9 @@ func TestC10_RejectedOnCreate(t *testing.T) {
 		{"extra arg key of one letter with dashes", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"-v": ""}}
 		}, "without the leading '--'"},
+		{"extra arg key in upper case", func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"V": ""}}
+		}, "lower-case letters, digits and '-'"},
 		{"extra arg key with a space", func(c *etcdv1beta1.EtcdCluster) {
 			c.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log level": "debug"}}
 		}, "options.extraArgs keys are etcd flag names"},

@@ -78,7 +78,7 @@ func TestDivergedMemberReplaced(t *testing.T) {
 
 	testutil.Eventually(t, waitTimeout, "DataInconsistent names dvg-1, not replaced with 0s", func(context.Context) error {
 		d := condition(getCluster(t, c), etcdv1beta1.ConditionDataInconsistent)
-		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "dvg-1 differ from the majority and are not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s)") {
+		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "dvg-1 differs from the majority and is not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s)") {
 			return fmt.Errorf("DataInconsistent %+v", d)
 		}
 		return nil
@@ -86,7 +86,7 @@ func TestDivergedMemberReplaced(t *testing.T) {
 	if !listed(t, members[0], oldID) {
 		t.Fatal("dvg-1 removed although replacing is off")
 	}
-	waitWarning(t, c, etcdv1beta1.ReasonHashMismatch, "dvg-1 differ from the majority")
+	waitWarning(t, c, etcdv1beta1.ReasonHashMismatch, "dvg-1 differs from the majority")
 
 	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery = nil })
 	testutil.Eventually(t, waitTimeout, "dvg-1 removed", func(context.Context) error {

@@ -103,11 +103,15 @@ func compacted(rev int64) string {
 // majority, what to do.
 func MismatchMessage(c *etcdv1beta1.EtcdCluster, v Hashes) string {
 	names := strings.Join(slices.Sorted(maps.Keys(v.Diverged)), ", ")
+	differ, is, its := "differ", "are", "their data"
+	if len(v.Diverged) == 1 {
+		differ, is, its = "differs", "is", "its data"
+	}
 	switch {
 	case names != "" && c.Spec.ReplaceAfter() > 0:
-		return v.Message + ". " + names + " differ from the majority: replaced at once, their data copied again from their peers"
+		return v.Message + ". " + names + " " + differ + " from the majority: replaced at once, " + its + " copied again from the others"
 	case names != "":
-		return v.Message + ". " + names + " differ from the majority and are not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s): replace each with `kubectl etcd replace-member " + c.Name + " MEMBER`"
+		return v.Message + ". " + names + " " + differ + " from the majority and " + is + " not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s): replace each with `kubectl etcd replace-member " + c.Name + " MEMBER`"
 	}
 	return v.Message + ". No hash is shared by a majority of the members, so no side can be told right: do not scale or upgrade; compare with `etcdctl endpoint hashkv --cluster`, and restore from a backup"
 }

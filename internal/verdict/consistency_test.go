@@ -63,13 +63,14 @@ func TestDivergedMembers(t *testing.T) {
 		c := &etcdv1beta1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
 		msg := MismatchMessage(c, v)
 		switch {
-		case len(tc.diverged) > 0 && !strings.Contains(msg, strings.Join(tc.diverged, ", ")+" differ from the majority: replaced at once"):
+		case len(tc.diverged) == 1 && !strings.Contains(msg, tc.diverged[0]+" differs from the majority: replaced at once, its data copied again from the others"),
+			len(tc.diverged) > 1 && !strings.Contains(msg, strings.Join(tc.diverged, ", ")+" differ from the majority: replaced at once, their data copied again from the others"):
 			t.Errorf("%s: message %q does not say they are replaced", tc.name, msg)
 		case len(tc.diverged) == 0 && !strings.Contains(msg, "no side can be told right"):
 			t.Errorf("%s: message %q does not say no side can be told right", tc.name, msg)
 		}
 		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
-		if msg := MismatchMessage(c, v); len(tc.diverged) > 0 && !strings.Contains(msg, "are not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s): replace each with `kubectl etcd replace-member a MEMBER`") {
+		if msg := MismatchMessage(c, v); len(tc.diverged) > 0 && !strings.Contains(msg, "not replaced (spec.recovery.replaceUnhealthyMemberAfter is 0s): replace each with `kubectl etcd replace-member a MEMBER`") {
 			t.Errorf("%s, replacing off: message %q", tc.name, msg)
 		}
 	}

@@ -89,7 +89,7 @@ func TestDivergedMemberReplaced(t *testing.T) {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDataInconsistent)
-		if d != nil && d.Status == metav1.ConditionTrue && strings.Contains(d.Message, "demo-1 differ from the majority: replaced at once") {
+		if d != nil && d.Status == metav1.ConditionTrue && strings.Contains(d.Message, "demo-1 differs from the majority: replaced at once") {
 			return nil
 		}
 		if eventSaying(ctx, c, "MemberRemoved", corev1.EventTypeWarning, "its data diverged from its peers'") == nil {
