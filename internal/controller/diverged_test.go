@@ -10,9 +10,12 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/schema"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -52,7 +55,8 @@ func divergeMember(t *testing.T, m *testenv.EtcdMember, key string) {
 // alarm: etcd's own corruption checks are off by default). The operator's hash comparison finds the
 // two others agree and it differs: DataInconsistent names it. With replaceUnhealthyMemberAfter 0s it
 // is only named, and the message says how to replace it by hand; with the default policy it is
-// removed at once (a Warning MemberRemoved event says why) and a new member is added in its place.
+// removed at once (a Warning MemberRemoved event says why) and a new member is added in its place,
+// once a pod that still uses its old claim, which Progressing names, is gone.
 func TestDivergedMemberReplaced(t *testing.T) {
 	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("dvg", testutil.InNamespace("ns-dvg"), testutil.WithReplicas(3),
 		func(c *etcdv1beta1.EtcdCluster) {
@@ -96,6 +100,24 @@ func TestDivergedMemberReplaced(t *testing.T) {
 		return nil
 	})
 	waitWarning(t, c, "MemberRemoved", "its data diverged from its peers' (at revision ")
+	// a pod a user runs on the old claim (to look at the data) keeps Kubernetes from deleting the
+	// claim: Progressing names it, and once it is gone the replacement goes on
+	salvage := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "salvage", Namespace: c.Namespace}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "sh", Image: "busybox"}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: resources.PVCName("dvg-1")}}}}}}
+	if err := k8s.Create(ctx, salvage); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, claimHeldAfter+waitTimeout, "Progressing names the pod that holds the claim", func(context.Context) error {
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, "claim data-dvg-1 is still used by pod salvage (") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if err := k8s.Delete(ctx, salvage, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
 	waitNewLearner(t, c, members[0], "dvg-1", oldID)
 }
 

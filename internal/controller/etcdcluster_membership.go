@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 		if a.Member == "" { // quorum lost: nothing to do until it is back
 			return verdict.Stalled(etcdv1beta1.ReasonQuorumLost, a.Reason), nil
 		}
-		return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason), nil
+		return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason+r.claimHeldBy(ctx, s, a.Member)), nil
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)
@@ -370,6 +371,43 @@ func (r *EtcdClusterReconciler) removeMember(ctx context.Context, s *scope, lead
 	}
 	r.eventAbout(s.cluster, memberRef(s.cluster, a.Member), kind, "MemberRemoved", "Remove", "Removed member %s (ID %s): %s", a.Member, etcd.FormatID(a.ID), a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Removed member %s (%s)", a.Member, a.Reason)), true, nil
+}
+
+// claimHeldAfter is how long a member's claim may be terminating before claimHeldBy looks for the pods
+// that hold it: an ordinary deletion is over well before.
+const claimHeldAfter = 10 * time.Second
+
+// claimHeldBy says, for a pass that waits for the claim of member name to be deleted, which pods other
+// than the member's own still use it ("; claim data-demo-1 is still used by pod …"), once the claim
+// has been terminating for claimHeldAfter; "" otherwise. Kubernetes deletes a claim only once no pod
+// uses it (the kubernetes.io/pvc-protection finalizer), a Completed pod included, so a pod a user ran
+// on the claim (to look at or salvage the data) holds the replacement back until it is deleted. The
+// operator's cache holds only its own pods: the namespace's pods are listed uncached.
+func (r *EtcdClusterReconciler) claimHeldBy(ctx context.Context, s *scope, name string) string {
+	m := s.m.Member(name)
+	if m == nil || m.Claim == nil || m.Claim.DeletionTimestamp == nil || time.Since(m.Claim.DeletionTimestamp.Time) < claimHeldAfter || r.APIReader == nil {
+		return ""
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(m.Claim.Namespace)); err != nil {
+		return ""
+	}
+	var users []string
+	for _, p := range pods.Items {
+		if m.Pod != nil && p.UID == m.Pod.UID {
+			continue
+		}
+		if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == m.Claim.Name
+		}) {
+			users = append(users, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
+		}
+	}
+	if len(users) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; claim %s is still used by pod %s: Kubernetes deletes a claim only once no pod uses it, a Completed one included: delete that pod",
+		m.Claim.Name, strings.Join(users, ", "))
 }
 
 // goneFromMembership reports whether etcd no longer lists member id, asked through the pass's client,
