@@ -154,7 +154,14 @@ func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope
 	if len(waiting) == 0 {
 		return nil
 	}
-	// the word at once, where the pod can be reached; the annotation reaches every pod, a second or two later
+	// the annotation first, which reaches every pod a second or two later, so that nothing delays it;
+	// then the word, at once where the pod can be reached
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1beta1.AnnotationPeersAddressed+`":"true"}}}`))
+	for _, p := range waiting {
+		if err := r.Patch(ctx, p.DeepCopy(), patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("mark pod %s: every initial member has its address: %w", p.Name, err)
+		}
+	}
 	unreached := make([]string, len(waiting))
 	var wg sync.WaitGroup
 	for i, p := range waiting {
@@ -166,12 +173,6 @@ func (r *EtcdClusterReconciler) markPeersAddressed(ctx context.Context, s *scope
 	}
 	wg.Wait()
 	unreached = slices.DeleteFunc(unreached, func(s string) bool { return s == "" })
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+etcdv1beta1.AnnotationPeersAddressed+`":"true"}}}`))
-	for _, p := range waiting {
-		if err := r.Patch(ctx, p.DeepCopy(), patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("mark pod %s: every initial member has its address: %w", p.Name, err)
-		}
-	}
 	log.FromContext(ctx).V(1).Info("every initial member's pod has its address: etcd starts", "pods", len(waiting), "unreached", unreached)
 	return nil
 }
