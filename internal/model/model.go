@@ -260,6 +260,18 @@ func lastTermination(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminate
 	return cs.LastTerminationState.Terminated
 }
 
+// failedRun returns the most recent termination of container status cs (lastTermination) when that run
+// failed (a non-zero exit code); nil when it did not, when cs has not terminated, or when cs is nil.
+func failedRun(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if cs == nil {
+		return nil
+	}
+	if t := lastTermination(cs); t != nil && t.ExitCode != 0 {
+		return t
+	}
+	return nil
+}
+
 // verifyDataStatus returns the status of the verify-data init container of the member's pod, nil
 // without a pod, or when the pod has none or the kubelet has not reported it yet.
 func (m *Member) verifyDataStatus() *corev1.ContainerStatus {
@@ -555,12 +567,8 @@ func (m *Member) DataUnreadable() string {
 	if msg := m.walUnreadable(); msg != "" {
 		return msg
 	}
-	st := m.etcdStatus()
-	if st == nil {
-		return ""
-	}
-	t := lastTermination(st)
-	if t == nil || t.ExitCode == 0 {
+	t := failedRun(m.etcdStatus())
+	if t == nil {
 		return ""
 	}
 	for line := range strings.Lines(t.Message) {
@@ -624,12 +632,8 @@ func goTraceback(message string) []string {
 // termination, whose message, with TerminationMessageFallbackToLogsOnError, is the tail of etcd's log:
 // raft's JSON log line of level panic, or Go's panic line after it.
 func (m *Member) RaftLogLost() string {
-	st := m.etcdStatus()
-	if st == nil {
-		return ""
-	}
-	t := lastTermination(st)
-	if t == nil || t.ExitCode == 0 {
+	t := failedRun(m.etcdStatus())
+	if t == nil {
 		return ""
 	}
 	for line := range strings.Lines(t.Message) {
@@ -650,9 +654,8 @@ func (m *Member) RaftLogLost() string {
 // it reads the WAL before etcd starts, so on a pod recreated on its claim etcd never gets to say it.
 // "" otherwise (it passed, found the directory not the member's own, or failed another way).
 func (m *Member) walUnreadable() string {
-	if cs := m.verifyDataStatus(); cs != nil {
-		t := lastTermination(cs)
-		if t == nil || t.ExitCode == 0 || t.ExitCode == resources.ExitNotOwn {
+	if t := failedRun(m.verifyDataStatus()); t != nil {
+		if t.ExitCode == resources.ExitNotOwn {
 			return ""
 		}
 		for line := range strings.Lines(t.Message) {
@@ -698,12 +701,13 @@ func ExitCause(message string) string {
 			plain = line
 		}
 	}
-	switch funcs := goTraceback(message); {
+	switch {
 	case cause != "":
 		return firstLine(cause)
 	case plain != "":
 		return firstLine(plain)
-	case len(funcs) > 0:
+	}
+	if funcs := goTraceback(message); len(funcs) > 0 {
 		return firstLine("panic in " + funcs[0])
 	}
 	return ""
