@@ -6,8 +6,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/auth"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -36,10 +38,51 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return nil, fmt.Errorf("list persistentvolumeclaims: %w", err)
 	}
+	if err := r.updateEmptySpecHash(ctx, c, s.pods.Items, pvcs.Items); err != nil {
+		return nil, err
+	}
 	in := model.Input{Cluster: c, Options: r.Options, Pods: s.pods.Items, Claims: pvcs.Items}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
 	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)
 	s.in, s.m = in, model.Build(in)
 	return auth.Refused(in.EtcdErr, s.creds), nil
+}
+
+// updateEmptySpecHash replaces, on the pods of c and in the rolled-onto records of its claims, the
+// spec hash that the operator gave pods built from an empty spec.podTemplate or spec.options before it
+// hashed them as absent (resources.Options.EmptySpecHash) with the current one: such a pod was built
+// from the current spec, and rolling it would restart every member for nothing. pods and claims are
+// changed in place.
+func (r *EtcdClusterReconciler) updateEmptySpecHash(ctx context.Context, c *etcdv1beta1.EtcdCluster, pods []corev1.Pod, claims []corev1.PersistentVolumeClaim) error {
+	old := r.Options.EmptySpecHash(c)
+	if old == "" {
+		return nil
+	}
+	hash := r.Options.SpecHash(c)
+	for i := range pods {
+		if err := r.replaceAnnotation(ctx, "pod", &pods[i], etcdv1beta1.AnnotationSpecHash, old, hash); err != nil {
+			return err
+		}
+	}
+	for i := range claims {
+		if err := r.replaceAnnotation(ctx, "persistentvolumeclaim", &claims[i], etcdv1beta1.AnnotationRolledOnto, old, hash); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceAnnotation sets the annotation key of obj, a kind (for the error), to to if it is from, with
+// a merge patch; an object already gone is no error.
+func (r *EtcdClusterReconciler) replaceAnnotation(ctx context.Context, kind string, obj client.Object, key, from, to string) error {
+	if obj.GetAnnotations()[key] != from {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	obj.SetAnnotations(resources.Merged(obj.GetAnnotations(), map[string]string{key: to}))
+	if err := r.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update annotation %s of %s %s: %w", key, kind, obj.GetName(), err)
+	}
+	return nil
 }

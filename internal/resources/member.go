@@ -61,12 +61,18 @@ func (m Member) PodTLS(c *etcdv1beta1.EtcdCluster) PodTLS {
 }
 
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
-// the version selects, spec.podTemplate and spec.options) and, once the cluster's CA has been rotated,
+// the version selects, spec.podTemplate as PodTemplateKey encodes it, and spec.options) and, once the cluster's CA has been rotated,
 // of the CA certificates the members trust (status.tls.trustedCAsHash, while the spec asks for TLS:
 // etcd reads its trusted CA files only when it starts), and the names of the Secrets of spec.tls.secrets.
-// A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled. Fields that only matter when a member is created (storage) and the operator's own
-// defaults are not part of it, so that an operator upgrade does not restart etcd.
+// A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled.
+// Fields that only matter when a member is created (storage) and the operator's own defaults are not
+// part of it, so that an operator upgrade does not restart etcd.
 func (o Options) SpecHash(c *etcdv1beta1.EtcdCluster) string {
+	return o.specHash(c, PodTemplateKey(c.Spec.PodTemplate), OptionsKey(c.Spec.Options))
+}
+
+// specHash is SpecHash with spec.podTemplate encoded as template and spec.options as options.
+func (o Options) specHash(c *etcdv1beta1.EtcdCluster, template, options json.RawMessage) string {
 	var trusted string
 	if c.Status.TLS != nil && c.Spec.AnyTLS() {
 		trusted = c.Status.TLS.TrustedCAsHash
@@ -75,22 +81,75 @@ func (o Options) SpecHash(c *etcdv1beta1.EtcdCluster) string {
 	if c.Spec.UserTLSSecrets() {
 		secrets = c.Spec.TLS.Secrets
 	}
-	// spec.options is hashed as v1alpha1 encoded it (autoCompactionMode as etcd's flag value), so that
-	// members started by an operator of v1alpha1 are not rolled when it is upgraded.
-	options := c.Spec.Options
-	if options != nil && options.AutoCompactionMode != "" {
+	b, _ := json.Marshal(struct {
+		Image       string                  `json:"image"`
+		PodTemplate json.RawMessage         `json:"podTemplate,omitempty"`
+		Options     json.RawMessage         `json:"options,omitempty"`
+		TrustedCAs  string                  `json:"trustedCAs,omitempty"`
+		TLSSecrets  *etcdv1beta1.TLSSecrets `json:"tlsSecrets,omitempty"`
+	}{o.Image(c), template, options, trusted, secrets})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:5])
+}
+
+// EmptySpecHash returns the hash that the operator gave the pods of c before it hashed
+// spec.podTemplate and spec.options through PodTemplateKey and OptionsKey, when that hash differs from
+// SpecHash(c) only because one of them is present but empty ({}, or only empty maps and lists), and
+// "" otherwise: it hashed an empty one apart from an absent one, although the pods are built alike. A
+// pod that carries it was built from c's current spec, and only its annotation is out of date.
+func (o Options) EmptySpecHash(c *etcdv1beta1.EtcdCluster) string {
+	t, opts := c.Spec.PodTemplate, c.Spec.Options
+	template, options := PodTemplateKey(t), OptionsKey(opts)
+	if t != nil && template == nil {
+		template = json.RawMessage("{}")
+	}
+	if opts != nil && options == nil {
+		options = json.RawMessage("{}")
+	}
+	if old := o.specHash(c, template, options); old != o.SpecHash(c) {
+		return old
+	}
+	return ""
+}
+
+// OptionsKey returns what the member pods take from options, as compact JSON: their own encoding,
+// with autoCompactionMode as etcd's flag value (as v1alpha1 encoded it, so that members started by an
+// operator of v1alpha1 are not rolled when it is upgraded); nil when they build the same pods as no
+// options at all (nil, {}, or only empty maps).
+func OptionsKey(options *etcdv1beta1.EtcdOptions) json.RawMessage {
+	if options == nil {
+		return nil
+	}
+	if options.AutoCompactionMode != "" {
 		options = options.DeepCopy()
 		options.AutoCompactionMode = etcdv1beta1.AutoCompactionMode(options.AutoCompactionMode.Flag())
 	}
+	b, _ := json.Marshal(options)
+	if string(b) == "{}" {
+		return nil
+	}
+	return b
+}
+
+// PodTemplateKey returns what the member pods take from template t, as compact JSON: t's own encoding
+// (so that the hash of every template that builds pods differs from an absent one's stays what it
+// was), with "noTopologySpread": true added for topologySpreadConstraints: [] (no constraint, where
+// an absent list gives the default spread over zones); nil when t builds the same pods as no template
+// at all (nil, {}, or only empty maps and lists, such as a template whose every field the API server
+// pruned as unknown). SpecHash and admission's list of the changes that roll the members both compare
+// templates through it.
+func PodTemplateKey(t *etcdv1beta1.PodTemplate) json.RawMessage {
+	if t == nil {
+		return nil
+	}
 	b, _ := json.Marshal(struct {
-		Image       string                   `json:"image"`
-		PodTemplate *etcdv1beta1.PodTemplate `json:"podTemplate,omitempty"`
-		Options     *etcdv1beta1.EtcdOptions `json:"options,omitempty"`
-		TrustedCAs  string                   `json:"trustedCAs,omitempty"`
-		TLSSecrets  *etcdv1beta1.TLSSecrets  `json:"tlsSecrets,omitempty"`
-	}{o.Image(c), c.Spec.PodTemplate, options, trusted, secrets})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:5])
+		*etcdv1beta1.PodTemplate
+		NoTopologySpread bool `json:"noTopologySpread,omitempty"`
+	}{t, t.TopologySpreadConstraints != nil && len(t.TopologySpreadConstraints) == 0})
+	if string(b) == "{}" {
+		return nil
+	}
+	return b
 }
 
 // DefaultQuotaBackendBytes is etcd's own --quota-backend-bytes default, 2 GiB.

@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -146,7 +147,8 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 // what the members run (old.Status.CurrentVersion) as well as against old.Spec.Version.
 func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warnings) {
 	o, s := &old.Spec, &c.Spec
-	if equality.Semantic.DeepEqual(o, s) {
+	rolled, tlsWarnings := rolledFields(o, s)
+	if len(rolled) == 0 && equality.Semantic.DeepEqual(o, s) {
 		return nil, nil
 	}
 	var errs field.ErrorList
@@ -168,7 +170,6 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
 
-	rolled, tlsWarnings := rolledFields(o, s)
 	warnings = append(warnings, tlsWarnings...)
 	if len(rolled) > 0 {
 		warn := warnRoll
@@ -196,7 +197,11 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 }
 
 // rolledFields returns the paths of the fields whose change from o to s rolls the members (version,
-// image, pod template, options, and the TLS switches), and the warnings of the TLS switches.
+// image, pod template, options, and the TLS switches), and the warnings of the TLS switches. The pod
+// template and the options are compared as resources.Options.SpecHash hashes them
+// (resources.PodTemplateKey, resources.OptionsKey): a change rolls the members exactly when it
+// builds different pods, so an empty template ({}) is no change from none, and
+// topologySpreadConstraints: [] (no constraint) is one from an absent list (the default spread).
 func rolledFields(o, s *etcdv1beta1.EtcdClusterSpec) (rolled []string, warnings admission.Warnings) {
 	if specVersion(o) != specVersion(s) {
 		rolled = append(rolled, "spec.version")
@@ -204,10 +209,10 @@ func rolledFields(o, s *etcdv1beta1.EtcdClusterSpec) (rolled []string, warnings 
 	if o.Image != s.Image {
 		rolled = append(rolled, "spec.image")
 	}
-	if !equality.Semantic.DeepEqual(o.PodTemplate, s.PodTemplate) {
+	if !bytes.Equal(resources.PodTemplateKey(o.PodTemplate), resources.PodTemplateKey(s.PodTemplate)) {
 		rolled = append(rolled, "spec.podTemplate")
 	}
-	if !equality.Semantic.DeepEqual(o.Options, s.Options) {
+	if !bytes.Equal(resources.OptionsKey(o.Options), resources.OptionsKey(s.Options)) {
 		rolled = append(rolled, "spec.options")
 	}
 	tlsRolled, tlsWarnings := tlsSwitches(o, s)

@@ -57,6 +57,12 @@ func podLabels(kv ...string) testutil.ClusterOption {
 	}
 }
 
+// noSpread sets spec.podTemplate.topologySpreadConstraints to [] (no constraint, where an absent list
+// gives the default spread).
+func noSpread(c *etcdv1beta1.EtcdCluster) {
+	c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{}}
+}
+
 // withMemoryLimit sets spec.podTemplate.resources.limits.memory to q.
 func withMemoryLimit(q string) testutil.ClusterOption {
 	return func(c *etcdv1beta1.EtcdCluster) {
@@ -510,6 +516,14 @@ func TestValidateUpdate(t *testing.T) {
 		{"image change rolls", cluster(), cluster(testutil.WithImage("mirror.example/etcd:v3.6.16")), nil, []string{"changing spec.image " + roll}},
 		{"podTemplate change rolls", cluster(), cluster(podLabels("team", "a")), nil, []string{"changing spec.podTemplate " + roll}},
 		{"options change rolls", cluster(), cluster(extraArgs("log-level", "debug")), nil, []string{"changing spec.options " + roll}},
+		// What the pods are built from rolls them, not how the spec spells it.
+		{"empty podTemplate rolls nothing", cluster(), cluster(podLabels()), nil, nil},
+		{"podTemplate emptied rolls nothing", cluster(podLabels()), cluster(), nil, nil},
+		{"empty options roll nothing", cluster(), cluster(extraArgs()), nil, nil},
+		{"empty podTemplate on the only emptyDir member", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir()), cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), podLabels()), nil, nil},
+		{"no topology spread rolls", cluster(), cluster(noSpread), nil, []string{"changing spec.podTemplate " + roll}},
+		{"no topology spread on the only emptyDir member", cluster(testutil.WithReplicas(1), testutil.WithEmptyDir()), cluster(testutil.WithReplicas(1), testutil.WithEmptyDir(), noSpread),
+			[]problem{{"spec", "changing spec.podTemplate restarts the only member"}}, nil},
 		{"extra flag value etcd refuses, changed", cluster(extraArgs("log-level", "debug")), cluster(extraArgs("log-level", "verbose")),
 			[]problem{{"spec.options.extraArgs[log-level]", `unrecognized level: "verbose"`}}, nil},
 		{"extra flag value etcd refuses, kept as admitted", cluster(testutil.WithReplicas(3), extraArgs("log-level", "verbose")), cluster(testutil.WithReplicas(3), extraArgs("log-level", "verbose", "max-wals", "5")),

@@ -408,6 +408,61 @@ func TestWrongTypeRefusedByTheSchema(t *testing.T) {
 	}
 }
 
+// TestPodTemplateAsStored: what rolls the members is judged on the template the API server stores. A
+// template whose every field it pruned as unknown is stored as {}, which rolls nothing, so even the
+// only member of an emptyDir cluster may be given one; topologySpreadConstraints: [] (no constraint)
+// is kept through the defaulting webhook and rolls the members.
+func TestPodTemplateAsStored(t *testing.T) {
+	k8s, w := newClient(t)
+	ctx := context.Background()
+	storedTemplate := func(c *etcdv1beta1.EtcdCluster) map[string]any {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(etcdv1beta1.GroupVersion.WithKind("EtcdCluster"))
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), u); err != nil {
+			t.Fatal(err)
+		}
+		tmpl, _, _ := unstructured.NestedMap(u.Object, "spec", "podTemplate")
+		return tmpl
+	}
+	rollWarnings := func() (rolls []string) {
+		for _, m := range w.Take() {
+			if strings.Contains(m, "rolls every member") || strings.Contains(m, "restarts the only member") {
+				rolls = append(rolls, m)
+			}
+		}
+		return rolls
+	}
+
+	only := create(t, k8s, testutil.WithReplicas(1), testutil.WithEmptyDir())
+	w.Take()
+	if err := k8s.Update(ctx, asUnstructured(t, only, func(s map[string]any) {
+		s["podTemplate"] = map[string]any{"nodeSelectr": map[string]any{"disk": "ssd"}}
+	})); err != nil {
+		t.Fatalf("a template of unknown fields on the only emptyDir member refused: %v", err)
+	}
+	if tmpl := storedTemplate(only); tmpl == nil || len(tmpl) != 0 {
+		t.Errorf("stored spec.podTemplate %v, want {} (its only field pruned)", tmpl)
+	}
+	if rolls := rollWarnings(); len(rolls) != 0 {
+		t.Errorf("an empty template warned %q, want no roll", rolls)
+	}
+
+	c := create(t, k8s)
+	w.Take()
+	if err := k8s.Update(ctx, asUnstructured(t, c, func(s map[string]any) {
+		s["podTemplate"] = map[string]any{"topologySpreadConstraints": []any{}}
+	})); err != nil {
+		t.Fatalf("topologySpreadConstraints: [] refused: %v", err)
+	}
+	if tsc, ok := storedTemplate(c)["topologySpreadConstraints"].([]any); !ok || len(tsc) != 0 {
+		t.Errorf("stored topologySpreadConstraints %v, want [] kept", storedTemplate(c)["topologySpreadConstraints"])
+	}
+	if rolls := rollWarnings(); len(rolls) != 1 || !strings.Contains(rolls[0], "changing spec.podTemplate rolls every member") {
+		t.Errorf("topologySpreadConstraints: [] warned %q, want that spec.podTemplate rolls every member", rolls)
+	}
+}
+
 // TestVersionPrefixDefaulted: "v3.6.16" is stored as "3.6.16", on create and on update.
 func TestVersionPrefixDefaulted(t *testing.T) {
 	k8s, _ := newClient(t)
