@@ -351,27 +351,38 @@ func restarts(pods map[string]*corev1.Pod) map[string]int32 {
 // (the one that reconciles; the others count nothing), whose labels include every one of labels
 // (e.g. `controller="etcdcluster"`).
 func operatorMetric(ctx context.Context, name string, labels ...string) (float64, error) {
+	series, err := operatorSeries(ctx, name, labels...)
+	var sum float64
+	for _, v := range series {
+		sum += v
+	}
+	return sum, err
+}
+
+// operatorSeries returns the samples of a Prometheus metric as operatorMetric scrapes them, by their
+// labels as exposed (`{kind="Pod",verb="patch"}`).
+func operatorSeries(ctx context.Context, name string, labels ...string) (map[string]float64, error) {
 	leader, err := operatorLeader(ctx, operatorNamespace)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	p := &corev1.Pod{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: leader}, p); err != nil {
-		return 0, fmt.Errorf("the leading operator pod: %w", err)
+		return nil, fmt.Errorf("the leading operator pod: %w", err)
 	}
 	ip := p.Status.PodIP
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || ip == "" {
-		return 0, fmt.Errorf("the leading operator pod %s is not running", leader)
+		return nil, fmt.Errorf("the leading operator pod %s is not running", leader)
 	}
 	resp, err := scrapeOperator(ctx, ip)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	var sum float64
+	series := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -389,11 +400,11 @@ func operatorMetric(ctx context.Context, name string, labels ...string) (float64
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse %q: %w", line, err)
+			return nil, fmt.Errorf("parse %q: %w", line, err)
 		}
-		sum += v
+		series[strings.TrimPrefix(strings.Join(f[:len(f)-1], " "), name)] = v
 	}
-	return sum, sc.Err()
+	return series, sc.Err()
 }
 
 // etcdPIDs returns the host PIDs of the etcd processes of the cluster with the given UID, found by

@@ -255,7 +255,7 @@ func idleWrites(b *testing.B, c *etcdv1beta1.EtcdCluster) float64 {
 		}
 		return statusAgreesWithMembers(ctx, c, pods)
 	})
-	before, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	before, err := operatorSeries(ctx, "etcd_operator_api_writes_total")
 	if err != nil {
 		b.Fatalf("scrape operator metrics: %v", err)
 	}
@@ -267,12 +267,21 @@ func idleWrites(b *testing.B, c *etcdv1beta1.EtcdCluster) float64 {
 		}
 		return nil
 	})
-	after, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	after, err := operatorSeries(ctx, "etcd_operator_api_writes_total")
 	if err != nil {
 		b.Fatalf("scrape operator metrics: %v", err)
 	}
-	n := (after - before) / time.Since(start).Minutes()
-	b.Logf("%s: %.0f operator API writes in %s of idle (%.1f per minute)", c.Namespace, after-before, time.Since(start).Round(time.Second), n)
+	var writes float64
+	var which []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if d := after[k] - before[k]; d > 0 {
+			writes += d
+			which = append(which, fmt.Sprintf("%.0f %s", d, k))
+		}
+	}
+	n := writes / time.Since(start).Minutes()
+	b.Logf("%s: %.0f operator API writes in %s of idle (%.1f per minute): %v; they are the operator's for every EtcdCluster (others: %s)",
+		c.Namespace, writes, time.Since(start).Round(time.Second), n, which, otherClusters(ctx, c))
 	return n
 }
 
@@ -810,4 +819,22 @@ func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClust
 	b.Logf("%s: %d clusters Available in %.1f s (pods created by %.1f s, running by %.1f s); operator RSS %.1f MiB, Go heap in use %.1f MiB",
 		ns, n, m.AvailableSeconds, m.PodsCreatedSeconds, m.PodsRunningSeconds, m.OperatorMiB, m.OperatorHeapMiB)
 	return m
+}
+
+// otherClusters names the EtcdClusters other than c ("namespace/name"), or says there are none.
+func otherClusters(ctx context.Context, c *etcdv1beta1.EtcdCluster) string {
+	list := &etcdv1beta1.EtcdClusterList{}
+	if err := k8s.List(ctx, list); err != nil {
+		return "the other clusters (not listed: " + err.Error() + ")"
+	}
+	var names []string
+	for _, o := range list.Items {
+		if o.Namespace != c.Namespace || o.Name != c.Name {
+			names = append(names, o.Namespace+"/"+o.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "no other cluster"
+	}
+	return strings.Join(names, ", ")
 }
