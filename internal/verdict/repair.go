@@ -242,7 +242,9 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 // (of a learner: "is joining as a learner, not serving yet, since …; replaced at … unless it serves");
 // without a quorum (quorate false), that nothing is replaced; while the cluster is paused, that nothing
 // is done. Of a voter starting on a new pod (notes[name].state is memberStarting, model.Member.Starting:
-// a restart or a promotion coming back), that it is starting, with the same countdown. Of a voter in
+// a restart or a promotion coming back), that it is starting, with the same countdown; of one that a
+// rolling update restarts onto the current spec (notes[name].rolling), that it is restarting onto it,
+// with the same countdown, whether its old pod is still terminating or its new pod starting. Of a voter in
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
 // replacement countdown. Of a member down on a spec no member has served on
@@ -265,6 +267,8 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 		s, until := m.Name+" is down since ", "recovers"
 		if m.Role == etcdv1beta1.RoleLearner {
 			s, until = m.Name+" is joining as a learner, not serving yet, since ", "serves"
+		} else if note.rolling {
+			s, until = m.Name+" is restarting onto the current spec (rolling update), not serving yet, since ", "serves"
 		} else if note.state == memberStarting {
 			s, until = m.Name+" is starting on a new pod, not serving yet, since ", "serves"
 		}

@@ -558,7 +558,7 @@ func TestNoReplacementOnUntriedSpec(t *testing.T) {
 				t.Error("ServedOnRolledSpec = true for a member that is down")
 			}
 			c.Status.Members = memberStatuses(m)
-			degraded := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m)), "; ")
+			degraded := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, resources.Options{}.SpecHash(c))), "; ")
 			awaited := AwaitHealthy(m).Message
 			for what, msg := range map[string]string{"Degraded": degraded, "AwaitHealthy": awaited} {
 				if got := strings.Contains(msg, "a rolling update restarted it onto a spec no member has run") && strings.Contains(msg, "fix or undo it"); got == tc.replaced {

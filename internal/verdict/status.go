@@ -53,7 +53,7 @@ func Status(c *etcdv1beta1.EtcdCluster, m *model.Cluster, report *Report, st *St
 			h.HealthyVoters, h.Voters, h.Quorum, resources.ClientServiceName(c))}
 	}
 	setCondition(status, c.Generation, etcdv1beta1.ConditionAvailable, available, why)
-	degraded := setDegraded(s, h)
+	degraded := setDegraded(s, h, opts.SpecHash(c))
 	setProgressing(s, st)
 	setOutcomes(s)
 	applyBackupStatus(s)
@@ -127,12 +127,13 @@ func JudgeHealth(m *model.Cluster) Health {
 }
 
 // setDegraded sets the Degraded condition: fewer healthy voters than desired, or another number of
-// voters; it returns whether the cluster is degraded.
-func setDegraded(s *scope, h Health) bool {
+// voters; it returns whether the cluster is degraded. hash is the current spec's
+// (resources.Options.SpecHash), for the members a rolling update restarts.
+func setDegraded(s *scope, h Health, hash string) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
 	reason, msg := etcdv1beta1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
 	if degraded {
-		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0, memberNotes(s.m))
+		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0, memberNotes(s.m, hash))
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
@@ -298,13 +299,16 @@ type memberNote struct {
 	replaceAt time.Time
 	// untriedSpec: model.Cluster.DownOnUntriedSpec holds, the member is not replaced
 	untriedSpec bool
+	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
+	// its pod being recreated or starting without a problem (rollingRestart)
+	rolling bool
 }
 
 // memberNotes returns a memberNote for each member etcd lists, by name.
-func memberNotes(m *model.Cluster) map[string]memberNote {
+func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 	out := map[string]memberNote{}
 	for _, mem := range m.Listed() {
-		var n memberNote
+		n := memberNote{rolling: rollingRestart(mem, hash)}
 		switch {
 		case mem.Joining(m.Now):
 			n.state = memberJoining
@@ -415,10 +419,15 @@ func rolloutStep(p *Step) bool {
 // recreated, every pod is current (outdatedPods) and the rollout awaits nothing, yet that member is
 // still starting: the rolling update is not over until it serves.
 func rolloutRestarting(s *scope, hash string) bool {
-	return slices.ContainsFunc(s.m.Listed(), func(m *model.Member) bool {
-		return m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && !m.Serving() &&
-			(!m.HasPod() || m.PodProblem() == "")
-	})
+	return slices.ContainsFunc(s.m.Listed(), func(m *model.Member) bool { return rollingRestart(m, hash) })
+}
+
+// rollingRestart reports whether a rolling update restarted m onto the spec of hash (its claim's
+// AnnotationRolledOnto, which stays until it serves on that spec), and m does not serve yet while its
+// pod is being recreated or starts without a problem (PodProblem).
+func rollingRestart(m *model.Member, hash string) bool {
+	return m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && !m.Serving() &&
+		(!m.HasPod() || m.PodProblem() == "")
 }
 
 // outdatedPods counts the member pods built from an older spec than the current one, or that serve TLS

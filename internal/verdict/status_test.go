@@ -357,3 +357,44 @@ func TestDivergedMemberReplaced(t *testing.T) {
 		t.Errorf("replacing off: ReplaceDue(s-1) = %q, want none", got)
 	}
 }
+
+// TestDegradedSaysRollingUpdate: Degraded names a member that a rolling update restarts onto the
+// current spec as restarting, while its old pod terminates and while its new pod starts without a
+// problem; one that crash-loops on its new pod, or whose claim records an older spec, is down.
+func TestDegradedSaysRollingUpdate(t *testing.T) {
+	const restarting = "s-2 is restarting onto the current spec (rolling update), not serving yet, since "
+	terminating := func(in *model.Input) {
+		in.Pods[2].Annotations[etcdv1beta1.AnnotationSpecHash] = "old"
+		in.Pods[2].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}
+	crashLoop := func(in *model.Input) {
+		in.Pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	}
+	down := map[uint64]bool{1: true, 2: true}
+	for _, tc := range []struct {
+		name       string
+		s          *scope
+		restarting bool
+	}{
+		{"old pod terminating", observed("abc", true, down, 1, 0, rolledOnto(2, ""), terminating), true},
+		{"new pod starting", observed("abc", true, down, 1, 0, rolledOnto(2, "")), true},
+		{"new pod crash-looping", observed("abc", true, down, 1, 0, rolledOnto(2, ""), crashLoop), false},
+		{"claim records an older spec", observed("abc", true, down, 1, 0, rolledOnto(2, "old")), false},
+		{"no record", observed("abc", true, down, 1, 0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			Status(tc.s.cluster, tc.s.m, tc.s.report, nil, resources.Options{}, true)
+			d := meta.FindStatusCondition(tc.s.cluster.Status.Conditions, etcdv1beta1.ConditionDegraded)
+			if d == nil || d.Status != metav1.ConditionTrue {
+				t.Fatalf("Degraded %+v, want True", d)
+			}
+			if got := strings.Contains(d.Message, restarting); got != tc.restarting {
+				t.Errorf("Degraded %q: says restarting %v, want %v", d.Message, got, tc.restarting)
+			}
+			if tc.restarting && !strings.Contains(d.Message, "unless it serves") {
+				t.Errorf("Degraded %q: want the replacement countdown", d.Message)
+			}
+		})
+	}
+}

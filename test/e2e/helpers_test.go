@@ -517,7 +517,10 @@ type availableWatch struct {
 	// degraded are the statuses of phase Degraded: a rolling update reads as Upgrading until its last
 	// member serves
 	degraded []string
-	err      error
+	// down are the statuses whose Degraded condition calls a member down: one that a rolling update
+	// restarts is "restarting onto the current spec"
+	down []string
+	err  error
 }
 
 // watchAvailable starts recording the Available condition of cluster c, which must be Available now.
@@ -561,6 +564,9 @@ func watchAvailable(t testing.TB, c *etcdv1beta1.EtcdCluster) *availableWatch {
 				if got.Status.Phase == etcdv1beta1.PhaseDegraded {
 					aw.degraded = append(aw.degraded, fmt.Sprintf("at %s: %s", time.Since(start).Round(10*time.Millisecond), degradedMessage(got)))
 				}
+				if msg := degradedMessage(got); strings.Contains(msg, " is down since ") {
+					aw.down = append(aw.down, fmt.Sprintf("at %s: %s", time.Since(start).Round(10*time.Millisecond), msg))
+				}
 				if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason != etcdv1beta1.ReasonReconciled {
 					aw.stalled = append(aw.stalled, fmt.Sprintf("at %s: %s: %s", time.Since(start).Round(10*time.Millisecond), cond.Reason, cond.Message))
 				}
@@ -600,11 +606,13 @@ func degradedMessage(c *etcdv1beta1.EtcdCluster) string {
 }
 
 // assertNeverDegraded fails the test if, in the statuses assertNeverUnavailable looked at, the phase
-// was ever Degraded: a rolling update restarts each member on purpose, and reads as Upgrading until
-// its last member serves again. Call it after assertNeverUnavailable.
+// was ever Degraded, or the Degraded condition called a member down: a rolling update restarts each
+// member on purpose, reads as Upgrading until its last member serves again, and says of the member it
+// restarts that it is restarting onto the current spec. Call it after assertNeverUnavailable.
 func (aw *availableWatch) assertNeverDegraded(t testing.TB, what string) {
 	t.Helper()
 	aw.fail(t, &aw.degraded, what+": the phase was Degraded ")
+	aw.fail(t, &aw.down, what+": Degraded called a member down, not restarting ")
 }
 
 // fail fails the test for each entry of seen, one of aw's lists, with prefix before it.
