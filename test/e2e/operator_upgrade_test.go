@@ -48,7 +48,9 @@ const (
 // under a continuous writer. Until the new operator has made two passes over the cluster and the next
 // scheduled backup succeeded, no member pod is recreated or restarted, etcd's members and cluster ID
 // stay, and the cluster's status keeps every field it had (fields may be added) but what moves by
-// itself; no acknowledged write is lost. Only a change of the spec afterwards rolls the members, one
+// itself; no acknowledged write is lost. The cluster has podTemplate: {}, which the earlier operator
+// hashed apart from no template: the pods' spec hash annotation moves to this tree's hash, and
+// nothing else about them changes. Only a change of the spec afterwards rolls the members, one
 // at a time.
 //
 // It replaces the suite's operator, so it runs alone (no t.Parallel(): Go runs the parallel tests only
@@ -68,6 +70,9 @@ func TestOperatorUpgrade(t *testing.T) {
 	c := testutil.EtcdCluster("demo", testutil.InNamespace(ns), testutil.WithReplicas(3), func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Backup = &etcdv1beta1.BackupSpec{Schedule: "* * * * *", Destination: etcdv1beta1.BackupDestination{
 			PVC: &etcdv1beta1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}}}
+		// stored as {}: the earlier operator hashed it apart from no template, this tree's does not,
+		// and writes its hash on the pods instead of rolling them
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{}
 	})
 	asAlpha := &etcdv1alpha1.EtcdCluster{}
 	if err := asAlpha.ConvertFrom(c); err != nil {
@@ -121,15 +126,23 @@ func TestOperatorUpgrade(t *testing.T) {
 	passes, backup := watchUpgraded(t, alpha, c, before, tookOver)
 	t.Logf("%s after the upgrade: %d status writes of the new operator, scheduled backup %s succeeded; no member pod restarted or recreated, members, cluster ID and status unchanged",
 		time.Since(tookOver).Round(time.Second), passes, backup)
-	// and the new operator sees nothing to roll: its hash of the unchanged spec is the pods'
-	if hash, err := specHashNow(context.Background(), c); err != nil {
+	// and the new operator sees nothing to roll: its hash of the unchanged spec is the pods', written on
+	// them in place of the earlier operator's hash of the empty template
+	hash, prev, err := specHashNow(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
-	} else if hashes := before.specHashes(); len(hashes) != 1 || hashes[0] != hash {
-		t.Errorf("the member pods carry spec hash %v; this tree's operator computes %s for the unchanged spec and will roll them", hashes, hash)
+	}
+	if hashes := before.specHashes(); len(hashes) != 1 || hashes[0] != prev {
+		t.Errorf("under the earlier operator the member pods carried spec hash %v, want %s (its hash of podTemplate: {})", hashes, prev)
 	}
 	pods, err := memberPods(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for n, p := range pods {
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != hash {
+			t.Errorf("member pod %s carries spec hash %s; this tree's operator computes %s for the unchanged spec and will roll it", n, got, hash)
+		}
 	}
 	wr.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 
@@ -188,8 +201,12 @@ func watchUpgraded(t *testing.T, alpha client.Reader, c *etcdv1beta1.EtcdCluster
 		if err != nil {
 			return err
 		}
+		hash, prev, err := specHashNow(ctx, c)
+		if err != nil {
+			return err
+		}
+		now.rehashed(before, prev, hash)
 		if changes := before.changes(now); len(changes) > 0 {
-			hash, _ := specHashNow(ctx, c)
 			t.Fatalf("after the operator upgrade (%s later):\n  %s\nThe member pods were built with spec hash %v; this tree's operator computes %s for the cluster as stored now (when they differ, it rolls the members although their spec did not change: a new default in a hashed field does that).",
 				time.Since(tookOver).Round(time.Second), strings.Join(changes, "\n  "), before.specHashes(), hash)
 		}
@@ -470,15 +487,17 @@ func listKey(list []any) string {
 }
 
 // specHashNow returns the spec hash this tree's operator gives the member pods of cluster c as
-// stored now, with the etcd image repository of the installed operator's flags.
-func specHashNow(ctx context.Context, c *etcdv1beta1.EtcdCluster) (string, error) {
+// stored now, with the etcd image repository of the installed operator's flags, and the one earlier
+// operators gave them for its empty podTemplate or options (resources.Options.EmptySpecHash; "" when
+// it has none).
+func specHashNow(ctx context.Context, c *etcdv1beta1.EtcdCluster) (hash, prev string, err error) {
 	cur, err := getCluster(ctx, c)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	d := &appsv1.Deployment{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator"}, d); err != nil {
-		return "", err
+		return "", "", err
 	}
 	opts := resources.Options{}
 	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
@@ -486,7 +505,22 @@ func specHashNow(ctx context.Context, c *etcdv1beta1.EtcdCluster) (string, error
 			opts.ImageRepository = v
 		}
 	}
-	return opts.SpecHash(cur), nil
+	return opts.SpecHash(cur), opts.EmptySpecHash(cur), nil
+}
+
+// rehashed counts, in s, a member pod whose spec hash went from prev in before to hash as keeping
+// before's: the operator rewrites the hash an earlier operator gave an empty template (prev) to its
+// own (hash) without touching the pod.
+func (s clusterState) rehashed(before clusterState, prev, hash string) {
+	if prev == "" {
+		return
+	}
+	for name, m := range s.pods {
+		if was, ok := before.pods[name]; ok && was.specHash == prev && m.specHash == hash {
+			m.specHash = prev
+			s.pods[name] = m
+		}
+	}
 }
 
 // specHashes returns the spec hashes the member pods of s carry.
