@@ -74,6 +74,9 @@ type Member struct {
 	// earliest of when the status first recorded it down, when its pod stopped being Ready, and this
 	// pass. It survives the pod being recreated.
 	DownSince time.Time
+	// now is the time of the pass that built the member (Cluster.Now); the zero time for a member made
+	// otherwise, which PullingImage then reads without it.
+	now time.Time
 }
 
 // Listed reports whether etcd lists the member in this pass.
@@ -460,19 +463,35 @@ const PullingImageProblem = "etcd container not created yet: pulling image"
 // it pulls an image, so the status it last wrote, which says PodInitializing when the pull follows
 // the init containers, stays until the first pull returns. A pull that fails turns the reason into
 // ErrImagePull, then ImagePullBackOff, which the kubelet keeps while it retries (ImagePullReasons). A
-// pull from a registry that accepts the connection and does not answer may never return.
+// pull from a registry that accepts the connection and does not answer may never return. For
+// PullGrace after the init containers completed (by the pass's clock), the container is taken as
+// being created, not pulled: the kubelet's first status after them shows it so while it creates it
+// from an image the node has.
 func (m *Member) PullingImage() bool {
 	if m.Pod == nil || m.Pod.DeletionTimestamp != nil {
 		return false
 	}
+	var initialized time.Time
 	for _, cs := range m.Pod.Status.InitContainerStatuses {
-		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+		t := cs.State.Terminated
+		if t == nil || t.ExitCode != 0 {
 			return false
 		}
+		if t.FinishedAt.After(initialized) {
+			initialized = t.FinishedAt.Time
+		}
+	}
+	if !m.now.IsZero() && !initialized.IsZero() && m.now.Sub(initialized) < PullGrace {
+		return false
 	}
 	cs := m.etcdStatus()
 	return cs != nil && cs.ImageID == "" && cs.State.Waiting != nil && (cs.State.Waiting.Reason == "ContainerCreating" || cs.State.Waiting.Reason == "PodInitializing")
 }
+
+// PullGrace is how long after a member pod's init containers completed its etcd container may wait
+// without an image ID before PullingImage takes it as waiting for a pull: creating it from an image
+// the node has takes the kubelet about a second.
+const PullGrace = 5 * time.Second
 
 // WaitsForImage reports whether the member's etcd container waits for its image: the kubelet cannot
 // get it (ImageUnavailable) or is pulling it for the first time (PullingImage). Neither recreating the
@@ -823,7 +842,7 @@ func Build(in Input) *Cluster {
 		if m, ok := byName[name]; ok {
 			return m
 		}
-		m := &Member{Name: name}
+		m := &Member{Name: name, now: out.Now}
 		byName[name] = m
 		return m
 	}

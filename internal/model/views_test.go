@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +224,33 @@ func TestPullingImage(t *testing.T) {
 		if mem := m.Member(name); mem.WaitsForImage() || ImagePullProblem(mem.Problem()) {
 			t.Errorf("%s: WaitsForImage %v, Problem %q: want no pull", name, mem.WaitsForImage(), mem.Problem())
 		}
+	}
+}
+
+// TestPullingImageAfterGrace: in the first PullGrace after the init containers completed, an etcd
+// container still waiting without an image ID is being created, not pulled (the kubelet's first status
+// after them says PodInitializing for about a second); after it, it is a pull.
+func TestPullingImageAfterGrace(t *testing.T) {
+	now := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+	in := Input{Cluster: testutil.EtcdCluster("g", testutil.WithReplicas(2)), Now: now, Etcd: &Etcd{ClusterID: 1, Leader: 9, Health: map[uint64]error{}}}
+	for i, ago := range []time.Duration{time.Second, PullGrace + time.Second} {
+		p := pod(fmt.Sprintf("g-%d", i), false)
+		p.Status = corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "await-add", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Reason: "Completed", FinishedAt: metav1.NewTime(now.Add(-ago))}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", Image: "docker.io/local/etcd:v3.6.16",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}},
+		}
+		in.Pods = append(in.Pods, p)
+		in.Etcd.Members = append(in.Etcd.Members, etcd.Member{ID: uint64(i + 1), Name: p.Name})
+		in.Etcd.Health[uint64(i+1)] = errors.New("connection refused")
+	}
+	m := Build(in)
+	if mem := m.Member("g-0"); mem.PullingImage() || mem.WaitsForImage() || ImagePullProblem(mem.Problem()) {
+		t.Errorf("1 s after the init containers: PullingImage %v, WaitsForImage %v, Problem %q: want no pull yet", mem.PullingImage(), mem.WaitsForImage(), mem.Problem())
+	}
+	if mem := m.Member("g-1"); !mem.PullingImage() || !strings.HasPrefix(mem.Problem(), PullingImageProblem) {
+		t.Errorf("%s after the init containers: PullingImage %v, Problem %q: want a pull", PullGrace+time.Second, mem.PullingImage(), mem.Problem())
 	}
 }
 
