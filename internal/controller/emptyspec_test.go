@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -35,13 +34,12 @@ func TestEmptySpecHashUpdatedWithoutRoll(t *testing.T) {
 		t.Fatalf("EmptySpecHash %q, SpecHash %q: want an earlier hash that differs", prev, hash)
 	}
 	// the state an earlier operator left: every pod, and one claim's record, on the earlier hash
-	uids := map[string]types.UID{}
+	uids, _ := podAndClaimUIDs(t, c, names)
 	for _, n := range names {
 		p, err := getPod(c, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		uids[n] = p.UID
 		setAnnotation(t, p, etcdv1beta1.AnnotationSpecHash, prev)
 	}
 	claim := &corev1.PersistentVolumeClaim{}

@@ -12,7 +12,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,14 +65,7 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 		}
 		return ""
 	}
-	uids := map[string]types.UID{}
-	for _, n := range names {
-		p, err := getPod(c, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[n] = p.UID
-	}
+	uids, _ := podAndClaimUIDs(t, c, names)
 	firstLeader := leaderName()
 	testutil.Eventually(t, waitTimeout, "DataInconsistent=False from real HashKV", func(context.Context) error {
 		c = getCluster(t, c)
