@@ -61,9 +61,10 @@ func (m Member) PodTLS(c *etcdv1beta1.EtcdCluster) PodTLS {
 }
 
 // SpecHash returns a short hash of the spec fields a member pod is built from (the etcd image, which
-// the version selects, spec.podTemplate as PodTemplateKey encodes it, and spec.options) and, once the cluster's CA has been rotated,
-// of the CA certificates the members trust (status.tls.trustedCAsHash, while the spec asks for TLS:
-// etcd reads its trusted CA files only when it starts), and the names of the Secrets of spec.tls.secrets.
+// the version selects, and spec.podTemplate and spec.options as PodTemplateKey and OptionsKey encode
+// them) and, once the cluster's CA has been rotated, of the CA certificates the members trust
+// (status.tls.trustedCAsHash, while the spec asks for TLS: etcd reads its trusted CA files only when
+// it starts), and the names of the Secrets of spec.tls.secrets.
 // A member pod whose etcd.etcdkit.dev/spec-hash annotation differs runs an old spec and is rolled.
 // Fields that only matter when a member is created (storage) and the operator's own defaults are not
 // part of it, so that an operator upgrade does not restart etcd.
@@ -96,9 +97,14 @@ func (o Options) specHash(c *etcdv1beta1.EtcdCluster, template, options json.Raw
 // spec.podTemplate and spec.options through PodTemplateKey and OptionsKey, when that hash differs from
 // SpecHash(c) only because one of them is present but empty ({}, or only empty maps and lists), and
 // "" otherwise: it hashed an empty one apart from an absent one, although the pods are built alike. A
-// pod that carries it was built from c's current spec, and only its annotation is out of date.
+// pod that carries it was built from c's current spec, and only its annotation is out of date. There
+// is none for a template with topologySpreadConstraints: [], which it hashed as if the list were
+// absent: such a pod may have been built with the default spread.
 func (o Options) EmptySpecHash(c *etcdv1beta1.EtcdCluster) string {
 	t, opts := c.Spec.PodTemplate, c.Spec.Options
+	if t != nil && t.TopologySpreadConstraints != nil && len(t.TopologySpreadConstraints) == 0 {
+		return ""
+	}
 	template, options := PodTemplateKey(t), OptionsKey(opts)
 	if t != nil && template == nil {
 		template = json.RawMessage("{}")
@@ -132,8 +138,8 @@ func OptionsKey(options *etcdv1beta1.EtcdOptions) json.RawMessage {
 }
 
 // PodTemplateKey returns what the member pods take from template t, as compact JSON: t's own encoding
-// (so that the hash of every template that builds pods differs from an absent one's stays what it
-// was), with "noTopologySpread": true added for topologySpreadConstraints: [] (no constraint, where
+// (so that a template that builds other pods than no template keeps the hash it had), with
+// "noTopologySpread": true added for topologySpreadConstraints: [] (no constraint, where
 // an absent list gives the default spread over zones); nil when t builds the same pods as no template
 // at all (nil, {}, or only empty maps and lists, such as a template whose every field the API server
 // pruned as unknown). SpecHash and admission's list of the changes that roll the members both compare

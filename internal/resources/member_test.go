@@ -145,6 +145,10 @@ func TestEmptySpecHash(t *testing.T) {
 		{"no spread: the pods may have been built with the default one", func(s *etcdv1beta1.EtcdClusterSpec) {
 			s.PodTemplate = &etcdv1beta1.PodTemplate{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{}}
 		}, "", ""},
+		{"no spread and empty options", func(s *etcdv1beta1.EtcdClusterSpec) {
+			s.PodTemplate = &etcdv1beta1.PodTemplate{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{}}
+			s.Options = &etcdv1beta1.EtcdOptions{}
+		}, "", ""},
 	} {
 		c := base(tc.mut)
 		got, prev := Options{}.SpecHash(c), Options{}.EmptySpecHash(c)
