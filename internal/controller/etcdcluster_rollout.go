@@ -50,6 +50,13 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
+		if refused, err := r.podRefused(ctx, s, s.m.Member(a.Member)); err != nil || refused != "" {
+			if refused == "" {
+				return nil, err
+			}
+			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); fix spec.podTemplate (or the policy that refuses it) and the rollout goes on. No member was restarted for it", a.Member, refused)), nil
+		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))
 		if err := r.recordRolledOnto(ctx, s.m, s.m.Member(a.Member), hash); err != nil {
@@ -65,6 +72,28 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
+}
+
+// podRefused returns why the API server would refuse the pod that m, a member about to be restarted,
+// gets from the current spec ("" when it would not): a dry run of its creation, so that a spec that
+// makes an invalid pod (requests above limits, a toleration's unknown operator) or one that admission
+// refuses (a ResourceQuota, a policy) never takes a healthy member down. The pod exists, so a pod that
+// passes validation and admission answers AlreadyExists; other errors are returned.
+func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *model.Member) (string, error) {
+	if m == nil {
+		return "", nil
+	}
+	spec := m.StartedAs()
+	t := s.m.DesiredTLS(m.Name)
+	spec.TLS = &t
+	err := r.Create(ctx, r.Options.BuildPod(s.cluster, spec), client.DryRunAll)
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return "", nil
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return err.Error(), nil
+	}
+	return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
 }
 
 // imageChange says what a restart does to a member's image, from the one its pod runs (old, "" when it

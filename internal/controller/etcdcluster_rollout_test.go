@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -342,4 +343,52 @@ func TestImageChange(t *testing.T) {
 			t.Errorf("imageChange(%q, %q) = %q, want %q", tc.old, tc.cur, got, tc.want)
 		}
 	}
+}
+
+// TestRolloutOntoInvalidPodRestartsNoMember: a spec whose pod the API server refuses (a memory request
+// above its limit, which the schema cannot tell) pauses the rollout before any member goes down: no pod
+// is evicted, and Progressing says which member waits, the API server's reason, and what to fix. Once
+// the spec is fixed, the rollout restarts the members.
+func TestRolloutOntoInvalidPodRestartsNoMember(t *testing.T) {
+	c := createCluster(t, "badpod", 3)
+	names := []string{"badpod-0", "badpod-1", "badpod-2"}
+	hosts := []string{"127.0.0.158", "127.0.0.159", "127.0.0.160"}
+	testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	c = waitAvailable(t, c, 3)
+	uids, _ := podAndClaimUIDs(t, c, names)
+	runDisruptionController(t, c) // evictions would go through
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}
+	})
+	testutil.Eventually(t, waitTimeout, "the rollout paused on the refused pod", func(context.Context) error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonRolloutPaused ||
+			!strings.Contains(p.Message, "the API server refuses the pod the current spec makes for it") ||
+			!strings.Contains(p.Message, "must be less than or equal to memory limit") || !strings.Contains(p.Message, "fix spec.podTemplate") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	for _, n := range names {
+		if p, err := getPod(c, n); err != nil || p.UID != uids[n] || p.DeletionTimestamp != nil {
+			t.Fatalf("pod %s went for a spec whose pod is refused (%v)", n, err)
+		}
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("512Mi")
+	})
+	testutil.Eventually(t, waitTimeout, "a member restarted onto the fixed spec", func(context.Context) error {
+		for _, n := range names {
+			if p, err := getPod(c, n); err != nil || p.UID != uids[n] {
+				return nil
+			}
+		}
+		return errors.New("every pod is the one before the fix")
+	})
 }
