@@ -203,7 +203,7 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhaseQuorumLost
 	case c.Spec.Paused:
 		return etcdv1beta1.PhasePaused
-	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st)):
+	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st) || joining(s.m)):
 		return etcdv1beta1.PhaseScaling
 	case rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c)):
 		return etcdv1beta1.PhaseUpgrading
@@ -212,6 +212,13 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 	default:
 		return etcdv1beta1.PhaseRunning
 	}
+}
+
+// joining reports whether a member etcd lists has just joined and does not serve yet
+// (model.Member.Joining): a member added and promoted moments ago, which the change that added it
+// (a scale-up, a replacement) still waits for.
+func joining(m *model.Cluster) bool {
+	return slices.ContainsFunc(m.Listed(), func(mem *model.Member) bool { return mem.Joining(m.Now) })
 }
 
 // availableReason returns the reason and message of the Available condition.
@@ -515,9 +522,10 @@ func HasCondition(c *etcdv1beta1.EtcdCluster, condType string, status metav1.Con
 // AwaitHealthy is the step of a pass that found nothing to change while members etcd lists are not
 // healthy (their containers restarting, or catching up): the cluster waits for them. While every such
 // member is starting (model.Member.Starting: a pod made less than model.MemberStartGrace ago that
-// shows no problem, such as the pod a rollout, a repair or a scale-up just made), or serves but its pod
-// that young is not Ready yet (the client Service does not route to it until it is), the operator's own
-// change is under way, which the Progressing condition says (True, reason WaitingForMembers). Otherwise
+// shows no problem, such as the pod a rollout, a repair or a scale-up just made), has just joined
+// (model.Member.Joining: added and promoted, publishing its name), or serves but its pod that young is
+// not Ready yet (the client Service does not route to it until it is), the operator's own change is
+// under way, which the Progressing condition says (True, reason WaitingForMembers). Otherwise
 // it says that the operator has nothing to do now (False, reason MembersUnhealthy) instead of "matches
 // its spec", with what it does next about each: when the member's pod is recreated and when the member
 // is replaced (see RecreateDue and ReplaceDue), that it is not while it waits for its image, or that it
@@ -539,6 +547,8 @@ func AwaitHealthy(m *model.Cluster) *Step {
 		case mem.Serving():
 		case mem.Starting(m.Now):
 			starting = append(starting, mem.Name+" (its pod was made at "+made+")")
+		case mem.Joining(m.Now):
+			starting = append(starting, mem.Name+" (joined; it serves once it has published its name through raft, within about 7 s)")
 		default:
 			down = append(down, mem.Name+awaitedBecause(m, mem))
 		}

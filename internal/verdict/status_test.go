@@ -398,3 +398,30 @@ func TestDegradedSaysRollingUpdate(t *testing.T) {
 		})
 	}
 }
+
+// TestJustJoinedIsScaling: a member added and promoted moments ago that does not serve yet
+// (model.Member.Joining) is the scale-up still under way: phase Scaling, and the pass waits for it as
+// progress (Progressing True, WaitingForMembers), not as a member down (False, MembersUnhealthy).
+func TestJustJoinedIsScaling(t *testing.T) {
+	s := observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, func(in *model.Input) {
+		p := &in.Pods[2]
+		p.CreationTimestamp = metav1.NewTime(time.Now().Add(-20 * time.Second))
+		p.Spec.Containers = []corev1.Container{{Name: resources.EtcdContainer, Command: []string{"/usr/local/bin/etcd", "--name=s-2", "--initial-cluster-state=existing"}}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-2 * time.Second))}}}}
+	})
+	if !s.m.Member("s-2").Joining(s.m.Now) {
+		t.Fatal("the fixture's s-2 is not joining")
+	}
+	st := AwaitHealthy(s.m)
+	if st == nil || st.Kind != KindActing || st.Reason != etcdv1beta1.ReasonWaitingForMembers || !strings.Contains(st.Message, "s-2 (joined; it serves once it has published its name through raft") {
+		t.Errorf("step %+v, want Acting/WaitingForMembers naming s-2 as joined", st)
+	}
+	Status(s.cluster, s.m, s.report, st, resources.Options{}, true)
+	if s.cluster.Status.Phase != etcdv1beta1.PhaseScaling {
+		t.Errorf("phase %s, want Scaling", s.cluster.Status.Phase)
+	}
+	if p := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Status != metav1.ConditionTrue {
+		t.Errorf("Progressing %+v, want True", p)
+	}
+}
