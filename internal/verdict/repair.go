@@ -244,7 +244,9 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 // is done. Of a voter starting on a new pod (notes[name].state is memberStarting, model.Member.Starting:
 // a restart or a promotion coming back), that it is starting, with the same countdown; of one that a
 // rolling update restarts onto the current spec (notes[name].rolling), that it is restarting onto it,
-// with the same countdown, whether its old pod is still terminating or its new pod starting. Of a voter in
+// with the same countdown, whether its old pod is still terminating or its new pod starting; of one on
+// emptyDir whose pod of an older spec is stopping (notes[name].rollingReplace), that it is being
+// replaced by a member of the current spec, with no countdown. Of a voter in
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
 // replacement countdown. Of a member down on a spec no member has served on
@@ -261,6 +263,11 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 		note := notes[m.Name]
 		if note.state == memberJoining && m.Role != etcdv1beta1.RoleLearner {
 			out = append(out, m.Name+" has joined as a voter and does not serve yet: etcd serves once it has published its name through raft, at the latest about 7 s after it started (its first try can be lost, etcd-io/etcd#16436)")
+			continue
+		}
+		if note.rollingReplace {
+			out = append(out, m.Name+" is being replaced by a member of the current spec since "+m.DownSince.UTC().Format(time.RFC3339)+
+				" (rolling update: its data is on emptyDir and goes with its pod; the new member copies its peers' data)")
 			continue
 		}
 		// a learner is a member joining (scaling up, or a replacement): it has not served yet

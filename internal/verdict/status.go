@@ -309,13 +309,16 @@ type memberNote struct {
 	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
 	// its pod being recreated or starting without a problem (rollingRestart)
 	rolling bool
+	// rollingReplace: the member's pod, of an older spec, is stopping and its data on emptyDir goes
+	// with it: a rolling update replaces it by a member of the current spec (rollingReplace)
+	rollingReplace bool
 }
 
 // memberNotes returns a memberNote for each member etcd lists, by name.
 func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 	out := map[string]memberNote{}
 	for _, mem := range m.Listed() {
-		n := memberNote{rolling: rollingRestart(mem, hash)}
+		n := memberNote{rolling: rollingRestart(mem, hash), rollingReplace: rollingReplace(m, mem, hash)}
 		switch {
 		case mem.Joining(m.Now):
 			n.state = memberJoining
@@ -435,6 +438,13 @@ func rolloutRestarting(s *scope, hash string) bool {
 func rollingRestart(m *model.Member, hash string) bool {
 	return m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && !m.Serving() &&
 		(!m.HasPod() || m.PodProblem() == "")
+}
+
+// rollingReplace reports whether mem, a member of m on emptyDir, has a pod built from an older spec
+// than hash's that is stopping: its data goes with the pod, so a rolling update (which evicted it)
+// replaces it by a new member of the current spec, one that copies its peers' data.
+func rollingReplace(m *model.Cluster, mem *model.Member, hash string) bool {
+	return m.Object.Spec.Storage.EmptyDir != nil && mem.PodTerminating() && mem.PodSpecHash() != hash
 }
 
 // outdatedPods counts the member pods built from an older spec than the current one, or that serve TLS

@@ -425,3 +425,31 @@ func TestJustJoinedIsScaling(t *testing.T) {
 		t.Errorf("Progressing %+v, want True", p)
 	}
 }
+
+// TestDegradedSaysRollingReplace: on emptyDir, a member whose pod of an older spec is stopping is being
+// replaced by the rolling update (its data goes with its pod), which Degraded says, with no countdown;
+// a stopping pod of the current spec is a member down.
+func TestDegradedSaysRollingReplace(t *testing.T) {
+	emptyDir := func(outdated bool) func(*model.Input) {
+		return func(in *model.Input) {
+			in.Cluster.Spec.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+			if outdated {
+				in.Pods[2].Annotations[etcdv1beta1.AnnotationSpecHash] = "old"
+			}
+			in.Pods[2].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+	}
+	const replacing = "s-2 is being replaced by a member of the current spec since "
+	for _, tc := range []struct {
+		name      string
+		outdated  bool
+		replacing bool
+	}{{"pod of an older spec stopping", true, true}, {"pod of the current spec stopping", false, false}} {
+		s := observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, emptyDir(tc.outdated))
+		Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+		d := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionDegraded)
+		if d == nil || strings.Contains(d.Message, replacing) != tc.replacing || (tc.replacing && strings.Contains(d.Message, "replaced at")) {
+			t.Errorf("%s: Degraded %+v, want being replaced %v and no countdown", tc.name, d, tc.replacing)
+		}
+	}
+}
