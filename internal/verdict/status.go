@@ -334,7 +334,8 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 
 // memberStatuses lists the members as etcd reports them; when etcd did not answer, the members that have
 // a pod or that the status last listed, none of them healthy, with what is known of each one's identity
-// from the last time etcd answered.
+// from the last time etcd answered, and as problem what its pod shows now ("no pod" without one), else
+// the one recorded.
 func memberStatuses(m *model.Cluster) []etcdv1beta1.MemberStatus {
 	var out []etcdv1beta1.MemberStatus
 	if !m.Answered() {
@@ -347,8 +348,15 @@ func memberStatuses(m *model.Cluster) []etcdv1beta1.MemberStatus {
 				ms.ID, ms.PeerURL, ms.ClientURL, ms.Role = p.ID, p.PeerURL, p.ClientURL, p.Role
 				ms.DownSince, ms.Problem = p.DownSince, p.Problem
 			}
-			if ms.Problem == "" {
-				ms.Problem = mem.PodProblem() // a member that never answered: an image that cannot be pulled, a crash loop
+			// what the pod shows now wins over what was recorded: an image that cannot be pulled, a
+			// crash loop, a pod gone; a pod's state recorded earlier that no longer holds is dropped
+			switch now := mem.PodProblem(); {
+			case mem.Pod == nil:
+				ms.Problem = "no pod"
+			case now != "":
+				ms.Problem = now
+			case ms.Problem == "pod terminating" || ms.Problem == "no pod":
+				ms.Problem = ""
 			}
 			out = append(out, ms)
 		}

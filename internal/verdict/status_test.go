@@ -453,3 +453,29 @@ func TestDegradedSaysRollingReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestProblemWhileNothingAnswers: while no member answers, a member's problem is what its pod shows
+// now, not what an earlier status recorded: a pod gone is "no pod", a pod recorded terminating that
+// runs again shows none, and a problem recorded from etcd stays.
+func TestProblemWhileNothingAnswers(t *testing.T) {
+	s := observed("abc", false, nil, 0, 0, func(in *model.Input) {
+		in.Cluster.Status.Members = []etcdv1beta1.MemberStatus{
+			{Name: "s-0", Problem: "pod terminating"},
+			{Name: "s-1", Problem: "pod terminating"},
+			{Name: "s-2", Problem: "etcd: context deadline exceeded"},
+		}
+		in.Pods = []corev1.Pod{in.Pods[0], in.Pods[2]} // s-1's pod is gone
+		in.Pods[0].Status = corev1.PodStatus{Phase: corev1.PodRunning}
+		in.Pods[1].Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	})
+	got := map[string]string{}
+	for _, ms := range memberStatuses(s.m) {
+		got[ms.Name] = ms.Problem
+	}
+	want := map[string]string{"s-0": "", "s-1": "no pod", "s-2": "etcd: context deadline exceeded"}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: problem %q, want %q", name, got[name], w)
+		}
+	}
+}
