@@ -88,3 +88,25 @@ func setAnnotation(t *testing.T, obj client.Object, key, value string) {
 		t.Fatalf("annotate %s: %v", obj.GetName(), err)
 	}
 }
+
+// TestRecreatedStep: a pod recreated for the rolling update reads as the rolling update, one recreated
+// by a repair as a repair, in the singular for one member.
+func TestRecreatedStep(t *testing.T) {
+	for _, tc := range []struct {
+		recreated, rolled, waiting []string
+		reason, message            string
+	}{
+		{[]string{"d-1"}, nil, nil, etcdv1beta1.ReasonRecreatingMember, "Recreated the pod of d-1 on its data; waiting for it to rejoin"},
+		{[]string{"d-1", "d-2"}, nil, nil, etcdv1beta1.ReasonRecreatingMember, "Recreated the pods of d-1, d-2 on their data; waiting for them to rejoin"},
+		{nil, []string{"d-0"}, nil, etcdv1beta1.ReasonRollingUpdate, "Rolling update: recreated the pod of d-0 on its data with the current spec; waiting for it to serve"},
+		{nil, nil, []string{"d-2"}, etcdv1beta1.ReasonRecreatingMember, "Waiting for the failed or down member pods d-2 to go before recreating them"},
+	} {
+		st := recreatedStep(tc.recreated, tc.rolled, tc.waiting)
+		if st == nil || st.Reason != tc.reason || st.Message != tc.message {
+			t.Errorf("recreatedStep(%v, %v, %v) = %+v, want %s %q", tc.recreated, tc.rolled, tc.waiting, st, tc.reason, tc.message)
+		}
+	}
+	if st := recreatedStep(nil, nil, nil); st != nil {
+		t.Errorf("nothing done: step %+v, want none", st)
+	}
+}

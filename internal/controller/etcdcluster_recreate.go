@@ -23,11 +23,12 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 	if !s.m.Formed() {
 		return nil, nil
 	}
-	var recreated, waiting []string
+	var recreated, rolled, waiting []string
+	hash := r.Options.SpecHash(c)
 	for _, m := range s.m.Registered() {
 		name, pod := m.Name, m.Pod
 		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
-			if err := r.recordRolledOnto(ctx, s.m, m, r.Options.SpecHash(c)); err != nil {
+			if err := r.recordRolledOnto(ctx, s.m, m, hash); err != nil {
 				return nil, err
 			}
 			// only the pod this pass looked at goes: a newer one is left to show how it does
@@ -53,15 +54,35 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 			return st, err
 		}
 		r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, m.Claim.Name)
-		recreated = append(recreated, name)
+		if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash {
+			rolled = append(rolled, name) // restarted by the rollout, onto this spec
+		} else {
+			recreated = append(recreated, name)
+		}
 	}
+	return recreatedStep(recreated, rolled, waiting), nil
+}
+
+// recreatedStep is recreateMembers' step: the members whose pods it recreated (a repair), those it
+// recreated for the rolling update (their claims record the current spec), and those whose pods it
+// waits to go, by name; nil when it did nothing.
+func recreatedStep(recreated, rolled, waiting []string) *verdict.Step {
 	switch {
-	case len(recreated) > 0:
+	case len(recreated) == 1:
 		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
-			fmt.Sprintf("Recreated member pods %s on their data; waiting for them to rejoin", strings.Join(recreated, ", "))), nil
+			fmt.Sprintf("Recreated the pod of %s on its data; waiting for it to rejoin", recreated[0]))
+	case len(recreated) > 1:
+		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
+			fmt.Sprintf("Recreated the pods of %s on their data; waiting for them to rejoin", strings.Join(recreated, ", ")))
+	case len(rolled) == 1:
+		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate,
+			fmt.Sprintf("Rolling update: recreated the pod of %s on its data with the current spec; waiting for it to serve", rolled[0]))
+	case len(rolled) > 1:
+		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate,
+			fmt.Sprintf("Rolling update: recreated the pods of %s on their data with the current spec; waiting for them to serve", strings.Join(rolled, ", ")))
 	case len(waiting) > 0:
 		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
-			fmt.Sprintf("Waiting for the failed or down member pods %s to go before recreating them", strings.Join(waiting, ", "))), nil
+			fmt.Sprintf("Waiting for the failed or down member pods %s to go before recreating them", strings.Join(waiting, ", ")))
 	}
-	return nil, nil
+	return nil
 }
