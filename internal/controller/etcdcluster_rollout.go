@@ -65,8 +65,13 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		if refused, err := r.restartMember(ctx, c, s.m.Member(a.Member)); err != nil {
 			return nil, err
 		} else if refused != "" {
+			why := "another member is down or being disrupted"
+			if allServingReady(s.m) {
+				// the disruption controller counts a pod healthy a moment after it turns Ready
+				why = "every member serves and is Ready: the budget's status lags behind them (the disruption controller updates it within seconds)"
+			}
 			return verdict.Acting(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); another member is down or being disrupted", a.Member, refused)), nil
+				"Waiting to restart %s: the PodDisruptionBudget refuses its eviction (%s); %s", a.Member, refused, why)), nil
 		}
 		r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Restarting member %s with the current spec (%s): %s", a.Member, image, a.Reason)
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
@@ -94,6 +99,16 @@ func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *mod
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
+}
+
+// allServingReady reports whether every member etcd lists serves and has a Ready pod.
+func allServingReady(m *model.Cluster) bool {
+	for _, mem := range m.Listed() {
+		if !mem.Serving() || !mem.PodReady() {
+			return false
+		}
+	}
+	return true
 }
 
 // imageChange says what a restart does to a member's image, from the one its pod runs (old, "" when it

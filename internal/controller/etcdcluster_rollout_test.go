@@ -88,7 +88,8 @@ func TestRollingUpdateFollowersFirstLeaderLast(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "rollout waits for the PodDisruptionBudget", func(context.Context) error {
 		c = getCluster(t, c)
 		p := condition(c, etcdv1beta1.ConditionProgressing)
-		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") {
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "the PodDisruptionBudget refuses its eviction") ||
+			!strings.Contains(p.Message, "every member serves and is Ready: the budget's status lags behind them") {
 			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
