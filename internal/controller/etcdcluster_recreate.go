@@ -68,21 +68,26 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 // waits to go, by name; nil when it did nothing.
 func recreatedStep(recreated, rolled, waiting []string) *verdict.Step {
 	switch {
-	case len(recreated) == 1:
+	case len(recreated) > 0:
+		pods, their, them := podsOf(recreated)
 		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
-			fmt.Sprintf("Recreated the pod of %s on its data; waiting for it to rejoin", recreated[0]))
-	case len(recreated) > 1:
-		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
-			fmt.Sprintf("Recreated the pods of %s on their data; waiting for them to rejoin", strings.Join(recreated, ", ")))
-	case len(rolled) == 1:
+			fmt.Sprintf("Recreated %s on %s data; waiting for %s to rejoin", pods, their, them))
+	case len(rolled) > 0:
+		pods, their, them := podsOf(rolled)
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate,
-			fmt.Sprintf("Rolling update: recreated the pod of %s on its data with the current spec; waiting for it to serve", rolled[0]))
-	case len(rolled) > 1:
-		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate,
-			fmt.Sprintf("Rolling update: recreated the pods of %s on their data with the current spec; waiting for them to serve", strings.Join(rolled, ", ")))
+			fmt.Sprintf("Rolling update: recreated %s on %s data with the current spec; waiting for %s to serve", pods, their, them))
 	case len(waiting) > 0:
 		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
 			fmt.Sprintf("Waiting for the failed or down member pods %s to go before recreating them", strings.Join(waiting, ", ")))
 	}
 	return nil
+}
+
+// podsOf names the pods of the members names for a message, with the words that refer back to them:
+// "the pod of d-1", "its", "it"; "the pods of d-1, d-2", "their", "them".
+func podsOf(names []string) (pods, their, them string) {
+	if len(names) == 1 {
+		return "the pod of " + names[0], "its", "it"
+	}
+	return "the pods of " + strings.Join(names, ", "), "their", "them"
 }
