@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,8 +83,9 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 // podRefused returns why the API server would refuse the pod that m, a member about to be restarted,
 // gets from the current spec ("" when it would not): a dry run of its creation, so that a spec that
 // makes an invalid pod (requests above limits, a toleration's unknown operator) or one that admission
-// refuses (a ResourceQuota, a policy) never takes a healthy member down. The pod exists, so a pod that
-// passes validation and admission answers AlreadyExists; other errors are returned.
+// refuses (a policy) never takes a healthy member down. The pod exists, so a pod that passes validation
+// and admission answers AlreadyExists. A ResourceQuota's refusal does not count: the dry run's pod is
+// counted beside the old one, which the restart deletes first. Other errors are returned.
 func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *model.Member) (string, error) {
 	if m == nil {
 		return "", nil
@@ -94,6 +96,10 @@ func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *mod
 	err := r.Create(ctx, r.Options.BuildPod(s.cluster, spec), client.DryRunAll)
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):
+		return "", nil
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		// the dry run counts the new pod beside the old one, which the restart deletes first: a quota
+		// that fits the members exactly refuses it, and the real recreation would fit
 		return "", nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return err.Error(), nil
