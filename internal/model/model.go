@@ -409,9 +409,9 @@ func (m *Member) podProblem(starting bool) string {
 	p := m.Pod
 	switch {
 	case p == nil:
-		return "no pod"
+		return NoPodProblem
 	case p.DeletionTimestamp != nil:
-		return "pod terminating"
+		return PodTerminatingProblem
 	}
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
@@ -451,6 +451,12 @@ func (m *Member) podProblem(starting bool) string {
 	}
 	return waiting("etcd container", *cs)
 }
+
+// The Problems of a member whose pod is gone, and whose pod is being deleted.
+const (
+	NoPodProblem          = "no pod"
+	PodTerminatingProblem = "pod terminating"
+)
 
 // PullingImageProblem begins the Problem of a member whose etcd container waits for the kubelet to
 // pull its image for the first time (Member.PullingImage); the image reference follows.

@@ -352,10 +352,10 @@ func memberStatuses(m *model.Cluster) []etcdv1beta1.MemberStatus {
 			// crash loop, a pod gone; a pod's state recorded earlier that no longer holds is dropped
 			switch now := mem.PodProblem(); {
 			case mem.Pod == nil:
-				ms.Problem = "no pod"
+				ms.Problem = model.NoPodProblem
 			case now != "":
 				ms.Problem = now
-			case ms.Problem == "pod terminating" || ms.Problem == "no pod":
+			case ms.Problem == model.PodTerminatingProblem || ms.Problem == model.NoPodProblem:
 				ms.Problem = ""
 			}
 			out = append(out, ms)
