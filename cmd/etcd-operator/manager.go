@@ -184,7 +184,9 @@ func runManager(ctx context.Context, o *managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := setupControllers(ctx, mgr, o); err != nil {
+	opts := memberOptions(ctx, mgr, o)
+	o.webhook.MemberPod = opts.AdmissionPod
+	if err := setupControllers(mgr, o, opts); err != nil {
 		return err
 	}
 	if err := addChecks(mgr, o); err != nil {
@@ -250,8 +252,9 @@ func cacheOptions(o *managerOptions) cache.Options {
 	return cacheOpts
 }
 
-// setupControllers registers the EtcdCluster and EtcdBackup controllers with mgr.
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) error {
+// memberOptions returns how the operator builds the members' objects, from its flags and its own pod
+// (found through mgr's API reader, as it is not started yet).
+func memberOptions(ctx context.Context, mgr ctrl.Manager, o *managerOptions) resources.Options {
 	log := ctrl.Log.WithName("setup")
 	opts := resources.Options{ClusterDomain: o.clusterDomain, ImageRepository: o.imageRepository, OperatorImage: o.operatorImage,
 		TLSSwitchGrace: o.tlsSwitchGrace, CARotationDwell: o.caRotationDwell, AwaitAdd: o.awaitAdd}
@@ -265,6 +268,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o *managerOptions) 
 			opts.OperatorImage, opts.OperatorImagePullPolicy = pod.Spec.Containers[0].Image, string(pod.Spec.Containers[0].ImagePullPolicy)
 		}
 	}
+	return opts
+}
+
+// setupControllers registers the EtcdCluster and EtcdBackup controllers with mgr; opts is
+// memberOptions.
+func setupControllers(mgr ctrl.Manager, o *managerOptions, opts resources.Options) error {
 	// Reads by name that miss the label-selected cache ask the API server: an object of a name the
 	// operator needs, not labelled as its own, is seen before one is created (ownedcache).
 	cli := metrics.CountingClient(ownedcache.Client(mgr.GetClient(), mgr.GetAPIReader()))

@@ -19,6 +19,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/membership"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -292,10 +293,10 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	// made again, pass after pass
 	t := s.m.DesiredTLS(m.Name)
 	m.TLS = &t
-	if err := r.Create(ctx, r.Options.BuildPod(c, m), client.DryRunAll); apierrors.IsForbidden(err) {
-		return podRefused(a.Member, err), nil
-	} else if err != nil && !apierrors.IsAlreadyExists(err) {
+	if check, err := kube.CheckPod(ctx, r.Client, r.Options.BuildPod(c, m)); err != nil {
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
+	} else if !check.Accepted() {
+		return podRefused(a.Member, check), nil
 	}
 	pvc := r.Options.BuildPVC(c, m)
 	if claimMade {
@@ -311,8 +312,8 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		// refused since the dry run: no claim is left without its pod
 		_ = r.Delete(ctx, pvc)
 	}
-	if apierrors.IsForbidden(err) {
-		return podRefused(a.Member, err), nil
+	if check, _ := kube.PodCheckOf(err); !check.Accepted() {
+		return podRefused(a.Member, check), nil
 	}
 	if err != nil || st != nil {
 		return st, err
@@ -321,13 +322,17 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
-// podRefused is the step when admission refuses the pod of member, to be added to etcd (err: a
-// ResourceQuota, a LimitRange or an admission policy): retrying at once changes nothing, and a quota
-// raised or freed brings no event the operator watches, so the pass looks again after
-// verdict.RequeueRefused (a dry run, which writes nothing).
-func podRefused(member string, err error) *verdict.Step {
-	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %v; "+
-		"it is created once that allows it (raise the quota, or lower spec.replicas)", member, err))
+// podRefused is the step when the API server refuses the pod of member, to be added to etcd (check
+// says why: a ResourceQuota, a LimitRange, an admission policy, an invalid pod): retrying at once changes
+// nothing, and a quota raised or freed brings no event the operator watches, so the pass looks again
+// after verdict.RequeueRefused (a dry run, which writes nothing).
+func podRefused(member string, check kube.PodCheck) *verdict.Step {
+	what := "it is created once that allows it (raise the quota, or lower spec.replicas)"
+	if check.Refused != "" {
+		what = "fix spec.podTemplate (or the policy that refuses it), and it is created"
+	}
+	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %s; %s",
+		member, check.Refused+check.NotNow, what))
 	st.After = verdict.RequeueRefused
 	return st
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,11 +80,13 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 }
 
 // podRefused returns why the API server would refuse the pod that m, a member about to be restarted,
-// gets from the current spec ("" when it would not): a dry run of its creation, so that a spec that
-// makes an invalid pod (requests above limits, a toleration's unknown operator) or one that admission
-// refuses (a policy) never takes a healthy member down. The pod exists, so a pod that passes validation
-// and admission answers AlreadyExists. A ResourceQuota's refusal does not count: the dry run's pod is
-// counted beside the old one, which the restart deletes first. Other errors are returned.
+// gets from the current spec ("" when it would not): a dry run of its creation (kube.CheckPod), so
+// that a spec that makes an invalid pod (requests above limits, a toleration's unknown operator), one
+// that admission refuses (a policy), or one that names a service account that does not exist never
+// takes a healthy member down. A ResourceQuota's refusal does not count: the dry run's pod is counted
+// beside the old one, which the restart deletes first. Nor does a dry run that could not tell (a pod
+// webhook without dry-run support): the rollout goes on as before there was a check. Other errors are
+// returned.
 func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *model.Member) (string, error) {
 	if m == nil {
 		return "", nil
@@ -93,18 +94,16 @@ func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *mod
 	spec := m.StartedAs()
 	t := s.m.DesiredTLS(m.Name)
 	spec.TLS = &t
-	err := r.Create(ctx, r.Options.BuildPod(s.cluster, spec), client.DryRunAll)
+	check, err := kube.CheckPod(ctx, r.Client, r.Options.BuildPod(s.cluster, spec))
 	switch {
-	case err == nil, apierrors.IsAlreadyExists(err):
-		return "", nil
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
-		// the dry run counts the new pod beside the old one, which the restart deletes first: a quota
-		// that fits the members exactly refuses it, and the real recreation would fit
-		return "", nil
-	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
-		return err.Error(), nil
+	case err != nil:
+		return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
+	case check.Refused != "":
+		return check.Refused, nil
+	case check.NotNow != "" && !check.Quota:
+		return check.NotNow, nil
 	}
-	return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
+	return "", nil
 }
 
 // allServingReady reports whether every member etcd lists serves and has a Ready pod.

@@ -354,3 +354,22 @@ func defaultAffinity(c *etcdv1beta1.EtcdCluster) *corev1.Affinity {
 		}},
 	}}
 }
+
+// AdmissionPod returns the pod the spec of c makes for its first member (the first of
+// InitialMemberNames, as the initial bootstrap creates it) without owner references, which need
+// the UID of a cluster that may not be stored yet: what admission creates as a dry run
+// (kube.CheckPod) to refuse a spec whose members' pods the API server would refuse. A cluster named
+// by generateName, not named yet, gets its pod named after the prefix.
+func (o Options) AdmissionPod(c *etcdv1beta1.EtcdCluster) *corev1.Pod {
+	if c.Name == "" {
+		c = c.DeepCopy()
+		c.Name = strings.TrimSuffix(c.GenerateName, "-")
+		if c.Name == "" {
+			c.Name = "etcd"
+		}
+	}
+	names := InitialMemberNames(c)
+	pod := o.BuildPod(c, Member{Name: names[0], InitialClusterState: StateNew, InitialCluster: o.InitialCluster(c, names)})
+	pod.OwnerReferences = nil
+	return pod
+}

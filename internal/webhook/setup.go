@@ -14,11 +14,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	webhookv1beta1 "github.com/etcdkit/etcd-operator/internal/webhook/v1beta1"
 )
 
@@ -98,6 +100,9 @@ type Options struct {
 	RotatorName string
 	// Defaults are what the defaulting webhook gives a new EtcdCluster besides TLS.
 	Defaults webhookv1beta1.Defaults
+	// MemberPod builds the pod a cluster's spec makes for a member (resources.Options.AdmissionPod),
+	// which the validating webhook creates as a dry run (webhookv1beta1.MemberPods); nil: no such check.
+	MemberPod func(*etcdv1beta1.EtcdCluster) *corev1.Pod
 	// ConversionCRDs are the CRDs whose conversion webhook the operator keeps pointing at its Service
 	// in Namespace, trusted with the caBundle of ValidatingConfiguration (DefaultConversionCRDs when
 	// nil; none when empty but not nil, or when Namespace is unknown).
@@ -174,7 +179,7 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &registration{mgr: mgr, defaults: o.Defaults, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
+	r := &registration{mgr: mgr, defaults: o.Defaults, memberPod: o.MemberPod, done: make(chan struct{}), trust: newTrustCheck(mgr.GetAPIReader(), o),
 		log: mgr.GetLogger().WithName("webhook"), last: "unknown"}
 	if crds := o.ConversionCRDs; len(crds) > 0 && o.Namespace != "" {
 		r.conversion = newConversionKeeper(mgr.GetAPIReader(), mgr.GetClient(), crds, o.Namespace, o.ServiceName,
@@ -236,9 +241,11 @@ func Setup(mgr ctrl.Manager, o Options) (healthz.Checker, error) {
 type registration struct {
 	mgr      ctrl.Manager
 	defaults webhookv1beta1.Defaults
-	done     chan struct{}
-	trust    *trustCheck
-	log      logr.Logger
+	// memberPod is Options.MemberPod.
+	memberPod func(*etcdv1beta1.EtcdCluster) *corev1.Pod
+	done      chan struct{}
+	trust     *trustCheck
+	log       logr.Logger
 	// conversion keeps the CRDs' conversion webhook; nil when it is not kept.
 	conversion *conversionKeeper
 
@@ -249,7 +256,7 @@ type registration struct {
 
 // register registers the EtcdCluster webhooks, which adds (and, when mgr runs, starts) the server.
 func (r *registration) register() error {
-	if err := webhookv1beta1.SetupEtcdClusterWebhookWithManager(r.mgr, r.defaults); err != nil {
+	if err := webhookv1beta1.SetupEtcdClusterWebhookWithManager(r.mgr, r.defaults, r.memberPod); err != nil {
 		return fmt.Errorf("register the EtcdCluster webhooks: %w", err)
 	}
 	close(r.done)

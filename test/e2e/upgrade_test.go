@@ -20,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -337,6 +339,121 @@ func TestRollingResourcesChange(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRolloutUnderExactQuota: a ResourceQuota of exactly the members' pods (pods: 3) does not hold a
+// rolling update back: the rollout's dry run of each new pod is counted beside the old pod, which the
+// restart deletes first, and the quota's refusal of it is not a reason to pause. Then a
+// serviceAccountName that does not exist yet is admitted with a warning that quotes the API server,
+// holds the rollout back (RolloutPaused, no member restarted), and the rollout goes on once the service
+// account exists. A continuous writer loses no acknowledged write (rollAndCheck).
+func TestRolloutUnderExactQuota(t *testing.T) {
+	c := newCluster(t, "e2e-rollquota", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "three-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}}}
+	if err := k8s.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, statusTimeout, "the quota counts the 3 member pods", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota); err != nil {
+			return err
+		}
+		if used := quota.Status.Used[corev1.ResourcePods]; used.Value() != 3 {
+			return fmt.Errorf("used %v", quota.Status.Used)
+		}
+		return nil
+	})
+	took, _ := rollAndCheck(t, c, false, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Labels: map[string]string{"rolled": "under-quota"}}
+	}, func(cur *etcdv1beta1.EtcdCluster) error {
+		pods, err := memberPods(context.Background(), cur)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if p.Labels["rolled"] != "under-quota" {
+				return fmt.Errorf("pod %s has labels %v", n, p.Labels)
+			}
+		}
+		return nil
+	})
+	t.Logf("rolled 3 members under a quota of 3 pods in %s", took.Round(100*time.Millisecond))
+
+	// a service account that does not exist yet: a warning at admission, and no member restarted
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	for n, p := range pods {
+		uids[n] = p.UID
+	}
+	cfg := rest.CopyConfig(config)
+	warned := &testutil.Warnings{}
+	cfg.WarningHandlerWithContext = warned
+	warnedClient, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.PodTemplate.ServiceAccountName = "etcd-members"
+	if err := warnedClient.Update(ctx, cur); err != nil {
+		t.Fatalf("a serviceAccountName not created yet refused: %v", err)
+	}
+	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "The API server refuses the members' pods for now") || !strings.Contains(w, `serviceaccount "etcd-members" not found`) {
+		t.Errorf("a serviceAccountName not created yet warned %q, want the API server's refusal quoted", w)
+	}
+	poll.Eventually(t, statusTimeout, "Progressing says the rollout waits for the service account", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "the API server refuses the pod") || !strings.Contains(p.Message, `serviceaccount "etcd-members" not found`) {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		return nil
+	})
+	if pods, err := memberPods(ctx, c); err != nil {
+		t.Fatal(err)
+	} else {
+		for n, p := range pods {
+			if p.UID != uids[n] || p.DeletionTimestamp != nil {
+				t.Errorf("pod %s was restarted for a pod the API server refuses", n)
+			}
+		}
+	}
+	created := time.Now()
+	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "etcd-members"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, rolloutTimeout, "every member runs as etcd-members, Progressing False", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Status != metav1.ConditionFalse || p.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if p.Spec.ServiceAccountName != "etcd-members" || !ready(p) {
+				return fmt.Errorf("pod %s: service account %q, Ready %v", n, p.Spec.ServiceAccountName, ready(p))
+			}
+		}
+		return nil
+	})
+	t.Logf("service account created -> 3 members rolled onto it in %s", time.Since(created).Round(100*time.Millisecond))
+	assertMembers(t, c, 3, id)
 }
 
 // TestPDBBlocksEvictionThatBreaksQuorum: with 3 members, evicting one is allowed and evicting a second

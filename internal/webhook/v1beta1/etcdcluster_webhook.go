@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -38,19 +39,29 @@ const (
 //
 // The defaulting webhook is controller-runtime's (admission.WithDefaulter) behind newDefaultingHandler,
 // registered here rather than by the builder, which offers no way to wrap the handler it builds.
-func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults) error {
+func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults, memberPod func(*etcdv1beta1.EtcdCluster) *corev1.Pod) error {
 	mutating := admission.WithDefaulter(mgr.GetScheme(), &EtcdClusterDefaulter{Defaults: d})
 	mutating.Handler = newDefaultingHandler(mgr.GetScheme(), mutating.Handler)
 	mgr.GetWebhookServer().Register(MutatePath, mutating)
 	// The builders also serve the conversion webhook (/convert) for both kinds: v1beta1 is their hub,
 	// v1alpha1 converts to and from it.
 	if err := ctrl.NewWebhookManagedBy(mgr, &etcdv1beta1.EtcdCluster{}).
-		WithValidator(&EtcdClusterValidator{Reader: mgr.GetAPIReader()}).
+		WithValidator(validator(mgr, memberPod)).
 		WithValidatorCustomPath(ValidatePath).
 		Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &etcdv1beta1.EtcdBackup{}).Complete()
+}
+
+// validator returns the validator of SetupEtcdClusterWebhookWithManager: it checks the members' pods
+// (MemberPods) when memberPod is not nil.
+func validator(mgr ctrl.Manager, memberPod func(*etcdv1beta1.EtcdCluster) *corev1.Pod) *EtcdClusterValidator {
+	v := &EtcdClusterValidator{Reader: mgr.GetAPIReader()}
+	if memberPod != nil {
+		v.Pods = &MemberPods{Client: mgr.GetClient(), Build: memberPod}
+	}
+	return v
 }
 
 // newDefaultingHandler returns an admission.Handler that answers a create or update whose object does
@@ -160,6 +171,9 @@ func Default(c *etcdv1beta1.EtcdCluster) {
 type EtcdClusterValidator struct {
 	// Reader reads the EtcdBackup a new cluster restores (ValidateRestore); nil skips that check.
 	Reader client.Reader
+	// Pods checks the members' pods of a new cluster, and of a change that restarts the members
+	// (rolledFields), once nothing else is wrong; nil skips that check.
+	Pods *MemberPods
 }
 
 var _ admission.Validator[*etcdv1beta1.EtcdCluster] = &EtcdClusterValidator{}
@@ -173,6 +187,10 @@ func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1beta
 	}
 	rerrs, rwarn := ValidateRestore(c, b)
 	errs, warnings = append(errs, rerrs...), append(warnings, rwarn...)
+	if len(errs) == 0 && v.Pods != nil {
+		perrs, pwarn := v.Pods.validate(ctx, c, true)
+		errs, warnings = append(errs, perrs...), append(warnings, pwarn...)
+	}
 	if len(errs) > 0 {
 		warnings = nil // warnings of a refused request only distract
 	}
@@ -180,8 +198,15 @@ func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1beta
 }
 
 // ValidateUpdate implements admission.Validator.
-func (*EtcdClusterValidator) ValidateUpdate(_ context.Context, old, c *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
+func (v *EtcdClusterValidator) ValidateUpdate(ctx context.Context, old, c *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
 	errs, warnings := ValidateUpdate(old, c)
+	if rolled, _ := rolledFields(&old.Spec, &c.Spec); len(errs) == 0 && len(rolled) > 0 && v.Pods != nil {
+		perrs, pwarn := v.Pods.validate(ctx, c, false)
+		if len(perrs) > 0 {
+			warnings = nil // warnings of a refused request only distract
+		}
+		errs, warnings = append(errs, perrs...), append(warnings, pwarn...)
+	}
 	return warnings, invalid(c, errs)
 }
 

@@ -28,6 +28,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -83,7 +84,7 @@ func apiServer(t *testing.T) *rest.Config {
 			envErr = err
 			return
 		}
-		if envErr = SetupEtcdClusterWebhookWithManager(mgr, Defaults{}); envErr != nil {
+		if envErr = SetupEtcdClusterWebhookWithManager(mgr, Defaults{}, resources.Options{}.AdmissionPod); envErr != nil {
 			return
 		}
 		ctx, cancel := context.WithCancel(context.Background())
