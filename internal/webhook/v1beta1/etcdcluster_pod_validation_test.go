@@ -41,7 +41,7 @@ func TestMemberPodRefusedAtAdmission(t *testing.T) {
 
 	t.Run("invalid pod on create", func(t *testing.T) {
 		for name, tmpl := range map[string]etcdv1beta1.PodTemplate{
-			"request above limit": {Resources: memory("2Gi", "1Gi")},
+			"request above limit":         {Resources: memory("2Gi", "1Gi")},
 			"unknown toleration operator": {Tolerations: []corev1.Toleration{{Key: "k", Operator: "Maybe", Value: "v"}}},
 		} {
 			t.Run(name, func(t *testing.T) {
