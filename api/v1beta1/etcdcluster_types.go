@@ -616,10 +616,12 @@ type StorageSpec struct {
 // PodTemplate holds the parts of the member pods a user may set; they are merged onto what the
 // operator builds (the operator owns the etcd container's command, ports, probes and volumes).
 type PodTemplate struct {
-	// Labels added to every member pod.
+	// Labels added to every member pod. Admission refuses the keys the operator sets itself
+	// (app.kubernetes.io/name, instance and managed-by, and etcd.etcdkit.dev/*).
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations added to every member pod.
+	// Annotations added to every member pod. Admission refuses etcd.etcdkit.dev/* keys, the operator's
+	// own records.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Resources of the etcd container (default: requests cpu 100m, memory 128Mi; no limits).

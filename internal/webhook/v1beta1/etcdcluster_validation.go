@@ -130,6 +130,7 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	errs = append(errs, validateAuth(c)...)
 	errs = append(errs, validateAuthRecovery(c)...)
 	errs = append(errs, validateTLSSecrets(c)...)
+	errs = append(errs, validateOwnedMetadata(nil, s.PodTemplate)...)
 	warnings = append(warnings, restoreWarnings(nil, s)...)
 	if w := memoryLimitWarning(nil, s); w != "" {
 		warnings = append(warnings, w)
@@ -169,6 +170,7 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateSchedules(o, s)...)
 	errs = append(errs, validateAuthUpdate(old, c)...)
 	errs = append(errs, validateSecurityUpdate(old, c)...)
+	errs = append(errs, validateOwnedMetadata(o.PodTemplate, s.PodTemplate)...)
 
 	warnings = append(warnings, tlsWarnings...)
 	if len(rolled) > 0 {
@@ -686,6 +688,48 @@ func validateSecurityUpdate(old, c *etcdv1beta1.EtcdCluster) field.ErrorList {
 	}
 	if !equality.Semantic.DeepEqual(o.TLS, s.TLS) {
 		errs = append(errs, validateTLSUpdate(old, c)...)
+	}
+	return errs
+}
+
+// ownedLabels are the labels the operator sets on every member pod, over spec.podTemplate.labels:
+// the Services, the PodDisruptionBudget and the operator itself select the pods by them.
+var ownedLabels = []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by"}
+
+// ownedPrefix is the prefix of the labels and annotations the operator sets on its pods and reads
+// back (cluster, member, spec-hash, initial-cluster-state, awaits-add, peers-addressed, …).
+var ownedPrefix = etcdv1beta1.GroupVersion.Group + "/"
+
+// validateOwnedMetadata refuses, in spec.podTemplate (s; o is the stored template, nil on create), a
+// label or annotation the operator sets on the member pods itself: the operator's value would
+// replace it (labels), or the operator would read the user's value as its own record (an annotation
+// such as spec-hash, which decides whether a member is out of date). Only keys added or changed are
+// refused, so a template stored before this rule can still be edited otherwise.
+func validateOwnedMetadata(o, s *etcdv1beta1.PodTemplate) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var old etcdv1beta1.PodTemplate
+	if o != nil {
+		old = *o
+	}
+	var errs field.ErrorList
+	p := specPath.Child("podTemplate")
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		if v, had := old.Labels[k]; had && v == s.Labels[k] {
+			continue
+		}
+		if slices.Contains(ownedLabels, k) || strings.HasPrefix(k, ownedPrefix) {
+			errs = append(errs, field.Forbidden(p.Child("labels").Key(k), "is set by the operator on every member pod, which the Services, the PodDisruptionBudget and the operator select by: it would be overwritten; use a label key of your own"))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Annotations)) {
+		if v, had := old.Annotations[k]; had && v == s.Annotations[k] {
+			continue
+		}
+		if strings.HasPrefix(k, ownedPrefix) {
+			errs = append(errs, field.Forbidden(p.Child("annotations").Key(k), "is the operator's own record on the member pods (the "+ownedPrefix+" prefix is reserved to it); use an annotation key of your own"))
+		}
 	}
 	return errs
 }

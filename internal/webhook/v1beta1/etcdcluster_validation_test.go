@@ -57,6 +57,16 @@ func podLabels(kv ...string) testutil.ClusterOption {
 	}
 }
 
+// podAnnotations sets spec.podTemplate.annotations to the key-value pairs kv.
+func podAnnotations(kv ...string) testutil.ClusterOption {
+	return func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Annotations: map[string]string{}}
+		for i := 0; i < len(kv); i += 2 {
+			c.Spec.PodTemplate.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
 // noSpread sets spec.podTemplate.topologySpreadConstraints to [] (no constraint, where an absent list
 // gives the default spread).
 func noSpread(c *etcdv1beta1.EtcdCluster) {
@@ -132,6 +142,14 @@ func TestValidateCreate(t *testing.T) {
 		warnings []string
 	}{
 		{"defaults", cluster(), nil, nil},
+		{"pod labels of the user's own", cluster(podLabels("team", "a", "example.com/tier", "db")), nil, nil},
+		{"pod label the operator sets", cluster(podLabels("app.kubernetes.io/name", "store", "team", "a")), []problem{{"spec.podTemplate.labels[app.kubernetes.io/name]",
+			"is set by the operator on every member pod"}}, nil},
+		{"pod label of the operator's prefix", cluster(podLabels("etcd.etcdkit.dev/cluster", "other")), []problem{{"spec.podTemplate.labels[etcd.etcdkit.dev/cluster]",
+			"it would be overwritten; use a label key of your own"}}, nil},
+		{"pod annotation of the operator's prefix", cluster(podAnnotations("etcd.etcdkit.dev/spec-hash", "0123456789")), []problem{{"spec.podTemplate.annotations[etcd.etcdkit.dev/spec-hash]",
+			"is the operator's own record on the member pods"}}, nil},
+		{"pod annotation of another prefix", cluster(podAnnotations("example.com/etcd.etcdkit.dev", "x")), nil, nil},
 		{"3.5 patch", cluster(testutil.WithVersion("3.5.35")), nil, nil},
 		{"emptyDir", cluster(testutil.WithEmptyDir()), nil, nil},
 		{"allowed extra flag", cluster(extraArgs("log-level", "debug")), nil, nil},
@@ -355,6 +373,13 @@ func TestValidateUpdate(t *testing.T) {
 		errs     []problem
 		warnings []string
 	}{
+		// Labels and annotations the operator owns: refused when added or changed, kept otherwise.
+		{"owned pod label added", cluster(), cluster(podLabels("app.kubernetes.io/instance", "x")),
+			[]problem{{"spec.podTemplate.labels[app.kubernetes.io/instance]", "is set by the operator on every member pod"}}, nil},
+		{"owned pod label stored before the rule, another label added", cluster(podLabels("app.kubernetes.io/instance", "x")), cluster(podLabels("app.kubernetes.io/instance", "x", "team", "a")),
+			nil, []string{"changing spec.podTemplate " + roll}},
+		{"owned pod annotation changed", cluster(podAnnotations("etcd.etcdkit.dev/awaits-add", "x")), cluster(podAnnotations("etcd.etcdkit.dev/awaits-add", "y")),
+			[]problem{{"spec.podTemplate.annotations[etcd.etcdkit.dev/awaits-add]", "the " + "etcd.etcdkit.dev/ prefix is reserved to it"}}, nil},
 		// Version path (C09).
 		{"C09 minor downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.5.35")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.35 in place; allowed: a newer 3.6 patch or the next minor"}}, nil},
