@@ -203,6 +203,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileRollout,
 		r.reconcileNoSpace,
 		r.reconcileReplaceRequest,
+		r.reconcileClaimDeleted,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
 		r.enableAuth,
 		r.switchTLS,

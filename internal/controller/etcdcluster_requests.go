@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -103,27 +104,8 @@ func (r *EtcdClusterReconciler) reconcileReplaceRequest(ctx context.Context, s *
 	if mem == nil {
 		return nil, nil // ReplaceWait holds while etcd does not list it
 	}
-	if leader := s.m.Leader(); leader == mem {
-		for _, f := range s.m.Listed() {
-			if f != mem && f.Voter() && f.Serving() {
-				return r.moveLeader(ctx, s, rollout.Action{Member: name, ID: mem.ID(), Target: f.Name, TargetID: f.ID(),
-					Reason: fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1beta1.AnnotationReplaceMember)})
-			}
-		}
-	}
-	// the member's data goes only on the newest cluster: a stale copy may show a request since withdrawn
-	if ok, err := r.latest(ctx, c); err != nil || !ok {
-		return verdict.StaleCopy(), err
-	}
-	if mem.Claim != nil {
-		if err := r.Delete(ctx, mem.Claim, client.Preconditions{UID: &mem.Claim.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete persistentvolumeclaim %s of %s, to be replaced: %w", mem.Claim.Name, name, err)
-		}
-	}
-	if mem.Pod != nil {
-		if err := r.Delete(ctx, mem.Pod, client.Preconditions{UID: &mem.Pod.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete pod %s, to be replaced: %w", name, err)
-		}
+	if st, err := r.dropMemberData(ctx, s, mem, fmt.Sprintf("%s is to be replaced (%s), and leads", name, etcdv1beta1.AnnotationReplaceMember)); err != nil || st != nil {
+		return st, err
 	}
 	if err := r.finishRequest(ctx, c, etcdv1beta1.AnnotationReplaceMember); err != nil {
 		return nil, err
@@ -200,5 +182,81 @@ func (r *EtcdClusterReconciler) reconcileDefragRequest(ctx context.Context, s *s
 	}
 	st.RequestedDefragmentation = ""
 	r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragment", "Defragmented every voting member as %s=%s asked", etcdv1beta1.AnnotationDefragment, token)
+	return nil, nil
+}
+
+// dropMemberData deletes the claim and then the pod of mem, a member to be replaced once verdict
+// .ReplaceWait allows it, so that the phases before this one replace it as one whose data is gone:
+// removed from etcd, added back as a new learner under a new member ID on an empty claim, promoted once
+// it caught up. The claim goes first (kubernetes.io/pvc-protection keeps it until the pod is gone, so
+// that no pass sees the pod gone and the claim kept, which would recreate the pod on it). When mem
+// leads, leadership moves to a serving voter instead (the step returned, with lead as its reason),
+// and the deletion waits for a later pass; nothing is deleted unless the pass's copy of the cluster
+// is the newest (verdict.StaleCopy otherwise). A nil step means both are deleted.
+func (r *EtcdClusterReconciler) dropMemberData(ctx context.Context, s *scope, mem *model.Member, lead string) (*verdict.Step, error) {
+	if leader := s.m.Leader(); leader == mem {
+		for _, f := range s.m.Listed() {
+			if f != mem && f.Voter() && f.Serving() {
+				return r.moveLeader(ctx, s, rollout.Action{Member: mem.Name, ID: mem.ID(), Target: f.Name, TargetID: f.ID(), Reason: lead})
+			}
+		}
+	}
+	// the member's data goes only on the newest cluster: a stale copy may show a request since withdrawn
+	if ok, err := r.latest(ctx, s.cluster); err != nil || !ok {
+		return verdict.StaleCopy(), err
+	}
+	if mem.Claim != nil && mem.Claim.DeletionTimestamp == nil {
+		if err := r.Delete(ctx, mem.Claim, client.Preconditions{UID: &mem.Claim.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete persistentvolumeclaim %s of %s, to be replaced: %w", mem.Claim.Name, mem.Name, err)
+		}
+	}
+	if mem.Pod != nil {
+		if err := r.Delete(ctx, mem.Pod, client.Preconditions{UID: &mem.Pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete pod %s, to be replaced: %w", mem.Name, err)
+		}
+	}
+	return nil, nil
+}
+
+// reconcileClaimDeleted replaces a member whose claim is being deleted while its pod runs on it (a
+// `kubectl delete pvc` by mistake, a cleanup by label): kubernetes.io/pvc-protection keeps the claim
+// until the pod is gone, so the member goes on serving, but its data goes the moment its pod stops,
+// for whatever reason and at whatever time (a node drain, an eviction, a crash, perhaps while another
+// member is down). The operator replaces it while that costs least: once verdict.ReplaceWait allows
+// (every other member serving, no membership change or other long change under way), as a
+// replace-member request does (dropMemberData), with a Warning event. A pod some other actor is
+// already deleting (its deletion not yet in the cache) is left to it: the pod is read uncached first.
+// Members on emptyDir have no claim. With spec.recovery.replaceUnhealthyMemberAfter 0s (never replace
+// a member on its own) nothing is done: the member is replaced as one whose data is gone once its pod
+// stops.
+func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	if c.Spec.ReplaceAfter() <= 0 {
+		return nil, nil
+	}
+	for _, mem := range s.m.Listed() {
+		if !mem.ClaimTerminating() || !mem.HasPod() {
+			continue
+		}
+		if why := verdict.ReplaceWait(s.m, mem.Name); why != "" {
+			log.FromContext(ctx).V(1).Info("Replacement of a member whose claim is being deleted waits", "etcdcluster", klog.KObj(c), "member", mem.Name, "reason", why)
+			continue
+		}
+		if r.APIReader != nil {
+			pod := &corev1.Pod{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(mem.Pod), pod); err != nil || pod.DeletionTimestamp != nil || pod.UID != mem.Pod.UID {
+				return nil, client.IgnoreNotFound(err) // going already: the next pass sees it
+			}
+		}
+		since := mem.Claim.DeletionTimestamp.UTC().Format(time.RFC3339)
+		if st, err := r.dropMemberData(ctx, s, mem, fmt.Sprintf("%s is to be replaced (its claim %s is being deleted), and leads", mem.Name, mem.Claim.Name)); err != nil || st != nil {
+			return st, err
+		}
+		msg := fmt.Sprintf("Replacing member %s (ID %s): its claim %s has been being deleted since %s while the member ran on it, and its data would go whenever its pod next stopped; "+
+			"deleted its pod now, while every other member serves: it is removed from etcd and a new member of that name joins with a new ID on a new claim and copies the data from the leader",
+			mem.Name, etcd.FormatID(mem.ID()), mem.Claim.Name, since)
+		r.eventAbout(c, memberRef(c, mem.Name), corev1.EventTypeWarning, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
+		return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
+	}
 	return nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -227,6 +228,76 @@ func TestReplaceMemberRequest(t *testing.T) {
 	if l := etcdLeader(members); l == victim || l == "" {
 		t.Errorf("leader %q: want a follower of %s", l, victim)
 	}
+	members[idx].Stop()
+	finishClaimDeletion(t, c, oldClaim.UID)
+	survivor := members[(idx+1)%3].ClientURL()
+	testutil.Eventually(t, 2*waitTimeout, "a new learner "+victim+" with a new ID on a new claim", func(context.Context) error {
+		var learner *etcd.Member
+		for _, m := range memberList(t, survivor) {
+			if m.ID == oldID {
+				return fmt.Errorf("%s (ID %s) still listed", victim, etcd.FormatID(oldID))
+			}
+			if m.IsLearner {
+				learner = &m
+			}
+		}
+		if learner == nil || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, victim) {
+			return fmt.Errorf("learner %+v: want one with %s's peer URL", learner, victim)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == oldClaim.UID {
+			return errors.New("the learner's claim is the replaced member's")
+		}
+		return nil
+	})
+}
+
+// TestClaimDeletedUnderRunningMemberReplaced: a member whose claim is deleted while its pod runs on it
+// (kubernetes.io/pvc-protection holds the claim until the pod is gone) is replaced without a person
+// while the other members serve: it leads, so leadership first moves to a follower; then its pod is
+// deleted with a Warning event that names the claim, and, once its etcd stopped, it is removed from
+// etcd and added back under its name as a new learner with a new member ID on a new claim.
+func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("doomed", testutil.InNamespace("ns-doomed"), testutil.WithReplicas(3)),
+		"127.0.0.34", "127.0.0.35", "127.0.0.36")
+	ctx := context.Background()
+	victim := etcdLeader(members)
+	idx := slices.Index(names, victim)
+	var oldID uint64
+	for _, m := range memberList(t, members[(idx+1)%3].ClientURL()) {
+		if m.Name == victim {
+			oldID = m.ID
+		}
+	}
+	oldPod, err := getPod(c, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, oldClaim); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(oldClaim.Finalizers, "kubernetes.io/pvc-protection") {
+		t.Fatalf("claim %s has finalizers %v: without pvc-protection its deletion would not wait for the pod", oldClaim.Name, oldClaim.Finalizers)
+	}
+	if err := k8s.Delete(ctx, oldClaim); err != nil {
+		t.Fatal(err)
+	}
+
+	waitEvent(t, c, "MovedLeader", "Moved leadership from "+victim)
+	waitEvent(t, c, etcdv1beta1.ReasonReplacingMember, fmt.Sprintf("Replacing member %s (ID %s): its claim %s has been being deleted since", victim, etcd.FormatID(oldID), oldClaim.Name))
+	if l := etcdLeader(members); l == victim || l == "" {
+		t.Errorf("leader %q: want a follower of %s", l, victim)
+	}
+	testutil.Eventually(t, waitTimeout, "the pod of "+victim+" deleted", func(context.Context) error {
+		if p, err := getPod(c, victim); err == nil && p.UID == oldPod.UID && p.DeletionTimestamp == nil {
+			return errors.New("still running")
+		}
+		return nil
+	})
 	members[idx].Stop()
 	finishClaimDeletion(t, c, oldClaim.UID)
 	survivor := members[(idx+1)%3].ClientURL()

@@ -74,7 +74,8 @@ func unknownMember(m *model.Cluster, name, key string) string {
 // restore, CA rotation, TLS switch or the enabling of authentication is under way; another member is
 // not healthy (without the member, the healthy voters left must still be every other voter, so that a
 // further failure during the replacement costs no more than it would have before); or a member other
-// than name lacks its pod or claim. name itself may be down: that is what a replacement is for.
+// than name lacks its pod or claim. name itself may be down, or its claim being deleted (its pod still
+// running on it): that is what a replacement is for.
 func ReplaceWait(m *model.Cluster, name string) string {
 	c := m.Object
 	if !m.Answered() {
@@ -91,7 +92,7 @@ func ReplaceWait(m *model.Cluster, name string) string {
 		switch {
 		case !mem.Listed():
 			return fmt.Sprintf("%s has a pod or claim but is not a member: the membership is changing", mem.Name)
-		case mem.PodTerminating() || mem.ClaimTerminating():
+		case mem.PodTerminating() || (mem.ClaimTerminating() && mem.Name != name):
 			return fmt.Sprintf("the pod or claim of %s is being deleted: a replacement or restart is under way", mem.Name)
 		case mem.Name == name:
 			continue

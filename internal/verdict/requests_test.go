@@ -87,6 +87,9 @@ func TestReplaceWait(t *testing.T) {
 			"member n-2 is not healthy: replacing n-0 too could lose quorum"},
 		{"a pod being deleted", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Pods[0].DeletionTimestamp = &now },
 			"the pod or claim of n-0 is being deleted"},
+		{"its own claim being deleted, its pod running", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Claims[0].DeletionTimestamp = &now }, ""},
+		{"another member's claim being deleted", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Claims[1].DeletionTimestamp = &now },
+			"the pod or claim of n-1 is being deleted"},
 		{"a claim gone", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) { in.Claims = in.Claims[:2] }, "member n-2 lacks its pod or claim"},
 		{"scaling up", func(c *etcdv1beta1.EtcdCluster, _ *model.Input) { c.Spec.Replicas = ptr.To[int32](5) }, "the membership is changing"},
 		{"a stray pod", func(_ *etcdv1beta1.EtcdCluster, in *model.Input) {
