@@ -54,8 +54,11 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			if refused == "" {
 				return nil, err
 			}
-			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); fix spec.podTemplate (or the policy that refuses it) and the rollout goes on. No member was restarted for it", a.Member, refused)), nil
+			// a policy relaxed or a service account created brings no event: look again soon
+			st := verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); fix spec.podTemplate, or what the API server names (a policy, a missing service account), and the rollout goes on. No member was restarted for it", a.Member, refused))
+			st.After = verdict.RequeueRefused
+			return st, nil
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))

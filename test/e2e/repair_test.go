@@ -582,6 +582,52 @@ func TestCorruptAlarmMemberReplaced(t *testing.T) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-1"]))
 }
 
+// TestClaimDeletedUnderRunningMember: the leader's claim is deleted while the member runs on it
+// (kubectl delete pvc by mistake). Kubernetes keeps the claim while the pod uses it, so nothing stops;
+// the operator replaces the member at once, while the two others serve: leadership moves away, its pod
+// is deleted with a Warning event that names the claim, and a new member of that name joins on a new
+// claim. A continuous writer through the client Service loses no acknowledged write.
+func TestClaimDeletedUnderRunningMember(t *testing.T) {
+	c := newCluster(t, "e2e-pvcgone", "demo", 3)
+	assertAvailable(t, c, availableTimeout)
+	ctx := context.Background()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := leaderOf(ctx, pods)
+	if victim == "" {
+		t.Fatal("no leader found")
+	}
+	oldID := memberID(t, c, victim)
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, claim); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := k8s.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	waitReplaced(t, c, victim, oldID, repairTimeout)
+	t.Logf("claim of leader %s deleted under it -> replaced, 3 healthy voters in %s", victim, time.Since(start).Round(100*time.Millisecond))
+	if err := eventSaying(ctx, c, "MovedLeader", corev1.EventTypeNormal, "Moved leadership from "+victim); err != nil {
+		t.Error(err)
+	}
+	if err := eventSaying(ctx, c, etcdv1beta1.ReasonReplacingMember, corev1.EventTypeWarning, "its claim "+claim.Name+" has been being deleted since"); err != nil {
+		t.Error(err)
+	}
+	now := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), now); err != nil || now.UID == claim.UID || now.DeletionTimestamp != nil {
+		t.Errorf("claim %s after the replacement: %v (UID %s, was %s)", claim.Name, err, now.UID, claim.UID)
+	}
+	pods, err = memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods[victim]))
+}
+
 // TestLearnerBlockedByQuotaWhileVoterLost: scaling 3 -> 5 while a ResourceQuota keeps the new members'
 // pods from being created, then a voter loses its pod and claim, then the quota is lifted. No member is
 // added to etcd while its pod cannot be created (each member gets its pod first), and the operator says
