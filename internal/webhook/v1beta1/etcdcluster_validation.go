@@ -121,6 +121,7 @@ func ValidateCreate(c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission.Warn
 	}
 	errs = append(errs, validateVersion(specVersion(s))...)
 	errs = append(errs, validateImage(s.Image)...)
+	errs = append(errs, validateImageTag(nil, s)...)
 	errs = append(errs, validateStorage(nil, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(nil, s)...)
 	errs = append(errs, validateEtcdFlags(nil, s)...)
@@ -164,6 +165,7 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 	errs = append(errs, validateVersionChange(old, specVersion(s))...)
 	errs = append(errs, validateImageWithVersion(old, c)...)
 	errs = append(errs, validateImageChange(o.Image, s.Image)...)
+	errs = append(errs, validateImageTag(o, s)...)
 	errs = append(errs, validateStorage(&o.Storage, &s.Storage)...)
 	errs = append(errs, validateQuotaFits(o, s)...)
 	errs = append(errs, validateEtcdFlags(o, s)...)
@@ -345,6 +347,28 @@ func validateImageChange(old, image string) field.ErrorList {
 		return nil
 	}
 	return validateImage(image)
+}
+
+// validateImageTag refuses a spec.image whose tag names an etcd release (v3.5.35, 3.6.16) other than
+// spec.version (its default when unset): the members would run one release while the operator chose
+// their flags, the upgrade path and its checks for the other. A tag that names no release (latest,
+// v3.6.16-custom, a digest) is not checked. On an update (o not nil) only a change of the image is: a
+// version changed alone under a set image is validateImageWithVersion's.
+func validateImageTag(o, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
+	if s.Image == "" || (o != nil && o.Image == s.Image) {
+		return nil
+	}
+	ref, err := name.NewTag(s.Image)
+	if err != nil || strings.Contains(s.Image, "@") {
+		return nil
+	}
+	v, err := version.Parse(ref.TagStr())
+	if err != nil || v.String() == specVersion(s) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specPath.Child("version"), specVersion(s), fmt.Sprintf(
+		"spec.image %s is tagged as etcd %s: set spec.version: %q with it (the operator chooses the members' flags, the upgrade path and its checks by spec.version, %s when unset)",
+		s.Image, v, v.String(), etcdv1beta1.DefaultVersion))}
 }
 
 // validateImageWithVersion refuses a version change that would change nothing: with spec.image set,
