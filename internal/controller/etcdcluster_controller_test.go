@@ -196,8 +196,8 @@ func TestBootstrapCreatesMembers(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "boot-client"}, &corev1.Service{}); err != nil {
 		t.Errorf("client service: %v", err)
 	}
-	if n := promtestutil.ToFloat64(metrics.APIWrites.WithLabelValues("create", "Pod")); n < 3 {
-		t.Errorf("etcd_operator_api_writes_total{verb=create,kind=Pod} = %v, want at least the 3 pods created", n)
+	if n := promtestutil.ToFloat64(metrics.APIWrites.WithLabelValues("create", "Pod", c.Namespace)); n != 3 {
+		t.Errorf("etcd_operator_api_writes_total{verb=create,kind=Pod,namespace=%s} = %v, want the 3 pods created", c.Namespace, n)
 	}
 	testutil.Eventually(t, waitTimeout, "status Creating", func(context.Context) error {
 		c = getCluster(t, c)

@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -23,11 +22,14 @@ var (
 		Help: "etcd membership calls the operator made on the cluster, by operation and result.",
 	}, []string{"namespace", "cluster", "operation", "result"})
 
-	// APIWrites counts the operator's write requests to the Kubernetes API, by verb and kind.
+	// APIWrites counts the operator's write requests to the Kubernetes API, by verb, kind and the
+	// namespace of the object written ("" for one of no namespace). A subresource's write is
+	// "<verb>/<subresource>" ("patch/status", "create/eviction"); a dry run, which writes nothing,
+	// is "create/dry-run".
 	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_api_writes_total",
-		Help: "Write requests the operator sent to the Kubernetes API server, by verb and kind.",
-	}, []string{"verb", "kind"})
+		Help: "Write requests the operator sent to the Kubernetes API server, by verb, kind and namespace of the object (create/dry-run: a dry run, which writes nothing).",
+	}, []string{"verb", "kind", "namespace"})
 
 	// QuorumRestores counts the automatic restores after a quorum loss without data, by result
 	// (started, succeeded).
@@ -46,16 +48,20 @@ func CountingClient(c client.Client) client.Client { return countingClient{c} }
 
 type countingClient struct{ client.Client }
 
-func (c countingClient) count(verb string, obj runtime.Object) {
+func (c countingClient) count(verb string, obj client.Object) {
 	kind := "unknown"
 	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
 		kind = gvk.Kind
 	}
-	APIWrites.WithLabelValues(verb, kind).Inc()
+	APIWrites.WithLabelValues(verb, kind, obj.GetNamespace()).Inc()
 }
 
 func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.count("create", obj)
+	verb := "create"
+	if o := (&client.CreateOptions{}).ApplyOptions(opts); len(o.DryRun) > 0 {
+		verb = "create/dry-run"
+	}
+	c.count(verb, obj)
 	return c.Client.Create(ctx, obj, opts...)
 }
 

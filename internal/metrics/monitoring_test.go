@@ -301,7 +301,7 @@ func operatorMetricNames(t *testing.T) map[string]bool {
 	CertificateNotAfter.WithLabelValues("ns-names", "names", "ca").Set(1)
 	CountMembership("ns-names", "names", "add_learner", nil, false)
 	QuorumRestores.WithLabelValues("started").Add(0)
-	APIWrites.WithLabelValues("create", "Pod").Add(0)
+	APIWrites.WithLabelValues("create", "Pod", "ns-names").Add(0)
 
 	// a started controller has its reconcile metrics
 	ctl, err := controller.NewUnmanaged("metricnames", controller.Options{SkipNameValidation: ptr(true),

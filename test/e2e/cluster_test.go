@@ -105,11 +105,12 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the operator writes is counted by its etcd_operator_api_writes_total; the cluster object's
+	// What the operator writes is counted by its etcd_operator_api_writes_total, by the namespace of the
+	// object written (this cluster's: writes for other clusters are theirs); the cluster object's
 	// resourceVersion shows any status write. (Pods are also written by kubelet, so their versions say
 	// nothing about the operator.)
 	rvBefore := before.ResourceVersion
-	writesBefore, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	writesBefore, err := operatorMetric(ctx, "etcd_operator_api_writes_total", `namespace="`+c.Namespace+`"`)
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
@@ -125,7 +126,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	rvAfter := after.ResourceVersion
-	writesAfter, err := operatorMetric(ctx, "etcd_operator_api_writes_total")
+	writesAfter, err := operatorMetric(ctx, "etcd_operator_api_writes_total", `namespace="`+c.Namespace+`"`)
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
@@ -152,7 +153,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 	// status carries; the operator writes them when a pass runs anyway, and its own write must not start
 	// another pass (once one did, a loaded cluster's status was written about 10 times a second).
 	w := startWriter(t, clientServiceEndpoint(t, c))
-	writesBefore, err = operatorMetric(ctx, "etcd_operator_api_writes_total")
+	writesBefore, err = operatorMetric(ctx, "etcd_operator_api_writes_total", `namespace="`+c.Namespace+`"`)
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
@@ -161,7 +162,7 @@ func TestC07_C14_BootstrapAndIdle(t *testing.T) {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
 	changes = countChanges(t, c.Namespace, loadedWindow)
-	writesAfter, err = operatorMetric(ctx, "etcd_operator_api_writes_total")
+	writesAfter, err = operatorMetric(ctx, "etcd_operator_api_writes_total", `namespace="`+c.Namespace+`"`)
 	if err != nil {
 		t.Fatalf("scrape operator metrics: %v", err)
 	}
