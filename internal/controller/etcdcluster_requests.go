@@ -252,7 +252,7 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 		if st, err := r.dropMemberData(ctx, s, mem, fmt.Sprintf("%s is to be replaced (its claim %s is being deleted), and leads", mem.Name, mem.Claim.Name)); err != nil || st != nil {
 			return st, err
 		}
-		msg := fmt.Sprintf("Replacing member %s (ID %s): its claim %s has been being deleted since %s while the member ran on it, and its data would go whenever its pod next stopped; "+
+		msg := fmt.Sprintf("Replacing member %s (ID %s): its claim %s was deleted at %s while the member ran on it (Kubernetes keeps the claim until the pod stops), and its data would go whenever its pod next stopped; "+
 			"deleted its pod now, while every other member serves: it is removed from etcd and a new member of that name joins with a new ID on a new claim and copies the data from the leader",
 			mem.Name, etcd.FormatID(mem.ID()), mem.Claim.Name, since)
 		r.eventAbout(c, memberRef(c, mem.Name), corev1.EventTypeWarning, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)

@@ -288,7 +288,7 @@ func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	}
 
 	waitEvent(t, c, "MovedLeader", "Moved leadership from "+victim)
-	waitEvent(t, c, etcdv1beta1.ReasonReplacingMember, fmt.Sprintf("Replacing member %s (ID %s): its claim %s has been being deleted since", victim, etcd.FormatID(oldID), oldClaim.Name))
+	waitEvent(t, c, etcdv1beta1.ReasonReplacingMember, fmt.Sprintf("Replacing member %s (ID %s): its claim %s was deleted at", victim, etcd.FormatID(oldID), oldClaim.Name))
 	if l := etcdLeader(members); l == victim || l == "" {
 		t.Errorf("leader %q: want a follower of %s", l, victim)
 	}

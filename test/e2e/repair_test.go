@@ -614,7 +614,7 @@ func TestClaimDeletedUnderRunningMember(t *testing.T) {
 	if err := eventSaying(ctx, c, "MovedLeader", corev1.EventTypeNormal, "Moved leadership from "+victim); err != nil {
 		t.Error(err)
 	}
-	if err := eventSaying(ctx, c, etcdv1beta1.ReasonReplacingMember, corev1.EventTypeWarning, "its claim "+claim.Name+" has been being deleted since"); err != nil {
+	if err := eventSaying(ctx, c, etcdv1beta1.ReasonReplacingMember, corev1.EventTypeWarning, "its claim "+claim.Name+" was deleted at"); err != nil {
 		t.Error(err)
 	}
 	now := &corev1.PersistentVolumeClaim{}
