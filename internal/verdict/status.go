@@ -138,6 +138,15 @@ func setDegraded(s *scope, h Health, hash string) bool {
 			msg += "; the restore of the snapshot fails: " + strings.Join(failed, "; ")
 		}
 	}
+	if doomed := claimsDeleted(s.m); len(doomed) > 0 {
+		if !degraded {
+			msg = fmt.Sprintf("All %d members are healthy voters, but", h.Desired)
+		} else {
+			msg += "; and"
+		}
+		degraded, reason = true, etcdv1beta1.ReasonMembersUnhealthy
+		msg += " " + strings.Join(doomed, "; ")
+	}
 	setCondition(&s.cluster.Status, s.cluster.Generation, etcdv1beta1.ConditionDegraded, degraded, [2]string{reason, msg})
 	return degraded
 }
@@ -652,4 +661,28 @@ func memberName(m *model.Cluster, id uint64) string {
 // such a change; a pass that finds one anyway (the webhook bypassed) does not roll the member.
 func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 	return c.Spec.Storage.EmptyDir != nil && c.Spec.ReplicasOrDefault() == 1
+}
+
+// claimsDeleted says, of each member whose claim is being deleted while its pod runs on it (persistent
+// storage only), that its data goes when its pod stops and what the operator does about it (the
+// controller's reconcileClaimDeleted): "the claim data-demo-1 of demo-1 is being deleted (since …):
+// its data goes when its pod stops; demo-1 is replaced once every other member serves"; nothing is
+// done while the cluster is paused, or with spec.recovery.replaceUnhealthyMemberAfter 0s.
+func claimsDeleted(m *model.Cluster) []string {
+	var out []string
+	for _, mem := range m.Listed() {
+		if !mem.ClaimTerminating() || !mem.HasPod() {
+			continue
+		}
+		what := mem.Name + " is replaced once every other member serves and no other change is under way"
+		switch {
+		case m.Object.Spec.Paused:
+			what = "the cluster is paused: nothing is done"
+		case m.Object.Spec.ReplaceAfter() <= 0:
+			what = "spec.recovery.replaceUnhealthyMemberAfter is 0s: " + mem.Name + " is replaced once its pod stops"
+		}
+		out = append(out, fmt.Sprintf("the claim %s of %s is being deleted (since %s): its data goes when its pod stops; %s",
+			mem.Claim.Name, mem.Name, mem.Claim.DeletionTimestamp.UTC().Format(time.RFC3339), what))
+	}
+	return out
 }

@@ -454,6 +454,57 @@ func TestDegradedSaysRollingReplace(t *testing.T) {
 	}
 }
 
+// TestDegradedSaysClaimDeleted: a member whose claim is being deleted while its pod runs makes the
+// cluster Degraded although every member serves, and the message says its data goes when its pod
+// stops and what the operator does: replace it once every other member serves, nothing while paused,
+// and wait for the pod with replacement off. With another member down, both are said.
+func TestDegradedSaysClaimDeleted(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC))
+	claims := func(in *model.Input) {
+		for _, name := range []string{"s-0", "s-1", "s-2"} {
+			pvc := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName(name)}}
+			if name == "s-1" {
+				pvc.DeletionTimestamp = &deleted
+			}
+			in.Claims = append(in.Claims, pvc)
+		}
+	}
+	const doomed = "the claim data-s-1 of s-1 is being deleted (since 2026-12-06T04:00:00Z): its data goes when its pod stops; "
+	all := map[uint64]bool{1: true, 2: true, 3: true}
+	for _, tc := range []struct {
+		name    string
+		healthy map[uint64]bool
+		tweak   func(*model.Input)
+		want    []string
+	}{
+		{"every member serves", all, func(*model.Input) {}, []string{"All 3 members are healthy voters, but " + doomed + "s-1 is replaced once every other member serves"}},
+		{"paused", all, func(in *model.Input) { in.Cluster.Spec.Paused = true }, []string{doomed + "the cluster is paused: nothing is done"}},
+		{"replacement off", all, func(in *model.Input) {
+			in.Cluster.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+		}, []string{doomed + "spec.recovery.replaceUnhealthyMemberAfter is 0s: s-1 is replaced once its pod stops"}},
+		{"another member down", map[uint64]bool{1: true, 2: true}, func(*model.Input) {}, []string{"s-2 is down since", "; and " + doomed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := observed("abc", true, tc.healthy, 1, 0, claims, tc.tweak)
+			Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+			d := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionDegraded)
+			if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdv1beta1.ReasonMembersUnhealthy {
+				t.Fatalf("Degraded %+v, want True, MembersUnhealthy", d)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(d.Message, w) {
+					t.Errorf("Degraded says %q, want %q in it", d.Message, w)
+				}
+			}
+		})
+	}
+	s := observed("abc", true, all, 1, 0, claims, func(in *model.Input) { in.Claims[1].DeletionTimestamp = nil })
+	Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+	if d := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
+		t.Errorf("no claim being deleted: Degraded %+v, want False", d)
+	}
+}
+
 // TestProblemWhileNothingAnswers: while no member answers, a member's problem is what its pod shows
 // now, not what an earlier status recorded: a pod gone is "no pod", a pod recorded terminating that
 // runs again shows none, and a problem recorded from etcd stays.
