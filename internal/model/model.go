@@ -759,15 +759,23 @@ func walRecordError(err string) bool {
 
 // firstLine returns the first line of s, at most about 200 bytes of it: a longer line keeps its
 // beginning and its end around "…", since a wrapped error names its cause last ("failed to pull and
-// unpack image …: … dial tcp: lookup registry-1.docker.io: no such host").
+// unpack image …: … dial tcp: lookup registry-1.docker.io: no such host"). Both are cut between
+// words where a space is near (within 50 bytes), so that no word is shown in part.
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) > 200 {
-		s = strings.ToValidUTF8(s[:110], "") + " … " + strings.ToValidUTF8(s[len(s)-90:], "")
+	if len(s) <= 200 {
+		return s
 	}
-	return s
+	head, tail := s[:110], s[len(s)-90:]
+	if i := strings.LastIndexByte(head, ' '); i >= len(head)-50 {
+		head = head[:i]
+	}
+	if i := strings.IndexByte(tail, ' '); i >= 0 && i < 50 {
+		tail = tail[i+1:]
+	}
+	return strings.ToValidUTF8(strings.TrimRight(head, " "), "") + " … " + strings.ToValidUTF8(tail, "")
 }
 
 // HasClaim reports whether the member has a claim that is not being deleted.

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,28 @@ func TestJoining(t *testing.T) {
 		if got := tc.m.Joining(now); got != tc.want {
 			t.Errorf("%s: Joining = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestFirstLineCutsBetweenWords: a long first line keeps its beginning and its end around "…", each
+// cut between words, and a short one is kept whole.
+func TestFirstLineCutsBetweenWords(t *testing.T) {
+	pull := `failed to pull and unpack image "registry.example:5000/mirror/etcd:v3.6.99": failed to resolve reference "registry.example:5000/mirror/etcd:v3.6.99": failed to do request: Head "https://registry.example:5000/v2/mirror/etcd/manifests/v3.6.99": dial tcp: lookup registry.example: no such host`
+	got := firstLine(pull + "\nsecond line")
+	head, tail, ok := strings.Cut(got, " … ")
+	if !ok || len(got) > 205 {
+		t.Fatalf("firstLine = %q (%d bytes), want at most about 200 bytes around \" … \"", got, len(got))
+	}
+	if !strings.HasPrefix(pull, head) || !strings.HasPrefix(pull[len(head):], " ") {
+		t.Errorf("head %q is not cut before a space of the line", head)
+	}
+	if !strings.HasSuffix(pull, tail) || !strings.HasSuffix(pull[:len(pull)-len(tail)], " ") {
+		t.Errorf("tail %q is not cut after a space of the line", tail)
+	}
+	if !strings.HasSuffix(got, "dial tcp: lookup registry.example: no such host") {
+		t.Errorf("firstLine = %q, want the cause at its end", got)
+	}
+	if short := "pull access denied"; firstLine(short+"\nmore") != short {
+		t.Errorf("firstLine of a short line = %q", firstLine(short+"\nmore"))
 	}
 }
