@@ -230,29 +230,7 @@ func TestReplaceMemberRequest(t *testing.T) {
 	}
 	members[idx].Stop()
 	finishClaimDeletion(t, c, oldClaim.UID)
-	survivor := members[(idx+1)%3].ClientURL()
-	testutil.Eventually(t, 2*waitTimeout, "a new learner "+victim+" with a new ID on a new claim", func(context.Context) error {
-		var learner *etcd.Member
-		for _, m := range memberList(t, survivor) {
-			if m.ID == oldID {
-				return fmt.Errorf("%s (ID %s) still listed", victim, etcd.FormatID(oldID))
-			}
-			if m.IsLearner {
-				learner = &m
-			}
-		}
-		if learner == nil || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, victim) {
-			return fmt.Errorf("learner %+v: want one with %s's peer URL", learner, victim)
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
-			return err
-		}
-		if pvc.UID == oldClaim.UID {
-			return errors.New("the learner's claim is the replaced member's")
-		}
-		return nil
-	})
+	waitReplacedOnNewClaim(t, c, members[(idx+1)%3].ClientURL(), victim, oldID, oldClaim.UID)
 }
 
 // TestClaimDeletedUnderRunningMemberReplaced: a member whose claim is deleted while its pod runs on it
@@ -300,29 +278,7 @@ func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	})
 	members[idx].Stop()
 	finishClaimDeletion(t, c, oldClaim.UID)
-	survivor := members[(idx+1)%3].ClientURL()
-	testutil.Eventually(t, 2*waitTimeout, "a new learner "+victim+" with a new ID on a new claim", func(context.Context) error {
-		var learner *etcd.Member
-		for _, m := range memberList(t, survivor) {
-			if m.ID == oldID {
-				return fmt.Errorf("%s (ID %s) still listed", victim, etcd.FormatID(oldID))
-			}
-			if m.IsLearner {
-				learner = &m
-			}
-		}
-		if learner == nil || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, victim) {
-			return fmt.Errorf("learner %+v: want one with %s's peer URL", learner, victim)
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
-			return err
-		}
-		if pvc.UID == oldClaim.UID {
-			return errors.New("the learner's claim is the replaced member's")
-		}
-		return nil
-	})
+	waitReplacedOnNewClaim(t, c, members[(idx+1)%3].ClientURL(), victim, oldID, oldClaim.UID)
 }
 
 // TestReplaceRequestRefusedForOneMember: the member of a one-member cluster is never replaced (its
@@ -339,4 +295,32 @@ func TestReplaceRequestRefusedForOneMember(t *testing.T) {
 	if p, err := getPod(c, "one-0"); err != nil || p.UID != pod.UID {
 		t.Errorf("pod one-0 after a refused replacement: %v (uid %v, was %s)", err, p.UID, pod.UID)
 	}
+}
+
+// waitReplacedOnNewClaim waits until etcd, asked through survivor, lists member victim no longer under oldID
+// but as a new learner with victim's peer URL, on a claim other than the replaced member's (oldClaim).
+func waitReplacedOnNewClaim(t *testing.T, c *etcdv1beta1.EtcdCluster, survivor, victim string, oldID uint64, oldClaim types.UID) {
+	t.Helper()
+	testutil.Eventually(t, 2*waitTimeout, "a new learner "+victim+" with a new ID on a new claim", func(ctx context.Context) error {
+		var learner *etcd.Member
+		for _, m := range memberList(t, survivor) {
+			if m.ID == oldID {
+				return fmt.Errorf("%s (ID %s) still listed", victim, etcd.FormatID(oldID))
+			}
+			if m.IsLearner {
+				learner = &m
+			}
+		}
+		if learner == nil || learner.PeerURLs[0] != (resources.Options{}).PeerURL(c, victim) {
+			return fmt.Errorf("learner %+v: want one with %s's peer URL", learner, victim)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == oldClaim {
+			return errors.New("the learner's claim is the replaced member's")
+		}
+		return nil
+	})
 }

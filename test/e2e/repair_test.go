@@ -639,20 +639,7 @@ func TestLearnerBlockedByQuotaWhileVoterLost(t *testing.T) {
 	ctx := context.Background()
 	oldID := memberID(t, c, "demo-1")
 	w := startWriter(t, clientServiceEndpoint(t, c))
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "three-pods"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}}}
-	if err := k8s.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, statusTimeout, "the quota counts the 3 member pods", func(ctx context.Context) error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota); err != nil {
-			return err
-		}
-		if used := quota.Status.Used[corev1.ResourcePods]; used.Value() != 3 {
-			return fmt.Errorf("used %v", quota.Status.Used)
-		}
-		return nil
-	})
+	quota := threePodQuota(t, c)
 	updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
 	poll.Eventually(t, scaleTimeout, "the status names the quota that keeps demo-3's pod from being created", func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
@@ -831,4 +818,25 @@ func TestMemberCutOffNamedFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// threePodQuota creates a ResourceQuota of 3 pods in c's namespace, which its 3 member pods fill, and
+// waits until the quota counts them.
+func threePodQuota(t testing.TB, c *etcdv1beta1.EtcdCluster) *corev1.ResourceQuota {
+	t.Helper()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "three-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}}}
+	if err := k8s.Create(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, statusTimeout, "the quota counts the 3 member pods", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota); err != nil {
+			return err
+		}
+		if used := quota.Status.Used[corev1.ResourcePods]; used.Value() != 3 {
+			return fmt.Errorf("used %v", quota.Status.Used)
+		}
+		return nil
+	})
+	return quota
 }

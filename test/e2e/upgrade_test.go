@@ -352,20 +352,7 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	id := clusterIDOf(t, c)
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "three-pods"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}}}
-	if err := k8s.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, statusTimeout, "the quota counts the 3 member pods", func(ctx context.Context) error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota); err != nil {
-			return err
-		}
-		if used := quota.Status.Used[corev1.ResourcePods]; used.Value() != 3 {
-			return fmt.Errorf("used %v", quota.Status.Used)
-		}
-		return nil
-	})
+	threePodQuota(t, c)
 	took, _ := rollAndCheck(t, c, false, func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Labels: map[string]string{"rolled": "under-quota"}}
 	}, func(cur *etcdv1beta1.EtcdCluster) error {
