@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -38,6 +39,11 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 		// not ours): never replace it blindly, and do not retry in a loop
 		return verdict.Blocked(etcdv1beta1.ReasonForeignObject, fmt.Sprintf(
 			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1beta1.LabelCluster, s.cluster.Name)), nil
+	} else if check, _ := kube.PodCheckOf(err); !check.Accepted() {
+		// a LimitRange or policy added since the spec was admitted, a quota full, a service account
+		// deleted: a Blocked step that quotes the API server, looked at again soon, where an error
+		// would only retry with backoff under ReconcileError
+		return podRefused(m.Name, "", check), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("create pod %s: %w", m.Name, err)
 	}

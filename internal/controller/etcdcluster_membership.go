@@ -296,7 +296,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	if check, err := kube.CheckPod(ctx, r.Client, r.Options.BuildPod(c, m)); err != nil {
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
 	} else if !check.Accepted() {
-		return podRefused(a.Member, check), nil
+		return podRefused(a.Member, ", to be added to etcd", check), nil
 	}
 	pvc := r.Options.BuildPVC(c, m)
 	if claimMade {
@@ -312,27 +312,25 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 		// refused since the dry run: no claim is left without its pod
 		_ = r.Delete(ctx, pvc)
 	}
-	if check, _ := kube.PodCheckOf(err); !check.Accepted() {
-		return podRefused(a.Member, check), nil
-	}
-	if err != nil || st != nil {
+	if err != nil || st != nil { // a refusal since the dry run is createPod's step
 		return st, err
 	}
 	r.eventAbout(c, memberRef(c, a.Member), corev1.EventTypeNormal, "CreatedMember", "Create", "Created pod %s before adding it to etcd: it waits until etcd lists it (%s)", a.Member, a.Reason)
 	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
-// podRefused is the step when the API server refuses the pod of member, to be added to etcd (check
-// says why: a ResourceQuota, a LimitRange, an admission policy, an invalid pod): retrying at once changes
-// nothing, and a quota raised or freed brings no event the operator watches, so the pass looks again
-// after verdict.RequeueRefused (a dry run, which writes nothing).
-func podRefused(member string, check kube.PodCheck) *verdict.Step {
+// podRefused is the step when the API server refuses the pod of member (purpose says what for, such
+// as ", to be added to etcd"; check says why: a ResourceQuota, a LimitRange, an admission policy, a
+// missing service account, an invalid pod): retrying at once changes nothing, and a quota raised or
+// freed, or a policy relaxed, brings no event the operator watches, so the pass looks again after
+// verdict.RequeueRefused.
+func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
 	what := "it is created once that allows it (raise the quota, or lower spec.replicas)"
-	if check.Refused != "" {
-		what = "fix spec.podTemplate (or the policy that refuses it), and it is created"
+	if check.Refused != "" || !check.Quota {
+		what = "fix spec.podTemplate, or what the API server names (a policy, a missing service account), and it is created"
 	}
-	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s, to be added to etcd: %s; %s",
-		member, check.Refused+check.NotNow, what))
+	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s%s: %s; %s",
+		member, purpose, check.Refused+check.NotNow, what))
 	st.After = verdict.RequeueRefused
 	return st
 }

@@ -393,3 +393,50 @@ func TestRolloutOntoInvalidPodRestartsNoMember(t *testing.T) {
 		return errors.New("every pod is the one before the fix")
 	})
 }
+
+// TestPodRefusedSinceAdmissionIsBlockedStep: a LimitRange added after the cluster runs refuses the pod
+// of a member whose pod is gone: the pass does not fail with a reconcile error, retried with backoff,
+// but says which pod the API server refuses and why (Progressing False, Waiting), looks again within
+// seconds, and recreates the pod once the LimitRange is gone.
+func TestPodRefusedSinceAdmissionIsBlockedStep(t *testing.T) {
+	c := createCluster(t, "lrpod", 3)
+	names := []string{"lrpod-0", "lrpod-1", "lrpod-2"}
+	hosts := []string{"127.0.0.37", "127.0.0.38", "127.0.0.39"}
+	testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	c = waitAvailable(t, c, 3)
+	ctx := context.Background()
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "tiny-pods", Namespace: c.Namespace}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+		Type: corev1.LimitTypePod, Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}
+	if err := k8s.Create(ctx, lr); err != nil {
+		t.Fatal(err)
+	}
+	old, err := getPod(c, names[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "Progressing says the API server refuses the pod", func(context.Context) error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonWaiting ||
+			!strings.Contains(p.Message, "Cannot create the pod of lrpod-1: ") || !strings.Contains(p.Message, "maximum memory usage per Pod is 64Mi") ||
+			!strings.Contains(p.Message, "fix spec.podTemplate, or what the API server names") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if err := k8s.Delete(ctx, lr); err != nil {
+		t.Fatal(err)
+	}
+	// within RequeueRefused of a pass, with no event to wake the operator
+	testutil.Eventually(t, 15*time.Second, "the pod of lrpod-1 recreated once the LimitRange is gone", func(context.Context) error {
+		p, err := getPod(c, names[1])
+		if err != nil || p.UID == old.UID {
+			return fmt.Errorf("not yet (%v)", err)
+		}
+		return nil
+	})
+}

@@ -297,6 +297,9 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; the first member on this spec: not replaced if it does not start either, since a new member would be made from the same spec"
 		} else if after > 0 && note.untriedSpec {
 			s += "; " + untriedSpecNote
+		} else if note.podless {
+			// recreated at once (recreateMembers); a pod the API server refuses is Progressing's
+			s += "; its pod is recreated on its data, and it is not replaced meanwhile (a new member's pod would be made from the same spec): if Progressing says the pod cannot be created, fix what it names"
 		} else if after > 0 {
 			at := m.DownSince.Add(after)
 			if note.replaceAt.After(at) {

@@ -321,6 +321,9 @@ type memberNote struct {
 	// rollingReplace: the member's pod, of an older spec, is stopping and its data on emptyDir goes
 	// with it: a rolling update replaces it by a member of the current spec (rollingReplace)
 	rollingReplace bool
+	// podless: the member has no pod and keeps its claim: its pod is recreated on its data, and it is
+	// not replaced by the policy (ReplaceDue: a new member's pod would be made from the same spec)
+	podless bool
 }
 
 // memberNotes returns a memberNote for each member etcd lists, by name.
@@ -336,6 +339,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		}
 		n.replaceAt = replaceAt(m, mem)
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
+		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
 		out[mem.Name] = n
 	}
 	return out

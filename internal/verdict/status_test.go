@@ -505,6 +505,37 @@ func TestDegradedSaysClaimDeleted(t *testing.T) {
 	}
 }
 
+// TestDegradedSaysPodlessRecreated: a member down without a pod, its claim kept, is said to be
+// recreated on its data, with no replacement countdown (the policy does not replace it: its new pod
+// would be made from the same spec); with its claim gone too, that is not said (it is replaced).
+func TestDegradedSaysPodlessRecreated(t *testing.T) {
+	const recreated = "s-2 is down since"
+	for _, tc := range []struct {
+		name      string
+		keepClaim bool
+		want      string
+		not       string
+	}{
+		{"claim kept", true, "its pod is recreated on its data, and it is not replaced meanwhile", "replaced at"},
+		{"claim gone", false, recreated, "its pod is recreated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := observed("abc", true, map[uint64]bool{1: true, 2: true}, 1, 0, rolledOnto(-1, ""), func(in *model.Input) {
+				in.Pods = in.Pods[:2]
+				if !tc.keepClaim {
+					in.Claims = in.Claims[:2]
+				}
+				in.Cluster.Status.Members = []etcdv1beta1.MemberStatus{{Name: "s-2", DownSince: &metav1.Time{Time: time.Now().Add(-time.Minute)}}}
+			})
+			Status(s.cluster, s.m, s.report, nil, resources.Options{}, true)
+			d := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionDegraded)
+			if d == nil || !strings.Contains(d.Message, recreated) || !strings.Contains(d.Message, tc.want) || strings.Contains(d.Message, tc.not) {
+				t.Errorf("Degraded %+v, want %q and not %q", d, tc.want, tc.not)
+			}
+		})
+	}
+}
+
 // TestProblemWhileNothingAnswers: while no member answers, a member's problem is what its pod shows
 // now, not what an earlier status recorded: a pod gone is "no pod", a pod recorded terminating that
 // runs again shows none, and a problem recorded from etcd stays.
