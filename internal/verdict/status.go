@@ -216,6 +216,11 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhaseScaling
 	case rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c)):
 		return etcdv1beta1.PhaseUpgrading
+	case !degraded && st != nil && st.Reason == etcdv1beta1.ReasonWaitingForMembers &&
+		(c.Status.Phase == etcdv1beta1.PhaseUpgrading || c.Status.Phase == etcdv1beta1.PhaseScaling):
+		// the last member of a rollout or a scale-up serves, and its pod is not Ready yet (AwaitHealthy):
+		// the change is done once it is, when Progressing turns False too
+		return c.Status.Phase
 	case degraded:
 		return etcdv1beta1.PhaseDegraded
 	default:

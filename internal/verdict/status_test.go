@@ -426,6 +426,29 @@ func TestJustJoinedIsScaling(t *testing.T) {
 	}
 }
 
+// TestLastMemberNotReadyKeepsThePhase: when the last member of a rollout or a scale-up serves and its
+// new pod is not Ready yet, the phase stays what it was (Upgrading, Scaling) while Progressing is True
+// (WaitingForMembers), so that the phase turns Running with Progressing False; a cluster that was
+// Running stays Running.
+func TestLastMemberNotReadyKeepsThePhase(t *testing.T) {
+	for _, was := range []etcdv1beta1.ClusterPhase{etcdv1beta1.PhaseUpgrading, etcdv1beta1.PhaseScaling, etcdv1beta1.PhaseRunning} {
+		s := observed("abc", true, map[uint64]bool{1: true, 2: true, 3: true}, 1, 0, func(in *model.Input) {
+			in.Cluster.Status.Phase = was
+			p := &in.Pods[2]
+			p.CreationTimestamp = metav1.NewTime(time.Now().Add(-5 * time.Second))
+			p.Status.Conditions = nil // serves, not Ready yet
+		})
+		st := AwaitHealthy(s.m)
+		if st == nil || st.Reason != etcdv1beta1.ReasonWaitingForMembers {
+			t.Fatalf("step %+v, want WaitingForMembers", st)
+		}
+		Status(s.cluster, s.m, s.report, st, resources.Options{}, true)
+		if s.cluster.Status.Phase != was {
+			t.Errorf("was %s: phase %s, want it kept", was, s.cluster.Status.Phase)
+		}
+	}
+}
+
 // TestDegradedSaysRollingReplace: on emptyDir, a member whose pod of an older spec is stopping is being
 // replaced by the rolling update (its data goes with its pod), which Degraded says, with no countdown;
 // a stopping pod of the current spec is a member down.
