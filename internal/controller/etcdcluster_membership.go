@@ -326,7 +326,10 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 // verdict.RequeueRefused.
 func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
 	what := "it is created once that allows it (raise the quota, or lower spec.replicas)"
-	if check.Refused != "" || !check.Quota {
+	switch {
+	case check.NamespaceTerminating:
+		what = "the namespace is being deleted, and the cluster with it"
+	case check.Refused != "" || !check.Quota:
 		what = "fix spec.podTemplate, or what the API server names (a policy, a missing service account), and it is created"
 	}
 	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s%s: %s; %s",

@@ -21,6 +21,9 @@ type PodCheck struct {
 	NotNow string
 	// Quota reports that NotNow is a ResourceQuota's refusal.
 	Quota bool
+	// NamespaceTerminating reports that NotNow is the refusal of any new object in a namespace being
+	// deleted.
+	NamespaceTerminating bool
 	// Unchecked is why the dry run could not tell (a pod admission webhook that does not support dry
 	// runs); "" otherwise. Such a pod is as likely to be accepted as refused.
 	Unchecked string
@@ -49,8 +52,9 @@ func PodCheckOf(err error) (PodCheck, error) {
 		return PodCheck{}, nil
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "exceeded quota"):
 		return PodCheck{NotNow: msg, Quota: true}, nil
-	case apierrors.IsForbidden(err) && (apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) ||
-		strings.Contains(msg, "error looking up service account") || strings.Contains(msg, "cannot create resource")):
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return PodCheck{NotNow: msg, NamespaceTerminating: true}, nil
+	case apierrors.IsForbidden(err) && (strings.Contains(msg, "error looking up service account") || strings.Contains(msg, "cannot create resource")):
 		// the ServiceAccount admission plugin; RBAC ("User … cannot create resource \"pods\"")
 		return PodCheck{NotNow: msg}, nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):

@@ -23,7 +23,7 @@ func TestPodCheckOf(t *testing.T) {
 		name                         string
 		err                          error
 		refused, notNow, quota, unch bool
-		isErr                        bool
+		terminating, isErr           bool
 	}{
 		{name: "created", err: nil},
 		{name: "exists (passed validation and admission)", err: apierrors.NewAlreadyExists(pods, "demo-0")},
@@ -33,7 +33,7 @@ func TestPodCheckOf(t *testing.T) {
 		{name: "quota", err: forbidden("exceeded quota: pods, requested: pods=1, used: pods=3, limited: pods=3"), notNow: true, quota: true},
 		{name: "service account", err: forbidden(`error looking up service account ns/etcd: serviceaccount "etcd" not found`), notNow: true},
 		{name: "rbac", err: apierrors.NewForbidden(pods, "", errors.New(`User "system:serviceaccount:x:y" cannot create resource "pods" in API group "" in the namespace "z"`)), notNow: true},
-		{name: "namespace terminating", err: terminating, notNow: true},
+		{name: "namespace terminating", err: terminating, notNow: true, terminating: true},
 		{name: "webhook without dry run", err: apierrors.NewBadRequest(`admission webhook "inject.example.com" does not support dry run`), unch: true},
 		{name: "timeout", err: apierrors.NewTimeoutError("request timed out", 1), isErr: true},
 	} {
@@ -44,6 +44,9 @@ func TestPodCheckOf(t *testing.T) {
 			}
 			if (got.Refused != "") != tc.refused || (got.NotNow != "") != tc.notNow || got.Quota != tc.quota || (got.Unchecked != "") != tc.unch {
 				t.Errorf("%+v, want refused %v, not now %v, quota %v, unchecked %v", got, tc.refused, tc.notNow, tc.quota, tc.unch)
+			}
+			if got.NamespaceTerminating != tc.terminating {
+				t.Errorf("NamespaceTerminating %v, want %v", got.NamespaceTerminating, tc.terminating)
 			}
 			if got.Accepted() != (!tc.refused && !tc.notNow) {
 				t.Errorf("Accepted() = %v", got.Accepted())

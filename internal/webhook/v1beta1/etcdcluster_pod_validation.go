@@ -48,7 +48,7 @@ func (p *MemberPods) validate(ctx context.Context, c *etcdv1beta1.EtcdCluster, c
 		return field.ErrorList{field.Forbidden(specPath, fmt.Sprintf(
 			"the API server refuses the pod this spec makes for each member (a dry run of creating %s: %s): fix spec.podTemplate, spec.options, spec.image or spec.version, or the policy that refuses it",
 			pod.Name, check.Refused))}, nil
-	case check.NotNow != "" && (create || !check.Quota):
+	case check.NotNow != "" && !check.NamespaceTerminating && (create || !check.Quota):
 		return nil, admission.Warnings{fmt.Sprintf("The API server refuses the members' pods for now (a dry run of creating %s: %s); the operator creates them once it allows them", pod.Name, check.NotNow)}
 	}
 	return nil, nil
