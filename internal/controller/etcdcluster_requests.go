@@ -226,7 +226,9 @@ func (r *EtcdClusterReconciler) dropMemberData(ctx context.Context, s *scope, me
 // (every other member serving, no membership change or other long change under way), as a
 // replace-member request does (dropMemberData), with a Warning event. A pod some other actor is
 // already deleting (its deletion not yet in the cache) is left to it: the pod is read uncached first.
-// Members on emptyDir have no claim. With spec.recovery.replaceUnhealthyMemberAfter 0s (never replace
+// Members on emptyDir have no claim. The only member of a cluster is never replaced (verdict
+// .RefuseReplace: its data would go with its pod, with no other copy), nor is a learner (it copies its
+// data anew anyway). With spec.recovery.replaceUnhealthyMemberAfter 0s (never replace
 // a member on its own) nothing is done: the member is replaced as one whose data is gone once its pod
 // stops.
 func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *scope) (*verdict.Step, error) {
@@ -236,6 +238,10 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 	}
 	for _, mem := range s.m.Listed() {
 		if !mem.ClaimTerminating() || !mem.HasPod() {
+			continue
+		}
+		if why := verdict.RefuseReplace(s.m, mem.Name); why != "" {
+			// the only member (its data has no other copy: the pod keeps it while it runs), or a learner
 			continue
 		}
 		if why := verdict.ReplaceWait(s.m, mem.Name); why != "" {

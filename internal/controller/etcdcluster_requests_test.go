@@ -281,6 +281,39 @@ func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	waitReplacedOnNewClaim(t, c, members[(idx+1)%3].ClientURL(), victim, oldID, oldClaim.UID)
 }
 
+// TestClaimDeletedUnderOnlyMemberKept: the claim of the only member of a cluster deleted under its
+// running pod does not get the member replaced: its pod, which holds the only copy of the data, stays,
+// and Degraded says the data goes when the pod stops and what to do first.
+func TestClaimDeletedUnderOnlyMemberKept(t *testing.T) {
+	c, _, _, _ := runningCluster(t, testutil.EtcdCluster("lone", testutil.InNamespace("ns-lone"), testutil.WithReplicas(1)), "127.0.0.44")
+	ctx := context.Background()
+	pod, err := getPod(c, "lone-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("lone-0")}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "Degraded says the only member's claim is being deleted", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
+		if d == nil || d.Status != "True" || !strings.Contains(d.Message, "lone-0 is the only member, so it is not replaced") {
+			return fmt.Errorf("degraded %+v", d)
+		}
+		return nil
+	})
+	testutil.Consistently(t, 3*time.Second, "the only member's pod kept", func(context.Context) error {
+		if p, err := getPod(c, "lone-0"); err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
+			return fmt.Errorf("pod lone-0: %v", err)
+		}
+		return nil
+	})
+	finishClaimDeletion(t, c, claim.UID) // the cluster's deletion at the end waits for no finalizer
+}
+
 // TestReplaceRequestRefusedForOneMember: the member of a one-member cluster is never replaced (its
 // data would be lost): the request is removed with a RequestRefused event, and the pod stays.
 func TestReplaceRequestRefusedForOneMember(t *testing.T) {

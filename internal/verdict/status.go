@@ -676,7 +676,7 @@ func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 // storage only), that its data goes when its pod stops and what the operator does about it (the
 // controller's reconcileClaimDeleted): "the claim data-demo-1 of demo-1 is being deleted (since …):
 // its data goes when its pod stops; demo-1 is replaced once every other member serves"; nothing is
-// done while the cluster is paused, or with spec.recovery.replaceUnhealthyMemberAfter 0s.
+// done to the only member, nor while the cluster is paused, or with replaceUnhealthyMemberAfter 0s.
 func claimsDeleted(m *model.Cluster) []string {
 	var out []string
 	for _, mem := range m.Listed() {
@@ -685,6 +685,8 @@ func claimsDeleted(m *model.Cluster) []string {
 		}
 		what := mem.Name + " is replaced once every other member serves and no other change is under way"
 		switch {
+		case m.Desired < 2 || m.Voters() < 2:
+			what = mem.Name + " is the only member, so it is not replaced (its data has no other copy): take a backup, or scale to 3 members (the new members copy its data, then it is replaced)"
 		case m.Object.Spec.Paused:
 			what = "the cluster is paused: nothing is done"
 		case m.Object.Spec.ReplaceAfter() <= 0:

@@ -506,6 +506,11 @@ func TestDegradedSaysClaimDeleted(t *testing.T) {
 			in.Cluster.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
 		}, []string{doomed + "spec.recovery.replaceUnhealthyMemberAfter is 0s: s-1 is replaced once its pod stops"}},
 		{"another member down", map[uint64]bool{1: true, 2: true}, func(*model.Input) {}, []string{"s-2 is down since", "; and " + doomed}},
+		{"the only member", all, func(in *model.Input) {
+			in.Cluster.Spec.Replicas = ptr.To[int32](1)
+			in.Etcd.Members = in.Etcd.Members[1:2] // s-1
+			in.Pods, in.Claims = in.Pods[1:2], in.Claims[1:2]
+		}, []string{"All 1 members are healthy voters, but " + doomed + "s-1 is the only member, so it is not replaced (its data has no other copy)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := observed("abc", true, tc.healthy, 1, 0, claims, tc.tweak)
