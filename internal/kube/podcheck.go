@@ -16,8 +16,9 @@ type PodCheck struct {
 	// a ValidatingAdmissionPolicy or a webhook; 403 Forbidden). "" otherwise.
 	Refused string
 	// NotNow is the API server's message when it refuses the pod for what may change without the pod
-	// changing: a ResourceQuota that is full ("exceeded quota"), a service account that does not exist
-	// (yet), a namespace being deleted, or the caller lacking the right to create pods. "" otherwise.
+	// changing: a ResourceQuota that is full ("exceeded quota"), a service account or priority class
+	// that does not exist (yet), a namespace being deleted, or the caller lacking the right to create
+	// pods. "" otherwise.
 	NotNow string
 	// Quota reports that NotNow is a ResourceQuota's refusal.
 	Quota bool
@@ -54,8 +55,10 @@ func PodCheckOf(err error) (PodCheck, error) {
 		return PodCheck{NotNow: msg, Quota: true}, nil
 	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		return PodCheck{NotNow: msg, NamespaceTerminating: true}, nil
-	case apierrors.IsForbidden(err) && (strings.Contains(msg, "error looking up service account") || strings.Contains(msg, "cannot create resource")):
-		// the ServiceAccount admission plugin; RBAC ("User … cannot create resource \"pods\"")
+	case apierrors.IsForbidden(err) && (strings.Contains(msg, "error looking up service account") ||
+		strings.Contains(msg, "no PriorityClass with name") || strings.Contains(msg, "cannot create resource")):
+		// the ServiceAccount and Priority admission plugins (an object the pod names, not created yet);
+		// RBAC ("User … cannot create resource \"pods\"")
 		return PodCheck{NotNow: msg}, nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return PodCheck{Refused: msg}, nil

@@ -32,6 +32,7 @@ func TestPodCheckOf(t *testing.T) {
 		{name: "limit range", err: forbidden("maximum memory usage per Container is 512Mi, but limit is 1Gi"), refused: true},
 		{name: "quota", err: forbidden("exceeded quota: pods, requested: pods=1, used: pods=3, limited: pods=3"), notNow: true, quota: true},
 		{name: "service account", err: forbidden(`error looking up service account ns/etcd: serviceaccount "etcd" not found`), notNow: true},
+		{name: "priority class", err: forbidden(`no PriorityClass with name etcd-critical was found`), notNow: true},
 		{name: "rbac", err: apierrors.NewForbidden(pods, "", errors.New(`User "system:serviceaccount:x:y" cannot create resource "pods" in API group "" in the namespace "z"`)), notNow: true},
 		{name: "namespace terminating", err: terminating, notNow: true, terminating: true},
 		{name: "webhook without dry run", err: apierrors.NewBadRequest(`admission webhook "inject.example.com" does not support dry run`), unch: true},

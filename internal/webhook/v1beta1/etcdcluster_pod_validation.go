@@ -30,9 +30,9 @@ const memberPodTimeout = 4 * time.Second
 // admission forbids (Pod Security, a LimitRange, a ValidatingAdmissionPolicy, a policy webhook).
 // Stored, such a spec would leave a new cluster without pods, and the rollout would hold a running
 // cluster's members on the old spec (RolloutPaused) until it is fixed. What the API server refuses
-// for now but may allow without the spec changing is a warning (a service account not created yet;
-// a full ResourceQuota, on create only: on update the dry run counts the pod beside the member's own,
-// which a restart deletes first). A dry run that cannot tell (a timeout, a pod webhook without dry-run
+// for now but may allow without the spec changing is a warning (a service account or priority class
+// not created yet; a full ResourceQuota, on create only: on update the dry run counts the pod beside
+// the member's own, which a restart deletes first). A dry run that cannot tell (a timeout, a pod webhook without dry-run
 // support) admits c with a warning: the rollout checks each pod again.
 func (p *MemberPods) validate(ctx context.Context, c *etcdv1beta1.EtcdCluster, create bool) (field.ErrorList, admission.Warnings) {
 	ctx, cancel := context.WithTimeout(ctx, memberPodTimeout)
@@ -48,8 +48,10 @@ func (p *MemberPods) validate(ctx context.Context, c *etcdv1beta1.EtcdCluster, c
 		return field.ErrorList{field.Forbidden(specPath, fmt.Sprintf(
 			"the API server refuses the pod this spec makes for each member (a dry run of creating %s: %s): fix spec.podTemplate, spec.options, spec.image or spec.version, or the policy that refuses it",
 			pod.Name, check.Refused))}, nil
-	case check.NotNow != "" && !check.NamespaceTerminating && (create || !check.Quota):
+	case check.NotNow != "" && !check.NamespaceTerminating && create:
 		return nil, admission.Warnings{fmt.Sprintf("The API server refuses the members' pods for now (a dry run of creating %s: %s); the operator creates them once it allows them", pod.Name, check.NotNow)}
+	case check.NotNow != "" && !check.NamespaceTerminating && !check.Quota:
+		return nil, admission.Warnings{fmt.Sprintf("The API server refuses the members' pods for now (a dry run of creating %s: %s); the rolling update waits, with no member restarted, until it allows them", pod.Name, check.NotNow)}
 	}
 	return nil, nil
 }

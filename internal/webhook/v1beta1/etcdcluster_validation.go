@@ -349,26 +349,34 @@ func validateImageChange(old, image string) field.ErrorList {
 	return validateImage(image)
 }
 
-// validateImageTag refuses a spec.image whose tag names an etcd release (v3.5.35, 3.6.16) other than
-// spec.version (its default when unset): the members would run one release while the operator chose
-// their flags, the upgrade path and its checks for the other. A tag that names no release (latest,
-// v3.6.16-custom, a digest) is not checked. On an update (o not nil) only a change of the image is: a
-// version changed alone under a set image is validateImageWithVersion's.
+// validateImageTag refuses a spec.image whose tag names an etcd release other than spec.version (its
+// default when unset): the members would run one release while the operator chose their flags, the
+// upgrade path and its checks for the other. The release is what the tag says before its first "-"
+// (v3.6.16, 3.5.21-0, v3.6.16-amd64, 3.5.35-debian-12-r1), with or without a digest after it; a tag
+// that names no release (latest, a commit) and an image by digest alone are not checked. On an update
+// (o not nil) only a change of the image is: a version changed alone under a set image is
+// validateImageWithVersion's.
 func validateImageTag(o, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
 	if s.Image == "" || (o != nil && o.Image == s.Image) {
 		return nil
 	}
-	ref, err := name.NewTag(s.Image)
-	if err != nil || strings.Contains(s.Image, "@") {
-		return nil
+	image, _, _ := strings.Cut(s.Image, "@")
+	ref, err := name.NewTag(image)
+	if err != nil || !strings.Contains(image, ":") || strings.LastIndex(image, ":") < strings.LastIndex(image, "/") {
+		return nil // no tag of its own ("latest" by default)
 	}
-	v, err := version.Parse(ref.TagStr())
+	release, _, _ := strings.Cut(ref.TagStr(), "-")
+	v, err := version.Parse(release)
 	if err != nil || v.String() == specVersion(s) {
 		return nil
 	}
+	unset := ""
+	if s.Version == "" {
+		unset = fmt.Sprintf(" (unset, it is %s)", etcdv1beta1.DefaultVersion)
+	}
 	return field.ErrorList{field.Invalid(specPath.Child("version"), specVersion(s), fmt.Sprintf(
-		"spec.image %s is tagged as etcd %s: set spec.version: %q with it (the operator chooses the members' flags, the upgrade path and its checks by spec.version, %s when unset)",
-		s.Image, v, v.String(), etcdv1beta1.DefaultVersion))}
+		"spec.image %s is tagged as etcd %s, and spec.version%s says %s: set spec.version: %q with it, or use an image of etcd %s (the operator chooses the members' flags, the upgrade path and its checks by spec.version)",
+		s.Image, v, unset, specVersion(s), v.String(), specVersion(s)))}
 }
 
 // validateImageWithVersion refuses a version change that would change nothing: with spec.image set,
