@@ -84,7 +84,7 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 	r.createdEvents(c, created, len(names), plan)
 	if len(rebuilt) > 0 {
 		return verdict.Acting(etcdv1beta1.ReasonBootstrapping, fmt.Sprintf(
-			"Recreating the pods of %s with the current spec: built from an older one, their etcd did not run", strings.Join(rebuilt, ", "))), nil
+			"Recreating the pods of %s: their etcd did not run", strings.Join(rebuilt, "; "))), nil
 	}
 	return bootstrapWaiting(s, len(names), plan), nil
 }
@@ -113,8 +113,9 @@ func bootstrapWaiting(s *scope, n int, plan *resources.RestorePlan) *verdict.Ste
 }
 
 // rebuildInitialPods deletes the pods of the initial members names that verdict.BootstrapPodToRebuild
-// holds for (built from an older spec, their etcd not running), so that the next pass recreates them
-// with the current spec on their claims, and returns their names.
+// holds for (built from an older spec, or without their claim, their etcd not running), so that the
+// next pass recreates them with the current spec on their claims (new ones for those gone), and
+// returns, for each, its name and why ("demo-1 (its claim is gone …)").
 func (r *EtcdClusterReconciler) rebuildInitialPods(ctx context.Context, s *scope, names []string) ([]string, error) {
 	var rebuilt []string
 	for _, name := range names {
@@ -130,8 +131,8 @@ func (r *EtcdClusterReconciler) rebuildInitialPods(ctx context.Context, s *scope
 		if err := r.Delete(ctx, have.Pod, client.Preconditions{UID: &have.Pod.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return nil, fmt.Errorf("delete pod %s (%s): %w", name, why, err)
 		}
-		r.eventAbout(s.cluster, memberRef(s.cluster, name), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Deleted pod %s (%s) to recreate it with the current spec", name, why)
-		rebuilt = append(rebuilt, name)
+		r.eventAbout(s.cluster, memberRef(s.cluster, name), corev1.EventTypeNormal, "UpdatingMember", "Restart", "Deleted pod %s (%s) to recreate it", name, why)
+		rebuilt = append(rebuilt, name+" ("+why+")")
 	}
 	return rebuilt, nil
 }

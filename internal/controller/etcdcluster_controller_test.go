@@ -694,3 +694,42 @@ func TestHealthReportedWhileBlocked(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBootstrapPodRebuiltWithoutItsClaim: the claim of an initial member deleted while its pod waited
+// to be scheduled (which does not protect a claim) leaves a pod that can never start; before the
+// cluster forms, the operator deletes that pod and makes a new claim and pod.
+func TestBootstrapPodRebuiltWithoutItsClaim(t *testing.T) {
+	c := createCluster(t, "noclaim", 1)
+	ctx := context.Background()
+	var pod *corev1.Pod
+	claim := &corev1.PersistentVolumeClaim{}
+	testutil.Eventually(t, waitTimeout, "pod and claim of noclaim-0", func(context.Context) error {
+		var err error
+		if pod, err = getPod(c, "noclaim-0"); err != nil {
+			return err
+		}
+		return k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("noclaim-0")}, claim)
+	})
+	if err := k8s.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the pod without its claim deleted", func(context.Context) error {
+		if p, err := getPod(c, "noclaim-0"); err == nil && p.UID == pod.UID && p.DeletionTimestamp == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	waitEvent(t, c, "UpdatingMember", "Deleted pod noclaim-0 (its claim is gone or being deleted, so it can never start)")
+	finishClaimDeletion(t, c, claim.UID)
+	testutil.Eventually(t, waitTimeout, "a new claim and pod", func(context.Context) error {
+		p, err := getPod(c, "noclaim-0")
+		if err != nil || p.UID == pod.UID {
+			return fmt.Errorf("pod: %v", err)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("noclaim-0")}, pvc); err != nil || pvc.UID == claim.UID {
+			return fmt.Errorf("claim: %v", err)
+		}
+		return nil
+	})
+}

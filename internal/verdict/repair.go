@@ -85,9 +85,17 @@ func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options
 // not run (it waits for an image that cannot be pulled, crash-loops on a flag, or has not started). A
 // fix of a spec the first members could not run with (a spec.version without an image, say) then
 // reaches them at once; their claims, and any data on them, are kept. A pod whose etcd runs is left to
-// the rolling update once the cluster has formed.
+// the rolling update once the cluster has formed. So is the pod, its etcd not running, of a member
+// whose claim is gone or being deleted (deleted while the pod waited to be scheduled, which does not
+// protect a claim): it could never start, and the bootstrap makes a new claim and pod.
 func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.Options) string {
-	if !mem.HasPod() || mem.PodSpecHash() == opts.SpecHash(c.Object) || mem.EtcdRunning() {
+	if !mem.HasPod() || mem.EtcdRunning() {
+		return ""
+	}
+	if c.Object.Spec.Storage.EmptyDir == nil && !mem.HasClaim() {
+		return "its claim is gone or being deleted, so it can never start"
+	}
+	if mem.PodSpecHash() == opts.SpecHash(c.Object) {
 		return ""
 	}
 	if p := mem.PodProblem(); p != "" {

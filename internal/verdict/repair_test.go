@@ -375,7 +375,13 @@ func TestBootstrapPodToRebuild(t *testing.T) {
 	}
 	pulling := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "docker.io/local/etcd:v3.6.99"`}}
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
-	m := model.Build(model.Input{Cluster: c, Options: opts, Pods: []corev1.Pod{
+	claims := func(names ...string) (out []corev1.PersistentVolumeClaim) {
+		for _, n := range names {
+			out = append(out, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName(n)}})
+		}
+		return out
+	}
+	m := model.Build(model.Input{Cluster: c, Options: opts, Claims: claims("n-0", "n-1", "n-2"), Pods: []corev1.Pod{
 		mk("n-0", "older", pulling), mk("n-1", hash, pulling), mk("n-2", "older", running)}})
 	for name, want := range map[string]string{
 		"n-0": `built from an older spec, its etcd not running: etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`,
@@ -384,6 +390,15 @@ func TestBootstrapPodToRebuild(t *testing.T) {
 	} {
 		if got := BootstrapPodToRebuild(m, m.Member(name), opts); got != want {
 			t.Errorf("%s: BootstrapPodToRebuild = %q, want %q", name, got, want)
+		}
+	}
+	// a claim deleted while its pod waited to be scheduled: the pod can never start, and is rebuilt
+	pending := corev1.ContainerState{}
+	lost := model.Build(model.Input{Cluster: c, Options: opts, Claims: claims("n-0", "n-2"), Pods: []corev1.Pod{
+		mk("n-0", hash, pending), mk("n-1", hash, pending), mk("n-2", hash, running)}})
+	for name, want := range map[string]string{"n-0": "", "n-1": "its claim is gone or being deleted, so it can never start", "n-2": ""} {
+		if got := BootstrapPodToRebuild(lost, lost.Member(name), opts); got != want {
+			t.Errorf("claim of n-1 gone: %s: BootstrapPodToRebuild = %q, want %q", name, got, want)
 		}
 	}
 	want := `n-0, n-1: etcd container ImagePullBackOff: Back-off pulling image "docker.io/local/etcd:v3.6.99"`
