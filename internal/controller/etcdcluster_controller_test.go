@@ -724,11 +724,11 @@ func TestBootstrapPodRebuiltWithoutItsClaim(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "a new claim and pod", func(context.Context) error {
 		p, err := getPod(c, "noclaim-0")
 		if err != nil || p.UID == pod.UID {
-			return fmt.Errorf("pod: %v", err)
+			return fmt.Errorf("pod: %w", err)
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("noclaim-0")}, pvc); err != nil || pvc.UID == claim.UID {
-			return fmt.Errorf("claim: %v", err)
+			return fmt.Errorf("claim: %w", err)
 		}
 		return nil
 	})

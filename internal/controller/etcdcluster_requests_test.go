@@ -307,7 +307,7 @@ func TestClaimDeletedUnderOnlyMemberKept(t *testing.T) {
 	})
 	testutil.Consistently(t, 3*time.Second, "the only member's pod kept", func(context.Context) error {
 		if p, err := getPod(c, "lone-0"); err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
-			return fmt.Errorf("pod lone-0: %v", err)
+			return fmt.Errorf("pod lone-0: %w", err)
 		}
 		return nil
 	})
