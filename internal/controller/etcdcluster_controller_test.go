@@ -723,12 +723,15 @@ func TestBootstrapPodRebuiltWithoutItsClaim(t *testing.T) {
 	finishClaimDeletion(t, c, claim.UID)
 	testutil.Eventually(t, waitTimeout, "a new claim and pod", func(context.Context) error {
 		p, err := getPod(c, "noclaim-0")
-		if err != nil || p.UID == pod.UID {
-			return fmt.Errorf("pod: %w", err)
+		if err != nil {
+			return err
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("noclaim-0")}, pvc); err != nil || pvc.UID == claim.UID {
-			return fmt.Errorf("claim: %w", err)
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName("noclaim-0")}, pvc); err != nil {
+			return err
+		}
+		if p.UID == pod.UID || pvc.UID == claim.UID {
+			return errors.New("the old pod or claim is still there")
 		}
 		return nil
 	})

@@ -306,8 +306,12 @@ func TestClaimDeletedUnderOnlyMemberKept(t *testing.T) {
 		return nil
 	})
 	testutil.Consistently(t, 3*time.Second, "the only member's pod kept", func(context.Context) error {
-		if p, err := getPod(c, "lone-0"); err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
-			return fmt.Errorf("pod lone-0: %w", err)
+		p, err := getPod(c, "lone-0")
+		if err != nil {
+			return err
+		}
+		if p.UID != pod.UID || p.DeletionTimestamp != nil {
+			return errors.New("pod lone-0 deleted or replaced")
 		}
 		return nil
 	})

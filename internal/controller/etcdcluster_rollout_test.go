@@ -434,8 +434,11 @@ func TestPodRefusedSinceAdmissionIsBlockedStep(t *testing.T) {
 	// within RequeueRefused of a pass, with no event to wake the operator
 	testutil.Eventually(t, 15*time.Second, "the pod of lrpod-1 recreated once the LimitRange is gone", func(context.Context) error {
 		p, err := getPod(c, names[1])
-		if err != nil || p.UID == old.UID {
-			return fmt.Errorf("not yet (%v)", err)
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return errors.New("not yet")
 		}
 		return nil
 	})
