@@ -319,6 +319,10 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	return verdict.Acting(etcdv1beta1.ReasonAddingMember, fmt.Sprintf("Created the pod of %s; it is added to etcd once it has its address", a.Member)), nil
 }
 
+// fixRefusedPod says what to do about a member pod the API server refuses, in the messages of
+// podRefused and of the rollout's pause.
+const fixRefusedPod = "fix spec.podTemplate, or what the API server names (a policy, a missing service account)"
+
 // podRefused is the step when the API server refuses the pod of member (purpose says what for, such
 // as ", to be added to etcd"; check says why: a ResourceQuota, a LimitRange, an admission policy, a
 // missing service account, an invalid pod): retrying at once changes nothing, and a quota raised or
@@ -330,7 +334,7 @@ func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
 	case check.NamespaceTerminating:
 		what = "the namespace is being deleted, and the cluster with it"
 	case check.Refused != "" || !check.Quota:
-		what = "fix spec.podTemplate, or what the API server names (a policy, a missing service account), and it is created"
+		what = fixRefusedPod + ", and it is created"
 	}
 	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s%s: %s; %s",
 		member, purpose, check.Refused+check.NotNow, what))

@@ -237,7 +237,7 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 		return nil, nil
 	}
 	for _, mem := range s.m.Listed() {
-		if !mem.ClaimTerminating() || !mem.HasPod() {
+		if !mem.ClaimDeletedUnderPod() {
 			continue
 		}
 		if why := verdict.RefuseReplace(s.m, mem.Name); why != "" {

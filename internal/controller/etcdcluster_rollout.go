@@ -56,7 +56,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			}
 			// a policy relaxed or a service account created brings no event: look again soon
 			st := verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); fix spec.podTemplate, or what the API server names (a policy, a missing service account), and the rollout goes on. No member was restarted for it", a.Member, refused))
+				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on. No member was restarted for it", a.Member, refused, fixRefusedPod))
 			st.After = verdict.RequeueRefused
 			return st, nil
 		}

@@ -784,6 +784,11 @@ func (m *Member) HasClaim() bool { return m.Claim != nil && m.Claim.DeletionTime
 // ClaimTerminating reports whether the member's claim is being deleted.
 func (m *Member) ClaimTerminating() bool { return m.Claim != nil && m.Claim.DeletionTimestamp != nil }
 
+// ClaimDeletedUnderPod reports whether the member's claim is being deleted while its pod, not being
+// deleted, runs on it: kubernetes.io/pvc-protection keeps the claim until the pod is gone, and the
+// member's data goes with the pod.
+func (m *Member) ClaimDeletedUnderPod() bool { return m.ClaimTerminating() && m.HasPod() }
+
 // StartedAs returns how the member was first started, as its claim records it (its
 // --initial-cluster-state and --initial-cluster, and the member and cluster ID it then had); "new" with
 // no initial cluster when the claim records nothing.

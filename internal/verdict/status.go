@@ -680,12 +680,12 @@ func RestartLosesData(c *etcdv1beta1.EtcdCluster) bool {
 func claimsDeleted(m *model.Cluster) []string {
 	var out []string
 	for _, mem := range m.Listed() {
-		if !mem.ClaimTerminating() || !mem.HasPod() {
+		if !mem.ClaimDeletedUnderPod() {
 			continue
 		}
 		what := mem.Name + " is replaced once every other member serves and no other change is under way"
 		switch {
-		case m.Desired < 2 || m.Voters() < 2:
+		case soleMember(m):
 			what = mem.Name + " is the only member, so it is not replaced (its data has no other copy): take a backup, or scale to 3 members (the new members copy its data, then it is replaced)"
 		case m.Object.Spec.Paused:
 			what = "the cluster is paused: nothing is done"
