@@ -361,9 +361,9 @@ func validateImageTag(o, s *etcdv1beta1.EtcdClusterSpec) field.ErrorList {
 		return nil
 	}
 	image, _, _ := strings.Cut(s.Image, "@")
-	ref, err := name.NewTag(image)
-	if err != nil || !strings.Contains(image, ":") || strings.LastIndex(image, ":") < strings.LastIndex(image, "/") {
-		return nil // no tag of its own ("latest" by default)
+	ref, err := name.NewTag(image) // without a tag of its own, "latest", which names no release
+	if err != nil {
+		return nil
 	}
 	release, _, _ := strings.Cut(ref.TagStr(), "-")
 	v, err := version.Parse(release)

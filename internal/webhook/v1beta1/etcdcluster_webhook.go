@@ -200,7 +200,8 @@ func (v *EtcdClusterValidator) ValidateCreate(ctx context.Context, c *etcdv1beta
 // ValidateUpdate implements admission.Validator.
 func (v *EtcdClusterValidator) ValidateUpdate(ctx context.Context, old, c *etcdv1beta1.EtcdCluster) (admission.Warnings, error) {
 	errs, warnings := ValidateUpdate(old, c)
-	if rolled, _ := rolledFields(&old.Spec, &c.Spec); len(errs) == 0 && len(rolled) > 0 && v.Pods != nil {
+	// rolledFields again, only when the dry run may be due: ValidateUpdate keeps it to itself
+	if len(errs) == 0 && v.Pods != nil && rolls(&old.Spec, &c.Spec) {
 		perrs, pwarn := v.Pods.validate(ctx, c, false)
 		if len(perrs) > 0 {
 			warnings = nil // warnings of a refused request only distract
@@ -222,4 +223,10 @@ func invalid(c *etcdv1beta1.EtcdCluster, errs field.ErrorList) error {
 		return nil
 	}
 	return apierrors.NewInvalid(etcdv1beta1.GroupVersion.WithKind("EtcdCluster").GroupKind(), c.Name, errs)
+}
+
+// rolls reports whether the change from o to s restarts the members (rolledFields names a field).
+func rolls(o, s *etcdv1beta1.EtcdClusterSpec) bool {
+	rolled, _ := rolledFields(o, s)
+	return len(rolled) > 0
 }
