@@ -28,6 +28,7 @@ var namespaced = map[string]bool{
 	"etcd.etcdkit.dev/etcdclusters": true, "etcd.etcdkit.dev/etcdclusters/status": true,
 	"etcd.etcdkit.dev/etcdclusters/finalizers": true, "etcd.etcdkit.dev/etcdbackups": true,
 	"etcd.etcdkit.dev/etcdbackups/status": true, "etcd.etcdkit.dev/etcdbackups/finalizers": true,
+	"/resourcequotas": true, "/limitranges": true,
 }
 
 // clusterScoped are the cluster-scoped resources the operator has rules on, with why it needs them.

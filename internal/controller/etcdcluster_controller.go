@@ -347,3 +347,12 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // DefaultMaxConcurrentReconciles is how many clusters are reconciled at once by default.
 const DefaultMaxConcurrentReconciles = 4
+
+// uncached is the reader of what the API server holds now, not the cache's copy: APIReader, or Client
+// when it is not set.
+func (r *EtcdClusterReconciler) uncached() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}

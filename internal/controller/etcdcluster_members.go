@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,11 +30,8 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 			return wait, err
 		}
 		m.Restore = plan
-	} else if m.TLS == nil {
-		t := s.m.DesiredTLS(m.Name)
-		m.TLS = &t
 	}
-	pod := r.Options.BuildPod(s.cluster, m)
+	pod := r.memberPod(s, m)
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
 		// not ours): never replace it blindly, and do not retry in a loop
@@ -49,6 +47,16 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 	}
 	s.m.Created(pod)
 	return nil, nil
+}
+
+// memberPod builds the pod member m gets now: serving TLS as m says, or, when m does not say
+// (m.TLS nil), as the model says the member is to serve now (model.DesiredTLS).
+func (r *EtcdClusterReconciler) memberPod(s *scope, m resources.Member) *corev1.Pod {
+	if m.TLS == nil {
+		t := s.m.DesiredTLS(m.Name)
+		m.TLS = &t
+	}
+	return r.Options.BuildPod(s.cluster, m)
 }
 
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases

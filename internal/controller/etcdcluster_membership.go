@@ -186,10 +186,7 @@ func (r *EtcdClusterReconciler) checkAwaitingPod(ctx context.Context, s *scope, 
 // which the new member cannot catch up. It reads the API server, not the cache: EndpointSlices are
 // read only here.
 func (r *EtcdClusterReconciler) awaitPublished(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
-	reader := client.Reader(r.Client)
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
+	reader := r.uncached()
 	list := &discoveryv1.EndpointSliceList{}
 	if err := reader.List(ctx, list, client.InNamespace(s.cluster.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: resources.PeerServiceName(s.cluster)}); err != nil {
@@ -262,10 +259,7 @@ func (f *firstSeen) since(key string, now time.Time) time.Time {
 // storage.retainPolicy Retain) blocks, as for addLearner.
 func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
 	c := s.cluster
-	reader := client.Reader(r.Client)
-	if r.APIReader != nil {
-		reader = r.APIReader // what exists now: the caches of claims and pods are filled by separate watches
-	}
+	reader := r.uncached() // what exists now: the caches of claims and pods are filled by separate watches
 	existing := &corev1.PersistentVolumeClaim{}
 	pvcName := resources.PVCName(a.Member)
 	claimMade := false
@@ -291,9 +285,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	// a pod that admission refuses (a ResourceQuota, a LimitRange, a policy) is found out first, by a dry
 	// run, so that no claim is made for it: a claim left without its pod would be deleted as a stray and
 	// made again, pass after pass
-	t := s.m.DesiredTLS(m.Name)
-	m.TLS = &t
-	if check, err := kube.CheckPod(ctx, r.Client, r.Options.BuildPod(c, m)); err != nil {
+	if check, err := kube.CheckPod(ctx, r.Client, r.memberPod(s, m)); err != nil {
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
 	} else if !check.Accepted() {
 		return podRefused(a.Member, ", to be added to etcd", check), nil
@@ -329,7 +321,7 @@ const fixRefusedPod = "fix spec.podTemplate, or what the API server names (a pol
 // freed, or a policy relaxed, brings no event the operator watches, so the pass looks again after
 // verdict.RequeueRefused.
 func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
-	what := "it is created once that allows it (raise the quota, or lower spec.replicas)"
+	what := "it is created once that allows it (raise the quota, or lower spec.replicas or spec.podTemplate.resources)"
 	switch {
 	case check.NamespaceTerminating:
 		what = "the namespace is being deleted, and the cluster with it"

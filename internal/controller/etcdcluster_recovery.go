@@ -34,10 +34,7 @@ func (r *EtcdClusterReconciler) recoveryDelay() time.Duration {
 // destructive recovery steps are taken only on it, never on a stale cached copy that may not show a
 // step already taken.
 func (r *EtcdClusterReconciler) latest(ctx context.Context, c *etcdv1beta1.EtcdCluster) (bool, error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.uncached()
 	cur := &etcdv1beta1.EtcdCluster{}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 		return false, fmt.Errorf("read the latest etcdcluster: %w", err)

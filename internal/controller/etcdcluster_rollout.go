@@ -21,6 +21,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=list
 
 // reconcileRollout rolls member pods that were built from an older spec, one member per pass, once
 // membership is settled: followers first, then the leader after moving leadership away. A restart
@@ -50,13 +51,12 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
-		if refused, err := r.podRefused(ctx, s, s.m.Member(a.Member)); err != nil || refused != "" {
+		if refused, err := r.restartRefused(ctx, s, hash, s.m.Member(a.Member)); err != nil || refused != "" {
 			if refused == "" {
 				return nil, err
 			}
-			// a policy relaxed or a service account created brings no event: look again soon
-			st := verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Not restarting %s: the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on. No member was restarted for it", a.Member, refused, fixRefusedPod))
+			// a policy relaxed, a quota raised or a service account created brings no event: look again soon
+			st := verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf("Not restarting %s: %s. No member was restarted for it", a.Member, refused))
 			st.After = verdict.RequeueRefused
 			return st, nil
 		}
@@ -82,29 +82,46 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	return nil, nil
 }
 
-// podRefused returns why the API server would refuse the pod that m, a member about to be restarted,
-// gets from the current spec ("" when it would not): a dry run of its creation (kube.CheckPod), so
-// that a spec that makes an invalid pod (requests above limits, a toleration's unknown operator), one
-// that admission refuses (a policy), or one that names a service account that does not exist never
-// takes a healthy member down. A ResourceQuota's refusal does not count: the dry run's pod is counted
-// beside the old one, which the restart deletes first. Nor does a dry run that could not tell (a pod
-// webhook without dry-run support): the rollout goes on as before there was a check. Other errors are
-// returned.
-func (r *EtcdClusterReconciler) podRefused(ctx context.Context, s *scope, m *model.Member) (string, error) {
+// restartRefused says why the rollout must not restart m, a member about to be restarted onto the
+// spec of hash ("" when it may), so that it never takes down a member it cannot bring back:
+//   - the API server would refuse the pod the current spec makes for m, as a dry run of its creation
+//     finds (kube.CheckPod): an invalid pod (requests above limits, a toleration's unknown operator),
+//     one that admission refuses (a policy), or one that names a service account or priority class
+//     that does not exist. A ResourceQuota's refusal of the dry run does not count, as the dry run's
+//     pod is counted beside the old one, which the restart deletes first; nor does a dry run that
+//     could not tell (a pod webhook without dry-run support): the rollout goes on as before there
+//     was a check.
+//   - a ResourceQuota has no room for the pods of m and of every other member still to roll, each
+//     made after its old pod is deleted (kube.QuotaShortfall): a spec that asks for more cpu or
+//     memory than the quota has left is found out before the first restart, not at the last one.
+//
+// Other errors are returned.
+func (r *EtcdClusterReconciler) restartRefused(ctx context.Context, s *scope, hash string, m *model.Member) (string, error) {
 	if m == nil {
 		return "", nil
 	}
-	spec := m.StartedAs()
-	t := s.m.DesiredTLS(m.Name)
-	spec.TLS = &t
-	check, err := kube.CheckPod(ctx, r.Client, r.Options.BuildPod(s.cluster, spec))
+	check, err := kube.CheckPod(ctx, r.Client, r.memberPod(s, m.StartedAs()))
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
 	case check.Refused != "":
-		return check.Refused, nil
+		return fmt.Sprintf("the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on", check.Refused, fixRefusedPod), nil
 	case check.NotNow != "" && !check.Quota:
-		return check.NotNow, nil
+		return fmt.Sprintf("the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on", check.NotNow, fixRefusedPod), nil
+	}
+	var steps []kube.PodReplacement
+	for _, mem := range s.m.Listed() {
+		if mem.Pod != nil && !mem.PodTerminating() && !s.m.PodCurrent(mem, hash) {
+			steps = append(steps, kube.PodReplacement{Old: mem.Pod, New: r.memberPod(s, mem.StartedAs())})
+		}
+	}
+	short, err := kube.QuotaShortfall(ctx, r.uncached(), s.cluster.Namespace, steps)
+	if err != nil {
+		return "", fmt.Errorf("check the namespace's ResourceQuotas before restarting %s: %w", m.Name, err)
+	}
+	if short != "" {
+		return fmt.Sprintf("%s; raise the quota, or lower spec.podTemplate.resources, and the rollout goes on (the quota is looked at again every %s)",
+			short, verdict.RequeueRefused), nil
 	}
 	return "", nil
 }

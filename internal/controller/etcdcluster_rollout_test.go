@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -441,5 +442,87 @@ func TestPodRefusedSinceAdmissionIsBlockedStep(t *testing.T) {
 			return errors.New("not yet")
 		}
 		return nil
+	})
+}
+
+// TestRolloutBeyondQuotaRestartsNoMember: a spec that asks each member for more cpu than the
+// namespace's ResourceQuota has room for, once every member is rolled, pauses the rollout before any
+// member goes down (the dry run of one pod cannot tell, as the old pod still counts), and Progressing
+// says which quota, how much room it has and how much the roll needs. Once the quota has room, the
+// rollout restarts the members. (envtest runs no quota controller: the test keeps the quota's status.)
+func TestRolloutBeyondQuotaRestartsNoMember(t *testing.T) {
+	c := createCluster(t, "quotaroll", 3)
+	names := []string{"quotaroll-0", "quotaroll-1", "quotaroll-2"}
+	hosts := []string{"127.0.0.45", "127.0.0.46", "127.0.0.47"}
+	testenv.StartEtcd(t, names, hosts)
+	runPods(t, c, map[string]string{names[0]: hosts[0], names[1]: hosts[1], names[2]: hosts[2]})
+	c = waitAvailable(t, c, 3)
+	uids, _ := podAndClaimUIDs(t, c, names)
+	runDisruptionController(t, c) // evictions would go through
+	ctx := context.Background()
+
+	// the quota has 150m of requests.cpu to spare; each member asks 100m more on the new spec
+	used := resource.Quantity{}
+	for _, n := range names {
+		p, err := getPod(c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu := kube.QuotaUsage(p)[corev1.ResourceRequestsCPU]
+		used.Add(cpu)
+	}
+	hard := used.DeepCopy()
+	hard.Add(resource.MustParse("150m"))
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "compute", Namespace: c.Namespace},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: hard}}}
+	if err := k8s.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceRequestsCPU: used}}
+	if err := k8s.Status().Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}
+	})
+	testutil.Eventually(t, waitTimeout, "the rollout paused on the quota", func(context.Context) error {
+		c = getCluster(t, c)
+		p := condition(c, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonRolloutPaused ||
+			!strings.Contains(p.Message, "ResourceQuota compute has room for requests.cpu 150m more") ||
+			!strings.Contains(p.Message, "the 3 pods of the current spec need 300m more than the pods they replace") ||
+			!strings.Contains(p.Message, "raise the quota, or lower spec.podTemplate.resources") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	for _, n := range names {
+		if p, err := getPod(c, n); err != nil || p.UID != uids[n] || p.DeletionTimestamp != nil {
+			t.Fatalf("pod %s went for a spec the quota has no room for (%v)", n, err)
+		}
+	}
+
+	// room for the whole roll (and, as nothing here frees the old pods' share, for the new pods beside them)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
+		t.Fatal(err)
+	}
+	hard.Add(resource.MustParse("1"))
+	q.Spec.Hard[corev1.ResourceRequestsCPU] = hard
+	if err := k8s.Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status.Hard[corev1.ResourceRequestsCPU] = hard
+	if err := k8s.Status().Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	// within RequeueRefused of a pass, with no event to wake the operator
+	testutil.Eventually(t, 15*time.Second, "a member restarted once the quota has room", func(context.Context) error {
+		for _, n := range names {
+			if p, err := getPod(c, n); err != nil || p.UID != uids[n] {
+				return nil
+			}
+		}
+		return errors.New("every pod is the one from before")
 	})
 }

@@ -7,6 +7,13 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
 - apiGroups:
   - ""
   resources:
+  - limitranges
+  - resourcequotas
+  verbs:
+  - list
+- apiGroups:
+  - ""
+  resources:
   - persistentvolumeclaims
   - pods
   - services
@@ -278,6 +285,13 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
 {{- end }}
 
 {{- define "etcd-operator.generated.rules.Role.etcd-operator" }}
+- apiGroups:
+  - ""
+  resources:
+  - limitranges
+  - resourcequotas
+  verbs:
+  - list
 - apiGroups:
   - ""
   resources:

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
@@ -133,4 +135,75 @@ func TestMemberPodRefusedAtAdmission(t *testing.T) {
 			t.Errorf("namespace %s: %d pods (%v), want none: the check is a dry run", namespace, len(pods.Items), err)
 		}
 	}
+}
+
+// TestRolloutBeyondQuotaWarnedAtAdmission: a change that restarts the members onto pods that ask for
+// more cpu than the namespace's ResourceQuota has room for, once every member is rolled, is admitted
+// with a warning that names the quota, its room and what the rollout needs, and says that no member is
+// restarted until it has room; a change that fits is admitted without one. (envtest runs no quota
+// controller: the test sets the quota's status.)
+func TestRolloutBeyondQuotaWarnedAtAdmission(t *testing.T) {
+	k8s, w := newClient(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "quota-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ns) })
+	c := newObject(withTemplate(etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}))
+	c.Namespace = ns.Name
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// the members' pods, as the API server holds them, each asking 100m
+	for i := range 3 {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", c.Name, i), Namespace: ns.Name, Labels: resources.SelectorLabels(c)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hard := corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("450m")}
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "compute", Namespace: ns.Name}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+	if err := k8s.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("300m")}}
+	if err := k8s.Status().Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	w.Take()
+	cpu := func(req string) testutil.ClusterOption {
+		return func(c *etcdv1beta1.EtcdCluster) {
+			c.Spec.PodTemplate.Resources.Requests[corev1.ResourceCPU] = resource.MustParse(req)
+		}
+	}
+
+	if err := update(k8s, c, cpu("200m")); err != nil {
+		t.Fatalf("a change beyond the quota refused: %v", err)
+	}
+	ws := quotaWarnings(w.Take())
+	if len(ws) != 1 || !strings.Contains(ws[0], "The rolling update waits, with no member restarted, until the namespace's quota has room") ||
+		!strings.Contains(ws[0], "ResourceQuota compute has room for requests.cpu 150m more (used 300m of 450m), and the 3 pods of the current spec need 300m more") {
+		t.Errorf("warnings %q, want one about the quota's room", ws)
+	}
+	if err := update(k8s, c, cpu("140m")); err != nil {
+		t.Fatalf("a change within the quota refused: %v", err)
+	}
+	if ws := quotaWarnings(w.Take()); len(ws) != 0 {
+		t.Errorf("a change within the quota warned %q", ws)
+	}
+}
+
+// quotaWarnings are the warnings of ws that speak of a quota.
+func quotaWarnings(ws []string) []string {
+	var q []string
+	for _, m := range ws {
+		if strings.Contains(m, "quota") {
+			q = append(q, m)
+		}
+	}
+	return q
 }

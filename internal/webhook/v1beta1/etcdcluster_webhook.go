@@ -59,7 +59,7 @@ func SetupEtcdClusterWebhookWithManager(mgr ctrl.Manager, d Defaults, memberPod 
 func validator(mgr ctrl.Manager, memberPod func(*etcdv1beta1.EtcdCluster) *corev1.Pod) *EtcdClusterValidator {
 	v := &EtcdClusterValidator{Reader: mgr.GetAPIReader()}
 	if memberPod != nil {
-		v.Pods = &MemberPods{Client: mgr.GetClient(), Build: memberPod}
+		v.Pods = &MemberPods{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Build: memberPod}
 	}
 	return v
 }
