@@ -77,6 +77,10 @@ func TestBuildPod(t *testing.T) {
 	if ctr.ReadinessProbe.HTTPGet.Path != "/readyz" || ctr.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("3.6 probes = %s / %s", ctr.ReadinessProbe.HTTPGet.Path, ctr.LivenessProbe.HTTPGet.Path)
 	}
+	// a member that stops answering is out of the client Service within 6 × 2 s
+	if r := ctr.ReadinessProbe; r.PeriodSeconds != 1 || r.TimeoutSeconds != 2 || r.FailureThreshold != 6 {
+		t.Errorf("readiness probe every %d s, timeout %d s, %d failures; want 1, 2, 6", r.PeriodSeconds, r.TimeoutSeconds, r.FailureThreshold)
+	}
 
 	old := Options{}.BuildPod(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.5.21" }), Member{Name: "demo-0"})
 	// 3.5 has no /readyz or /livez; its /health fails on any alarm unless excluded, and NOSPACE must

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -97,8 +98,8 @@ func TestC01_ScaleDownWithFailedMember(t *testing.T) {
 	}
 }
 
-// TestC06_ScaleUpWaitsForUnhealthyMember: replicas 3 -> 5 while demo-2 does not answer: no member is
-// added while a voter is unhealthy, a condition says why, and the cluster grows once demo-2 answers
+// TestC06_ScaleUpWaitsForUnhealthyMember: replicas 3 -> 5 while demo-2 does not answer: demo-2 leaves
+// the client Service within 20 s, no member is added while a voter is unhealthy, a condition says why, and the cluster grows once demo-2 answers
 // again; started voters never drop below quorum. demo-2 is thawed by the test rather than left to
 // kubelet's liveness probe, whose restart takes 1.5 to over 3 minutes on a loaded machine: when it
 // comes back is not what the test is about.
@@ -107,6 +108,20 @@ func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 	assertAvailable(t, c, availableTimeout)
 	id := clusterIDOf(t, c)
 	thaw := freezeMember(t, c, "demo-2")
+	frozen := time.Now()
+	// a member that stops answering leaves the client Service: its readiness probe gives up after 2 s
+	// without an answer, 6 times in a row (about 12 s; 30 s with the probe's former 5 s)
+	poll.Eventually(t, 20*time.Second, "demo-2's pod not Ready (out of the client Service)", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		if p := pods["demo-2"]; p == nil || ready(p) {
+			return errors.New("still Ready")
+		}
+		return nil
+	})
+	t.Logf("demo-2 frozen -> its pod not Ready in %s", time.Since(frozen).Round(100*time.Millisecond))
 	watch := watchMembers(c)
 	scale(t, c, 5)
 	poll.Eventually(t, statusTimeout+10*time.Second, "a condition saying why scaling waits", func(ctx context.Context) error {
