@@ -49,8 +49,10 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	return verdict.Blocked(etcdv1beta1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
 }
 
-// nextOnResume says what the membership planner or the rollout would do first if the cluster were not
-// paused (or which missing member pods it would recreate first), "" when none would act (or etcd did not answer, so neither can plan).
+// nextOnResume says what the operator would do first if the cluster were not paused: recreate missing
+// member pods, replace a member whose claim is being deleted under its running pod
+// (reconcileClaimDeleted), or the first step of the membership planner or the rollout; "" when none
+// would act (or etcd did not answer, so none can plan).
 func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 	if !s.m.Answered() {
 		return ""
@@ -63,6 +65,11 @@ func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 	}
 	if len(missing) > 0 && s.m.Formed() {
 		return "recreate the pods of " + strings.Join(missing, ", ") + " on their data"
+	}
+	for _, m := range s.m.Listed() {
+		if m.ClaimDeletedUnderPod() && verdict.RefuseReplace(s.m, m.Name) == "" && s.cluster.Spec.ReplaceAfter() > 0 {
+			return fmt.Sprintf("replace %s, whose claim %s is being deleted (its data goes when its pod stops)", m.Name, m.Claim.Name)
+		}
 	}
 	if a := membership.Next(s.m.Membership(verdict.Replacements(s.m))); a.Kind != membership.None && a.Kind != membership.Wait {
 		return fmt.Sprintf("%s %s (%s)", a.Kind, a.Member, a.Reason)

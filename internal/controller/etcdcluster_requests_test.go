@@ -237,7 +237,8 @@ func TestReplaceMemberRequest(t *testing.T) {
 // (kubernetes.io/pvc-protection holds the claim until the pod is gone) is replaced without a person
 // while the other members serve: it leads, so leadership first moves to a follower; then its pod is
 // deleted with a Warning event that names the claim, and, once its etcd stopped, it is removed from
-// etcd and added back under its name as a new learner with a new member ID on a new claim.
+// etcd and added back under its name as a new learner with a new member ID on a new claim. While
+// the cluster is paused, nothing is done, and Progressing says what comes once resumed.
 func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("doomed", testutil.InNamespace("ns-doomed"), testutil.WithReplicas(3)),
 		"127.0.0.34", "127.0.0.35", "127.0.0.36")
@@ -261,9 +262,28 @@ func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	if !slices.Contains(oldClaim.Finalizers, "kubernetes.io/pvc-protection") {
 		t.Fatalf("claim %s has finalizers %v: without pvc-protection its deletion would not wait for the pod", oldClaim.Name, oldClaim.Finalizers)
 	}
+	// paused, the operator only says what it would do
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused = true })
+	testutil.Eventually(t, waitTimeout, "Progressing says paused", func(context.Context) error {
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || p.Reason != etcdv1beta1.ReasonPaused {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
 	if err := k8s.Delete(ctx, oldClaim); err != nil {
 		t.Fatal(err)
 	}
+	next := fmt.Sprintf("next once resumed: replace %s, whose claim %s is being deleted", victim, oldClaim.Name)
+	testutil.Eventually(t, waitTimeout, "Progressing says "+next, func(context.Context) error {
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || !strings.Contains(p.Message, next) {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	if p, err := getPod(c, victim); err != nil || p.UID != oldPod.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("the pod of %s went while paused (%v)", victim, err)
+	}
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Paused = false })
 
 	waitEvent(t, c, "MovedLeader", "Moved leadership from "+victim)
 	waitEvent(t, c, etcdv1beta1.ReasonReplacingMember, fmt.Sprintf("Replacing member %s (ID %s): its claim %s was deleted at", victim, etcd.FormatID(oldID), oldClaim.Name))
