@@ -441,6 +441,115 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 	})
 	t.Logf("service account created -> 3 members rolled onto it in %s", time.Since(created).Round(100*time.Millisecond))
 	assertMembers(t, c, 3, id)
+
+	// a compute quota with 150m of requests.cpu to spare, and a spec asking 100m more of each member:
+	// a warning at admission, the rollout paused before any restart, and rolled once the quota has room
+	compute := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "compute"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("10")}}}
+	if err := k8s.Create(ctx, compute); err != nil {
+		t.Fatal(err)
+	}
+	var used resource.Quantity
+	poll.Eventually(t, statusTimeout, "the compute quota counts the member pods", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(compute), compute); err != nil {
+			return err
+		}
+		var ok bool
+		if used, ok = compute.Status.Used[corev1.ResourceRequestsCPU]; !ok || used.IsZero() {
+			return fmt.Errorf("used %v", compute.Status.Used)
+		}
+		return nil
+	})
+	setHard := func(hard resource.Quantity) {
+		t.Helper()
+		poll.Eventually(t, statusTimeout, "the compute quota enforces "+hard.String(), func(ctx context.Context) error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(compute), compute); err != nil {
+				return err
+			}
+			if h := compute.Spec.Hard[corev1.ResourceRequestsCPU]; h.Cmp(hard) != 0 {
+				compute.Spec.Hard[corev1.ResourceRequestsCPU] = hard
+				if err := k8s.Update(ctx, compute); err != nil {
+					return err
+				}
+			}
+			if h := compute.Status.Hard[corev1.ResourceRequestsCPU]; h.Cmp(hard) != 0 {
+				return fmt.Errorf("status.hard %v", compute.Status.Hard)
+			}
+			return nil
+		})
+	}
+	hard := used.DeepCopy()
+	hard.Add(resource.MustParse("150m"))
+	setHard(hard)
+	pods, err = memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, p := range pods {
+		uids[n] = p.UID
+	}
+	cur, err = getCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cur.Spec.PodTemplate.Resources; r != nil {
+		t.Fatalf("the test assumes the default resources, not %+v", r)
+	}
+	cur.Spec.PodTemplate.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")}} // the default, +100m cpu
+	warned.Take()
+	if err := warnedClient.Update(ctx, cur); err != nil {
+		t.Fatalf("a spec beyond the quota's room refused: %v", err)
+	}
+	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "The rolling update waits, with no member restarted, until the namespace's quota has room") ||
+		!strings.Contains(w, "ResourceQuota compute has room for requests.cpu 150m more") {
+		t.Errorf("a spec beyond the quota's room warned %q, want the quota named", w)
+	}
+	poll.Eventually(t, statusTimeout, "Progressing says the rollout waits for the quota", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "ResourceQuota compute has room for requests.cpu 150m more") ||
+			!strings.Contains(p.Message, "the 3 pods of the current spec need 300m more") {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		return nil
+	})
+	if pods, err := memberPods(ctx, c); err != nil {
+		t.Fatal(err)
+	} else {
+		for n, p := range pods {
+			if p.UID != uids[n] || p.DeletionTimestamp != nil {
+				t.Errorf("pod %s was restarted for a spec the quota has no room for", n)
+			}
+		}
+	}
+	hard.Add(resource.MustParse("300m")) // 450m of room for the 300m the roll needs
+	raised := time.Now()
+	setHard(hard)
+	poll.Eventually(t, rolloutTimeout, "every member runs with 200m, Progressing False", func(ctx context.Context) error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Status != metav1.ConditionFalse || p.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("200m")) != 0 || !ready(p) {
+				return fmt.Errorf("pod %s: cpu %s, Ready %v", n, cpu.String(), ready(p))
+			}
+		}
+		return nil
+	})
+	t.Logf("quota raised -> 3 members rolled onto 200m in %s", time.Since(raised).Round(100*time.Millisecond))
+	assertMembers(t, c, 3, id)
 }
 
 // TestPDBBlocksEvictionThatBreaksQuorum: with 3 members, evicting one is allowed and evicting a second
