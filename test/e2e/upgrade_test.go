@@ -407,35 +407,14 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 		}
 		return nil
 	})
-	if pods, err := memberPods(ctx, c); err != nil {
-		t.Fatal(err)
-	} else {
-		for n, p := range pods {
-			if p.UID != uids[n] || p.DeletionTimestamp != nil {
-				t.Errorf("pod %s was restarted for a pod the API server refuses", n)
-			}
-		}
-	}
+	assertNoneRestarted(t, c, uids, "for a pod the API server refuses")
 	created := time.Now()
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "etcd-members"}}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, rolloutTimeout, "every member runs as etcd-members, Progressing False", func(ctx context.Context) error {
-		cur, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Status != metav1.ConditionFalse || p.ObservedGeneration != cur.Generation {
-			return fmt.Errorf("Progressing %+v", p)
-		}
-		pods, err := memberPods(ctx, c)
-		if err != nil {
-			return err
-		}
-		for n, p := range pods {
-			if p.Spec.ServiceAccountName != "etcd-members" || !ready(p) {
-				return fmt.Errorf("pod %s: service account %q, Ready %v", n, p.Spec.ServiceAccountName, ready(p))
-			}
+	waitRolled(t, c, "runs as etcd-members", func(p *corev1.Pod) error {
+		if p.Spec.ServiceAccountName != "etcd-members" {
+			return fmt.Errorf("service account %q", p.Spec.ServiceAccountName)
 		}
 		return nil
 	})
@@ -517,19 +496,40 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 		}
 		return nil
 	})
-	if pods, err := memberPods(ctx, c); err != nil {
-		t.Fatal(err)
-	} else {
-		for n, p := range pods {
-			if p.UID != uids[n] || p.DeletionTimestamp != nil {
-				t.Errorf("pod %s was restarted for a spec the quota has no room for", n)
-			}
-		}
-	}
+	assertNoneRestarted(t, c, uids, "for a spec the quota has no room for")
 	hard.Add(resource.MustParse("300m")) // 450m of room for the 300m the roll needs
 	raised := time.Now()
 	setHard(hard)
-	poll.Eventually(t, rolloutTimeout, "every member runs with 200m, Progressing False", func(ctx context.Context) error {
+	waitRolled(t, c, "runs with 200m", func(p *corev1.Pod) error {
+		if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("200m")) != 0 {
+			return fmt.Errorf("cpu %s", cpu.String())
+		}
+		return nil
+	})
+	t.Logf("quota raised -> 3 members rolled onto 200m in %s", time.Since(raised).Round(100*time.Millisecond))
+	assertMembers(t, c, 3, id)
+}
+
+// assertNoneRestarted fails t if a member pod of c is not the one of uids (by member name), or is being
+// deleted: it was restarted why.
+func assertNoneRestarted(t *testing.T, c *etcdv1beta1.EtcdCluster, uids map[string]types.UID, why string) {
+	t.Helper()
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, p := range pods {
+		if p.UID != uids[n] || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was restarted %s", n, why)
+		}
+	}
+}
+
+// waitRolled waits until Progressing is False for c's current generation and every member pod is
+// Ready and passes check (what says what it checks).
+func waitRolled(t *testing.T, c *etcdv1beta1.EtcdCluster, what string, check func(*corev1.Pod) error) {
+	t.Helper()
+	poll.Eventually(t, rolloutTimeout, "every member "+what+", Progressing False", func(ctx context.Context) error {
 		cur, err := getCluster(ctx, c)
 		if err != nil {
 			return err
@@ -542,14 +542,12 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 			return err
 		}
 		for n, p := range pods {
-			if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("200m")) != 0 || !ready(p) {
-				return fmt.Errorf("pod %s: cpu %s, Ready %v", n, cpu.String(), ready(p))
+			if err := check(p); err != nil || !ready(p) {
+				return fmt.Errorf("pod %s: %v, Ready %v", n, err, ready(p))
 			}
 		}
 		return nil
 	})
-	t.Logf("quota raised -> 3 members rolled onto 200m in %s", time.Since(raised).Round(100*time.Millisecond))
-	assertMembers(t, c, 3, id)
 }
 
 // TestPDBBlocksEvictionThatBreaksQuorum: with 3 members, evicting one is allowed and evicting a second
