@@ -542,8 +542,11 @@ func waitRolled(t *testing.T, c *etcdv1beta1.EtcdCluster, what string, check fun
 			return err
 		}
 		for n, p := range pods {
-			if err := check(p); err != nil || !ready(p) {
-				return fmt.Errorf("pod %s: %v, Ready %v", n, err, ready(p))
+			if err := check(p); err != nil {
+				return fmt.Errorf("pod %s: %w", n, err)
+			}
+			if !ready(p) {
+				return fmt.Errorf("pod %s not Ready", n)
 			}
 		}
 		return nil
