@@ -199,11 +199,13 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.recreateMembers,
 		r.reconcileQuorumLoss,
 		r.disarmCorrupt,
+		// before membership and rollout: a member whose claim is being deleted loses its data whenever
+		// its pod stops, so neither a learner waiting on it nor a restart of another member goes first
+		r.reconcileClaimDeleted,
 		r.reconcileMembership,
 		r.reconcileRollout,
 		r.reconcileNoSpace,
 		r.reconcileReplaceRequest,
-		r.reconcileClaimDeleted,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
 		r.enableAuth,
 		r.switchTLS,

@@ -240,8 +240,14 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 		if !mem.ClaimDeletedUnderPod() {
 			continue
 		}
+		if mem.Learner() {
+			// a learner's data is a copy of the voters' and it does not vote: deleting its pod costs the
+			// cluster nothing, whatever else is under way; its pod is then made again on a new claim and
+			// it copies the data from the leader (a scale-up waiting for it goes on)
+			return r.dropLearnerOfDeletedClaim(ctx, s, mem)
+		}
 		if why := verdict.RefuseReplace(s.m, mem.Name); why != "" {
-			// the only member (its data has no other copy: the pod keeps it while it runs), or a learner
+			// the only member (its data has no other copy: the pod keeps it while it runs)
 			continue
 		}
 		if why := verdict.ReplaceWait(s.m, mem.Name); why != "" {
@@ -265,4 +271,21 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 		return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
 	}
 	return nil, nil
+}
+
+// dropLearnerOfDeletedClaim deletes the pod of learner mem, whose claim is being deleted while the pod
+// runs on it (read uncached first: a deletion already under way is left alone), with a Warning
+// ReplacingMember event.
+func (r *EtcdClusterReconciler) dropLearnerOfDeletedClaim(ctx context.Context, s *scope, mem *model.Member) (*verdict.Step, error) {
+	pod := &corev1.Pod{}
+	if err := r.uncached().Get(ctx, client.ObjectKeyFromObject(mem.Pod), pod); err != nil || pod.DeletionTimestamp != nil || pod.UID != mem.Pod.UID {
+		return nil, client.IgnoreNotFound(err) // going already: the next pass sees it
+	}
+	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("delete pod %s of learner %s (its claim is being deleted): %w", pod.Name, mem.Name, err)
+	}
+	msg := fmt.Sprintf("Replacing learner %s (ID %s): its claim %s was deleted at %s while the learner ran on it; deleted its pod (a learner's data is a copy of the voters'): it starts again on a new claim and copies the data from the leader",
+		mem.Name, etcd.FormatID(mem.ID()), mem.Claim.Name, mem.Claim.DeletionTimestamp.UTC().Format(time.RFC3339))
+	r.eventAbout(s.cluster, memberRef(s.cluster, mem.Name), corev1.EventTypeWarning, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
+	return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
 }

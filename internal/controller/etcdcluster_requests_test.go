@@ -238,7 +238,8 @@ func TestReplaceMemberRequest(t *testing.T) {
 // while the other members serve: it leads, so leadership first moves to a follower; then its pod is
 // deleted with a Warning event that names the claim, and, once its etcd stopped, it is removed from
 // etcd and added back under its name as a new learner with a new member ID on a new claim. While
-// the cluster is paused, nothing is done, and Progressing says what comes once resumed.
+// the cluster is paused, nothing is done, and Progressing says what comes once resumed. The claim of
+// that learner deleted in turn gets its pod deleted at once, and it starts again on a new claim.
 func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("doomed", testutil.InNamespace("ns-doomed"), testutil.WithReplicas(3)),
 		"127.0.0.34", "127.0.0.35", "127.0.0.36")
@@ -298,12 +299,60 @@ func TestClaimDeletedUnderRunningMemberReplaced(t *testing.T) {
 	})
 	members[idx].Stop()
 	finishClaimDeletion(t, c, oldClaim.UID)
-	waitReplacedOnNewClaim(t, c, members[(idx+1)%3].ClientURL(), victim, oldID, oldClaim.UID)
+	survivor := members[(idx+1)%3].ClientURL()
+	waitReplacedOnNewClaim(t, c, survivor, victim, oldID, oldClaim.UID)
+
+	// the new member's claim deleted while it is still a learner (its etcd never starts here): its pod
+	// goes at once, whatever else is under way, and it is made again on a new claim
+	var learnerID uint64
+	for _, m := range memberList(t, survivor) {
+		if m.IsLearner {
+			learnerID = m.ID
+		}
+	}
+	var learnerPod *corev1.Pod
+	testutil.Eventually(t, waitTimeout, "the pod of learner "+victim, func(context.Context) error {
+		p, err := getPod(c, victim)
+		learnerPod = p
+		return err
+	})
+	learnerClaim := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, learnerClaim); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, learnerClaim); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, etcdv1beta1.ReasonReplacingMember, fmt.Sprintf("Replacing learner %s (ID %s): its claim %s was deleted at", victim, etcd.FormatID(learnerID), learnerClaim.Name))
+	testutil.Eventually(t, waitTimeout, "the pod of learner "+victim+" deleted", func(context.Context) error {
+		if p, err := getPod(c, victim); err == nil && p.UID == learnerPod.UID && p.DeletionTimestamp == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	finishClaimDeletion(t, c, learnerClaim.UID)
+	testutil.Eventually(t, waitTimeout, "learner "+victim+" on a new pod and a new claim", func(ctx context.Context) error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(victim)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID == learnerClaim.UID {
+			return errors.New("the old claim")
+		}
+		if p, err := getPod(c, victim); err != nil || p.UID == learnerPod.UID {
+			if err != nil {
+				return fmt.Errorf("pod: %w", err)
+			}
+			return errors.New("the old pod")
+		}
+		return nil
+	})
 }
 
 // TestClaimDeletedUnderOnlyMemberKept: the claim of the only member of a cluster deleted under its
 // running pod does not get the member replaced: its pod, which holds the only copy of the data, stays,
-// and Degraded says the data goes when the pod stops and what to do first.
+// and Degraded says the data goes when the pod stops and what to do first; a rollout does not restart
+// it either.
 func TestClaimDeletedUnderOnlyMemberKept(t *testing.T) {
 	c, _, _, _ := runningCluster(t, testutil.EtcdCluster("lone", testutil.InNamespace("ns-lone"), testutil.WithReplicas(1)), "127.0.0.44")
 	ctx := context.Background()
@@ -322,6 +371,17 @@ func TestClaimDeletedUnderOnlyMemberKept(t *testing.T) {
 		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
 		if d == nil || d.Status != "True" || !strings.Contains(d.Message, "lone-0 is the only member, so it is not replaced") {
 			return fmt.Errorf("degraded %+v", d)
+		}
+		return nil
+	})
+	// nor is it restarted by a rollout: the restart would delete the data too
+	updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Labels: map[string]string{"rolled": "yes"}}
+	})
+	testutil.Eventually(t, waitTimeout, "the rollout paused on the only member's deleted claim", func(context.Context) error {
+		p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "Not restarting lone-0: it is the only member and its claim data-lone-0 is being deleted") {
+			return fmt.Errorf("progressing %+v", p)
 		}
 		return nil
 	})

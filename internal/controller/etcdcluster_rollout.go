@@ -51,6 +51,10 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
+		if mem := s.m.Member(a.Member); mem != nil && mem.ClaimDeletedUnderPod() && s.m.Voters() < 2 {
+			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: it is the only member and its claim %s is being deleted, so a restart deletes the cluster's only copy of its data; take a backup, or scale to 3 members (the new members copy its data, then it is replaced)", a.Member, mem.Claim.Name)), nil
+		}
 		if refused, err := r.restartRefused(ctx, s, hash, s.m.Member(a.Member)); err != nil || refused != "" {
 			if refused == "" {
 				return nil, err
