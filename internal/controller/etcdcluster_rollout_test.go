@@ -491,7 +491,7 @@ func TestRolloutBeyondQuotaRestartsNoMember(t *testing.T) {
 		p := condition(c, etcdv1beta1.ConditionProgressing)
 		if p == nil || p.Status != metav1.ConditionFalse || p.Reason != etcdv1beta1.ReasonRolloutPaused ||
 			!strings.Contains(p.Message, "ResourceQuota compute has room for requests.cpu 150m more") ||
-			!strings.Contains(p.Message, "the 3 pods of the current spec need 300m more than the pods they replace") ||
+			!strings.Contains(p.Message, "rolling 3 members onto the new spec needs up to 300m more") ||
 			!strings.Contains(p.Message, "raise the quota, or lower spec.podTemplate.resources") {
 			return fmt.Errorf("progressing %+v", p)
 		}

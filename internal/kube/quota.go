@@ -20,15 +20,15 @@ type PodReplacement struct {
 }
 
 // QuotaShortfall says which ResourceQuota of namespace ns would refuse one of the pods that steps
-// creates, the steps made one after another (each Old deleted, then its New created), and by how much:
-// "" when every quota has room for all of them. For each resource a quota limits that a pod counts
-// toward (cpu, memory, ephemeral-storage and hugepages requests, and extended resources; cpu, memory
-// and ephemeral-storage limits), the quota's usage (status.used) grows by what each New counts minus
-// what its Old counts, as the API server's quota admission counts a pod: the pod's requests and limits
-// as the kubelet sums them (init containers, sidecars and overhead included; k8s.io/component-helpers),
+// creates, the steps made one after another in any order (each Old deleted, then its New created), and
+// by how much: "" when every quota has room for each of them. For each resource a quota limits that a
+// pod counts toward (cpu, memory, ephemeral-storage and hugepages requests, and extended resources;
+// cpu, memory and ephemeral-storage limits), each step changes the quota's usage (status.used) by what
+// its New counts minus what its Old counts, and the usage must stay within the quota's hard limit after
+// every step, in the worst order (peakGrowth): a quota already below what the pods use refuses even a
+// step that changes nothing. A pod counts as the API server's quota admission counts it (QuotaUsage),
 // only where the pod is in the quota's scopes. New first gets the requests and limits that the API
-// server's defaults and the namespace's LimitRanges would give its containers. The count of pods does
-// not grow: each step deletes one before it creates one.
+// server's defaults and the namespace's LimitRanges would give its containers.
 //
 // A quota is skipped when status does not report the resource yet (the API server refuses every pod
 // then, which the pod's dry run reports), or when it has a scope that cannot be told from the pods
@@ -60,17 +60,19 @@ func QuotaShortfall(ctx context.Context, r client.Reader, ns string, steps []Pod
 
 // quotaShortfall is QuotaShortfall for one quota q.
 func quotaShortfall(q *corev1.ResourceQuota, ranges []corev1.LimitRange, steps []PodReplacement) string {
-	grow := corev1.ResourceList{}
+	// what each step changes the quota's usage by, once its old pod is deleted and its new pod made
+	deltas := make([]corev1.ResourceList, 0, len(steps))
 	for _, st := range steps {
+		d := corev1.ResourceList{}
 		if st.New != nil {
-			pod := WithDefaultResources(st.New, ranges)
-			if quotaCovers(q, pod) {
-				addList(grow, QuotaUsage(pod), 1)
+			if pod := WithDefaultResources(st.New, ranges); quotaCovers(q, pod) {
+				addList(d, QuotaUsage(pod), 1)
 			}
 		}
 		if st.Old != nil && countsTowardQuota(st.Old) && quotaCovers(q, st.Old) {
-			addList(grow, QuotaUsage(st.Old), -1)
+			addList(d, QuotaUsage(st.Old), -1)
 		}
+		deltas = append(deltas, d)
 	}
 	names := make([]string, 0, len(q.Status.Hard))
 	for name := range q.Status.Hard {
@@ -79,36 +81,74 @@ func quotaShortfall(q *corev1.ResourceQuota, ranges []corev1.LimitRange, steps [
 	sort.Strings(names)
 	for _, n := range names {
 		name := corev1.ResourceName(n)
-		more, ok := grow[name]
-		if !ok || more.Sign() <= 0 {
-			continue
-		}
+		peak, counted := peakGrowth(deltas, name)
 		used, known := q.Status.Used[name]
-		if !known {
+		if !counted || !known {
 			continue
 		}
 		hard := q.Status.Hard[name]
 		after := used.DeepCopy()
-		after.Add(more)
-		if after.Cmp(hard) > 0 {
-			room := hard.DeepCopy()
-			room.Sub(used)
-			if room.Sign() < 0 {
-				room = resource.Quantity{}
-			}
-			return fmt.Sprintf("ResourceQuota %s has room for %s %s more (used %s of %s), and the %d pods of the current spec need %s more than the pods they replace",
-				q.Name, name, room.String(), used.String(), hard.String(), len(steps), more.String())
+		after.Add(peak)
+		if after.Cmp(hard) <= 0 {
+			continue
 		}
+		if peak.Sign() <= 0 {
+			return fmt.Sprintf("ResourceQuota %s allows %s %s and %s is used already (the quota is below what the pods use): a member's pod deleted for the rolling update could not be made again",
+				q.Name, name, hard.String(), used.String())
+		}
+		room := hard.DeepCopy()
+		room.Sub(used)
+		if room.Sign() < 0 {
+			room = resource.Quantity{}
+		}
+		return fmt.Sprintf("ResourceQuota %s has room for %s %s more (used %s of %s), and rolling %s onto the new spec needs up to %s more",
+			q.Name, name, room.String(), used.String(), hard.String(), members(len(steps)), peak.String())
 	}
 	return ""
 }
 
+// peakGrowth returns the most that the usage of resource name can have grown by after one of the
+// steps of deltas or more, whatever order they are taken in, and whether any step counts name: the sum
+// of the steps that grow it, or, when none does, the change of the step that shrinks it least. The
+// rollout's order (followers first, the leader last) depends on which member leads by then.
+func peakGrowth(deltas []corev1.ResourceList, name corev1.ResourceName) (resource.Quantity, bool) {
+	var sum, least resource.Quantity
+	grows, counted := false, false
+	for _, d := range deltas {
+		q, ok := d[name]
+		if !ok {
+			continue
+		}
+		if !counted || q.Cmp(least) > 0 {
+			least = q.DeepCopy()
+		}
+		counted = true
+		if q.Sign() > 0 {
+			sum.Add(q)
+			grows = true
+		}
+	}
+	if grows {
+		return sum, true
+	}
+	return least, counted
+}
+
+// members says "1 member" or "n members".
+func members(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
+}
+
 // QuotaUsage returns what pod counts toward a ResourceQuota, by quota resource name, as the API
-// server's pod quota evaluator counts it: its requests as cpu and requests.cpu (likewise memory and
-// ephemeral-storage, and hugepages-<size>), extended resources as requests.<name>, and its limits as
-// limits.cpu, limits.memory and limits.ephemeral-storage. The count of pods is left out.
+// server's pod quota evaluator counts it: one of pods and count/pods; its requests (as the kubelet sums
+// them: init containers, sidecars and overhead included; k8s.io/component-helpers) as cpu and
+// requests.cpu (likewise memory, ephemeral-storage, and hugepages-<size>), extended resources as
+// requests.<name>; and its limits as limits.cpu, limits.memory and limits.ephemeral-storage.
 func QuotaUsage(pod *corev1.Pod) corev1.ResourceList {
-	usage := corev1.ResourceList{}
+	usage := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1"), "count/pods": resource.MustParse("1")}
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
 	for name, q := range requests {

@@ -43,7 +43,7 @@ func list(kv ...string) corev1.ResourceList {
 	return l
 }
 
-// TestQuotaUsage: a pod counts its requests (the larger of its init containers' and the sum of its
+// TestQuotaUsage: a pod counts once as a pod, and its requests (the larger of its init containers' and the sum of its
 // containers') under both cpu and requests.cpu, its limits under limits.*, hugepages under both
 // names, and an extended resource as requests.<name> only, as the API server's quota does.
 func TestQuotaUsage(t *testing.T) {
@@ -53,7 +53,7 @@ func TestQuotaUsage(t *testing.T) {
 	pod.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
 	pod.Spec.InitContainers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
 	got := QuotaUsage(pod)
-	want := list("cpu", "500m", "requests.cpu", "500m", "memory", "256Mi", "requests.memory", "256Mi",
+	want := list("pods", "1", "count/pods", "1", "cpu", "500m", "requests.cpu", "500m", "memory", "256Mi", "requests.memory", "256Mi",
 		"limits.memory", "1Gi", "hugepages-2Mi", "4Mi", "requests.hugepages-2Mi", "4Mi", "requests.example.com/gpu", "1")
 	if len(got) != len(want) {
 		t.Errorf("usage %v, want %v", got, want)
@@ -97,16 +97,20 @@ func TestWithDefaultResources(t *testing.T) {
 	}
 }
 
-// TestQuotaShortfall: replacing pods one after another needs room for the sum of what each new pod
-// adds; a quota with room, one that only counts pods, one whose scopes leave the pods out, or one
-// whose usage is not known yet says nothing; a spec that shrinks needs no room.
+// TestQuotaShortfall: replacing pods one after another needs room, after every step in the worst
+// order, for what the steps that grow add up to; a quota below what the pods use already refuses even
+// steps that change nothing, or that shrink too little; a quota with room, one whose usage is not known
+// yet, or a spec that shrinks within the quota says nothing.
 func TestQuotaShortfall(t *testing.T) {
-	three := func(oldCPU, newCPU string) []PodReplacement {
-		var steps []PodReplacement
-		for range 3 {
-			steps = append(steps, PodReplacement{Old: memberPod(oldCPU, ""), New: memberPod(newCPU, "")})
+	steps := func(cpu ...string) []PodReplacement {
+		var out []PodReplacement
+		for i := 0; i < len(cpu); i += 2 {
+			out = append(out, PodReplacement{Old: memberPod(cpu[i], ""), New: memberPod(cpu[i+1], "")})
 		}
-		return steps
+		return out
+	}
+	three := func(oldCPU, newCPU string) []PodReplacement {
+		return steps(oldCPU, newCPU, oldCPU, newCPU, oldCPU, newCPU)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -116,20 +120,29 @@ func TestQuotaShortfall(t *testing.T) {
 	}{
 		{name: "room for all three", q: quota("compute", list("requests.cpu", "1"), list("requests.cpu", "300m")), steps: three("100m", "300m")},
 		{name: "room for two of three", q: quota("compute", list("requests.cpu", "1"), list("requests.cpu", "600m")), steps: three("200m", "400m"),
-			want: "ResourceQuota compute has room for requests.cpu 400m more (used 600m of 1), and the 3 pods of the current spec need 600m more"},
+			want: "ResourceQuota compute has room for requests.cpu 400m more (used 600m of 1), and rolling 3 members onto the new spec needs up to 600m more"},
 		{name: "cpu, not requests.cpu", q: quota("compute", list("cpu", "700m"), list("cpu", "600m")), steps: three("200m", "250m"),
 			want: "cpu 100m more"},
 		{name: "a spec that shrinks", q: quota("compute", list("requests.cpu", "1"), list("requests.cpu", "1")), steps: three("300m", "100m")},
-		{name: "pods only", q: quota("count", list("pods", "3"), list("pods", "3")), steps: three("100m", "300m")},
+		// members at 400m, 200m, 200m onto 300m: +100m in all, but the two that grow may go first
+		{name: "the growing steps first", q: quota("late", list("requests.cpu", "900m"), list("requests.cpu", "800m")), steps: steps("400m", "300m", "200m", "300m", "200m", "300m"),
+			want: "ResourceQuota late has room for requests.cpu 100m more (used 800m of 900m), and rolling 3 members onto the new spec needs up to 200m more"},
+		{name: "a quota lowered below the pods, a label change", q: quota("compute", list("requests.cpu", "500m"), list("requests.cpu", "600m")), steps: three("200m", "200m"),
+			want: "ResourceQuota compute allows requests.cpu 500m and 600m is used already"},
+		{name: "a quota lowered below the pods, a spec that shrinks too little", q: quota("compute", list("requests.cpu", "500m"), list("requests.cpu", "900m")), steps: three("300m", "100m"),
+			want: "ResourceQuota compute allows requests.cpu 500m and 900m is used already"},
+		{name: "a quota lowered below the pods, a spec that shrinks enough", q: quota("compute", list("requests.cpu", "800m"), list("requests.cpu", "900m")), steps: three("300m", "100m")},
+		{name: "pods: exactly full", q: quota("count", list("pods", "3"), list("pods", "3")), steps: three("100m", "300m")},
+		{name: "pods: over", q: quota("count", list("pods", "3"), list("pods", "4")), steps: three("100m", "100m"), want: "ResourceQuota count allows pods 3 and 4 is used already"},
 		{name: "usage not known yet", q: quota("compute", list("requests.cpu", "1"), nil), steps: three("100m", "900m")},
 		{name: "no old pod: the new one counts whole", q: quota("compute", list("requests.cpu", "1"), list("requests.cpu", "800m")),
-			steps: []PodReplacement{{New: memberPod("300m", "")}}, want: "need 300m more"},
+			steps: []PodReplacement{{New: memberPod("300m", "")}}, want: "rolling 1 member onto the new spec needs up to 300m more"},
 		{name: "old pod being deleted counts nothing", q: quota("compute", list("requests.cpu", "1"), list("requests.cpu", "800m")),
 			steps: func() []PodReplacement {
 				old := memberPod("300m", "")
 				old.DeletionTimestamp = &metav1.Time{}
 				return []PodReplacement{{Old: old, New: memberPod("300m", "")}}
-			}(), want: "need 300m more"},
+			}(), want: "needs up to 300m more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := quotaShortfall(tc.q, nil, tc.steps)

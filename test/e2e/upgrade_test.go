@@ -491,7 +491,7 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 		}
 		p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1beta1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutPaused || !strings.Contains(p.Message, "ResourceQuota compute has room for requests.cpu 150m more") ||
-			!strings.Contains(p.Message, "the 3 pods of the current spec need 300m more") {
+			!strings.Contains(p.Message, "rolling 3 members onto the new spec needs up to 300m more") {
 			return fmt.Errorf("Progressing %+v", p)
 		}
 		return nil

@@ -186,7 +186,7 @@ func TestRolloutBeyondQuotaWarnedAtAdmission(t *testing.T) {
 	}
 	ws := quotaWarnings(w.Take())
 	if len(ws) != 1 || !strings.Contains(ws[0], "The rolling update waits, with no member restarted, until the namespace's quota has room") ||
-		!strings.Contains(ws[0], "ResourceQuota compute has room for requests.cpu 150m more (used 300m of 450m), and the 3 pods of the current spec need 300m more") {
+		!strings.Contains(ws[0], "ResourceQuota compute has room for requests.cpu 150m more (used 300m of 450m), and rolling 3 members onto the new spec needs up to 300m more") {
 		t.Errorf("warnings %q, want one about the quota's room", ws)
 	}
 	if err := update(k8s, c, cpu("140m")); err != nil {
