@@ -16,6 +16,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -241,9 +242,9 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 			continue
 		}
 		if mem.Learner() {
-			// a learner's data is a copy of the voters' and it does not vote: deleting its pod costs the
-			// cluster nothing, whatever else is under way; its pod is then made again on a new claim and
-			// it copies the data from the leader (a scale-up waiting for it goes on)
+			// a learner's data is a copy of the voters' and it does not vote: removing it costs the
+			// cluster nothing, whatever else is under way, and a new learner is added on a new claim (a
+			// scale-up waiting for it goes on)
 			return r.dropLearnerOfDeletedClaim(ctx, s, mem)
 		}
 		if why := verdict.RefuseReplace(s.m, mem.Name); why != "" {
@@ -273,18 +274,27 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 	return nil, nil
 }
 
-// dropLearnerOfDeletedClaim deletes the pod of learner mem, whose claim is being deleted while the pod
-// runs on it (read uncached first: a deletion already under way is left alone), with a Warning
-// ReplacingMember event.
+// dropLearnerOfDeletedClaim removes learner mem, whose claim is being deleted while its pod runs on
+// it, from etcd and then deletes its pod (read uncached first: a deletion already under way is left
+// alone), with a Warning ReplacingMember event. It is removed, not restarted under its member ID: the
+// leader's record of what that ID has caught up would let it be promoted on empty data, a voter
+// without the log it acknowledged. A learner does not vote, so its removal never costs quorum; the
+// membership planner then adds a new learner of that name with a new ID on a new claim.
 func (r *EtcdClusterReconciler) dropLearnerOfDeletedClaim(ctx context.Context, s *scope, mem *model.Member) (*verdict.Step, error) {
 	pod := &corev1.Pod{}
 	if err := r.uncached().Get(ctx, client.ObjectKeyFromObject(mem.Pod), pod); err != nil || pod.DeletionTimestamp != nil || pod.UID != mem.Pod.UID {
 		return nil, client.IgnoreNotFound(err) // going already: the next pass sees it
 	}
-	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("delete pod %s of learner %s (its claim is being deleted): %w", pod.Name, mem.Name, err)
+	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
+	defer cancel()
+	if err := s.etcdClient.RemoveMember(callCtx, mem.ID()); err != nil {
+		return retryLater(s.cluster, "remove", err, "remove learner "+mem.Name)
 	}
-	msg := fmt.Sprintf("Replacing learner %s (ID %s): its claim %s was deleted at %s while the learner ran on it; deleted its pod (a learner's data is a copy of the voters'): it starts again on a new claim and copies the data from the leader",
+	metrics.CountMembership(s.cluster.Namespace, s.cluster.Name, "remove", nil, false)
+	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("delete pod %s of learner %s (removed from etcd; its claim is being deleted): %w", pod.Name, mem.Name, err)
+	}
+	msg := fmt.Sprintf("Replacing learner %s (ID %s): its claim %s was deleted at %s while the learner ran on it; removed it from etcd and deleted its pod (a learner's data is a copy of the voters'): a new learner of that name joins with a new ID on a new claim",
 		mem.Name, etcd.FormatID(mem.ID()), mem.Claim.Name, mem.Claim.DeletionTimestamp.UTC().Format(time.RFC3339))
 	r.eventAbout(s.cluster, memberRef(s.cluster, mem.Name), corev1.EventTypeWarning, etcdv1beta1.ReasonReplacingMember, "Replace", "%s", msg)
 	return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil

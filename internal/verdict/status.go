@@ -688,7 +688,7 @@ func claimsDeleted(m *model.Cluster) []string {
 		case soleMember(m):
 			what = mem.Name + " is the only member, so it is not replaced (its data has no other copy): take a backup, or scale to 3 members (the new members copy its data, then it is replaced)"
 		case mem.Learner():
-			what = mem.Name + " is a learner being added, whose data is a copy of the voters': its pod is deleted at once, and it starts again on a new claim"
+			what = mem.Name + " is a learner being added, whose data is a copy of the voters': it is removed and its pod deleted at once, and a new learner joins on a new claim"
 		case m.Object.Spec.Paused:
 			what = "the cluster is paused: nothing is done"
 		case m.Object.Spec.ReplaceAfter() <= 0:

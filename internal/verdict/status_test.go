@@ -507,7 +507,7 @@ func TestDegradedSaysClaimDeleted(t *testing.T) {
 		}, []string{doomed + "spec.recovery.replaceUnhealthyMemberAfter is 0s: s-1 is replaced once its pod stops"}},
 		{"another member down", map[uint64]bool{1: true, 2: true}, func(*model.Input) {}, []string{"s-2 is down since", "; and " + doomed}},
 		{"a learner", all, func(in *model.Input) { in.Etcd.Members[1].IsLearner = true },
-			[]string{doomed + "s-1 is a learner being added, whose data is a copy of the voters': its pod is deleted at once, and it starts again on a new claim"}},
+			[]string{doomed + "s-1 is a learner being added, whose data is a copy of the voters': it is removed and its pod deleted at once, and a new learner joins on a new claim"}},
 		{"the only member", all, func(in *model.Input) {
 			in.Cluster.Spec.Replicas = ptr.To[int32](1)
 			in.Etcd.Members = in.Etcd.Members[1:2] // s-1
