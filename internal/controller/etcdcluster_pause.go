@@ -67,7 +67,7 @@ func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 		return "recreate the pods of " + strings.Join(missing, ", ") + " on their data"
 	}
 	for _, m := range s.m.Listed() {
-		if m.ClaimDeletedUnderPod() && verdict.RefuseReplace(s.m, m.Name) == "" && s.cluster.Spec.ReplaceAfter() > 0 {
+		if claimRepairDue(s, m) {
 			return fmt.Sprintf("replace %s, whose claim %s is being deleted (its data goes when its pod stops)", m.Name, m.Claim.Name)
 		}
 	}

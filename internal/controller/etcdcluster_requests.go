@@ -228,28 +228,21 @@ func (r *EtcdClusterReconciler) dropMemberData(ctx context.Context, s *scope, me
 // replace-member request does (dropMemberData), with a Warning event. A pod some other actor is
 // already deleting (its deletion not yet in the cache) is left to it: the pod is read uncached first.
 // Members on emptyDir have no claim. The only member of a cluster is never replaced (verdict
-// .RefuseReplace: its data would go with its pod, with no other copy), nor is a learner (it copies its
-// data anew anyway). With spec.recovery.replaceUnhealthyMemberAfter 0s (never replace
-// a member on its own) nothing is done: the member is replaced as one whose data is gone once its pod
-// stops.
+// .RefuseReplace: its data would go with its pod, with no other copy); a learner is removed at once,
+// whatever else is under way (dropLearnerOfDeletedClaim). Which members are due is claimRepairDue.
+// With spec.recovery.replaceUnhealthyMemberAfter 0s (never replace a member on its own) nothing is
+// done: the member is replaced as one whose data is gone once its pod stops.
 func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	if c.Spec.ReplaceAfter() <= 0 {
-		return nil, nil
-	}
 	for _, mem := range s.m.Listed() {
-		if !mem.ClaimDeletedUnderPod() {
-			continue
+		if !claimRepairDue(s, mem) {
+			continue // no claim deleted under its pod, replacement off, or the only member (its pod keeps the only copy)
 		}
 		if mem.Learner() {
 			// a learner's data is a copy of the voters' and it does not vote: removing it costs the
 			// cluster nothing, whatever else is under way, and a new learner is added on a new claim (a
 			// scale-up waiting for it goes on)
 			return r.dropLearnerOfDeletedClaim(ctx, s, mem)
-		}
-		if why := verdict.RefuseReplace(s.m, mem.Name); why != "" {
-			// the only member (its data has no other copy: the pod keeps it while it runs)
-			continue
 		}
 		if why := verdict.ReplaceWait(s.m, mem.Name); why != "" {
 			log.FromContext(ctx).V(1).Info("Replacement of a member whose claim is being deleted waits", "etcdcluster", klog.KObj(c), "member", mem.Name, "reason", why)
@@ -272,6 +265,15 @@ func (r *EtcdClusterReconciler) reconcileClaimDeleted(ctx context.Context, s *sc
 		return verdict.Acting(etcdv1beta1.ReasonReplacingMember, msg), nil
 	}
 	return nil, nil
+}
+
+// claimRepairDue reports whether reconcileClaimDeleted is to act on mem, once the cluster lets it:
+// its claim is being deleted while its pod runs, replacement is on (replaceUnhealthyMemberAfter above
+// 0s), and it is a learner, or a voter that may be replaced (verdict.RefuseReplace: not the only
+// member).
+func claimRepairDue(s *scope, mem *model.Member) bool {
+	return mem.ClaimDeletedUnderPod() && s.cluster.Spec.ReplaceAfter() > 0 &&
+		(mem.Learner() || verdict.RefuseReplace(s.m, mem.Name) == "")
 }
 
 // dropLearnerOfDeletedClaim removes learner mem, whose claim is being deleted while its pod runs on

@@ -51,7 +51,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
 		}
-		if mem := s.m.Member(a.Member); mem != nil && mem.ClaimDeletedUnderPod() && s.m.Voters() < 2 {
+		if mem := s.m.Member(a.Member); mem != nil && mem.ClaimDeletedUnderPod() && verdict.SoleMember(s.m) {
 			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
 				"Not restarting %s: it is the only member and its claim %s is being deleted, so a restart deletes the cluster's only copy of its data; take a backup, or scale to 3 members (the new members copy its data, then it is replaced)", a.Member, mem.Claim.Name)), nil
 		}
@@ -108,10 +108,8 @@ func (r *EtcdClusterReconciler) restartRefused(ctx context.Context, s *scope, ha
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("create pod %s (dry run, before restarting it): %w", m.Name, err)
-	case check.Refused != "":
-		return fmt.Sprintf("the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on", check.Refused, fixRefusedPod), nil
-	case check.NotNow != "" && !check.Quota:
-		return fmt.Sprintf("the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on", check.NotNow, fixRefusedPod), nil
+	case check.Refused != "" || (check.NotNow != "" && !check.Quota): // one or the other is set
+		return fmt.Sprintf("the API server refuses the pod the current spec makes for it (%s); %s, and the rollout goes on", check.Refused+check.NotNow, fixRefusedPod), nil
 	}
 	var steps []kube.PodReplacement
 	for _, mem := range s.m.Listed() {

@@ -31,9 +31,9 @@ func RefuseMoveLeader(m *model.Cluster, name string) string {
 	return ""
 }
 
-// soleMember reports whether m's cluster has (or asks for) a single voting member: its data has no
+// SoleMember reports whether m's cluster has (or asks for) a single voting member: its data has no
 // other copy to replace it from.
-func soleMember(m *model.Cluster) bool { return m.Desired < 2 || m.Voters() < 2 }
+func SoleMember(m *model.Cluster) bool { return m.Desired < 2 || m.Voters() < 2 }
 
 // RefuseReplace returns why replacing member name of m can never be done, "" when it can (or may once
 // the cluster settles): a cluster of one member (its only copy of the data would go), a name that is
@@ -41,7 +41,7 @@ func soleMember(m *model.Cluster) bool { return m.Desired < 2 || m.Voters() < 2 
 // It needs m to have answered.
 func RefuseReplace(m *model.Cluster, name string) string {
 	key := etcdv1beta1.AnnotationReplaceMember
-	if soleMember(m) {
+	if SoleMember(m) {
 		return fmt.Sprintf("%s=%s: the cluster has one member, whose data would be lost with it; scale it to 3 members first, or restore a backup into a new EtcdCluster",
 			key, name)
 	}

@@ -685,7 +685,7 @@ func claimsDeleted(m *model.Cluster) []string {
 		}
 		what := mem.Name + " is replaced once every other member serves and no other change is under way"
 		switch {
-		case soleMember(m):
+		case SoleMember(m):
 			what = mem.Name + " is the only member, so it is not replaced (its data has no other copy): take a backup, or scale to 3 members (the new members copy its data, then it is replaced)"
 		case mem.Learner():
 			what = mem.Name + " is a learner being added, whose data is a copy of the voters': it is removed and its pod deleted at once, and a new learner joins on a new claim"
