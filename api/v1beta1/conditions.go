@@ -44,8 +44,11 @@ const (
 
 // Condition reasons of an EtcdCluster.
 const (
-	ReasonQuorumHealthy     = "QuorumHealthy"
-	ReasonQuorumLost        = "QuorumLost"
+	ReasonQuorumHealthy = "QuorumHealthy"
+	ReasonQuorumLost    = "QuorumLost"
+	// ReasonMemberJoining: Available is False for a moment because a voter promoted moments ago has
+	// not shown yet (its readiness probe) that it takes part in raft; with it, the voters make a quorum.
+	ReasonMemberJoining     = "MemberJoining"
 	ReasonBootstrapping     = "Bootstrapping"
 	ReasonCreatingMembers   = "CreatingMembers"
 	ReasonWaitingForMembers = "WaitingForMembers"

@@ -4,7 +4,8 @@
 //
 // The invariants it keeps (each has a test):
 //  1. At most one membership change in flight, at most one learner.
-//  2. Nothing changes without a quorum of healthy voters. A member is added only when every voter is
+//  2. Nothing changes without a quorum of healthy voters (a new voter that takes part in raft and
+//     does not serve yet counts for it, Member.InRaft). A member is added only when every voter is
 //     healthy, or is a new member that has joined and not yet served (Member.Joining); a healthy voter
 //     is removed only when the healthy voters left still make a quorum of the voters left. A member that is down may always be removed: that lowers no healthy count.
 //  3. Scale-down removes, in order: voters that are down, learners, then followers (highest ordinal
@@ -50,6 +51,9 @@ type Member struct {
 	// while it takes part in raft (etcd-io/etcd#16436). The next member may be added meanwhile; it
 	// never counts as healthy for quorum.
 	Joining bool
+	// InRaft is true for a Joining voter that has shown it takes part in raft (its readiness probe,
+	// a linearizable read through the leader, passed): it counts for quorum, not as healthy.
+	InRaft bool
 	// Replace, when not empty, says why the member is to be replaced (removed, then added back as a new
 	// member): down longer than the cluster allows, or its data diverged; ignored while it is healthy.
 	Replace string
@@ -155,11 +159,26 @@ func (a Action) String() string {
 }
 
 // Next returns the one next safe action for s: nothing while quorum is lost, else the action of the
-// first step of the chain below that has one.
+// first step of the chain below that has one. A voter that joined moments ago and takes part in raft
+// without serving yet (Member.InRaft) counts for that quorum: in a scale-up from one member, the
+// first new voter may not serve for 7 s, and the next member is added meanwhile.
 func Next(s State) Action {
 	t := tallyOf(s)
 	quorum := Quorum(t.voters)
-	if t.healthyVoters < quorum {
+	if t.healthyVoters+t.inRaft < quorum && t.healthyVoters+t.joiningVoters >= quorum {
+		// a voter promoted moments ago whose readiness probe has not passed yet: it most likely
+		// takes part in raft (etcd promotes only a learner that has caught up), which its probe shows
+		// within a second or two
+		var joining []string
+		for _, m := range sorted(s.Members) {
+			if !m.IsLearner && !m.Healthy && m.Joining && !m.InRaft {
+				joining = append(joining, m.Name)
+			}
+		}
+		return Action{Kind: Wait, Member: joining[0], Reason: fmt.Sprintf("waiting for %s, which joined moments ago, to show that it takes part in raft (its readiness probe passes): %d of %d voters are healthy, %d needed",
+			strings.Join(joining, ", "), t.healthyVoters, t.voters, quorum)}
+	}
+	if t.healthyVoters+t.inRaft < quorum {
 		return Action{Kind: Wait, Reason: fmt.Sprintf("quorum lost: %d of %d voters healthy, %d needed; no membership change until it is back", t.healthyVoters, t.voters, quorum)}
 	}
 	for _, step := range []struct {
@@ -191,8 +210,8 @@ func Next(s State) Action {
 type tally struct {
 	byName                map[string]Member
 	voters, healthyVoters int
-	// joiningVoters are the voters that are not healthy but Joining.
-	joiningVoters int
+	// joiningVoters are the voters that are not healthy but Joining; inRaft, those of them InRaft.
+	joiningVoters, inRaft int
 	// learner is the first learner listed, nil when there is none.
 	learner *Member
 }
@@ -213,6 +232,9 @@ func tallyOf(s State) tally {
 			t.healthyVoters++
 		} else if m.Joining {
 			t.joiningVoters++
+			if m.InRaft {
+				t.inRaft++
+			}
 		}
 	}
 	return t

@@ -9,7 +9,7 @@ import (
 )
 
 // cluster "demo": v = healthy voter, d = voter that is down, j = voter that is joining (new, not
-// serving yet), l = learner not started, L = learner started; ids are ordinal+1. Every member has its
+// serving yet), r = a joining voter that takes part in raft (InRaft), l = learner not started, L = learner started; ids are ordinal+1. Every member has its
 // pod and claim unless listed in gone.
 func state(replicas int, leader int, spec string, gone ...string) State {
 	s := State{Cluster: "demo", Replicas: replicas, Resources: map[string]Resources{}}
@@ -18,7 +18,7 @@ func state(replicas int, leader int, spec string, gone ...string) State {
 			continue
 		}
 		name := fmt.Sprintf("demo-%d", i)
-		m := Member{ID: uint64(i + 1), Name: name, Started: c != "l", Healthy: c == "v" || c == "L", IsLearner: c == "l" || c == "L", Joining: c == "j"}
+		m := Member{ID: uint64(i + 1), Name: name, Started: c != "l", Healthy: c == "v" || c == "L", IsLearner: c == "l" || c == "L", Joining: c == "j" || c == "r", InRaft: c == "r"}
 		s.Members = append(s.Members, m)
 		s.Resources[name] = Resources{Pod: true, Data: true}
 	}
@@ -52,6 +52,10 @@ func TestNext(t *testing.T) {
 		{"a voter joining (promoted, not serving yet) does not hold back the next add", state(5, 0, "vvvj"), AddLearner, "demo-4"},
 		{"await add: nor the pod of the next member", awaiting(state(5, 0, "vvvj")), CreateAwaitingPod, "demo-4"},
 		{"a joining voter never counts for quorum", state(5, -1, "vddj"), Wait, ""},
+		{"1->3: a joining voter not known to take part in raft yet is waited for", state(3, 1, "jv"), Wait, "demo-0"},
+		{"1->3: one that takes part in raft counts for quorum, and the next member is added", state(3, 1, "rv"), AddLearner, "demo-2"},
+		{"1->3: and the next learner promoted", state(3, 1, "rvL"), Promote, "demo-2"},
+		{"scale down removes a voter in raft that does not serve first", state(1, 1, "rv"), Remove, "demo-0"},
 		{"C02: a voter without pod and data is removed", state(3, 0, "vdv", "demo-1"), Remove, "demo-1"},
 		{"a member that answers is not taken for one whose data is gone", state(3, 0, "vvv", "demo-1"), None, ""},
 		{"C02: then re-added under its name", state(3, 0, "v_v"), AddLearner, "demo-1"},
@@ -119,6 +123,9 @@ func genState(t *rapid.T) State {
 		s.Members = append(s.Members, Member{ID: uint64(ord + 1), Name: fmt.Sprintf("demo-%d", ord), IsLearner: learner, Started: started,
 			Healthy: healthy, Joining: started && !healthy && rapid.Bool().Draw(t, "joining"),
 			Replace: rapid.SampledFrom([]string{"", "down too long"}).Draw(t, "replace")})
+		if m := &s.Members[len(s.Members)-1]; m.Joining && !m.IsLearner {
+			m.InRaft = rapid.Bool().Draw(t, "inRaft")
+		}
 	}
 	for ord := 0; ord < 10; ord++ {
 		if rapid.Bool().Draw(t, "hasResources") {
@@ -153,9 +160,18 @@ func counts(s State) (voters, healthy, learners int) {
 
 // countsJoining is counts with the voters that are not healthy but joining.
 func countsJoining(s State) (voters, healthy, learners, joining int) {
+	voters, healthy, learners, joining, _ = countsInRaft(s)
+	return
+}
+
+// countsInRaft is countsJoining with the joining voters that take part in raft.
+func countsInRaft(s State) (voters, healthy, learners, joining, inRaft int) {
 	for _, m := range s.Members {
 		if !m.IsLearner && !m.Healthy && m.Joining {
 			joining++
+			if m.InRaft {
+				inRaft++
+			}
 		}
 		switch {
 		case m.IsLearner:
@@ -171,22 +187,23 @@ func countsJoining(s State) (voters, healthy, learners, joining int) {
 }
 
 // TestNextNeverBreaksQuorum: from any observed state, the action never adds a member unless every
-// voter is healthy or joining (never counted for quorum) and no learner is in flight, never removes a
-// healthy voter below quorum, never removes the leader, never promotes a non-learner, never deletes a
-// member's pod or claim, and does nothing at all without quorum.
+// voter is healthy or joining and no learner is in flight, never removes a healthy voter below a
+// quorum of healthy voters, never removes the leader, never promotes a non-learner, never deletes a
+// member's pod or claim, and does nothing at all without a quorum of voters that are healthy or take
+// part in raft (InRaft).
 func TestNextNeverBreaksQuorum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genState(t)
 		a := Next(s)
-		voters, healthy, learners, joining := countsJoining(s)
+		voters, healthy, learners, joining, inRaft := countsInRaft(s)
 		byName := map[string]Member{}
 		byID := map[uint64]Member{}
 		for _, m := range s.Members {
 			byName[m.Name] = m
 			byID[m.ID] = m
 		}
-		if healthy < voters/2+1 && a.Kind != Wait {
-			t.Fatalf("quorum lost (%d/%d) but %v", healthy, voters, a)
+		if healthy+inRaft < voters/2+1 && a.Kind != Wait {
+			t.Fatalf("quorum lost (%d/%d, %d more in raft) but %v", healthy, voters, inRaft, a)
 		}
 		switch a.Kind {
 		case AddLearner:

@@ -234,7 +234,7 @@ const newMemberData = 2 * time.Minute
 // etcd lists it under its name (it has applied the leader's snapshot: its name came with it), it does not
 // answer, its pod was made to join a running cluster (--initial-cluster-state=existing; a member of
 // the cluster's bootstrap never is), its etcd container has run for less than JoinGrace without a
-// restart, and its claim (or pod, without one) is less than newMemberData old. A new member serves
+// restart (or never ended, and the kubelet has not reported its start yet), and its claim (or pod, without one) is less than newMemberData old. A new member serves
 // once it has published itself through raft; when the leader's snapshot already holds that proposal,
 // etcd does not see it applied and serves only after retrying it, 7 s after it started
 // (etcd-io/etcd#16436), although it takes part in raft the whole time. A member that restarted, or
@@ -251,7 +251,27 @@ func (m *Member) Joining(now time.Time) bool {
 		return false
 	}
 	st := m.etcdStatus()
-	return st != nil && st.RestartCount == 0 && st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
+	if st == nil || st.RestartCount != 0 {
+		return false
+	}
+	// etcd lists the member's name, so its etcd runs: a container the kubelet still reports waiting
+	// (it reports the start a moment later) started just now
+	return st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace ||
+		st.State.Waiting != nil && st.LastTerminationState.Terminated == nil
+}
+
+// InRaft reports whether the member is a joining voter (Joining) whose etcd container the kubelet
+// reports ready: its readiness probe (/readyz on the metrics port, which etcd serves before the member
+// has published itself; for etcd 3.5, /health) passed, and that probe answers only for a voter that
+// has a leader and was served a linearizable read through it. Such a member takes part in raft and
+// counts for quorum, although it serves no client until it has published itself (up to 7 s after it
+// started, etcd-io/etcd#16436).
+func (m *Member) InRaft(now time.Time) bool {
+	if !m.Voter() || !m.Joining(now) {
+		return false
+	}
+	st := m.etcdStatus()
+	return st != nil && st.Ready
 }
 
 // lastTermination returns the most recent termination of container cs: its current state when it
@@ -1036,6 +1056,12 @@ func (c *Cluster) Voters() int { return c.count((*Member).Voter) }
 // HealthyVoters is the number of voting members that are healthy.
 func (c *Cluster) HealthyVoters() int {
 	return c.count(func(m *Member) bool { return m.Voter() && m.Healthy() })
+}
+
+// InRaftVoters is the number of voting members that are not healthy but take part in raft (see
+// Member.InRaft): joined moments ago, not published yet.
+func (c *Cluster) InRaftVoters() int {
+	return c.count(func(m *Member) bool { return !m.Healthy() && m.InRaft(c.Now) })
 }
 
 // ServingVoters is the number of voting members that are serving (healthy but for NOSPACE included).

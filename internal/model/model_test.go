@@ -199,9 +199,51 @@ func TestJoining(t *testing.T) {
 			return m
 		}(), false},
 		{"no pod", func() *Member { m := member(2*time.Second, 20*time.Second, 0, down); m.Pod = nil; return m }(), false},
+		{"etcd lists its name before the kubelet reports its container started", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+			return m
+		}(), true},
+		{"its container waits after it ended once", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+			m.Pod.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1}
+			return m
+		}(), false},
 	} {
 		if got := tc.m.Joining(now); got != tc.want {
 			t.Errorf("%s: Joining = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestInRaft: a joining voter takes part in raft, and counts for quorum, once its etcd container is
+// ready (its readiness probe passed); a learner, a member not joining, or one whose probe has not
+// passed does not.
+func TestInRaft(t *testing.T) {
+	now := time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
+	member := func(ready, learner bool, started time.Duration) *Member {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-0", CreationTimestamp: metav1.NewTime(now.Add(-20 * time.Second))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: resources.EtcdContainer,
+				Command: []string{"/usr/local/bin/etcd", "--name=demo-0", "--initial-cluster-state=existing"}}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer, Ready: ready,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-started))}}}}}}
+		return &Member{Name: "demo-0", Pod: pod, Etcd: &etcd.Member{ID: 1, Name: "demo-0", IsLearner: learner},
+			Health: errors.New("context deadline exceeded")}
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Member
+		want bool
+	}{
+		{"a voter promoted moments ago whose probe passed", member(true, false, 3*time.Second), true},
+		{"its probe has not passed yet", member(false, false, 3*time.Second), false},
+		{"a learner (its probe fails on non_learner; were it to pass)", member(true, true, 3*time.Second), false},
+		{"started longer than JoinGrace ago: no longer joining", member(true, false, JoinGrace+time.Second), false},
+		{"it serves: healthy, not joining", func() *Member { m := member(true, false, 3*time.Second); m.Health = nil; return m }(), false},
+	} {
+		if got := tc.m.InRaft(now); got != tc.want {
+			t.Errorf("%s: InRaft = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

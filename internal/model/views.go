@@ -20,7 +20,7 @@ func (c *Cluster) Membership(replace map[string]string) membership.State {
 		st.Members = append(st.Members, membership.Member{
 			// a member whose data diverged from the majority's serves wrong data: not a healthy one
 			ID: m.ID(), Name: m.Name, IsLearner: m.Learner(), Started: m.Started(), Healthy: m.Serving() && m.DataDiverged() == "",
-			Joining: m.Joining(c.Now), Replace: replace[m.Name],
+			Joining: m.Joining(c.Now), InRaft: m.InRaft(c.Now), Replace: replace[m.Name],
 		})
 	}
 	listed := map[string]bool{}

@@ -101,7 +101,13 @@ type Health struct {
 	// HealthyVoters, Voters, Learners, Quorum and Desired count the members (see model.Cluster) and
 	// the voters the spec asks for.
 	HealthyVoters, Voters, Learners, Quorum, Desired int32
-	// Available: a leader and a quorum of healthy voters, no NOSPACE alarm.
+	// InRaft are the voters that joined moments ago and take part in raft without serving clients yet
+	// (model.Member.InRaft), by name: they count for quorum, not as healthy.
+	InRaft []string
+	// Joining are the voters that joined moments ago whose readiness probe has not passed yet
+	// (model.Member.Joining, not InRaft), by name: whether they take part in raft is not known yet.
+	Joining []string
+	// Available: a leader and a quorum of healthy voters (and voters InRaft), no NOSPACE alarm.
 	Available bool
 	// NoSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
 	NoSpace bool
@@ -122,8 +128,24 @@ func JudgeHealth(m *model.Cluster) Health {
 	for _, id := range m.Corrupt() {
 		h.Corrupt = append(h.Corrupt, memberName(m, id))
 	}
-	h.Available = !h.NoSpace && len(h.Corrupt) == 0 && led && h.HealthyVoters >= h.Quorum
+	for _, mem := range m.Listed() {
+		switch {
+		case mem.Healthy() || !mem.Voter():
+		case mem.InRaft(m.Now):
+			h.InRaft = append(h.InRaft, mem.Name)
+		case mem.Joining(m.Now):
+			h.Joining = append(h.Joining, mem.Name)
+		}
+	}
+	h.Available = !h.NoSpace && len(h.Corrupt) == 0 && led && h.HealthyVoters+int32(len(h.InRaft)) >= h.Quorum
 	return h
+}
+
+// joinPending reports whether the cluster is not Available only because voters that joined moments
+// ago have not shown yet that they take part in raft: with them, the voters would make a quorum.
+func (h Health) joinPending() bool {
+	return !h.Available && len(h.Joining) > 0 && !h.NoSpace && len(h.Corrupt) == 0 &&
+		h.HealthyVoters+int32(len(h.InRaft)+len(h.Joining)) >= h.Quorum
 }
 
 // setDegraded sets the Degraded condition: fewer healthy voters than desired, or another number of
@@ -208,7 +230,7 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhaseCreating
 	case Unreachable(s.m):
 		return etcdv1beta1.PhaseUnreachable
-	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0:
+	case !h.Available && !h.NoSpace && len(h.Corrupt) == 0 && (!s.m.Answered() || !h.joinPending()):
 		return etcdv1beta1.PhaseQuorumLost
 	case c.Spec.Paused:
 		return etcdv1beta1.PhasePaused
@@ -243,6 +265,10 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 			"etcd raised the CORRUPT alarm for %s (its data diverged from its peers'): the cluster refuses writes; the operator replaces the member from its healthy peers, then disarms the alarm", strings.Join(h.Corrupt, ", "))}
 	case h.NoSpace:
 		return [2]string{etcdv1beta1.ReasonNoSpace, "etcd raised its NOSPACE alarm: the cluster serves reads but refuses writes until the alarm is disarmed (see the Progressing condition)"}
+	case h.Available && len(h.InRaft) > 0:
+		return [2]string{etcdv1beta1.ReasonQuorumHealthy, fmt.Sprintf(
+			"%d of %d voting members are healthy, and %s joined moments ago and takes part in raft (its readiness probe passes), serving clients once etcd has published it (quorum %d)",
+			h.HealthyVoters, h.Voters, strings.Join(h.InRaft, ", "), h.Quorum)}
 	case h.Available:
 		return [2]string{etcdv1beta1.ReasonQuorumHealthy,
 			fmt.Sprintf("%d of %d voting members are healthy (quorum %d)", h.HealthyVoters, h.Voters, h.Quorum)}
@@ -261,6 +287,10 @@ func availableReason(s *scope, st *Step, h Health) [2]string {
 	case !s.m.Answered():
 		return [2]string{etcdv1beta1.ReasonQuorumLost, fmt.Sprintf("No member answered (%v); Ready member pods: %d, fewer than the quorum of %d: quorum is lost",
 			s.m.EtcdErr, readyPods(s.m), s.m.Quorum())}
+	case h.joinPending():
+		return [2]string{etcdv1beta1.ReasonMemberJoining, fmt.Sprintf(
+			"%d of %d voting members are healthy; %s joined moments ago and counts for quorum (%d) once its readiness probe passes, which shows it takes part in raft (it serves clients once etcd has published it)",
+			h.HealthyVoters, h.Voters, strings.Join(h.Joining, ", "), h.Quorum)}
 	case h.HealthyVoters >= h.Quorum:
 		return [2]string{etcdv1beta1.ReasonQuorumLost, fmt.Sprintf(
 			"%d of %d voting members are healthy, a quorum, but they report no common leader (an election is under way or the members are split)", h.HealthyVoters, h.Voters)}

@@ -426,6 +426,50 @@ func TestJustJoinedIsScaling(t *testing.T) {
 	}
 }
 
+// TestJoinedVoterInRaftKeepsQuorum: in a scale-up from one member, the first new voter may not serve
+// for 7 s after it joined (etcd-io/etcd#16436), and the cluster then has two voters of which one
+// serves. Once the new voter's readiness probe passes (it takes part in raft), it counts for quorum:
+// the cluster is Available and Scaling, not QuorumLost. Before that, Available is False for that
+// reason (MemberJoining), still Scaling; a new member whose etcd restarted is no longer joining, and
+// quorum is lost.
+func TestJoinedVoterInRaftKeepsQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ready    bool
+		restarts int32
+		want     metav1.ConditionStatus
+		reason   string
+		message  string
+		phase    etcdv1beta1.ClusterPhase
+	}{
+		{"its probe passed", true, 0, metav1.ConditionTrue, etcdv1beta1.ReasonQuorumHealthy,
+			"1 of 2 voting members are healthy, and s-1 joined moments ago and takes part in raft", etcdv1beta1.PhaseScaling},
+		{"its probe has not passed yet", false, 0, metav1.ConditionFalse, etcdv1beta1.ReasonMemberJoining,
+			"s-1 joined moments ago and counts for quorum (2) once its readiness probe passes", etcdv1beta1.PhaseScaling},
+		{"its etcd restarted: not joining", false, 1, metav1.ConditionFalse, etcdv1beta1.ReasonQuorumLost,
+			"1 of 2 voting members are healthy; quorum needs 2", etcdv1beta1.PhaseQuorumLost},
+	} {
+		s := observed("abc", true, map[uint64]bool{1: true}, 1, 0, func(in *model.Input) {
+			in.Etcd.Members = in.Etcd.Members[:2] // s-2 is not added yet
+			in.Pods = in.Pods[:2]
+			p := &in.Pods[1]
+			p.CreationTimestamp = metav1.NewTime(time.Now().Add(-10 * time.Second))
+			p.Spec.Containers = []corev1.Container{{Name: resources.EtcdContainer, Command: []string{"/usr/local/bin/etcd", "--name=s-1", "--initial-cluster-state=existing"}}}
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+				Ready: tc.ready, RestartCount: tc.restarts,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-3 * time.Second))}}}}}
+		})
+		Status(s.cluster, s.m, s.report, AwaitHealthy(s.m), resources.Options{}, true)
+		a := meta.FindStatusCondition(s.cluster.Status.Conditions, etcdv1beta1.ConditionAvailable)
+		if a == nil || a.Status != tc.want || a.Reason != tc.reason || !strings.Contains(a.Message, tc.message) {
+			t.Errorf("%s: Available %+v, want %s/%s with %q", tc.name, a, tc.want, tc.reason, tc.message)
+		}
+		if s.cluster.Status.Phase != tc.phase {
+			t.Errorf("%s: phase %s, want %s", tc.name, s.cluster.Status.Phase, tc.phase)
+		}
+	}
+}
+
 // TestLastMemberNotReadyKeepsThePhase: when the last member of a rollout or a scale-up serves and its
 // new pod is not Ready yet, the phase stays what it was (Upgrading, Scaling) while Progressing is True
 // (WaitingForMembers), so that the phase turns Running with Progressing False; a cluster that was
