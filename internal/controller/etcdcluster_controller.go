@@ -111,6 +111,7 @@ type phase func(context.Context, *scope) (*verdict.Step, error)
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.etcdkit.dev,resources=etcdclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile moves one EtcdCluster one step closer to its spec and records what it observed.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -46,7 +47,43 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)
 	s.in, s.m = in, model.Build(in)
+	if err := r.markServing(ctx, s); err != nil {
+		return nil, err
+	}
 	return auth.Refused(in.EtcdErr, s.creds), nil
+}
+
+// markServing sets the readiness gate resources.ServingCondition True on the pod of every member that
+// served the operator in this pass through that pod (model.Member.Serving: a linearizable read, or a
+// learner's status, on its client URL), so that the pod turns Ready, and joins the client Service,
+// only once its etcd serves clients: a member that has just joined passes its readiness probe before.
+// The condition is only ever set True, once per pod; pods without the gate (made before the operator
+// had it) are left alone. A pod gone meanwhile is no error.
+func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) error {
+	for _, mem := range s.m.Listed() {
+		if !mem.Serving() || !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
+			continue
+		}
+		patch := client.StrategicMergeFrom(mem.Pod.DeepCopy())
+		mem.Pod.Status.Conditions = append(mem.Pod.Status.Conditions, corev1.PodCondition{
+			Type: resources.ServingCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
+			Reason: "Serving", Message: "etcd served the operator on its client URL",
+		})
+		if err := r.Status().Patch(ctx, mem.Pod, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("set condition %s of pod %s: %w", resources.ServingCondition, mem.Name, err)
+		}
+	}
+	return nil
+}
+
+// podCondition reports whether pod has condition t with status True.
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == t {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // updateEmptySpecHash replaces, on the pods of c and in the rolled-onto records of its claims, the

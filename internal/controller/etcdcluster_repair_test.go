@@ -97,6 +97,26 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 		t.Errorf("recreated pod's init containers %+v: want verify-data with --member-id=%s", ics, etcd.FormatID(oldID))
 	}
 
+	// The pods of the members that serve are marked so (their readiness gate), the recreated pod,
+	// whose etcd does not serve, is not: it stays out of the client Service whatever its probe says.
+	for _, name := range []string{"heal-0", "heal-1"} {
+		testutil.Eventually(t, waitTimeout, name+"'s pod has "+string(resources.ServingCondition), func(context.Context) error {
+			p, err := getPod(c, name)
+			if err != nil {
+				return err
+			}
+			if !podConditionTrue(p, resources.ServingCondition) {
+				return fmt.Errorf("conditions %+v", p.Status.Conditions)
+			}
+			return nil
+		})
+	}
+	if p, err := getPod(c, "heal-2"); err != nil {
+		t.Error(err)
+	} else if podConditionTrue(p, resources.ServingCondition) {
+		t.Errorf("recreated heal-2, which does not serve, has %s: %+v", resources.ServingCondition, p.Status.Conditions)
+	}
+
 	// A new pod that shows no problem is given model.MemberStartGrace to start, past the end of the
 	// policy, and Degraded gives that time.
 	startGraceEnd := recreated.CreationTimestamp.Add(model.MemberStartGrace).UTC().Format(time.RFC3339)

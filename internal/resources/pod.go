@@ -22,6 +22,15 @@ const nonRootID = 65532
 // EtcdContainer is the name of the container that runs etcd in a member pod.
 const EtcdContainer = "etcd"
 
+// ServingCondition is the type of the readiness gate of every member pod: the operator sets it True
+// once the member's etcd has served it a request on its client port in this pod (a linearizable read,
+// or, for a learner, its status). etcd answers the readiness probe on its metrics port before it serves
+// clients: a member that has just joined takes part in raft, and passes /readyz, up to 7 s before it
+// has published itself and serves a client (etcd-io/etcd#16436). Without the gate the client Service
+// would route clients to it meanwhile. The condition is never set back to False: a member whose etcd
+// restarts in the same pod is judged by its probe alone.
+const ServingCondition corev1.PodConditionType = "etcd.etcdkit.dev/serving"
+
 // EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in
 // extraArgs are dropped, admission refuses them).
@@ -134,12 +143,19 @@ func (o Options) BuildPod(c *etcdv1beta1.EtcdCluster, m Member) *corev1.Pod {
 			PriorityClassName:            tmpl.PriorityClassName,
 			ServiceAccountName:           tmpl.ServiceAccountName,
 			SecurityContext:              RestrictedPod(),
+			ReadinessGates:               []corev1.PodReadinessGate{{ConditionType: ServingCondition}},
 			Containers:                   []corev1.Container{o.etcdContainer(c, m, tmpl)},
 			Volumes:                      append([]corev1.Volume{o.dataVolume(c, m.Name)}, tlsSecretVolumes(c, m.PodTLS(c))...),
 		},
 	}
 	o.addInitContainers(c, m, pod)
 	return pod
+}
+
+// HasServingGate reports whether pod has the readiness gate ServingCondition (a pod made before the
+// operator added it has none).
+func HasServingGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == ServingCondition })
 }
 
 // addInitContainers adds to pod, member m's, the init containers that run before its etcd: the restore

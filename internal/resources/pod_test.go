@@ -77,6 +77,10 @@ func TestBuildPod(t *testing.T) {
 	if ctr.ReadinessProbe.HTTPGet.Path != "/readyz" || ctr.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("3.6 probes = %s / %s", ctr.ReadinessProbe.HTTPGet.Path, ctr.LivenessProbe.HTTPGet.Path)
 	}
+	// the pod turns Ready only once the operator has seen its etcd serve clients
+	if !HasServingGate(pod) || len(pod.Spec.ReadinessGates) != 1 {
+		t.Errorf("readiness gates = %+v, want %s alone", pod.Spec.ReadinessGates, ServingCondition)
+	}
 	// a member that stops answering is out of the client Service within 6 × 2 s
 	if r := ctr.ReadinessProbe; r.PeriodSeconds != 1 || r.TimeoutSeconds != 2 || r.FailureThreshold != 6 {
 		t.Errorf("readiness probe every %d s, timeout %d s, %d failures; want 1, 2, 6", r.PeriodSeconds, r.TimeoutSeconds, r.FailureThreshold)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 )
 
 // scaleTimeout bounds one change of replicas.
@@ -394,4 +398,141 @@ func deleteMemberWithData(t testing.TB, c *etcdv1beta1.EtcdCluster, member strin
 		t.Fatal(err)
 	}
 	return pods[member]
+}
+
+// TestJoinedMemberReadyOnlyOnceServing: a member that has just joined passes its readiness probe
+// (/readyz on the metrics port) up to 7 s before it serves clients, when the leader's snapshot already
+// held its first publish (etcd-io/etcd#16436). Its pod must not turn Ready, and join the client
+// Service, before it serves: while the cluster scales 1 -> 3, every member pod that is Ready is asked,
+// every 100 ms, for its status on its own client URL, and each must answer. The cluster is never
+// QuorumLost meanwhile: the first new voter, promoted into a cluster of two, takes part in raft. The
+// cluster scales up to 4 times, until a member has lost its first publish (about half of the joins
+// on the local cluster), and back to 1 between rounds.
+func TestJoinedMemberReadyOnlyOnceServing(t *testing.T) {
+	c := newCluster(t, "e2e-readygate", "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+	for round := 1; round <= 4; round++ {
+		stopReady := sampleReadyServes(c)
+		stopPhases := sampleStatus(c, func(c *etcdv1beta1.EtcdCluster) string { return string(c.Status.Phase) })
+		start := time.Now()
+		scale(t, c, 3)
+		assertAvailable(t, c, scaleTimeout)
+		took := time.Since(start)
+		unserved, asked := stopReady()
+		phases := stopPhases()
+		assertMembers(t, c, 3, id)
+		lost := lostFirstPublish(ctx, t, c)
+		t.Logf("round %d: 1 -> 3 in %s; phases %v; %d answers of Ready pods; lost their first publish: %v",
+			round, took.Round(100*time.Millisecond), phases.steps, asked, lost)
+		for _, u := range unserved {
+			t.Errorf("round %d: a Ready member pod did not serve: %s", round, u)
+		}
+		if slices.ContainsFunc(phases.steps, func(s string) bool { return strings.HasPrefix(s, string(etcdv1beta1.PhaseQuorumLost)) }) {
+			t.Errorf("round %d: phase QuorumLost during the scale-up: %v", round, phases.steps)
+		}
+		if len(lost) > 0 || t.Failed() {
+			return
+		}
+		scale(t, c, 1)
+		assertAvailable(t, c, scaleTimeout)
+		poll.Eventually(t, scaleTimeout, "the removed members' pods gone", func(ctx context.Context) error {
+			pods, err := memberPods(ctx, c)
+			if err != nil {
+				return err
+			}
+			if len(pods) != 1 {
+				return fmt.Errorf("%d pods", len(pods))
+			}
+			return nil
+		})
+	}
+	t.Logf("no new member lost its first publish in 4 rounds: the Ready pods were checked, the race was not met")
+}
+
+// sampleReadyServes asks, every 100 ms until the returned function is called, each member pod of c
+// that is Ready for its etcd status on the pod's own client URL, within 1 s; the function returns each
+// failure (the pod, when, the error) and how many answers it got.
+func sampleReadyServes(c *etcdv1beta1.EtcdCluster) func() ([]string, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	clients := map[types.UID]*clientv3.Client{}
+	var unserved []string // written by the sampler until done is closed
+	var answers int
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			pods, err := memberPods(ctx, c)
+			for _, p := range pods {
+				if err != nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil || !podReady(p) {
+					continue
+				}
+				ep := podEndpoint(p)
+				cli := clients[p.UID]
+				if cli == nil {
+					if cli, err = clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second,
+						Logger: zap.NewNop(), TLS: tlsFor(ep)})); err != nil {
+						unserved = append(unserved, fmt.Sprintf("%s at %s: %v", p.Name, time.Since(start).Round(100*time.Millisecond), err))
+						continue
+					}
+					clients[p.UID] = cli
+				}
+				callCtx, callCancel := context.WithTimeout(ctx, time.Second)
+				_, err := cli.Status(callCtx, ep)
+				callCancel()
+				switch {
+				case ctx.Err() != nil:
+				case err != nil:
+					unserved = append(unserved, fmt.Sprintf("%s at %s: %v", p.Name, time.Since(start).Round(100*time.Millisecond), err))
+				default:
+					answers++
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() ([]string, int) {
+		cancel()
+		<-done
+		for _, cli := range clients {
+			_ = cli.Close()
+		}
+		return unserved, answers
+	}
+}
+
+// podReady reports whether pod p's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// lostFirstPublish returns the member pods of c whose etcd logged that its first publish failed
+// (etcd-io/etcd#16436: it serves only after retrying it).
+func lostFirstPublish(ctx context.Context, t *testing.T, c *etcdv1beta1.EtcdCluster) []string {
+	t.Helper()
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for _, name := range slices.Sorted(maps.Keys(pods)) {
+		raw, err := kube.CoreV1().Pods(c.Namespace).GetLogs(name, &corev1.PodLogOptions{Container: resources.EtcdContainer}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of %s: %v", name, err)
+		}
+		if strings.Contains(string(raw), `"msg":"failed to publish local member to cluster through raft"`) {
+			lost = append(lost, name)
+		}
+	}
+	return lost
 }

@@ -34,6 +34,12 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
 - apiGroups:
   - ""
   resources:
+  - pods/status
+  verbs:
+  - patch
+- apiGroups:
+  - ""
+  resources:
   - secrets
   verbs:
   - create
@@ -312,6 +318,12 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - pods/eviction
   verbs:
   - create
+- apiGroups:
+  - ""
+  resources:
+  - pods/status
+  verbs:
+  - patch
 - apiGroups:
   - ""
   resources:
