@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -48,12 +49,12 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return r.moveLeader(ctx, s, a)
 	case rollout.Restart:
 		if verdict.RestartLosesData(c) {
-			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member)), nil
+			return r.pauseRollout(c, verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: it is the only member and runs on emptyDir, so a restart deletes the cluster's only copy of its data; scale to 3 members first (the new members copy the data), or restore a backup into a new EtcdCluster", a.Member))), nil
 		}
 		if mem := s.m.Member(a.Member); mem != nil && mem.ClaimDeletedUnderPod() && verdict.SoleMember(s.m) {
-			return verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
-				"Not restarting %s: it is the only member and its claim %s is being deleted, so a restart deletes the cluster's only copy of its data; take a backup, or scale to 3 members (the new members copy its data, then it is replaced)", a.Member, mem.Claim.Name)), nil
+			return r.pauseRollout(c, verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf(
+				"Not restarting %s: it is the only member and its claim %s is being deleted, so a restart deletes the cluster's only copy of its data; take a backup, or scale to 3 members (the new members copy its data, then it is replaced)", a.Member, mem.Claim.Name))), nil
 		}
 		if refused, err := r.restartRefused(ctx, s, hash, s.m.Member(a.Member)); err != nil || refused != "" {
 			if refused == "" {
@@ -62,7 +63,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 			// a policy relaxed, a quota raised or a service account created brings no event: look again soon
 			st := verdict.Blocked(etcdv1beta1.ReasonRolloutPaused, fmt.Sprintf("Not restarting %s: %s. No member was restarted for it", a.Member, refused))
 			st.After = verdict.RequeueRefused
-			return st, nil
+			return r.pauseRollout(c, st), nil
 		}
 		logger.Info("Rollout", "action", a.Kind, "reason", a.Reason)
 		image := imageChange(s.m.Member(a.Member).Image(), r.Options.Image(c))
@@ -84,6 +85,17 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
+}
+
+// pauseRollout returns st, the step of a rollout that will not restart its next member until the user
+// acts, after recording a Warning event RolloutPaused with its message when the pause begins or its
+// message changes (the Progressing condition the last pass recorded says otherwise): an alert on
+// events sees it without polling the status, and a pause that lasts adds no event per pass.
+func (r *EtcdClusterReconciler) pauseRollout(c *etcdv1beta1.EtcdCluster, st *verdict.Step) *verdict.Step {
+	if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Reason != st.Reason || p.Message != st.Message {
+		r.event(c, corev1.EventTypeWarning, st.Reason, "Restart", "%s", st.Message)
+	}
+	return st
 }
 
 // restartRefused says why the rollout must not restart m, a member about to be restarted onto the

@@ -497,6 +497,8 @@ func TestRolloutBeyondQuotaRestartsNoMember(t *testing.T) {
 		}
 		return nil
 	})
+	// an alert on events sees the pause too
+	waitWarning(t, c, etcdv1beta1.ReasonRolloutPaused, "ResourceQuota compute has room for requests.cpu 150m more")
 	for _, n := range names {
 		if p, err := getPod(c, n); err != nil || p.UID != uids[n] || p.DeletionTimestamp != nil {
 			t.Fatalf("pod %s went for a spec the quota has no room for (%v)", n, err)
