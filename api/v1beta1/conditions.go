@@ -135,7 +135,8 @@ const (
 
 	// ReasonClientServiceNotReady: Available is False while a quorum of voters is healthy but none of
 	// their pods is Ready yet, so the client Service routes to none of them (the readiness probe runs
-	// every 2 s once the startup probe, also every 2 s, has passed: seconds after etcd serves).
+	// every second once the startup probe, also every second, has passed, and the operator sets the
+	// pod's readiness gate once the member served it: seconds after etcd serves).
 	ReasonClientServiceNotReady = "ClientServiceNotReady"
 )
 

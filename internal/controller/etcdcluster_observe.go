@@ -2,13 +2,16 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/auth"
@@ -47,33 +50,51 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)
 	s.in, s.m = in, model.Build(in)
-	if err := r.markServing(ctx, s); err != nil {
-		return nil, err
-	}
+	r.markServing(ctx, s)
 	return auth.Refused(in.EtcdErr, s.creds), nil
 }
 
 // markServing sets the readiness gate resources.ServingCondition True on the pod of every member that
-// served the operator in this pass through that pod (model.Member.Serving: a linearizable read, or a
-// learner's status, on its client URL), so that the pod turns Ready, and joins the client Service,
-// only once its etcd serves clients: a member that has just joined passes its readiness probe before.
-// The condition is only ever set True, once per pod; pods without the gate (made before the operator
-// had it) are left alone. A pod gone meanwhile is no error.
-func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) error {
-	for _, mem := range s.m.Listed() {
-		if !mem.Serving() || !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
+// serves clients, so that the pod turns Ready, and joins the client Service, only once its etcd
+// serves: a member that has just joined passes its readiness probe up to 7 s before. A member serves
+// when it served the operator in this pass through that pod (model.Member.Serving: a linearizable
+// read, or a learner's status, on its client URL), or, whether the operator reached it or not, when
+// its etcd container has run for longer than model.JoinGrace and passes its readiness probe: etcd has
+// published itself by then, and a pod whose members the operator cannot reach (a NetworkPolicy) still
+// joins the Service. The condition is only ever set True, once per pod; pods without the gate (made
+// before the operator had it) are left alone. The patch names the pod's UID, so that a pod made again
+// under the same name meanwhile is not marked. A failed patch is logged and reported as an event, and
+// the pass goes on: the gate must not hold up a repair.
+func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
+	for _, mem := range s.m.Pods() {
+		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
 			continue
 		}
-		patch := client.StrategicMergeFrom(mem.Pod.DeepCopy())
-		mem.Pod.Status.Conditions = append(mem.Pod.Status.Conditions, corev1.PodCondition{
-			Type: resources.ServingCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
-			Reason: "Serving", Message: "etcd served the operator on its client URL",
+		since := mem.EtcdRunningSince()
+		served := mem.Listed() && mem.Serving()
+		settled := mem.EtcdReady() && !since.IsZero() && s.m.Now.Sub(since) > model.JoinGrace
+		if !served && !settled {
+			continue
+		}
+		cond := corev1.PodCondition{Type: resources.ServingCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
+			Reason: "Serving", Message: "etcd served the operator on its client URL"}
+		if !served {
+			cond.Message = fmt.Sprintf("etcd has passed its readiness probe, and run for longer than %s", model.JoinGrace)
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": mem.Pod.UID},
+			"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
 		})
-		if err := r.Status().Patch(ctx, mem.Pod, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("set condition %s of pod %s: %w", resources.ServingCondition, mem.Name, err)
+		if err == nil {
+			err = r.Status().Patch(ctx, mem.Pod, client.RawPatch(types.StrategicMergePatchType, patch))
+		}
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+			log.FromContext(ctx).Error(err, "Cannot set the readiness gate of a member pod", "pod", mem.Name, "condition", resources.ServingCondition)
+			r.eventAbout(s.cluster, memberRef(s.cluster, mem.Name), corev1.EventTypeWarning, "ReadinessGateNotSet", "Patch",
+				"Cannot set condition %s of pod %s, which its readiness gate waits for: %v; the pod is not Ready, and not in the client Service, until it is set (the operator needs patch on pods/status)",
+				resources.ServingCondition, mem.Name, err)
 		}
 	}
-	return nil
 }
 
 // podCondition reports whether pod has condition t with status True.

@@ -681,3 +681,69 @@ func waitNewLearner(t *testing.T, c *etcdv1beta1.EtcdCluster, from *testenv.Etcd
 		return errors.New("no new learner " + name)
 	})
 }
+
+// TestServingGateSetWhenUnreachable: the operator sets a member pod's readiness gate once the member
+// has served it on its client URL; a pod made again whose etcd the operator cannot reach gets it once
+// the kubelet reports its etcd container ready and running for longer than model.JoinGrace (etcd has
+// published itself by then), so that it joins the client Service although the operator is cut off.
+func TestServingGateSetWhenUnreachable(t *testing.T) {
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("gate", testutil.InNamespace("ns-gate"), testutil.WithReplicas(1)), "127.0.0.48")
+	servingSays := func(name, text string, uid types.UID) {
+		t.Helper()
+		testutil.Eventually(t, waitTimeout, name+"'s pod has "+string(resources.ServingCondition), func(context.Context) error {
+			p, err := getPod(c, name)
+			if err != nil {
+				return err
+			}
+			if uid != "" && p.UID != uid {
+				return fmt.Errorf("pod %s is not the one made again", p.UID)
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == resources.ServingCondition && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, text) {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v", p.Status.Conditions)
+		})
+	}
+	servingSays("gate-0", "etcd served the operator on its client URL", "")
+
+	// etcd stops and its pod is deleted: the operator makes the pod again, and reaches no etcd in it
+	old, err := getPod(c, "gate-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members[0].Stop()
+	if err := k8s.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	var again *corev1.Pod
+	testutil.Eventually(t, waitTimeout, "gate-0's pod made again", func(context.Context) error {
+		p, err := getPod(c, "gate-0")
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return errors.New("still the old pod")
+		}
+		again = p
+		return nil
+	})
+	if podConditionTrue(again, resources.ServingCondition) {
+		t.Fatalf("the pod made again has %s before its etcd ran", resources.ServingCondition)
+	}
+	// the kubelet reports its etcd ready (its probe passed) and running for 20 s
+	testutil.Eventually(t, waitTimeout, "gate-0's pod reported running", func(ctx context.Context) error {
+		p, err := getPod(c, "gate-0")
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP = "127.0.0.48"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.48"}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-20 * time.Second))}}}}
+		return k8s.Status().Update(ctx, p)
+	})
+	servingSays("gate-0", "etcd has passed its readiness probe, and run for longer than", again.UID)
+}

@@ -193,6 +193,9 @@ func Next(s State) Action {
 		{finishLearner, true}, {waitForRemoved, false}, {scaleUp, true},
 	} {
 		if a, ok := step.next(s, t); ok {
+			if w, unsafe := removesQuorumInRaft(s, t, a); unsafe {
+				return w
+			}
 			if a.Kind == Wait && step.adding {
 				// while a learner catches up or a pod gets its address, the pods of the members to be
 				// added after it are created, so that their volumes are provisioned meanwhile
@@ -204,6 +207,26 @@ func Next(s State) Action {
 		}
 	}
 	return Action{Kind: None}
+}
+
+// removesQuorumInRaft returns a Wait, and true, when a removes a voter that takes part in raft without
+// serving yet (Member.InRaft) that the voters left need for quorum: such a voter counts for quorum
+// although it is not healthy, and the steps that remove members that are not healthy would take it
+// for one that is down.
+func removesQuorumInRaft(s State, t tally, a Action) (Action, bool) {
+	if a.Kind != Remove {
+		return Action{}, false
+	}
+	for _, m := range s.Members {
+		if m.ID != a.ID || m.IsLearner || !m.InRaft || m.Healthy {
+			continue
+		}
+		if left := t.healthyVoters + t.inRaft - 1; left < Quorum(t.voters-1) {
+			return Action{Kind: Wait, Member: m.Name, Reason: fmt.Sprintf(
+				"not removing %s, which joined moments ago and takes part in raft: %d of the %d voters left would be healthy or in raft, below quorum", m.Name, left, t.voters-1)}, true
+		}
+	}
+	return Action{}, false
 }
 
 // tally is what Next counts in a State once.
@@ -438,14 +461,16 @@ func freeName(cluster string, members map[string]Member, res map[string]Resource
 // first, so that the cluster keeps its lowest ordinals), then the leader.
 func removeRank(m Member, leader uint64) int {
 	switch {
-	case !m.Healthy && !m.IsLearner:
+	case !m.Healthy && !m.IsLearner && !m.InRaft:
 		return 0
 	case m.IsLearner:
 		return 1
-	case m.ID == leader:
-		return 3
-	default:
+	case m.InRaft:
 		return 2
+	case m.ID == leader:
+		return 4
+	default:
+		return 3
 	}
 }
 

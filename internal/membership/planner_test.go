@@ -55,7 +55,10 @@ func TestNext(t *testing.T) {
 		{"1->3: a joining voter not known to take part in raft yet is waited for", state(3, 1, "jv"), Wait, "demo-0"},
 		{"1->3: one that takes part in raft counts for quorum, and the next member is added", state(3, 1, "rv"), AddLearner, "demo-2"},
 		{"1->3: and the next learner promoted", state(3, 1, "rvL"), Promote, "demo-2"},
-		{"scale down removes a voter in raft that does not serve first", state(1, 1, "rv"), Remove, "demo-0"},
+		{"scale down removes a voter in raft that does not serve, when the quorum left allows", state(1, 1, "rv"), Remove, "demo-0"},
+		{"a voter that is down goes before one in raft", state(2, 0, "vdr"), Remove, "demo-1"},
+		{"a voter in raft whose data is gone is removed like one that is down", state(3, 0, "vrr", "demo-2"), Remove, "demo-2"},
+		{"never a voter in raft that the quorum left needs, even marked for replacement", func() State { s := state(3, 0, "vdr"); s.Members[2].Replace = "down too long"; return s }(), Wait, "demo-2"},
 		{"C02: a voter without pod and data is removed", state(3, 0, "vdv", "demo-1"), Remove, "demo-1"},
 		{"a member that answers is not taken for one whose data is gone", state(3, 0, "vvv", "demo-1"), None, ""},
 		{"C02: then re-added under its name", state(3, 0, "v_v"), AddLearner, "demo-1"},
@@ -253,6 +256,9 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 			}
 			if !m.IsLearner && m.Healthy && healthy-1 < (voters-1)/2+1 {
 				t.Fatalf("%v leaves %d healthy of %d voters", a, healthy-1, voters-1)
+			}
+			if !m.IsLearner && m.InRaft && !m.Healthy && healthy+inRaft >= voters/2+1 && healthy+inRaft-1 < (voters-1)/2+1 {
+				t.Fatalf("%v removes a voter in raft that the %d healthy and %d in raft of %d voters need for quorum", a, healthy, inRaft, voters)
 			}
 		case Promote:
 			if m := byID[a.ID]; !m.IsLearner || !m.Started || !s.Resources[m.Name].Pod {

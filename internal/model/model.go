@@ -234,7 +234,7 @@ const newMemberData = 2 * time.Minute
 // etcd lists it under its name (it has applied the leader's snapshot: its name came with it), it does not
 // answer, its pod was made to join a running cluster (--initial-cluster-state=existing; a member of
 // the cluster's bootstrap never is), its etcd container has run for less than JoinGrace without a
-// restart (or never ended, and the kubelet has not reported its start yet), and its claim (or pod, without one) is less than newMemberData old. A new member serves
+// restart (or, its init containers finished moments ago, the kubelet has not reported its start yet), and its claim (or pod, without one) is less than newMemberData old. A new member serves
 // once it has published itself through raft; when the leader's snapshot already holds that proposal,
 // etcd does not see it applied and serves only after retrying it, 7 s after it started
 // (etcd-io/etcd#16436), although it takes part in raft the whole time. A member that restarted, or
@@ -254,10 +254,27 @@ func (m *Member) Joining(now time.Time) bool {
 	if st == nil || st.RestartCount != 0 {
 		return false
 	}
-	// etcd lists the member's name, so its etcd runs: a container the kubelet still reports waiting
-	// (it reports the start a moment later) started just now
-	return st.State.Running != nil && now.Sub(st.State.Running.StartedAt.Time) < JoinGrace ||
-		st.State.Waiting != nil && st.LastTerminationState.Terminated == nil
+	if st.State.Running != nil {
+		return now.Sub(st.State.Running.StartedAt.Time) < JoinGrace
+	}
+	// a container that never ran, of a pod whose init containers (await-add) finished moments ago: its
+	// etcd has most likely started, and the kubelet reports that a moment later (a pod made again for a
+	// member whose name an earlier pod published, stuck pulling its image, is not joining: its init
+	// containers finished longer ago)
+	init := podCondition(m.Pod, corev1.PodInitialized)
+	return st.State.Waiting != nil && st.LastTerminationState.Terminated == nil &&
+		(st.State.Waiting.Reason == "PodInitializing" || st.State.Waiting.Reason == "ContainerCreating") &&
+		init != nil && init.Status == corev1.ConditionTrue && now.Sub(init.LastTransitionTime.Time) < JoinGrace
+}
+
+// podCondition returns the condition of type t of pod p, nil when it has none.
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // InRaft reports whether the member is a joining voter (Joining) whose etcd container the kubelet
@@ -265,7 +282,9 @@ func (m *Member) Joining(now time.Time) bool {
 // has published itself; for etcd 3.5, /health) passed, and that probe answers only for a voter that
 // has a leader and was served a linearizable read through it. Such a member takes part in raft and
 // counts for quorum, although it serves no client until it has published itself (up to 7 s after it
-// started, etcd-io/etcd#16436).
+// started, etcd-io/etcd#16436). The probe's verdict lags: a member that stops answering moments after
+// its probe passed still counts until its pod turns not ready (6 failed probes) or JoinGrace ends,
+// whichever comes first; etcd's own checks still guard every membership change meanwhile.
 func (m *Member) InRaft(now time.Time) bool {
 	if !m.Voter() || !m.Joining(now) {
 		return false
@@ -321,6 +340,23 @@ func named(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStat
 		}
 	}
 	return nil
+}
+
+// EtcdRunningSince returns when the kubelet reports that the etcd container of the member's pod
+// started running, zero when it does not run.
+func (m *Member) EtcdRunningSince() time.Time {
+	st := m.etcdStatus()
+	if st == nil || st.State.Running == nil {
+		return time.Time{}
+	}
+	return st.State.Running.StartedAt.Time
+}
+
+// EtcdReady reports whether the kubelet reports the etcd container of the member's pod ready: its
+// readiness probe passed (the pod's Ready condition also needs its readiness gate).
+func (m *Member) EtcdReady() bool {
+	st := m.etcdStatus()
+	return st != nil && st.Ready
 }
 
 // EtcdRunning reports whether the kubelet reports the etcd container of the member's pod running.
@@ -1056,12 +1092,6 @@ func (c *Cluster) Voters() int { return c.count((*Member).Voter) }
 // HealthyVoters is the number of voting members that are healthy.
 func (c *Cluster) HealthyVoters() int {
 	return c.count(func(m *Member) bool { return m.Voter() && m.Healthy() })
-}
-
-// InRaftVoters is the number of voting members that are not healthy but take part in raft (see
-// Member.InRaft): joined moments ago, not published yet.
-func (c *Cluster) InRaftVoters() int {
-	return c.count(func(m *Member) bool { return !m.Healthy() && m.InRaft(c.Now) })
 }
 
 // ServingVoters is the number of voting members that are serving (healthy but for NOSPACE included).

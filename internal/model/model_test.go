@@ -202,8 +202,26 @@ func TestJoining(t *testing.T) {
 		{"etcd lists its name before the kubelet reports its container started", func() *Member {
 			m := member(2*time.Second, 20*time.Second, 0, down)
 			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+			m.Pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Second))}}
 			return m
 		}(), true},
+		{"a pod made again, whose etcd image cannot be pulled, under a name an earlier pod published", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+			m.Pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Second))}}
+			return m
+		}(), false},
+		{"a pod made again whose init containers finished longer ago than JoinGrace", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+			m.Pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-JoinGrace - time.Second))}}
+			return m
+		}(), false},
+		{"a pod made again whose init containers have not finished (its volume is not attached yet)", func() *Member {
+			m := member(2*time.Second, 20*time.Second, 0, down)
+			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+			return m
+		}(), false},
 		{"its container waits after it ended once", func() *Member {
 			m := member(2*time.Second, 20*time.Second, 0, down)
 			m.Pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}

@@ -154,7 +154,10 @@ func askMembers(ctx context.Context, cli etcd.Client, m *model.Cluster, opts res
 		settle := false
 		if mem := m.Member(name); mem != nil {
 			ep = Endpoint(mem.Pod, preferHTTPS(m))
-			if mem.Pod != nil && !mem.PodReady() {
+			if since := mem.EtcdRunningSince(); mem.Pod != nil && !mem.PodReady() && (since.IsZero() || m.Now.Sub(since) < model.JoinGrace) {
+				// a member whose etcd has run for longer is asked as long as a Ready one: it has had time
+				// to publish itself, and a slow answer must not keep it from being marked serving
+				// (the pod's readiness gate), and so from ever turning Ready
 				within = notReadyStatusTimeout
 			}
 			// a member the status last recorded healthy that answers "no leader" is most likely seeing

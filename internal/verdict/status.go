@@ -49,8 +49,8 @@ func Status(c *etcdv1beta1.EtcdCluster, m *model.Cluster, report *Report, st *St
 	available, why := h.Available, availableReason(s, st, h)
 	if available && !servedThroughService(s.m) {
 		available, why = false, [2]string{etcdv1beta1.ReasonClientServiceNotReady, fmt.Sprintf(
-			"%d of %d voting members are healthy (quorum %d), but none of their pods is Ready yet: the client Service %s routes to none of them (the readiness probe passes seconds after etcd serves)",
-			h.HealthyVoters, h.Voters, h.Quorum, resources.ClientServiceName(c))}
+			"%d of %d voting members are healthy (quorum %d), but none of their pods is Ready yet: the client Service %s routes to none of them (a pod is Ready once its readiness probe passes and the operator has marked it serving, its readiness gate %s: seconds after etcd serves)",
+			h.HealthyVoters, h.Voters, h.Quorum, resources.ClientServiceName(c), resources.ServingCondition)}
 	}
 	setCondition(status, c.Generation, etcdv1beta1.ConditionAvailable, available, why)
 	degraded := setDegraded(s, h, opts.SpecHash(c))
