@@ -139,16 +139,6 @@ func runPods(t *testing.T, c *etcdv1beta1.EtcdCluster, ips map[string]string) {
 	}
 }
 
-// podConditionTrue reports whether pod p has condition t with status True.
-func podConditionTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == t {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func condition(c *etcdv1beta1.EtcdCluster, condType string) *metav1.Condition {
 	return meta.FindStatusCondition(c.Status.Conditions, condType)
 }

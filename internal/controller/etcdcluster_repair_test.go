@@ -100,20 +100,11 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	// The pods of the members that serve are marked so (their readiness gate), the recreated pod,
 	// whose etcd does not serve, is not: it stays out of the client Service whatever its probe says.
 	for _, name := range []string{"heal-0", "heal-1"} {
-		testutil.Eventually(t, waitTimeout, name+"'s pod has "+string(resources.ServingCondition), func(context.Context) error {
-			p, err := getPod(c, name)
-			if err != nil {
-				return err
-			}
-			if !podConditionTrue(p, resources.ServingCondition) {
-				return fmt.Errorf("conditions %+v", p.Status.Conditions)
-			}
-			return nil
-		})
+		waitServing(t, c, name, "etcd served the operator on its client URL", "")
 	}
 	if p, err := getPod(c, "heal-2"); err != nil {
 		t.Error(err)
-	} else if podConditionTrue(p, resources.ServingCondition) {
+	} else if podCondition(p, resources.ServingCondition) {
 		t.Errorf("recreated heal-2, which does not serve, has %s: %+v", resources.ServingCondition, p.Status.Conditions)
 	}
 
@@ -687,29 +678,11 @@ func waitNewLearner(t *testing.T, c *etcdv1beta1.EtcdCluster, from *testenv.Etcd
 // the kubelet reports its etcd container ready and running for longer than model.JoinGrace (etcd has
 // published itself by then), so that it joins the client Service although the operator is cut off.
 func TestServingGateSetWhenUnreachable(t *testing.T) {
-	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("gate", testutil.InNamespace("ns-gate"), testutil.WithReplicas(1)), "127.0.0.48")
-	servingSays := func(name, text string, uid types.UID) {
-		t.Helper()
-		testutil.Eventually(t, waitTimeout, name+"'s pod has "+string(resources.ServingCondition), func(context.Context) error {
-			p, err := getPod(c, name)
-			if err != nil {
-				return err
-			}
-			if uid != "" && p.UID != uid {
-				return fmt.Errorf("pod %s is not the one made again", p.UID)
-			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == resources.ServingCondition && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, text) {
-					return nil
-				}
-			}
-			return fmt.Errorf("conditions %+v", p.Status.Conditions)
-		})
-	}
-	servingSays("gate-0", "etcd served the operator on its client URL", "")
+	c, members, _, _ := runningCluster(t, testutil.EtcdCluster("servgate", testutil.InNamespace("ns-servgate"), testutil.WithReplicas(1)), "127.0.0.48")
+	waitServing(t, c, "servgate-0", "etcd served the operator on its client URL", "")
 
 	// etcd stops and its pod is deleted: the operator makes the pod again, and reaches no etcd in it
-	old, err := getPod(c, "gate-0")
+	old, err := getPod(c, "servgate-0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,8 +691,8 @@ func TestServingGateSetWhenUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again *corev1.Pod
-	testutil.Eventually(t, waitTimeout, "gate-0's pod made again", func(context.Context) error {
-		p, err := getPod(c, "gate-0")
+	testutil.Eventually(t, waitTimeout, "servgate-0's pod made again", func(context.Context) error {
+		p, err := getPod(c, "servgate-0")
 		if err != nil {
 			return err
 		}
@@ -729,12 +702,12 @@ func TestServingGateSetWhenUnreachable(t *testing.T) {
 		again = p
 		return nil
 	})
-	if podConditionTrue(again, resources.ServingCondition) {
+	if podCondition(again, resources.ServingCondition) {
 		t.Fatalf("the pod made again has %s before its etcd ran", resources.ServingCondition)
 	}
 	// the kubelet reports its etcd ready (its probe passed) and running for 20 s
-	testutil.Eventually(t, waitTimeout, "gate-0's pod reported running", func(ctx context.Context) error {
-		p, err := getPod(c, "gate-0")
+	testutil.Eventually(t, waitTimeout, "servgate-0's pod reported running", func(ctx context.Context) error {
+		p, err := getPod(c, "servgate-0")
 		if err != nil {
 			return err
 		}
@@ -745,5 +718,26 @@ func TestServingGateSetWhenUnreachable(t *testing.T) {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-20 * time.Second))}}}}
 		return k8s.Status().Update(ctx, p)
 	})
-	servingSays("gate-0", "etcd has passed its readiness probe, and run for longer than", again.UID)
+	waitServing(t, c, "servgate-0", "etcd has passed its readiness probe, and run for longer than", again.UID)
+}
+
+// waitServing waits until the pod name of c (of UID uid, unless "") has the readiness gate's condition
+// resources.ServingCondition True, with a message that contains text.
+func waitServing(t *testing.T, c *etcdv1beta1.EtcdCluster, name, text string, uid types.UID) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, name+"'s pod has "+string(resources.ServingCondition), func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if uid != "" && p.UID != uid {
+			return fmt.Errorf("pod %s is not the one awaited", p.UID)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == resources.ServingCondition && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, text) {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", p.Status.Conditions)
+	})
 }

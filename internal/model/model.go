@@ -234,7 +234,8 @@ const newMemberData = 2 * time.Minute
 // etcd lists it under its name (it has applied the leader's snapshot: its name came with it), it does not
 // answer, its pod was made to join a running cluster (--initial-cluster-state=existing; a member of
 // the cluster's bootstrap never is), its etcd container has run for less than JoinGrace without a
-// restart (or, its init containers finished moments ago, the kubelet has not reported its start yet), and its claim (or pod, without one) is less than newMemberData old. A new member serves
+// restart (or, its init containers finished moments ago, the kubelet has not reported its start
+// yet), and its claim (or pod, without one) is less than newMemberData old. A new member serves
 // once it has published itself through raft; when the leader's snapshot already holds that proposal,
 // etcd does not see it applied and serves only after retrying it, 7 s after it started
 // (etcd-io/etcd#16436), although it takes part in raft the whole time. A member that restarted, or
@@ -286,11 +287,7 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 // its probe passed still counts until its pod turns not ready (6 failed probes) or JoinGrace ends,
 // whichever comes first; etcd's own checks still guard every membership change meanwhile.
 func (m *Member) InRaft(now time.Time) bool {
-	if !m.Voter() || !m.Joining(now) {
-		return false
-	}
-	st := m.etcdStatus()
-	return st != nil && st.Ready
+	return m.Voter() && m.Joining(now) && m.EtcdReady()
 }
 
 // lastTermination returns the most recent termination of container cs: its current state when it

@@ -107,6 +107,8 @@ type Health struct {
 	// Joining are the voters that joined moments ago whose readiness probe has not passed yet
 	// (model.Member.Joining, not InRaft), by name: whether they take part in raft is not known yet.
 	Joining []string
+	// Led: the members that answered agree on a leader.
+	Led bool
 	// Available: a leader and a quorum of healthy voters (and voters InRaft), no NOSPACE alarm.
 	Available bool
 	// NoSpace: a serving quorum refuses writes because of a NOSPACE alarm (not available, not lost).
@@ -120,10 +122,10 @@ type Health struct {
 func JudgeHealth(m *model.Cluster) Health {
 	h := Health{HealthyVoters: int32(m.HealthyVoters()), Voters: int32(m.Voters()), Learners: int32(m.Learners()),
 		Quorum: int32(m.Quorum()), Desired: int32(m.Desired)}
-	led := m.Answered() && m.Etcd.Leader != 0 && h.Voters > 0
+	h.Led = m.Answered() && m.Etcd.Leader != 0 && h.Voters > 0
 	// One NOSPACE alarm, whichever member raised it, makes every member refuse writes: a quorum that
 	// serves reads but refuses writes is not available, and not lost either.
-	h.NoSpace = led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.Quorum
+	h.NoSpace = h.Led && m.AnyNoSpace() && int32(m.ServingVoters()) >= h.Quorum
 	// So does one CORRUPT alarm.
 	for _, id := range m.Corrupt() {
 		h.Corrupt = append(h.Corrupt, memberName(m, id))
@@ -137,14 +139,14 @@ func JudgeHealth(m *model.Cluster) Health {
 			h.Joining = append(h.Joining, mem.Name)
 		}
 	}
-	h.Available = !h.NoSpace && len(h.Corrupt) == 0 && led && h.HealthyVoters+int32(len(h.InRaft)) >= h.Quorum
+	h.Available = !h.NoSpace && len(h.Corrupt) == 0 && h.Led && h.HealthyVoters+int32(len(h.InRaft)) >= h.Quorum
 	return h
 }
 
 // joinPending reports whether the cluster is not Available only because voters that joined moments
 // ago have not shown yet that they take part in raft: with them, the voters would make a quorum.
 func (h Health) joinPending() bool {
-	return !h.Available && len(h.Joining) > 0 && !h.NoSpace && len(h.Corrupt) == 0 &&
+	return !h.Available && h.Led && len(h.Joining) > 0 && !h.NoSpace && len(h.Corrupt) == 0 &&
 		h.HealthyVoters+int32(len(h.InRaft)+len(h.Joining)) >= h.Quorum
 }
 
