@@ -333,6 +333,11 @@ func finishLearner(s State, t tally) (Action, bool) {
 	switch {
 	case r.PodTerminating || r.DataTerminating:
 		return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}, true
+	case l.Started && !r.Pod && !r.Data:
+		// it ran, and its data went with its pod and claim (or with its pod, on emptyDir): a pod made
+		// for it now would start empty under its member ID, which the leader takes for caught up and
+		// promotes at once; it leaves, and a new learner is added on new data
+		return Action{Kind: Remove, Member: l.Name, ID: l.ID, Reason: "the learner ran, and its pod and data are gone; a new learner takes its place", Replacing: true}, true
 	case !r.Pod:
 		return Action{Kind: CreatePod, Member: l.Name, Reason: "the learner was added but has no pod"}, true
 	case l.Started:

@@ -45,6 +45,8 @@ func TestNext(t *testing.T) {
 		{"steady", state(3, 0, "vvv"), None, ""},
 		{"scale up 3->5 adds the lowest free name as learner", state(5, 0, "vvv"), AddLearner, "demo-3"},
 		{"C08: a learner without a pod gets one", state(3, 0, "vl", "demo-1"), CreatePod, "demo-1"},
+		{"a learner that ran, whose pod and data are gone, is removed, not started empty under its ID", state(5, 0, "vvvL", "demo-3"), Remove, "demo-3"},
+		{"one whose claim is kept gets its pod back", withRes(state(5, 0, "vvvL"), "demo-3", Resources{Data: true}), CreatePod, "demo-3"},
 		{"C08: a learner not started yet is waited for, not promoted", withRes(state(3, 0, "vl"), "demo-1", Resources{Pod: true, Data: true}), Wait, "demo-1"},
 		{"C08: a started learner is promoted", state(3, 0, "vL"), Promote, "demo-1"},
 		{"C08: one learner at a time: no add while one is in flight", state(5, 0, "vvvL"), Promote, "demo-3"},
@@ -263,6 +265,10 @@ func TestNextNeverBreaksQuorum(t *testing.T) {
 		case Promote:
 			if m := byID[a.ID]; !m.IsLearner || !m.Started || !s.Resources[m.Name].Pod {
 				t.Fatalf("%v: not a started learner: %+v", a, m)
+			}
+		case CreatePod:
+			if m, r := byName[a.Member], s.Resources[a.Member]; m.Started && !r.Data {
+				t.Fatalf("%v: the learner ran and its data is gone; a pod would start it empty under its member ID", a)
 			}
 		case DeleteResources:
 			if _, ok := byName[a.Member]; ok {
