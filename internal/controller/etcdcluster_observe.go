@@ -99,12 +99,8 @@ func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 
 // podCondition reports whether pod has condition t with status True.
 func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == t {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	cond := model.PodCondition(pod, t)
+	return cond != nil && cond.Status == corev1.ConditionTrue
 }
 
 // updateEmptySpecHash replaces, on the pods of c and in the rolled-onto records of its claims, the

@@ -213,12 +213,8 @@ func (m *Member) PodReady() bool {
 	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
 	}
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	cond := PodCondition(p, corev1.PodReady)
+	return cond != nil && cond.Status == corev1.ConditionTrue
 }
 
 // JoinGrace is how long after its etcd starts a new member may list its name without serving yet and
@@ -262,14 +258,14 @@ func (m *Member) Joining(now time.Time) bool {
 	// etcd has most likely started, and the kubelet reports that a moment later (a pod made again for a
 	// member whose name an earlier pod published, stuck pulling its image, is not joining: its init
 	// containers finished longer ago)
-	init := podCondition(m.Pod, corev1.PodInitialized)
+	init := PodCondition(m.Pod, corev1.PodInitialized)
 	return st.State.Waiting != nil && st.LastTerminationState.Terminated == nil &&
 		(st.State.Waiting.Reason == "PodInitializing" || st.State.Waiting.Reason == "ContainerCreating") &&
 		init != nil && init.Status == corev1.ConditionTrue && now.Sub(init.LastTransitionTime.Time) < JoinGrace
 }
 
-// podCondition returns the condition of type t of pod p, nil when it has none.
-func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+// PodCondition returns the condition of type t of pod p, nil when it has none.
+func PodCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == t {
 			return &p.Status.Conditions[i]
@@ -419,10 +415,8 @@ func (m *Member) notReadySince() time.Time {
 	if m.Pod == nil {
 		return time.Time{}
 	}
-	for _, cond := range m.Pod.Status.Conditions {
-		if cond.Type == corev1.PodReady && cond.Status != corev1.ConditionTrue {
-			return cond.LastTransitionTime.Time
-		}
+	if cond := PodCondition(m.Pod, corev1.PodReady); cond != nil && cond.Status != corev1.ConditionTrue {
+		return cond.LastTransitionTime.Time
 	}
 	return time.Time{}
 }
