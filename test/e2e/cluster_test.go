@@ -325,7 +325,10 @@ func TestC04_SingleMemberPodDeleted(t *testing.T) {
 	if after.clusterID != before.clusterID || len(after.members) != 1 || after.members[0].ID != before.members[0].ID {
 		t.Errorf("C04: cluster %x members %+v after, %x %+v before: want the same cluster and member ID", after.clusterID, after.members, before.clusterID, before.members)
 	}
-	resp, err := etcdClient(t, podEndpoint(np)).Get(wctx, "foo")
+	// a context of its own: wctx was made before the pod was deleted, and recovery may outlast it
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	resp, err := etcdClient(t, podEndpoint(np)).Get(rctx, "foo")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "hello" {
 		t.Errorf("C04: foo after restart: %v %v, want hello", resp, err)
 	}
