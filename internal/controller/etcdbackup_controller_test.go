@@ -657,6 +657,74 @@ func TestFinalSnapshotOnDelete(t *testing.T) {
 	}
 }
 
+// TestNamespaceDeletionNotHeldByBackups: once its namespace is being deleted, nothing can be made in
+// it, so a deleted backup whose snapshot the delete-snapshot annotation asks to delete lets go at
+// once, its snapshot left in place, and a deleted cluster with finalSnapshot goes without one; neither
+// holds the namespace's deletion for their timeouts (15 and 5 minutes).
+func TestNamespaceDeletionNotHeldByBackups(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	c, w := availableCluster(t, "bknsdel", "127.0.0.167")
+	ctx := context.Background()
+	dest := s3Destination(t, c.Namespace, s3, s3.SecretAccessKey)
+	setBackupSpec(t, c, &etcdv1beta1.BackupSpec{Destination: *dest, FinalSnapshot: true})
+	b := &etcdv1beta1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "bknsdel-1", Namespace: c.Namespace,
+			Annotations: map[string]string{etcdv1beta1.AnnotationDeleteSnapshot: "true"}},
+		Spec: etcdv1beta1.EtcdBackupSpec{ClusterRef: etcdv1beta1.LocalObjectReference{Name: c.Name}, Destination: dest},
+	}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := runJob(t, waitJob(t, c.Namespace, b.Name+"-backup"), w); code != 0 {
+		t.Fatalf("backup exited %d: %s", code, msg)
+	}
+	b = waitBackupPhase(t, c.Namespace, b.Name, etcdv1beta1.BackupSucceeded)
+	if len(b.Finalizers) == 0 {
+		t.Fatalf("backup without finalizer: %+v", b.ObjectMeta)
+	}
+
+	// envtest runs no namespace controller: the namespace stays Terminating, refusing new objects, and
+	// the test deletes what it holds
+	if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	gone := func(obj client.Object) func(context.Context) error {
+		return func(ctx context.Context) error {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("still there, finalizers %v", obj.GetFinalizers())
+			}
+			return fmt.Errorf("still there: %w", err)
+		}
+	}
+	start := time.Now()
+	if err := k8s.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "deleted backup gone", gone(b))
+	t.Logf("backup deleted in a namespace being deleted: gone in %v", time.Since(start).Round(10*time.Millisecond))
+	if _, err := s3Object(s3, dest.S3.Prefix+"/"+b.Status.Key); err != nil {
+		t.Errorf("%s: %v, want it left in place", b.Status.Location, err)
+	}
+	j := &batchv1.Job{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.DeleteSnapshotJobName(b)}, j); !apierrors.IsNotFound(err) {
+		t.Errorf("delete-snapshot job: %v, want none", err)
+	}
+
+	start = time.Now()
+	if err := k8s.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "deleted cluster gone", gone(c))
+	t.Logf("cluster with finalSnapshot deleted in a namespace being deleted: gone in %v", time.Since(start).Round(10*time.Millisecond))
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.FinalSnapshotName(c)}, &etcdv1beta1.EtcdBackup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("final snapshot: %v, want none", err)
+	}
+}
+
 // TestBackupToMissingClaim: a backup to a claim that does not exist waits (Pending) and says which
 // claim to create, without a Job; once the claim exists the Job is created, and a Job pod that cannot
 // be scheduled is named in the backup's message with what the scheduler says.

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
@@ -72,6 +73,13 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1beta
 	if apierrors.IsNotFound(err) {
 		job = r.Options.BuildDeleteSnapshotJob(b.Namespace, b.Spec.ClusterRef.Name, b, dest)
 		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// nothing can be made in a namespace being deleted: waiting would hold the namespace's
+				// deletion until deleteSnapshotGiveUp
+				log.FromContext(ctx).Info("the stored snapshot is left in place: its namespace is being deleted, so no Job can delete it",
+					"location", b.Status.Location)
+				return leftBehind("its namespace %s is being deleted, so no Job can run in it", b.Namespace)
+			}
 			return ctrl.Result{}, false, fmt.Errorf("create job %s: %w", job.Name, err)
 		}
 		r.event(b, corev1.EventTypeNormal, "DeletingSnapshot", "DeleteSnapshot", "Created Job %s to delete %s", job.Name, b.Status.Location)

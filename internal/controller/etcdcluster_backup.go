@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
@@ -176,6 +177,13 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1beta
 			return ctrl.Result{}, true, nil
 		}
 		if err := r.Create(ctx, resources.BuildFinalSnapshot(c)); err != nil && !apierrors.IsAlreadyExists(err) {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// nothing can be made in a namespace being deleted: waiting would hold its deletion
+				// for finalSnapshotTimeout and store nothing
+				log.FromContext(ctx).Info("no final snapshot: the cluster's namespace is being deleted, so no EtcdBackup can be made in it")
+				r.event(c, corev1.EventTypeWarning, "FinalSnapshotSkipped", "Delete", "No final snapshot: namespace %s is being deleted, so no EtcdBackup can be made in it", c.Namespace)
+				return ctrl.Result{}, true, nil
+			}
 			return ctrl.Result{}, false, fmt.Errorf("create final snapshot %s: %w", name, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "FinalSnapshot", "Delete", "Taking a final snapshot, EtcdBackup %s, before the members go (waiting at most %s)", name, finalSnapshotTimeout)
