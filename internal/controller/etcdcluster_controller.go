@@ -77,6 +77,9 @@ type EtcdClusterReconciler struct {
 	consistency observe.Clock
 	// published is when a pass first saw each awaiting pod's address published (awaitPublished).
 	published firstSeen
+	// drained is when a pass first saw each pod drained for its member's removal not Ready, by pod UID
+	// (drainForRemoval).
+	drainedUnready firstSeen
 }
 
 // scope is what one pass observed, once, and what it found out for the status.

@@ -336,8 +336,13 @@ func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
 
 // removeMembers removes member a.Member and, while the planner's next action on the member list
 // without it is another removal (a scale-down by more than one member), that one too, in this pass:
-// once etcd has removed a member, the member list without it is what the next pass would list.
+// once etcd has removed a member, the member list without it is what the next pass would list. The
+// pods of the members a scale-down removes are first taken out of the client Service
+// (drainForRemoval), over a pass or more.
 func (r *EtcdClusterReconciler) removeMembers(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	if st := r.drainForRemoval(ctx, s, membership.Removals(s.m.Membership(verdict.Replacements(s.m)), a)); st != nil {
+		return st, nil
+	}
 	leader, done := r.leaderClient(ctx, s) // one dial for the chain: a scale-down never removes the leader
 	defer done()
 	for {

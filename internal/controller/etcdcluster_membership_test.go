@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -13,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -270,6 +273,123 @@ func TestRetryLater(t *testing.T) {
 			t.Errorf("%v: step %+v, want an error", tc.err, st)
 		case !tc.fails && (err != nil || st == nil || st.Reason != etcdv1beta1.ReasonWaiting || st.After != tc.after):
 			t.Errorf("%v: step %+v, error %v; want a Waiting step within %s", tc.err, st, err, tc.after)
+		}
+	}
+}
+
+// TestScaleDownDrainsBeforeRemoval: a scale-down first takes the pods of the members it removes out of
+// the client Service (their readiness gate set False, reason Removing), and removes the members from
+// etcd only after that: drainSettle after the kubelet reports the pods not Ready, or after drainWait
+// when it does not. The leader's pod keeps its gate.
+func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("drain", testutil.InNamespace("ns-drain"), testutil.WithReplicas(5)),
+		"127.0.0.54", "127.0.0.55", "127.0.0.56", "127.0.0.57", "127.0.0.58")
+	for _, n := range names {
+		waitServing(t, c, n, "etcd served the operator on its client URL", "")
+	}
+	leader := getCluster(t, c).Status.Leader
+	var leaderEndpoint string
+	for i, n := range names {
+		if n == leader {
+			leaderEndpoint = members[i].ClientURL()
+		}
+	}
+	if leaderEndpoint == "" {
+		t.Fatalf("no leader among %v: %q", names, leader)
+	}
+	// 5 -> 3 with no kubelet to report the drained pods not Ready: the removals wait out drainWait.
+	// 3 -> 1 with each pod reported not Ready as soon as it is drained, as the kubelet would.
+	for _, step := range []struct {
+		replicas int32
+		kubelet  bool
+	}{{3, false}, {1, true}} {
+		listed := map[string]bool{}
+		for _, m := range memberList(t, leaderEndpoint) {
+			listed[m.Name] = true
+		}
+		setReplicas(t, c, step.replicas)
+		start := time.Now()
+		drainedAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
+		// every poll: when each pod is first seen drained, and its member first seen gone from etcd
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("scaled down to %d", step.replicas), func(ctx context.Context) error {
+			now := map[string]bool{}
+			for _, m := range memberList(t, leaderEndpoint) {
+				now[m.Name] = true
+			}
+			for n := range listed {
+				if _, seen := removedAt[n]; !seen && !now[n] {
+					removedAt[n] = time.Now()
+				}
+				if _, seen := drainedAt[n]; seen {
+					continue
+				}
+				p, err := getPod(c, n)
+				if err != nil {
+					continue
+				}
+				if cond := model.PodCondition(p, resources.ServingCondition); cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving {
+					drainedAt[n] = time.Now()
+					if step.kubelet {
+						p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+						p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()})
+						if err := k8s.Status().Update(ctx, p); err != nil {
+							delete(drainedAt, n) // again on the next poll
+						}
+					}
+				}
+			}
+			if len(now) > int(step.replicas) {
+				return fmt.Errorf("%d members; drained %v", len(now), slices.Collect(maps.Keys(drainedAt)))
+			}
+			return nil
+		})
+		for n, at := range removedAt {
+			d, ok := drainedAt[n]
+			switch {
+			case n == leader:
+				t.Errorf("the leader %s removed", n)
+			case !ok || d.After(at):
+				t.Errorf("%d -> %d: %s removed after %v, its pod drained after %v (seen %v): want the drain first", len(listed), step.replicas, n,
+					at.Sub(start).Round(10*time.Millisecond), d.Sub(start).Round(10*time.Millisecond), ok)
+			case !step.kubelet && at.Sub(d) < drainWait-1500*time.Millisecond: // lastTransitionTime is kept to the second
+				t.Errorf("%s, whose pod stayed Ready, removed %v after its drain was seen, want about %v", n, at.Sub(d), drainWait)
+			case step.kubelet && at.Sub(d) < drainSettle-100*time.Millisecond:
+				t.Errorf("%s removed %v after its pod was reported not Ready, want %v for kube-proxy to follow", n, at.Sub(d), drainSettle)
+			default:
+				t.Logf("%d -> %d: %s drained after %v, removed after %v", len(listed), step.replicas, n,
+					d.Sub(start).Round(10*time.Millisecond), at.Sub(start).Round(10*time.Millisecond))
+			}
+		}
+		if len(removedAt) != len(listed)-int(step.replicas) {
+			t.Errorf("%d -> %d: removed %v", len(listed), step.replicas, removedAt)
+		}
+	}
+	if p, err := getPod(c, leader); err != nil || !podCondition(p, resources.ServingCondition) {
+		t.Errorf("the leader's pod: %v, want %s still True", err, resources.ServingCondition)
+	}
+}
+
+// TestDrained: a pod drained for its member's removal is kept out of the client Service for drainHold,
+// and marked serving again after it when its member is still listed (the scale-down was undone).
+func TestDrained(t *testing.T) {
+	now := time.Now()
+	pod := func(status corev1.ConditionStatus, reason string, ago time.Duration) *model.Member {
+		return &model.Member{Name: "demo-2", Pod: &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: resources.ServingCondition, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		mem  *model.Member
+		want bool
+	}{
+		{"drained moments ago", pod(corev1.ConditionFalse, resources.ReasonRemoving, time.Second), true},
+		{"drained longer than drainHold ago", pod(corev1.ConditionFalse, resources.ReasonRemoving, drainHold+time.Second), false},
+		{"serving", pod(corev1.ConditionTrue, "Serving", time.Second), false},
+		{"False for another reason", pod(corev1.ConditionFalse, "Other", time.Second), false},
+		{"no condition", &model.Member{Name: "demo-2", Pod: &corev1.Pod{}}, false},
+	} {
+		if got := drained(tc.mem, now); got != tc.want {
+			t.Errorf("%s: drained %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -61,13 +61,12 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 // read, or a learner's status, on its client URL), or, whether the operator reached it or not, when
 // its etcd container has run for longer than model.JoinGrace and passes its readiness probe: etcd has
 // published itself by then, and a pod whose members the operator cannot reach (a NetworkPolicy) still
-// joins the Service. The condition is only ever set True, once per pod; pods without the gate (made
-// before the operator had it) are left alone. The patch names the pod's UID, so that a pod made again
-// under the same name meanwhile is not marked. A failed patch is logged and reported as an event, and
-// the pass goes on: the gate must not hold up a repair.
+// joins the Service. The condition is set True once per pod, and again only on a pod drained for a
+// removal that did not follow within drainHold (drainForRemoval); pods without the gate (made before
+// the operator had it) are left alone.
 func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 	for _, mem := range s.m.Pods() {
-		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
+		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) || drained(mem, s.m.Now) {
 			continue
 		}
 		since := mem.EtcdRunningSince()
@@ -81,19 +80,26 @@ func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 		if !served {
 			cond.Message = fmt.Sprintf("etcd has passed its readiness probe, and run for longer than %s", model.JoinGrace)
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"uid": mem.Pod.UID},
-			"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
-		})
-		if err == nil {
-			err = r.Status().Patch(ctx, mem.Pod, client.RawPatch(types.StrategicMergePatchType, patch))
-		}
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
-			log.FromContext(ctx).Error(err, "Cannot set the readiness gate of a member pod", "pod", mem.Name, "condition", resources.ServingCondition)
-			r.eventAbout(s.cluster, memberRef(s.cluster, mem.Name), corev1.EventTypeWarning, "ReadinessGateNotSet", "Patch",
-				"Cannot set condition %s of pod %s, which its readiness gate waits for: %v; the pod is not Ready, and not in the client Service, until it is set (the operator needs patch on pods/status)",
-				resources.ServingCondition, mem.Name, err)
-		}
+		r.setServing(ctx, s, mem, cond)
+	}
+}
+
+// setServing sets condition cond, resources.ServingCondition, on mem's pod. The patch names the pod's
+// UID, so that a pod made again under the same name meanwhile is not marked. A failed patch is logged
+// and reported as an event, and the pass goes on: the gate must not hold up a repair.
+func (r *EtcdClusterReconciler) setServing(ctx context.Context, s *scope, mem *model.Member, cond corev1.PodCondition) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": mem.Pod.UID},
+		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+	})
+	if err == nil {
+		err = r.Status().Patch(ctx, mem.Pod, client.RawPatch(types.StrategicMergePatchType, patch))
+	}
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+		log.FromContext(ctx).Error(err, "Cannot set the readiness gate of a member pod", "pod", mem.Name, "condition", resources.ServingCondition, "status", cond.Status)
+		r.eventAbout(s.cluster, memberRef(s.cluster, mem.Name), corev1.EventTypeWarning, "ReadinessGateNotSet", "Patch",
+			"Cannot set condition %s of pod %s to %s, which its readiness gate waits for: %v; until it is set the pod is %s the client Service (the operator needs patch on pods/status)",
+			resources.ServingCondition, mem.Name, cond.Status, err, map[corev1.ConditionStatus]string{corev1.ConditionTrue: "not Ready, and not in", corev1.ConditionFalse: "still in"}[cond.Status])
 	}
 }
 

@@ -209,6 +209,23 @@ func Next(s State) Action {
 	return Action{Kind: None}
 }
 
+// Removals returns a, when it is a Remove, and the Remove actions Next returns after it, each as if etcd
+// had made the one before it: the members one pass removes one right after the other (a scale-down by
+// several). Empty when a is no Remove.
+func Removals(s State, a Action) []Action {
+	var out []Action
+	for n := len(s.Members); a.Kind == Remove && n > 0; n-- {
+		out = append(out, a)
+		id := a.ID
+		s.Members = slices.DeleteFunc(slices.Clone(s.Members), func(m Member) bool { return m.ID == id })
+		if s.Leader == id {
+			s.Leader = 0
+		}
+		a = Next(s)
+	}
+	return out
+}
+
 // removesQuorumInRaft returns a Wait, and true, when a removes a voter that takes part in raft without
 // serving yet (Member.InRaft) that the voters left need for quorum: such a voter counts for quorum
 // although it is not healthy, and the steps that remove members that are not healthy would take it

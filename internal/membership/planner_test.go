@@ -542,3 +542,35 @@ func TestRemovalSaysReplacing(t *testing.T) {
 		}
 	}
 }
+
+func TestRemovals(t *testing.T) {
+	names := func(as []Action) string {
+		var out []string
+		for _, a := range as {
+			if a.Kind != Remove {
+				t.Errorf("%v in the removals", a)
+			}
+			out = append(out, a.Member)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		name string
+		s    State
+		want string
+	}{
+		{"5 -> 3: both followers of the highest ordinals, the leader stays", state(3, 4, "vvvvv"), "demo-3,demo-2"},
+		{"5 -> 1: every follower", state(1, 0, "vvvvv"), "demo-4,demo-3,demo-2,demo-1"},
+		{"a member that is down goes first", state(3, 0, "vvdvv"), "demo-2,demo-4"},
+		{"steady: none", state(3, 0, "vvv"), ""},
+		{"a scale-up: none", state(5, 0, "vvv"), ""},
+		{"3 -> 1 with one voter down: the down one first, then the follower", state(1, 0, "vdv"), "demo-1,demo-2"},
+		{"quorum lost: none", state(1, 0, "vdd"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := names(Removals(tc.s, Next(tc.s))); got != tc.want {
+				t.Errorf("Removals: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

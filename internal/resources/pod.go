@@ -27,9 +27,14 @@ const EtcdContainer = "etcd"
 // or, for a learner, its status). etcd answers the readiness probe on its metrics port before it serves
 // clients: a member that has just joined takes part in raft, and passes /readyz, up to 7 s before it
 // has published itself and serves a client (etcd-io/etcd#16436). Without the gate the client Service
-// would route clients to it meanwhile. The condition is never set back to False: a member whose etcd
-// restarts in the same pod is judged by its probe alone.
+// would route clients to it meanwhile. The condition is set back to False only to drain a member about
+// to be removed by a scale-down (reason ReasonRemoving): the pod leaves the client Service before its
+// etcd stops. A member whose etcd restarts in the same pod is judged by its probe alone.
 const ServingCondition corev1.PodConditionType = "etcd.etcdkit.dev/serving"
+
+// ReasonRemoving is the reason of a ServingCondition set False to take the pod of a member about to be
+// removed out of the client Service.
+const ReasonRemoving = "Removing"
 
 // EtcdArgs returns the etcd command line of member m (exec form: the image has no shell): the flags the
 // operator owns, then spec.options (typed fields, then extraArgs sorted by name; reserved flags in

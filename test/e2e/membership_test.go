@@ -536,3 +536,110 @@ func lostFirstPublish(ctx context.Context, t *testing.T, c *etcdv1beta1.EtcdClus
 	}
 	return lost
 }
+
+// TestScaleDownDrainsClientService: a scale-down takes the pods of the members it removes out of the
+// client Service before etcd removes them, so a client that connects through the Service meanwhile
+// is never handed to a member that has stopped. Each write here dials the Service afresh, as a
+// short-lived client does, through 5 -> 3 and 3 -> 1; none may fail, and every acknowledged write is
+// read back.
+func TestScaleDownDrainsClientService(t *testing.T) {
+	c := newCluster(t, "e2e-drain", "demo", 5)
+	assertAvailable(t, c, availableTimeout)
+	ep := clientServiceEndpoint(t, c)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var acked []string
+	failed := map[string]int{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pace := time.NewTicker(20 * time.Millisecond)
+		defer pace.Stop()
+		for n := 0; ctx.Err() == nil; n++ {
+			key := fmt.Sprintf("fresh/%08d", n)
+			cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
+			if err == nil {
+				wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+				_, err = cli.Put(wctx, key, key)
+				wcancel()
+				_ = cli.Close()
+			}
+			mu.Lock()
+			if err == nil {
+				acked = append(acked, key)
+			} else if ctx.Err() == nil {
+				failed[err.Error()]++
+			}
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-pace.C:
+			}
+		}
+	}()
+	poll.Eventually(t, statusTimeout, "the first write acknowledged", func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) == 0 {
+			return fmt.Errorf("none yet; failed %v", failed)
+		}
+		return nil
+	})
+	for _, n := range []int32{3, 1} {
+		start := time.Now()
+		scale(t, c, n)
+		assertAvailable(t, c, scaleTimeout)
+		t.Logf("scaled down to %d in %s", n, time.Since(start).Round(100*time.Millisecond))
+		assertMembers(t, c, int(n), clusterIDOf(t, c))
+	}
+	// a moment more of writes through the one member left, then stop
+	mu.Lock()
+	target := len(acked) + 10
+	mu.Unlock()
+	poll.Eventually(t, statusTimeout, "10 more writes after the last scale-down", func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < target {
+			return fmt.Errorf("%d of %d", len(acked), target)
+		}
+		return nil
+	})
+	cancel()
+	<-done
+
+	nfailed := 0
+	for _, k := range failed {
+		nfailed += k
+	}
+	if nfailed > 0 {
+		t.Errorf("%d of %d writes, each through a new connection to the client Service, failed during the scale-downs: %v", nfailed, nfailed+len(acked), failed)
+	}
+	pods, err := memberPods(context.Background(), c)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("member pods %v: %v", slices.Collect(maps.Keys(pods)), err)
+	}
+	for _, p := range pods {
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := etcdClient(t, podEndpoint(p)).Get(rctx, "fresh/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		rcancel()
+		if err != nil {
+			t.Fatalf("read the writes back: %v", err)
+		}
+		have := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			have[string(kv.Key)] = true
+		}
+		lost := 0
+		for _, k := range acked {
+			if !have[k] {
+				lost++
+			}
+		}
+		if lost > 0 {
+			t.Errorf("%d of %d acknowledged writes lost", lost, len(acked))
+		}
+	}
+	t.Logf("fresh-connection writer: %d writes acknowledged, all readable; %d failed %v", len(acked), nfailed, failed)
+}
