@@ -718,6 +718,86 @@ func waitReplaced(t testing.TB, c *etcdv1beta1.EtcdCluster, name string, oldID u
 	})
 }
 
+// TestLearnerPodAndClaimDeletedDuringScaleUp: during 1 -> 3, the pod and the claim of learner demo-1
+// are deleted once its etcd has started (etcd lists its name). Its pod was made again on a new, empty
+// claim under its old member ID, and the leader, which remembered that ID as caught up, promoted it at
+// once: a voter on data that was not its own, and writes stopped for 10 s. The learner that ran is
+// removed instead and a new member of that name joins under a new ID: 3 healthy voters, the old ID never
+// promoted, every acknowledged write readable. (Should etcd promote it before the deletion is seen,
+// it is a voter whose data is gone, replaced like any other.)
+func TestLearnerPodAndClaimDeletedDuringScaleUp(t *testing.T) {
+	c := newCluster(t, "e2e-learnergone", "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	ctx := context.Background()
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	pods, err := memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := podEndpoint(pods["demo-0"])
+	// the learner is promoted moments after it has caught up: look often, and again in another
+	// scale-up when it was promoted before it was seen started
+	fast := testutil.Poller{Interval: 20 * time.Millisecond, AttemptTimeout: 5 * time.Second}
+	var learnerID uint64
+	for round := 1; round <= 4 && learnerID == 0; round++ {
+		scale(t, c, 3)
+		promoted := false
+		fast.Eventually(t, scaleTimeout, "demo-1 listed by name (its etcd started)", func(ctx context.Context) error {
+			v, err := viewFrom(ctx, first)
+			if err != nil {
+				return err
+			}
+			for _, m := range v.members {
+				if m.Name == "demo-1" {
+					if m.IsLearner {
+						learnerID = m.ID
+					} else {
+						promoted = true
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("members %+v", v.members)
+		})
+		if promoted {
+			t.Logf("round %d: demo-1 was promoted before it was seen started; again", round)
+			assertAvailable(t, c, scaleTimeout)
+			scale(t, c, 1)
+			assertAvailable(t, c, scaleTimeout)
+			assertMembers(t, c, 1, id)
+		}
+	}
+	if learnerID == 0 {
+		t.Fatalf("demo-1 was promoted before it was seen started, in 4 scale-ups")
+	}
+	start := time.Now()
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: resources.PVCName("demo-1")}}
+	if err := k8s.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "demo-1"}}
+	if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitReplaced(t, c, "demo-1", learnerID, scaleTimeout+repairTimeout)
+	_, got := assertAvailable(t, c, scaleTimeout)
+	t.Logf("learner demo-1's pod and claim deleted -> %d healthy voters in %s", got.Status.ReadyReplicas, time.Since(start).Round(100*time.Millisecond))
+	if eventSaying(ctx, c, "MemberPromoted", corev1.EventTypeNormal, "(ID "+etcd.FormatID(learnerID)+") to a voting member") == nil {
+		t.Errorf("learner demo-1 (ID %s) promoted after its pod and claim were deleted", etcd.FormatID(learnerID))
+	}
+	for _, m := range assertMembers(t, c, 3, id) {
+		if m.ID == learnerID {
+			t.Errorf("the learner's old ID %s is still a member", etcd.FormatID(learnerID))
+		}
+	}
+	pods, err = memberPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
 // cutOff drops, inside member's pod network namespace, every packet to or from the peer port: the
 // member is cut off from its peers while the operator and clients still reach its client port. heal
 // removes the rules again (also when the test ends).
