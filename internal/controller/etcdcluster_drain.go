@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,10 +27,6 @@ const (
 	// the EndpointSlice drops it at once, and kube-proxy then reprograms the node within its
 	// minSyncPeriod (1 s by default); until then new connections to the Service may still reach it.
 	drainSettle = time.Second
-	// drainHold is how long a drained pod is kept out of the client Service while its member is still
-	// listed: a drain whose removal did not follow (the scale-down was undone) ends after it, and the
-	// member's pod is marked serving again.
-	drainHold = 15 * time.Second
 	// requeueDrain is how soon a pass looks again while it waits for a drain: the pod's Ready change
 	// starts a pass too.
 	requeueDrain = 200 * time.Millisecond
@@ -38,15 +35,16 @@ const (
 // drainForRemoval takes the pods of the members that removals (a scale-down's, membership.Removals)
 // remove out of the client Service before etcd removes them: it sets their readiness gate
 // resources.ServingCondition False (reason resources.ReasonRemoving) and returns a step that waits
-// until the kubelet reports them not Ready and drainSettle has passed, at most drainWait. Removed first, a member stops serving
-// while its pod is still Ready, and for up to 1.5 s the client Service sends new connections to an etcd
-// that has stopped: clients see "raft: stopped", EOF and timeouts. Drained first, new connections go
-// to the members that stay; a connection a client already holds to the removed member still breaks
-// when its etcd stops. Only members that serve through a Ready pod with the gate are drained: a
-// member that is down is not in the Service, and a replacement's member is not healthy. nil when
-// nothing is left to wait for.
+// until the kubelet reports them not Ready and drainSettle has passed, at most drainWait. Removed
+// first, a member stops serving while its pod is still Ready, and for up to 1.5 s the client Service
+// sends new connections to an etcd that has stopped: clients see "raft: stopped", EOF and timeouts.
+// Drained first, new connections go to the members that stay; a connection a client already holds to
+// the removed member still breaks when its etcd stops. Only members that serve through a Ready pod with
+// the gate are drained: a member that is down is not in the Service, and a replacement's member is not
+// healthy. A drain whose patch fails is not waited for. nil when nothing is left to wait for.
 func (r *EtcdClusterReconciler) drainForRemoval(ctx context.Context, s *scope, removals []membership.Action) *verdict.Step {
 	var waiting []string
+	why := ""
 	for _, a := range removals {
 		mem := s.m.Member(a.Member)
 		if a.Replacing || mem == nil || !mem.HasPod() || !resources.HasServingGate(mem.Pod) || !mem.Serving() {
@@ -60,29 +58,50 @@ func (r *EtcdClusterReconciler) drainForRemoval(ctx context.Context, s *scope, r
 			if !mem.PodReady() {
 				continue
 			}
-			r.setServing(ctx, s, mem, corev1.PodCondition{Type: resources.ServingCondition, Status: corev1.ConditionFalse,
+			if err := r.setServing(ctx, s, mem, corev1.PodCondition{Type: resources.ServingCondition, Status: corev1.ConditionFalse,
 				LastTransitionTime: metav1.Now(), Reason: resources.ReasonRemoving,
-				Message: "the member is about to be removed (" + a.Reason + "): out of the client Service first"})
-			waiting = append(waiting, a.Member)
+				Message: "the member is about to be removed (" + a.Reason + "): out of the client Service first"}); err != nil {
+				continue // removed without a drain rather than never (setServing reported it)
+			}
 		case cond.Reason != resources.ReasonRemoving || s.m.Now.Sub(cond.LastTransitionTime.Time) >= drainWait:
 			continue
-		case mem.PodReady() || s.m.Now.Sub(r.drainedUnready.since(string(mem.Pod.UID), s.m.Now)) < drainSettle:
-			waiting = append(waiting, a.Member)
+		case !mem.PodReady() && s.m.Now.Sub(r.drainedUnready.since(string(mem.Pod.UID)+"@"+cond.LastTransitionTime.UTC().Format(time.RFC3339), s.m.Now)) >= drainSettle:
+			continue
+		}
+		waiting = append(waiting, a.Member)
+		if why == "" {
+			why = a.Reason
 		}
 	}
 	if len(waiting) == 0 {
 		return nil
 	}
+	slices.Sort(waiting)
 	step := verdict.Acting(etcdv1beta1.ReasonRemovingMember, fmt.Sprintf("Taking %s out of the client Service before removing %s from etcd (%s)",
-		strings.Join(waiting, ", "), map[bool]string{true: "it", false: "them"}[len(waiting) == 1], removals[0].Reason))
+		strings.Join(waiting, ", "), map[bool]string{true: "it", false: "them"}[len(waiting) == 1], why))
 	step.After = requeueDrain
 	return step
 }
 
-// drained reports whether mem's pod was drained for its removal less than drainHold ago: its serving
-// condition is not set True again meanwhile.
-func drained(mem *model.Member, now time.Time) bool {
+// plannedRemovals names the members the planner removes next (membership.Removals of membership.Next),
+// whose pods drainForRemoval takes out of the client Service first.
+func plannedRemovals(m *model.Cluster) map[string]bool {
+	st := m.Membership(verdict.Replacements(m))
+	out := map[string]bool{}
+	for _, a := range membership.Removals(st, membership.Next(st)) {
+		out[a.Member] = true
+	}
+	return out
+}
+
+// keptDrained reports whether mem's pod, drained for its member's removal (its serving condition False,
+// reason resources.ReasonRemoving), stays out of the client Service: unless its member is still listed,
+// serves, and is no longer one the planner removes next (planned; the scale-down was undone), when it
+// is marked serving again at once. A removed member's pod never is.
+func keptDrained(mem *model.Member, planned map[string]bool) bool {
 	cond := model.PodCondition(mem.Pod, resources.ServingCondition)
-	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving &&
-		now.Sub(cond.LastTransitionTime.Time) < drainHold
+	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != resources.ReasonRemoving {
+		return false
+	}
+	return !mem.Listed() || !mem.Serving() || planned[mem.Name]
 }

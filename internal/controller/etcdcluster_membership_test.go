@@ -351,7 +351,7 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 			case !ok || d.After(at):
 				t.Errorf("%d -> %d: %s removed after %v, its pod drained after %v (seen %v): want the drain first", len(listed), step.replicas, n,
 					at.Sub(start).Round(10*time.Millisecond), d.Sub(start).Round(10*time.Millisecond), ok)
-			case !step.kubelet && at.Sub(d) < drainWait-1500*time.Millisecond: // lastTransitionTime is kept to the second
+			case !step.kubelet && at.Sub(d) < drainWait-2*time.Second: // lastTransitionTime is kept to the second
 				t.Errorf("%s, whose pod stayed Ready, removed %v after its drain was seen, want about %v", n, at.Sub(d), drainWait)
 			case step.kubelet && at.Sub(d) < drainSettle-100*time.Millisecond:
 				t.Errorf("%s removed %v after its pod was reported not Ready, want %v for kube-proxy to follow", n, at.Sub(d), drainSettle)
@@ -369,27 +369,39 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 	}
 }
 
-// TestDrained: a pod drained for its member's removal is kept out of the client Service for drainHold,
-// and marked serving again after it when its member is still listed (the scale-down was undone).
-func TestDrained(t *testing.T) {
-	now := time.Now()
-	pod := func(status corev1.ConditionStatus, reason string, ago time.Duration) *model.Member {
-		return &model.Member{Name: "demo-2", Pod: &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-			{Type: resources.ServingCondition, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}}}}
+// TestKeptDrained: a pod drained for its member's removal stays out of the client Service while the
+// planner still removes that member, and for good once etcd no longer lists it or it stops serving; it
+// is marked serving again at once when the member serves and the removal is no longer planned (the
+// scale-down was undone).
+func TestKeptDrained(t *testing.T) {
+	member := func(status corev1.ConditionStatus, reason string, listed, serving bool) *model.Member {
+		m := &model.Member{Name: "demo-2", Pod: &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: resources.ServingCondition, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}}}}}
+		if listed {
+			m.Etcd = &etcd.Member{ID: 3, Name: "demo-2"}
+			if !serving {
+				m.Health = errors.New("context deadline exceeded")
+			}
+		}
+		return m
 	}
+	planned := map[string]bool{"demo-2": true}
 	for _, tc := range []struct {
-		name string
-		mem  *model.Member
-		want bool
+		name    string
+		mem     *model.Member
+		planned map[string]bool
+		want    bool
 	}{
-		{"drained moments ago", pod(corev1.ConditionFalse, resources.ReasonRemoving, time.Second), true},
-		{"drained longer than drainHold ago", pod(corev1.ConditionFalse, resources.ReasonRemoving, drainHold+time.Second), false},
-		{"serving", pod(corev1.ConditionTrue, "Serving", time.Second), false},
-		{"False for another reason", pod(corev1.ConditionFalse, "Other", time.Second), false},
-		{"no condition", &model.Member{Name: "demo-2", Pod: &corev1.Pod{}}, false},
+		{"drained, its removal planned", member(corev1.ConditionFalse, resources.ReasonRemoving, true, true), planned, true},
+		{"drained, its removal no longer planned", member(corev1.ConditionFalse, resources.ReasonRemoving, true, true), nil, false},
+		{"drained and removed (etcd lists it no more)", member(corev1.ConditionFalse, resources.ReasonRemoving, false, false), nil, true},
+		{"drained, and not serving", member(corev1.ConditionFalse, resources.ReasonRemoving, true, false), nil, true},
+		{"serving", member(corev1.ConditionTrue, "Serving", true, true), planned, false},
+		{"False for another reason", member(corev1.ConditionFalse, "Other", true, true), planned, false},
+		{"no condition", &model.Member{Name: "demo-2", Pod: &corev1.Pod{}}, planned, false},
 	} {
-		if got := drained(tc.mem, now); got != tc.want {
-			t.Errorf("%s: drained %v, want %v", tc.name, got, tc.want)
+		if got := keptDrained(tc.mem, tc.planned); got != tc.want {
+			t.Errorf("%s: kept drained %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

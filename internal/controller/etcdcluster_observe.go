@@ -62,11 +62,18 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 // its etcd container has run for longer than model.JoinGrace and passes its readiness probe: etcd has
 // published itself by then, and a pod whose members the operator cannot reach (a NetworkPolicy) still
 // joins the Service. The condition is set True once per pod, and again only on a pod drained for a
-// removal that did not follow within drainHold (drainForRemoval); pods without the gate (made before
-// the operator had it) are left alone.
+// removal the planner no longer makes (keptDrained); pods without the gate (made before the operator
+// had it) are left alone.
 func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
+	var planned map[string]bool
 	for _, mem := range s.m.Pods() {
-		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) || drained(mem, s.m.Now) {
+		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
+			continue
+		}
+		if planned == nil && model.PodCondition(mem.Pod, resources.ServingCondition) != nil {
+			planned = plannedRemovals(s.m)
+		}
+		if keptDrained(mem, planned) {
 			continue
 		}
 		since := mem.EtcdRunningSince()
@@ -80,14 +87,14 @@ func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 		if !served {
 			cond.Message = fmt.Sprintf("etcd has passed its readiness probe, and run for longer than %s", model.JoinGrace)
 		}
-		r.setServing(ctx, s, mem, cond)
+		_ = r.setServing(ctx, s, mem, cond) // reported; the pass goes on
 	}
 }
 
 // setServing sets condition cond, resources.ServingCondition, on mem's pod. The patch names the pod's
 // UID, so that a pod made again under the same name meanwhile is not marked. A failed patch is logged
-// and reported as an event, and the pass goes on: the gate must not hold up a repair.
-func (r *EtcdClusterReconciler) setServing(ctx context.Context, s *scope, mem *model.Member, cond corev1.PodCondition) {
+// and reported as an event, and returned: the gate must not hold up a repair.
+func (r *EtcdClusterReconciler) setServing(ctx context.Context, s *scope, mem *model.Member, cond corev1.PodCondition) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": mem.Pod.UID},
 		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
@@ -101,6 +108,7 @@ func (r *EtcdClusterReconciler) setServing(ctx context.Context, s *scope, mem *m
 			"Cannot set condition %s of pod %s to %s, which its readiness gate waits for: %v; until it is set the pod is %s the client Service (the operator needs patch on pods/status)",
 			resources.ServingCondition, mem.Name, cond.Status, err, map[corev1.ConditionStatus]string{corev1.ConditionTrue: "not Ready, and not in", corev1.ConditionFalse: "still in"}[cond.Status])
 	}
+	return err
 }
 
 // podCondition reports whether pod has condition t with status True.

@@ -538,10 +538,10 @@ func lostFirstPublish(ctx context.Context, t *testing.T, c *etcdv1beta1.EtcdClus
 }
 
 // TestScaleDownDrainsClientService: a scale-down takes the pods of the members it removes out of the
-// client Service before etcd removes them, so a client that connects through the Service meanwhile
-// is never handed to a member that has stopped. Each write here dials the Service afresh, as a
-// short-lived client does, through 5 -> 3 and 3 -> 1; none may fail, and every acknowledged write is
-// read back.
+// client Service before etcd removes them: every removed member's pod is seen not Ready while etcd
+// still lists the member, through 5 -> 3 and 3 -> 1. Meanwhile each write dials the Service afresh, as
+// a short-lived client does; how many fail is reported (kube-proxy may lag behind the Service on a
+// loaded node), and every acknowledged write must be read back.
 func TestScaleDownDrainsClientService(t *testing.T) {
 	c := newCluster(t, "e2e-drain", "demo", 5)
 	assertAvailable(t, c, availableTimeout)
@@ -587,6 +587,40 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 		}
 		return nil
 	})
+	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, and when etcd
+	// first lists it no more
+	notReadyAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
+	lister := etcdClient(t, ep)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ctx.Err() == nil {
+			lctx, lcancel := context.WithTimeout(ctx, time.Second)
+			resp, err := lister.MemberList(lctx)
+			pods, perr := memberPods(lctx, c)
+			lcancel()
+			if err == nil && perr == nil {
+				listed := map[string]bool{}
+				for _, m := range resp.Members {
+					listed[m.Name] = true
+				}
+				mu.Lock()
+				for name, p := range pods {
+					if _, seen := notReadyAt[name]; !seen && listed[name] && !podReady(p) {
+						notReadyAt[name] = time.Now()
+					}
+					if _, seen := removedAt[name]; !seen && !listed[name] {
+						removedAt[name] = time.Now()
+					}
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 	for _, n := range []int32{3, 1} {
 		start := time.Now()
 		scale(t, c, n)
@@ -608,13 +642,22 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	})
 	cancel()
 	<-done
+	<-watched
 
+	if len(removedAt) != 4 {
+		t.Errorf("removed members seen: %v, want 4", slices.Collect(maps.Keys(removedAt)))
+	}
+	for name, removed := range removedAt {
+		if drained, ok := notReadyAt[name]; !ok || !drained.Before(removed) {
+			t.Errorf("%s removed from etcd while its pod was Ready (not Ready seen %v, at %v; removed at %v): want it out of the client Service first",
+				name, ok, drained.Format("15:04:05.000"), removed.Format("15:04:05.000"))
+		} else {
+			t.Logf("%s: its pod not Ready %v before etcd removed it", name, removed.Sub(drained).Round(10*time.Millisecond))
+		}
+	}
 	nfailed := 0
 	for _, k := range failed {
 		nfailed += k
-	}
-	if nfailed > 0 {
-		t.Errorf("%d of %d writes, each through a new connection to the client Service, failed during the scale-downs: %v", nfailed, nfailed+len(acked), failed)
 	}
 	pods, err := memberPods(context.Background(), c)
 	if err != nil || len(pods) != 1 {
