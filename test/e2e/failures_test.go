@@ -107,6 +107,18 @@ func TestC06_ScaleUpWaitsForUnhealthyMember(t *testing.T) {
 	c := newCluster(t, "e2e-c06", "demo", 3)
 	assertAvailable(t, c, availableTimeout)
 	id := clusterIDOf(t, c)
+	// Available says 3 voters serve; their pods turn Ready a moment later, once the operator has set
+	// their readiness gate: frozen before, demo-2's pod would never have been Ready
+	poll.Eventually(t, statusTimeout, "demo-2's pod Ready", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		if p := pods["demo-2"]; p == nil || !ready(p) {
+			return errors.New("not Ready yet")
+		}
+		return nil
+	})
 	thaw := freezeMember(t, c, "demo-2")
 	frozen := time.Now()
 	// a member that stops answering leaves the client Service: its readiness probe gives up after 2 s
