@@ -77,6 +77,9 @@ type Member struct {
 	// now is the time of the pass that built the member (Cluster.Now); the zero time for a member made
 	// otherwise, which PullingImage then reads without it.
 	now time.Time
+	// answered is true when etcd answered in the pass that built the member: its member list is then
+	// the truth, and a member it does not list votes no more, whatever the status last recorded.
+	answered bool
 }
 
 // Listed reports whether etcd lists the member in this pass.
@@ -84,12 +87,13 @@ func (m *Member) Listed() bool { return m.Etcd != nil }
 
 // Voter reports whether the member votes: etcd lists it as a voter, or, when etcd did not answer, the
 // status last listed it as a voter with a member ID (a member etcd listed, not a pod recorded while
-// etcd did not answer).
+// etcd did not answer). A member etcd answered without (one removed moments ago, whose pod is still
+// there) is no voter.
 func (m *Member) Voter() bool {
 	if m.Etcd != nil {
 		return !m.Etcd.IsLearner
 	}
-	return m.Recorded != nil && m.Recorded.Role == etcdv1beta1.RoleVoter && m.Recorded.ID != ""
+	return !m.answered && m.Recorded != nil && m.Recorded.Role == etcdv1beta1.RoleVoter && m.Recorded.ID != ""
 }
 
 // Learner reports whether etcd lists the member as a learner.
@@ -908,7 +912,7 @@ func Build(in Input) *Cluster {
 		if m, ok := byName[name]; ok {
 			return m
 		}
-		m := &Member{Name: name, now: out.Now}
+		m := &Member{Name: name, now: out.Now, answered: in.Etcd != nil}
 		byName[name] = m
 		return m
 	}

@@ -115,7 +115,8 @@ func TestStartedAs(t *testing.T) {
 }
 
 // TestModelCounts: for any cluster, the counts agree with each other and with the members: healthy
-// voters ≤ serving voters ≤ voters, voters + learners = members etcd lists, a quorum is a strict
+// voters ≤ serving voters ≤ voters, voters + learners = members etcd lists (a member removed moments
+// ago, which the status still records as a voter, is none), a quorum is a strict
 // majority, every member is found by name, and the model does not depend on the order of its input.
 func TestModelCounts(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -138,6 +139,16 @@ func TestModelCounts(t *testing.T) {
 			if rapid.Bool().Draw(rt, "pod") {
 				pods = append(pods, pod(name, rapid.Bool().Draw(rt, "deleting")))
 			}
+			if rapid.Bool().Draw(rt, "recorded") {
+				c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: name, ID: etcd.FormatID(id), Role: etcdv1beta1.RoleVoter})
+			}
+		}
+		// members removed moments ago: the status still records them as voters, and their pods are
+		// still there, but etcd lists them no more
+		for i := n; i < n+rapid.IntRange(0, 2).Draw(rt, "removed"); i++ {
+			name := resources.MemberName(c, i)
+			pods = append(pods, pod(name, false))
+			c.Status.Members = append(c.Status.Members, etcdv1beta1.MemberStatus{Name: name, ID: etcd.FormatID(uint64(i + 1)), Role: etcdv1beta1.RoleVoter, Healthy: true})
 		}
 		m := Build(Input{Cluster: c, Etcd: e, Pods: pods})
 		if m.HealthyVoters() > m.ServingVoters() || m.ServingVoters() > m.Voters() {
