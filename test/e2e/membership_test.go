@@ -539,7 +539,8 @@ func lostFirstPublish(ctx context.Context, t *testing.T, c *etcdv1beta1.EtcdClus
 
 // TestScaleDownDrainsClientService: a scale-down takes the pods of the members it removes out of the
 // client Service before etcd removes them: every removed member's pod is seen not Ready while etcd
-// still lists the member, through 5 -> 3 and 3 -> 1. Meanwhile each write dials the Service afresh, as
+// still lists the member, through 5 -> 3 and 3 -> 1, and the phase is never QuorumLost (the pass that
+// removed several members once counted them as voters still). Meanwhile each write dials the Service afresh, as
 // a short-lived client does; how many fail is reported (kube-proxy may lag behind the Service on a
 // loaded node), and every acknowledged write must be read back.
 func TestScaleDownDrainsClientService(t *testing.T) {
@@ -590,6 +591,7 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, and when etcd
 	// first lists it no more
 	notReadyAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
+	var phases []etcdv1beta1.ClusterPhase
 	lister := etcdClient(t, ep)
 	watched := make(chan struct{})
 	go func() {
@@ -598,6 +600,9 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 			lctx, lcancel := context.WithTimeout(ctx, time.Second)
 			resp, err := lister.MemberList(lctx)
 			pods, perr := memberPods(lctx, c)
+			if got, gerr := getCluster(lctx, c); gerr == nil && (len(phases) == 0 || phases[len(phases)-1] != got.Status.Phase) {
+				phases = append(phases, got.Status.Phase)
+			}
 			lcancel()
 			if err == nil && perr == nil {
 				listed := map[string]bool{}
@@ -644,6 +649,9 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	<-done
 	<-watched
 
+	if slices.Contains(phases, etcdv1beta1.PhaseQuorumLost) {
+		t.Errorf("phases %v: QuorumLost in a scale-down", phases)
+	}
 	if len(removedAt) != 4 {
 		t.Errorf("removed members seen: %v, want 4", slices.Collect(maps.Keys(removedAt)))
 	}
