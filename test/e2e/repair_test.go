@@ -718,6 +718,38 @@ func waitReplaced(t testing.TB, c *etcdv1beta1.EtcdCluster, name string, oldID u
 	})
 }
 
+// oneMemberUnderWriter creates a 1-member cluster demo in namespace ns and waits until it is Available,
+// then starts a writer through its client Service; it returns the cluster, its cluster ID, the writer
+// and demo-0's client URL.
+func oneMemberUnderWriter(t *testing.T, ns string) (*etcdv1beta1.EtcdCluster, uint64, *writer, string) {
+	t.Helper()
+	c := newCluster(t, ns, "demo", 1)
+	assertAvailable(t, c, availableTimeout)
+	id := clusterIDOf(t, c)
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, id, w, podEndpoint(pods["demo-0"])
+}
+
+// assertReplacedLearner checks that c has 3 voters of cluster id, none under learnerID, and that w lost
+// no acknowledged write (read back through demo-0).
+func assertReplacedLearner(t *testing.T, c *etcdv1beta1.EtcdCluster, id, learnerID uint64, w *writer) {
+	t.Helper()
+	for _, m := range assertMembers(t, c, 3, id) {
+		if m.ID == learnerID {
+			t.Errorf("the learner's old ID %s is still a member", etcd.FormatID(learnerID))
+		}
+	}
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
 // TestLearnerPodAndClaimDeletedDuringScaleUp: during 1 -> 3, the pod and the claim of learner demo-1
 // are deleted once its etcd has started (etcd lists its name). Its pod was made again on a new, empty
 // claim under its old member ID, and the leader, which remembered that ID as caught up, promoted it at
@@ -726,16 +758,8 @@ func waitReplaced(t testing.TB, c *etcdv1beta1.EtcdCluster, name string, oldID u
 // promoted, every acknowledged write readable. (Should etcd promote it before the deletion is seen,
 // it is a voter whose data is gone, replaced like any other.)
 func TestLearnerPodAndClaimDeletedDuringScaleUp(t *testing.T) {
-	c := newCluster(t, "e2e-learnergone", "demo", 1)
-	assertAvailable(t, c, availableTimeout)
-	id := clusterIDOf(t, c)
+	c, id, w, first := oneMemberUnderWriter(t, "e2e-learnergone")
 	ctx := context.Background()
-	w := startWriter(t, clientServiceEndpoint(t, c))
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := podEndpoint(pods["demo-0"])
 	// the learner is promoted moments after it has caught up: look often, and again in another
 	// scale-up when it was promoted before it was seen started
 	fast := testutil.Poller{Interval: 20 * time.Millisecond, AttemptTimeout: 5 * time.Second}
@@ -786,16 +810,7 @@ func TestLearnerPodAndClaimDeletedDuringScaleUp(t *testing.T) {
 	if eventSaying(ctx, c, "MemberPromoted", corev1.EventTypeNormal, "(ID "+etcd.FormatID(learnerID)+") to a voting member") == nil {
 		t.Errorf("learner demo-1 (ID %s) promoted after its pod and claim were deleted", etcd.FormatID(learnerID))
 	}
-	for _, m := range assertMembers(t, c, 3, id) {
-		if m.ID == learnerID {
-			t.Errorf("the learner's old ID %s is still a member", etcd.FormatID(learnerID))
-		}
-	}
-	pods, err = memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+	assertReplacedLearner(t, c, id, learnerID, w)
 }
 
 // cutOff drops, inside member's pod network namespace, every packet to or from the peer port: the
@@ -930,16 +945,8 @@ func threePodQuota(t testing.TB, c *etcdv1beta1.EtcdCluster) *corev1.ResourceQuo
 // (Should etcd promote it before the claim's deletion is seen, it is a voter with its data, replaced
 // like any voter whose claim is deleted.)
 func TestLearnerClaimDeletedDuringScaleUp(t *testing.T) {
-	c := newCluster(t, "e2e-learnerclaim", "demo", 1)
-	assertAvailable(t, c, availableTimeout)
-	id := clusterIDOf(t, c)
+	c, id, w, first := oneMemberUnderWriter(t, "e2e-learnerclaim")
 	ctx := context.Background()
-	w := startWriter(t, clientServiceEndpoint(t, c))
-	pods, err := memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := podEndpoint(pods["demo-0"])
 	scale(t, c, 3)
 	var learnerID uint64
 	poll.Eventually(t, scaleTimeout, "demo-1 listed as a learner", func(ctx context.Context) error {
@@ -979,14 +986,5 @@ func TestLearnerClaimDeletedDuringScaleUp(t *testing.T) {
 	case voterPath:
 		t.Logf("demo-1 was promoted before its claim's deletion was seen: replaced as a voter")
 	}
-	for _, m := range assertMembers(t, c, 3, id) {
-		if m.ID == learnerID {
-			t.Errorf("the learner's old ID %s is still a member", etcd.FormatID(learnerID))
-		}
-	}
-	pods, err = memberPods(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+	assertReplacedLearner(t, c, id, learnerID, w)
 }
