@@ -77,7 +77,8 @@ type EtcdClusterReconciler struct {
 	consistency observe.Clock
 	// published is when a pass first saw each awaiting pod's address published (awaitPublished).
 	published firstSeen
-	// drained is when a pass first saw each pod drained for its member's removal not Ready, by pod UID
+	// drainedUnready is when a pass first saw each pod drained for its member's removal not Ready, by
+	// pod UID and the drain's transition time, so that a later drain of the same pod counts anew
 	// (drainForRemoval).
 	drainedUnready firstSeen
 }

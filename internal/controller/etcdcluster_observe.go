@@ -67,10 +67,14 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 	var planned map[string]bool
 	for _, mem := range s.m.Pods() {
-		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) || podCondition(mem.Pod, resources.ServingCondition) {
+		if !mem.HasPod() || !resources.HasServingGate(mem.Pod) {
 			continue
 		}
-		if planned == nil && model.PodCondition(mem.Pod, resources.ServingCondition) != nil {
+		cond := model.PodCondition(mem.Pod, resources.ServingCondition)
+		if cond != nil && cond.Status == corev1.ConditionTrue {
+			continue
+		}
+		if planned == nil && cond != nil {
 			planned = plannedRemovals(s.m)
 		}
 		if keptDrained(mem, planned) {
@@ -82,12 +86,12 @@ func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 		if !served && !settled {
 			continue
 		}
-		cond := corev1.PodCondition{Type: resources.ServingCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
+		serving := corev1.PodCondition{Type: resources.ServingCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
 			Reason: "Serving", Message: "etcd served the operator on its client URL"}
 		if !served {
-			cond.Message = fmt.Sprintf("etcd has passed its readiness probe, and run for longer than %s", model.JoinGrace)
+			serving.Message = fmt.Sprintf("etcd has passed its readiness probe, and run for longer than %s", model.JoinGrace)
 		}
-		_ = r.setServing(ctx, s, mem, cond) // reported; the pass goes on
+		_ = r.setServing(ctx, s, mem, serving) // reported; the pass goes on
 	}
 }
 
@@ -109,12 +113,6 @@ func (r *EtcdClusterReconciler) setServing(ctx context.Context, s *scope, mem *m
 			resources.ServingCondition, mem.Name, cond.Status, err, map[corev1.ConditionStatus]string{corev1.ConditionTrue: "not Ready, and not in", corev1.ConditionFalse: "still in"}[cond.Status])
 	}
 	return err
-}
-
-// podCondition reports whether pod has condition t with status True.
-func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
-	cond := model.PodCondition(pod, t)
-	return cond != nil && cond.Status == corev1.ConditionTrue
 }
 
 // updateEmptySpecHash replaces, on the pods of c and in the rolled-onto records of its claims, the

@@ -721,6 +721,12 @@ func TestServingGateSetWhenUnreachable(t *testing.T) {
 	waitServing(t, c, "servgate-0", "etcd has passed its readiness probe, and run for longer than", again.UID)
 }
 
+// podCondition reports whether pod has condition t with status True.
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	cond := model.PodCondition(pod, t)
+	return cond != nil && cond.Status == corev1.ConditionTrue
+}
+
 // waitServing waits until the pod name of c (of UID uid, unless "") has the readiness gate's condition
 // resources.ServingCondition True, with a message that contains text.
 func waitServing(t *testing.T, c *etcdv1beta1.EtcdCluster, name, text string, uid types.UID) {
