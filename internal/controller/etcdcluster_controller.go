@@ -81,6 +81,9 @@ type EtcdClusterReconciler struct {
 	// pod UID and the drain's transition time, so that a later drain of the same pod counts anew
 	// (drainForRemoval).
 	drainedUnready firstSeen
+	// evictionHold is when each PodDisruptionBudget, by UID and generation, was first seen not yet
+	// holding evictions while a drain waited for it (evictionsHeld).
+	evictionHold firstSeen
 }
 
 // scope is what one pass observed, once, and what it found out for the status.
@@ -105,6 +108,9 @@ type scope struct {
 	// certs is what the TLS phase made of the cluster's certificates; pods are the member pods it listed.
 	certs certs.Result
 	pods  corev1.PodList
+	// pdb is the cluster's PodDisruptionBudget as reconcilePDB left it; nil when it could not, or when
+	// one of that name is not the cluster's.
+	pdb *policyv1.PodDisruptionBudget
 }
 
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,

@@ -13,6 +13,7 @@ import (
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -280,7 +281,10 @@ func TestRetryLater(t *testing.T) {
 // TestScaleDownDrainsBeforeRemoval: a scale-down first takes the pods of the members it removes out of
 // the client Service (their readiness gate set False, reason Removing), and removes the members from
 // etcd only after that: drainSettle after the kubelet reports the pods not Ready, or after drainWait
-// when it does not. The leader's pod keeps its gate.
+// when it does not. The leader's pod keeps its gate. Before any pod is drained, the
+// PodDisruptionBudget holds evictions (minAvailable one more than the pods, IfHealthyBudget), as soon
+// as the disruption controller has computed its status, or holdWait later when none does; it lets
+// evictions go again once the members are removed.
 func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("drain", testutil.InNamespace("ns-drain"), testutil.WithReplicas(5)),
 		"127.0.0.54", "127.0.0.55", "127.0.0.56", "127.0.0.57", "127.0.0.58")
@@ -297,8 +301,10 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 	if leaderEndpoint == "" {
 		t.Fatalf("no leader among %v: %q", names, leader)
 	}
-	// 5 -> 3 with no kubelet to report the drained pods not Ready: the removals wait out drainWait.
-	// 3 -> 1 with each pod reported not Ready as soon as it is drained, as the kubelet would.
+	// 5 -> 3 with no kubelet to report the drained pods not Ready and no disruption controller: the
+	// drains wait out holdWait, the removals drainWait.
+	// 3 -> 1 with each pod reported not Ready as soon as it is drained, and the budget's status computed
+	// as soon as it changes, as the kubelet and the disruption controller would.
 	for _, step := range []struct {
 		replicas int32
 		kubelet  bool
@@ -310,8 +316,24 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 		setReplicas(t, c, step.replicas)
 		start := time.Now()
 		drainedAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
-		// every poll: when each pod is first seen drained, and its member first seen gone from etcd
+		var heldAt, observedAt time.Time
+		// every poll: when the budget is first seen holding evictions (and its status computed so),
+		// when each pod is first seen drained, and its member first seen gone from etcd
 		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("scaled down to %d", step.replicas), func(ctx context.Context) error {
+			pdb := &policyv1.PodDisruptionBudget{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
+				return err
+			}
+			if p := pdb.Spec.UnhealthyPodEvictionPolicy; heldAt.IsZero() && p != nil && *p == policyv1.IfHealthyBudget && pdb.Spec.MinAvailable.IntValue() > len(listed) {
+				heldAt = time.Now()
+			}
+			if !heldAt.IsZero() && step.kubelet && pdb.Status.ObservedGeneration < pdb.Generation {
+				pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DesiredHealthy: int32(pdb.Spec.MinAvailable.IntValue()),
+					CurrentHealthy: int32(len(listed)), ExpectedPods: int32(len(listed))}
+				if err := k8s.Status().Update(ctx, pdb); err == nil && observedAt.IsZero() {
+					observedAt = time.Now()
+				}
+			}
 			now := map[string]bool{}
 			for _, m := range memberList(t, leaderEndpoint) {
 				now[m.Name] = true
@@ -329,6 +351,9 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 				}
 				if cond := model.PodCondition(p, resources.ServingCondition); cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving {
 					drainedAt[n] = time.Now()
+					if heldAt.IsZero() {
+						t.Errorf("%s drained before the PodDisruptionBudget held evictions", n)
+					}
 					if step.kubelet {
 						p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
 						p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()})
@@ -363,6 +388,27 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 		if len(removedAt) != len(listed)-int(step.replicas) {
 			t.Errorf("%d -> %d: removed %v", len(listed), step.replicas, removedAt)
 		}
+		for n, d := range drainedAt {
+			switch {
+			case !step.kubelet && d.Sub(heldAt) < holdWait-500*time.Millisecond: // the poll's lag: heldAt is late by up to a poll
+				t.Errorf("%s drained %v after the budget held evictions, with no disruption controller to compute its status: want %v", n, d.Sub(heldAt), holdWait)
+			case step.kubelet && observedAt.IsZero():
+				t.Errorf("%s drained at %v, the budget's status never computed", n, d.Sub(start))
+			case step.kubelet && (d.Before(observedAt) || d.Sub(observedAt) > holdWait/2):
+				t.Errorf("%s drained at %v, the budget's status computed at %v: want the drain right after it", n, d.Sub(start), observedAt.Sub(start))
+			}
+		}
+		// evictions go again: the budget as before the scale-down, for the members left
+		testutil.Eventually(t, waitTimeout, "the PodDisruptionBudget as before", func(ctx context.Context) error {
+			pdb := &policyv1.PodDisruptionBudget{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
+				return err
+			}
+			if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow || pdb.Spec.MinAvailable.IntValue() != int(resources.Quorum(step.replicas)) {
+				return fmt.Errorf("minAvailable %s, unhealthyPodEvictionPolicy %v", pdb.Spec.MinAvailable.String(), p)
+			}
+			return nil
+		})
 	}
 	if p, err := getPod(c, leader); err != nil || !podCondition(p, resources.ServingCondition) {
 		t.Errorf("the leader's pod: %v, want %s still True", err, resources.ServingCondition)

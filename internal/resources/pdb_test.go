@@ -3,6 +3,7 @@ package resources
 import (
 	"testing"
 
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/utils/ptr"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -19,5 +20,35 @@ func TestBuildPDB(t *testing.T) {
 		if pdb.Spec.MinAvailable.IntValue() != want {
 			t.Errorf("replicas %d: minAvailable %s, want %d", replicas, pdb.Spec.MinAvailable.String(), want)
 		}
+	}
+}
+
+// TestHoldEvictions: a held budget wants one pod more than there are and lets no pod that is not
+// Ready go unless the budget is met; it counts as held once the disruption controller has computed its
+// status from that spec.
+func TestHoldEvictions(t *testing.T) {
+	pdb := BuildPDB(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](1) }), 3)
+	if EvictionsHeld(pdb) {
+		t.Fatal("a budget as built counts as held")
+	}
+	HoldEvictions(pdb, 3)
+	if got := pdb.Spec.MinAvailable.IntValue(); got != 4 {
+		t.Errorf("minAvailable %d, want 4 (one more than the 3 pods)", got)
+	}
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.IfHealthyBudget {
+		t.Errorf("unhealthyPodEvictionPolicy %v, want IfHealthyBudget", p)
+	}
+	pdb.Generation = 2
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, CurrentHealthy: 3, DesiredHealthy: 2, DisruptionsAllowed: 1}
+	if EvictionsHeld(pdb) {
+		t.Error("held before the disruption controller observed the spec")
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 2, CurrentHealthy: 3, DesiredHealthy: 4}
+	if !EvictionsHeld(pdb) {
+		t.Errorf("not held with status %+v", pdb.Status)
+	}
+	pdb.Spec.UnhealthyPodEvictionPolicy = ptr.To(policyv1.AlwaysAllow)
+	if EvictionsHeld(pdb) {
+		t.Error("held under AlwaysAllow, which lets any pod that is not Ready go")
 	}
 }

@@ -15,6 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -540,7 +543,9 @@ func lostFirstPublish(ctx context.Context, t *testing.T, c *etcdv1beta1.EtcdClus
 // TestScaleDownDrainsClientService: a scale-down takes the pods of the members it removes out of the
 // client Service before etcd removes them: every removed member's pod is seen not Ready while etcd
 // still lists the member, through 5 -> 3 and 3 -> 1, and the phase is never QuorumLost (the pass that
-// removed several members once counted them as voters still). Meanwhile each write dials the Service afresh, as
+// removed several members once counted them as voters still), and an eviction of such a pod is refused
+// (a dry run: the PodDisruptionBudget holds evictions meanwhile; under its usual unhealthyPodEvictionPolicy
+// AlwaysAllow a node drain could take pods that are not Ready, and in 3 -> 1 quorum with both). Meanwhile each write dials the Service afresh, as
 // a short-lived client does; how many fail is reported (kube-proxy may lag behind the Service on a
 // loaded node), and every acknowledged write must be read back.
 func TestScaleDownDrainsClientService(t *testing.T) {
@@ -591,6 +596,7 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, and when etcd
 	// first lists it no more
 	notReadyAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
+	evicted := map[string]error{} // a dry-run eviction of each pod when first seen not Ready while listed
 	var phases []etcdv1beta1.ClusterPhase
 	lister := etcdClient(t, ep)
 	watched := make(chan struct{})
@@ -613,6 +619,10 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 				for name, p := range pods {
 					if _, seen := notReadyAt[name]; !seen && listed[name] && !podReady(p) {
 						notReadyAt[name] = time.Now()
+						ectx, ecancel := context.WithTimeout(ctx, 5*time.Second)
+						evicted[name] = k8s.SubResource("eviction").Create(ectx, p, &policyv1.Eviction{
+							DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}, Preconditions: &metav1.Preconditions{UID: &p.UID}}})
+						ecancel()
 					}
 					if _, seen := removedAt[name]; !seen && !listed[name] {
 						removedAt[name] = time.Now()
@@ -661,6 +671,11 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 				name, ok, drained.Format("15:04:05.000"), removed.Format("15:04:05.000"))
 		} else {
 			t.Logf("%s: its pod not Ready %v before etcd removed it", name, removed.Sub(drained).Round(10*time.Millisecond))
+		}
+		if err, tried := evicted[name]; tried && !apierrors.IsTooManyRequests(err) {
+			t.Errorf("a dry-run eviction of %s's pod, not Ready while etcd listed it: %v, want it refused (429) by the PodDisruptionBudget", name, err)
+		} else if tried {
+			t.Logf("%s: its eviction refused: %v", name, err)
 		}
 	}
 	nfailed := 0
