@@ -594,8 +594,8 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 		}
 		return nil
 	})
-	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, and when etcd
-	// first lists it no more
+	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, since it was last
+	// seen Ready, and when etcd first lists it no more
 	notReadyAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
 	evicted := map[string]error{} // a dry-run eviction of each pod when first seen drained while listed
 	var phases []etcdv1beta1.ClusterPhase
@@ -618,7 +618,9 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 				}
 				mu.Lock()
 				for name, p := range pods {
-					if _, seen := notReadyAt[name]; !seen && listed[name] && !podReady(p) {
+					if podReady(p) {
+						delete(notReadyAt, name) // not Ready at first (just after the bootstrap): what counts is the last change
+					} else if _, seen := notReadyAt[name]; !seen && listed[name] {
 						notReadyAt[name] = time.Now()
 					}
 					serving := model.PodCondition(p, resources.ServingCondition)
