@@ -150,7 +150,7 @@ func (r *EtcdClusterReconciler) evictionsHeld(ctx context.Context, s *scope) boo
 		return false
 	}
 	log.FromContext(ctx).Info("The PodDisruptionBudget does not hold evictions yet: draining all the same", "podDisruptionBudget", s.pdb.Name,
-		"waited", holdWait, "status", s.pdb.Status)
+		"waited", holdWait.String(), "status", s.pdb.Status)
 	return true
 }
 
