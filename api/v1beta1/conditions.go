@@ -179,6 +179,10 @@ const (
 	// agree on, at one revision (its value says which): its data diverged, and it is replaced at once
 	// unless spec.recovery.replaceUnhealthyMemberAfter is 0s.
 	AnnotationDataDiverged = "etcd.etcdkit.dev/data-diverged"
+	// AnnotationEvictionsHeldSince on a cluster's PodDisruptionBudget is when (RFC 3339) the operator
+	// made it refuse every eviction, for a scale-down that takes members out of the client Service
+	// before removing them (see resources.HoldEvictions); it goes with the hold.
+	AnnotationEvictionsHeldSince = "etcd.etcdkit.dev/evictions-held-since"
 	// Finalizer lets the operator finish its own clean-up before an EtcdCluster goes away.
 	Finalizer = "etcd.etcdkit.dev/finalizer"
 	// LabelBackup names the EtcdBackup a Job or pod belongs to (shortened with a hash when the name

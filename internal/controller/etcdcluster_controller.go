@@ -81,9 +81,6 @@ type EtcdClusterReconciler struct {
 	// pod UID and the drain's transition time, so that a later drain of the same pod counts anew
 	// (drainForRemoval).
 	drainedUnready firstSeen
-	// evictionHold is when each PodDisruptionBudget, by UID and generation, was first seen not yet
-	// holding evictions while a drain waited for it (evictionsHeld).
-	evictionHold firstSeen
 }
 
 // scope is what one pass observed, once, and what it found out for the status.

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -34,8 +35,13 @@ const (
 	requeueDrain = 200 * time.Millisecond
 	// holdWait bounds how long a drain waits for the PodDisruptionBudget to hold evictions (the
 	// disruption controller of kube-controller-manager computes its status in milliseconds): past it,
-	// the pods are drained all the same.
+	// the members are removed without a drain, as a pod out of the Service but open to evictions could
+	// take quorum with it.
 	holdWait = 2 * time.Second
+	// holdMax bounds a hold of evictions: a scale-down that has not removed the members it drained by
+	// then (etcd keeps refusing, the operator is paused mid-drain and resumed) lets evictions go again,
+	// with a Warning event, rather than block node drains.
+	holdMax = time.Minute
 )
 
 // drainForRemoval takes the pods of the members that removals (a scale-down's, membership.Removals)
@@ -50,14 +56,13 @@ const (
 // member is not healthy. A drain whose patch fails is not waited for. nil when nothing is left to wait
 // for.
 //
-// No pod is drained before the PodDisruptionBudget holds evictions (evictionsHeld, which
-// reconcilePDB set up earlier in the pass): a drained pod is not Ready, and the budget otherwise lets a
-// pod that is not Ready be evicted, which in 3 -> 1 could take both members being removed, and quorum,
-// before etcd removes them.
+// No pod is drained before the PodDisruptionBudget holds evictions (holdForDrain): a drained pod is
+// not Ready, and the budget otherwise lets a pod that is not Ready be evicted, which in 3 -> 1 could
+// take both members being removed, and quorum, before etcd removes them.
 func (r *EtcdClusterReconciler) drainForRemoval(ctx context.Context, s *scope, removals []membership.Action) *verdict.Step {
 	var waiting []string
 	why, holding := "", false
-	var held *bool // evictionsHeld, once a pod is to be drained
+	hold := holdUnknown // holdForDrain's answer, once a pod is to be drained
 	for _, a := range removals {
 		mem := s.m.Member(a.Member)
 		if a.Replacing || !drainable(mem) {
@@ -66,10 +71,13 @@ func (r *EtcdClusterReconciler) drainForRemoval(ctx context.Context, s *scope, r
 		cond := model.PodCondition(mem.Pod, resources.ServingCondition)
 		switch {
 		case cond.Status == corev1.ConditionTrue:
-			if held == nil {
-				held = ptr.To(r.evictionsHeld(ctx, s))
+			if hold == holdUnknown {
+				hold = r.holdForDrain(ctx, s)
 			}
-			if !*held {
+			if hold == holdSkip {
+				continue // removed without a drain (holdForDrain reported it)
+			}
+			if hold == holdPending {
 				holding = true
 				break
 			}
@@ -122,36 +130,94 @@ func drainable(mem *model.Member) bool {
 	}
 }
 
-// holdingEvictions reports whether the PodDisruptionBudget holds evictions (resources.HoldEvictions):
-// while the planner's next removals (membership.Removals of membership.Next; a scale-down's) include a
-// member whose pod is drained for it or about to be (drainable). Once etcd no longer lists it, its pod
-// may go.
-func holdingEvictions(m *model.Cluster) bool {
-	st := m.Membership(verdict.Replacements(m))
-	for _, a := range membership.Removals(st, membership.Next(st)) {
-		if !a.Replacing && drainable(m.Member(a.Member)) {
-			return true
-		}
-	}
-	return false
-}
-
-// evictionsHeld reports whether drainForRemoval may take pods out of the client Service: once the
-// PodDisruptionBudget holds evictions and the disruption controller has computed its status so
-// (resources.EvictionsHeld); when there is no budget of the cluster's to hold them; or holdWait after a
-// pass first saw the budget, at its generation, not holding them (no disruption controller runs), with a
-// log line.
-func (r *EtcdClusterReconciler) evictionsHeld(ctx context.Context, s *scope) bool {
-	if s.pdb == nil || resources.EvictionsHeld(s.pdb) {
-		return true
-	}
-	since := r.evictionHold.since(fmt.Sprintf("%s@%d", s.pdb.UID, s.pdb.Generation), s.m.Now)
-	if s.m.Now.Sub(since) < holdWait {
+// drainedForRemoval reports whether mem's pod was taken out of the client Service for its member's
+// removal: its readiness gate False with reason resources.ReasonRemoving.
+func drainedForRemoval(mem *model.Member) bool {
+	if mem.Pod == nil {
 		return false
 	}
-	log.FromContext(ctx).Info("The PodDisruptionBudget does not hold evictions yet: draining all the same", "podDisruptionBudget", s.pdb.Name,
-		"waited", holdWait.String(), "status", s.pdb.Status)
-	return true
+	cond := model.PodCondition(mem.Pod, resources.ServingCondition)
+	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving
+}
+
+// holdKept reports whether a hold of evictions that began at since goes on: while a voter's pod is
+// drained for its removal (drainedForRemoval; model.Member.Voter, which keeps the status's word when
+// etcd does not answer), or a voter the planner removes next (membership.Removals of membership.Next;
+// a scale-down's) is still to be drained (drainable), for at most holdMax; expired when holdMax has
+// passed. A learner does not vote: its pod may go.
+func holdKept(m *model.Cluster, since time.Time) (keep, expired bool) {
+	holding := false
+	for _, mem := range m.Members {
+		if drainedForRemoval(mem) && mem.Voter() {
+			holding = true
+		}
+	}
+	if !holding {
+		st := m.Membership(verdict.Replacements(m))
+		for _, a := range membership.Removals(st, membership.Next(st)) {
+			if mem := m.Member(a.Member); !a.Replacing && drainable(mem) && mem.Voter() {
+				holding = true
+			}
+		}
+	}
+	switch {
+	case !holding:
+		return false, false
+	case m.Now.Sub(since) >= holdMax:
+		return false, true
+	}
+	return true, false
+}
+
+// holdState is what holdForDrain found of the PodDisruptionBudget's hold of evictions.
+type holdState int
+
+const (
+	holdUnknown holdState = iota // not asked yet
+	holdReady                    // evictions are held: drain
+	holdPending                  // the hold is set, or being set, and not in effect yet: wait
+	holdSkip                     // no hold took effect within holdWait: remove without a drain
+)
+
+// holdForDrain makes the cluster's PodDisruptionBudget hold evictions (resources.HoldEvictions) before a
+// pod is drained, and says whether it does (resources.EvictionsHeld, read from the API server, not the
+// cache): holdReady once the disruption controller has computed its status from the held spec;
+// holdPending while it has not, for up to holdWait after the hold began; then holdSkip, with a Warning
+// event: under the held spec with the status of the spec before, an eviction of a pod that is not Ready
+// would still be let through, while a Ready pod's is refused until the status catches up. A cluster
+// without a budget of its own (a foreign one is reported) drains at once. An error reading or patching
+// the budget is logged, and waited on (holdPending).
+func (r *EtcdClusterReconciler) holdForDrain(ctx context.Context, s *scope) holdState {
+	if s.pdb == nil {
+		return holdReady
+	}
+	logger := log.FromContext(ctx)
+	cur := &policyv1.PodDisruptionBudget{}
+	if err := r.uncached().Get(ctx, client.ObjectKeyFromObject(s.pdb), cur); err != nil {
+		logger.Error(err, "Reading the PodDisruptionBudget before a drain", "podDisruptionBudget", s.pdb.Name)
+		return holdPending
+	}
+	since, held := resources.HeldSince(cur)
+	switch {
+	case !held:
+		patch := client.MergeFrom(cur.DeepCopy())
+		resources.HoldEvictions(cur, int32(len(s.pods.Items)), s.m.Now)
+		if err := r.Patch(ctx, cur, patch); err != nil {
+			logger.Error(err, "Holding evictions before a drain", "podDisruptionBudget", cur.Name)
+			return holdPending
+		}
+		r.event(s.cluster, corev1.EventTypeNormal, "HoldingEvictions", "Update", "Set PodDisruptionBudget %s to minAvailable %s, one more than the pods, "+
+			"so that no eviction takes a member while a scale-down takes members out of the client Service", cur.Name, cur.Spec.MinAvailable.String())
+		return holdPending
+	case resources.EvictionsHeld(cur):
+		return holdReady
+	case s.m.Now.Sub(since) < holdWait:
+		return holdPending
+	}
+	r.event(s.cluster, corev1.EventTypeWarning, "DrainSkipped", "Update", "Removing members without taking them out of the client Service first: "+
+		"PodDisruptionBudget %s has not held evictions within %s of being set to (its status: observedGeneration %d of %d, %d healthy of %d desired); is kube-controller-manager running?",
+		cur.Name, holdWait, cur.Status.ObservedGeneration, cur.Generation, cur.Status.CurrentHealthy, cur.Status.DesiredHealthy)
+	return holdSkip
 }
 
 // plannedRemovals names the members the planner removes next (membership.Removals of membership.Next),

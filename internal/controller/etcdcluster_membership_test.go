@@ -282,29 +282,19 @@ func TestRetryLater(t *testing.T) {
 // the client Service (their readiness gate set False, reason Removing), and removes the members from
 // etcd only after that: drainSettle after the kubelet reports the pods not Ready, or after drainWait
 // when it does not. The leader's pod keeps its gate. Before any pod is drained, the
-// PodDisruptionBudget holds evictions (minAvailable one more than the pods, IfHealthyBudget), as soon
-// as the disruption controller has computed its status, or holdWait later when none does; it lets
-// evictions go again once the members are removed.
+// PodDisruptionBudget holds evictions (minAvailable one more than the pods, IfHealthyBudget), and the
+// drain waits until the disruption controller (the test plays it) has computed its status: an eviction
+// of a drained pod is then refused, Ready or not. The budget lets evictions go again once the members
+// are removed.
 func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("drain", testutil.InNamespace("ns-drain"), testutil.WithReplicas(5)),
 		"127.0.0.54", "127.0.0.55", "127.0.0.56", "127.0.0.57", "127.0.0.58")
 	for _, n := range names {
 		waitServing(t, c, n, "etcd served the operator on its client URL", "")
 	}
-	leader := getCluster(t, c).Status.Leader
-	var leaderEndpoint string
-	for i, n := range names {
-		if n == leader {
-			leaderEndpoint = members[i].ClientURL()
-		}
-	}
-	if leaderEndpoint == "" {
-		t.Fatalf("no leader among %v: %q", names, leader)
-	}
-	// 5 -> 3 with no kubelet to report the drained pods not Ready and no disruption controller: the
-	// drains wait out holdWait, the removals drainWait.
-	// 3 -> 1 with each pod reported not Ready as soon as it is drained, and the budget's status computed
-	// as soon as it changes, as the kubelet and the disruption controller would.
+	leaderEndpoint, leader := leaderOf(t, c, members, names)
+	// 5 -> 3 with no kubelet to report the drained pods not Ready: the removals wait out drainWait.
+	// 3 -> 1 with each pod reported not Ready as soon as it is drained, as the kubelet would.
 	for _, step := range []struct {
 		replicas int32
 		kubelet  bool
@@ -316,18 +306,20 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 		setReplicas(t, c, step.replicas)
 		start := time.Now()
 		drainedAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
+		evicted := map[string]error{} // a dry-run eviction of each drained pod once reported not Ready
 		var heldAt, observedAt time.Time
-		// every poll: when the budget is first seen holding evictions (and its status computed so),
-		// when each pod is first seen drained, and its member first seen gone from etcd
+		// every poll: when the budget is first seen holding evictions, and its status computed so (as the
+		// disruption controller would), when each pod is first seen drained, and its member first seen
+		// gone from etcd
 		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("scaled down to %d", step.replicas), func(ctx context.Context) error {
 			pdb := &policyv1.PodDisruptionBudget{}
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
 				return err
 			}
-			if p := pdb.Spec.UnhealthyPodEvictionPolicy; heldAt.IsZero() && p != nil && *p == policyv1.IfHealthyBudget && pdb.Spec.MinAvailable.IntValue() > len(listed) {
+			if _, held := resources.HeldSince(pdb); held && heldAt.IsZero() {
 				heldAt = time.Now()
 			}
-			if !heldAt.IsZero() && step.kubelet && pdb.Status.ObservedGeneration < pdb.Generation {
+			if _, held := resources.HeldSince(pdb); held && pdb.Status.ObservedGeneration < pdb.Generation {
 				pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DesiredHealthy: int32(pdb.Spec.MinAvailable.IntValue()),
 					CurrentHealthy: int32(len(listed)), ExpectedPods: int32(len(listed))}
 				if err := k8s.Status().Update(ctx, pdb); err == nil && observedAt.IsZero() {
@@ -342,17 +334,21 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 				if _, seen := removedAt[n]; !seen && !now[n] {
 					removedAt[n] = time.Now()
 				}
-				if _, seen := drainedAt[n]; seen {
-					continue
-				}
 				p, err := getPod(c, n)
 				if err != nil {
 					continue
 				}
+				if _, seen := drainedAt[n]; seen {
+					if _, tried := evicted[n]; !tried && now[n] && step.kubelet && !podCondition(p, corev1.PodReady) {
+						evicted[n] = k8s.SubResource("eviction").Create(ctx, p, &policyv1.Eviction{
+							DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}, Preconditions: &metav1.Preconditions{UID: &p.UID}}})
+					}
+					continue
+				}
 				if cond := model.PodCondition(p, resources.ServingCondition); cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving {
 					drainedAt[n] = time.Now()
-					if heldAt.IsZero() {
-						t.Errorf("%s drained before the PodDisruptionBudget held evictions", n)
+					if observedAt.IsZero() {
+						t.Errorf("%s drained before the PodDisruptionBudget's hold of evictions took effect", n)
 					}
 					if step.kubelet {
 						p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
@@ -380,38 +376,140 @@ func TestScaleDownDrainsBeforeRemoval(t *testing.T) {
 				t.Errorf("%s, whose pod stayed Ready, removed %v after its drain was seen, want about %v", n, at.Sub(d), drainWait)
 			case step.kubelet && at.Sub(d) < drainSettle-100*time.Millisecond:
 				t.Errorf("%s removed %v after its pod was reported not Ready, want %v for kube-proxy to follow", n, at.Sub(d), drainSettle)
+			case !observedAt.IsZero() && d.Sub(observedAt) > holdWait/2:
+				t.Errorf("%s drained %v after the budget's status was computed, want right after it", n, d.Sub(observedAt))
 			default:
-				t.Logf("%d -> %d: %s drained after %v, removed after %v", len(listed), step.replicas, n,
-					d.Sub(start).Round(10*time.Millisecond), at.Sub(start).Round(10*time.Millisecond))
+				t.Logf("%d -> %d: %s drained after %v (hold set after %v, in effect after %v), removed after %v", len(listed), step.replicas, n,
+					d.Sub(start).Round(10*time.Millisecond), heldAt.Sub(start).Round(10*time.Millisecond), observedAt.Sub(start).Round(10*time.Millisecond),
+					at.Sub(start).Round(10*time.Millisecond))
+			}
+			if err, tried := evicted[n]; step.kubelet && (!tried || !apierrors.IsTooManyRequests(err)) {
+				t.Errorf("a dry-run eviction of %s's drained pod, not Ready, while etcd listed it: tried %v, %v; want it refused (429)", n, tried, err)
 			}
 		}
 		if len(removedAt) != len(listed)-int(step.replicas) {
 			t.Errorf("%d -> %d: removed %v", len(listed), step.replicas, removedAt)
 		}
-		for n, d := range drainedAt {
-			switch {
-			case !step.kubelet && d.Sub(heldAt) < holdWait-500*time.Millisecond: // the poll's lag: heldAt is late by up to a poll
-				t.Errorf("%s drained %v after the budget held evictions, with no disruption controller to compute its status: want %v", n, d.Sub(heldAt), holdWait)
-			case step.kubelet && observedAt.IsZero():
-				t.Errorf("%s drained at %v, the budget's status never computed", n, d.Sub(start))
-			case step.kubelet && (d.Before(observedAt) || d.Sub(observedAt) > holdWait/2):
-				t.Errorf("%s drained at %v, the budget's status computed at %v: want the drain right after it", n, d.Sub(start), observedAt.Sub(start))
-			}
-		}
-		// evictions go again: the budget as before the scale-down, for the members left
-		testutil.Eventually(t, waitTimeout, "the PodDisruptionBudget as before", func(ctx context.Context) error {
-			pdb := &policyv1.PodDisruptionBudget{}
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
-				return err
-			}
-			if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow || pdb.Spec.MinAvailable.IntValue() != int(resources.Quorum(step.replicas)) {
-				return fmt.Errorf("minAvailable %s, unhealthyPodEvictionPolicy %v", pdb.Spec.MinAvailable.String(), p)
-			}
-			return nil
-		})
+		awaitPDBReleased(t, c, step.replicas)
 	}
 	if p, err := getPod(c, leader); err != nil || !podCondition(p, resources.ServingCondition) {
 		t.Errorf("the leader's pod: %v, want %s still True", err, resources.ServingCondition)
+	}
+}
+
+// TestDrainSkippedWithoutDisruptionController: when no disruption controller computes the
+// PodDisruptionBudget's status (as in this test), its hold of evictions never takes effect, and a
+// scale-down removes its members holdWait later without draining them: a pod out of the Service but
+// open to evictions would be worse than a connection handed to a member that stops. A Warning event
+// says so, and the budget lets evictions go again once the members are removed.
+func TestDrainSkippedWithoutDisruptionController(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("skip", testutil.InNamespace("ns-drain-skip"), testutil.WithReplicas(3)),
+		"127.0.0.64", "127.0.0.65", "127.0.0.66")
+	for _, n := range names {
+		waitServing(t, c, n, "etcd served the operator on its client URL", "")
+	}
+	leaderEndpoint, _ := leaderOf(t, c, members, names)
+	setReplicas(t, c, 1)
+	var heldAt, removedAt time.Time
+	testutil.Eventually(t, 30*time.Second, "scaled down to 1", func(ctx context.Context) error {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
+			return err
+		}
+		if _, held := resources.HeldSince(pdb); held && heldAt.IsZero() {
+			heldAt = time.Now()
+		}
+		for _, n := range names {
+			if p, err := getPod(c, n); err == nil {
+				if cond := model.PodCondition(p, resources.ServingCondition); cond != nil && cond.Reason == resources.ReasonRemoving {
+					t.Errorf("%s drained with no hold of evictions in effect", n)
+				}
+			}
+		}
+		if len(memberList(t, leaderEndpoint)) > 1 {
+			return errors.New("more than 1 member")
+		}
+		removedAt = time.Now()
+		return nil
+	})
+	switch {
+	case heldAt.IsZero():
+		t.Error("the PodDisruptionBudget was never seen holding evictions")
+	case removedAt.Sub(heldAt) < holdWait-500*time.Millisecond: // heldAt is late by up to a poll
+		t.Errorf("removed %v after the hold was set, want %v for it to take effect first", removedAt.Sub(heldAt), holdWait)
+	}
+	waitEvent(t, c, "DrainSkipped", "has not held evictions within 2s")
+	awaitPDBReleased(t, c, 1)
+}
+
+// leaderOf returns the client URL and name of c's leader among members (named names).
+func leaderOf(t *testing.T, c *etcdv1beta1.EtcdCluster, members []*testenv.EtcdMember, names []string) (string, string) {
+	t.Helper()
+	leader := getCluster(t, c).Status.Leader
+	for i, n := range names {
+		if n == leader {
+			return members[i].ClientURL(), leader
+		}
+	}
+	t.Fatalf("no leader among %v: %q", names, leader)
+	return "", ""
+}
+
+// awaitPDBReleased waits until c's PodDisruptionBudget is as it is outside a scale-down for replicas
+// members: minAvailable their quorum, unhealthyPodEvictionPolicy AlwaysAllow, no hold recorded.
+func awaitPDBReleased(t *testing.T, c *etcdv1beta1.EtcdCluster, replicas int32) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, "the PodDisruptionBudget as before the scale-down", func(ctx context.Context) error {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), pdb); err != nil {
+			return err
+		}
+		if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow || pdb.Spec.MinAvailable.IntValue() != int(resources.Quorum(replicas)) ||
+			pdb.Annotations[etcdv1beta1.AnnotationEvictionsHeldSince] != "" {
+			return fmt.Errorf("minAvailable %s, unhealthyPodEvictionPolicy %v, annotations %v", pdb.Spec.MinAvailable.String(), p, pdb.Annotations)
+		}
+		return nil
+	})
+}
+
+// TestHoldKept: a hold of evictions goes on while a voter's pod is drained for its removal, even in a
+// pass where etcd did not answer (the status's word counts); it ends once etcd no longer lists the
+// drained member, for a learner, and after holdMax.
+func TestHoldKept(t *testing.T) {
+	now := time.Now()
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-2"},
+		Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: resources.ServingCondition}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: resources.ServingCondition, Status: corev1.ConditionFalse, Reason: resources.ReasonRemoving, LastTransitionTime: metav1.Now()}}}}
+	cluster := func(answered, listed, learner bool) *model.Cluster {
+		c := testutil.EtcdCluster("demo", testutil.WithReplicas(1))
+		c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "demo-2", ID: etcd.FormatID(3), Role: etcdv1beta1.RoleVoter}}
+		in := model.Input{Cluster: c, Pods: []corev1.Pod{*pod.DeepCopy()}, Now: now}
+		if answered {
+			in.Etcd = &model.Etcd{Health: map[uint64]error{}}
+			if listed {
+				in.Etcd.Members = []etcd.Member{{ID: 3, Name: "demo-2", IsLearner: learner}}
+				in.Etcd.Health[3] = nil
+			}
+		}
+		return model.Build(in)
+	}
+	for _, tc := range []struct {
+		name          string
+		m             *model.Cluster
+		since         time.Time
+		keep, expired bool
+	}{
+		{"a drained voter etcd lists", cluster(true, true, false), now, true, false},
+		{"a drained voter, etcd not answering", cluster(false, false, false), now, true, false},
+		{"a drained member etcd no longer lists", cluster(true, false, false), now, false, false},
+		{"a drained learner", cluster(true, true, true), now, false, false},
+		{"a drained voter, held for holdMax", cluster(true, true, false), now.Add(-holdMax), false, true},
+	} {
+		keep, expired := holdKept(tc.m, tc.since)
+		if keep != tc.keep || expired != tc.expired {
+			t.Errorf("%s: kept %v, expired %v; want %v, %v", tc.name, keep, expired, tc.keep, tc.expired)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"time"
+
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -34,24 +36,38 @@ func BuildPDB(c *etcdv1beta1.EtcdCluster, voters int32) *policyv1.PodDisruptionB
 	}
 }
 
-// HoldEvictions makes pdb refuse every eviction of its pods: minAvailable one more than pods, the
-// member pods that exist, and unhealthyPodEvictionPolicy IfHealthyBudget. A Ready pod is then refused
-// since no disruption is allowed, and one that is not Ready since the budget is not met (per the
-// eviction subresource, which lets a pod that is not Ready go under IfHealthyBudget only while
-// status.currentHealthy >= status.desiredHealthy). A scale-down holds evictions while it takes the
+// HoldEvictions makes pdb refuse every eviction of its pods from since on: minAvailable one more than
+// pods, the member pods that exist, and unhealthyPodEvictionPolicy IfHealthyBudget, with since in
+// AnnotationEvictionsHeldSince. A Ready pod is then refused since no disruption is allowed, and one
+// that is not Ready since the budget is not met (per the eviction subresource, which lets a pod that is
+// not Ready go under IfHealthyBudget only while status.currentHealthy >= status.desiredHealthy); pods
+// that are Pending or being deleted skip budgets. A scale-down holds evictions while it takes the
 // members it removes out of the client Service: their pods are not Ready for those seconds, but their
 // members still vote, and under AlwaysAllow a node drain could take them, and quorum with them.
-func HoldEvictions(pdb *policyv1.PodDisruptionBudget, pods int32) {
+func HoldEvictions(pdb *policyv1.PodDisruptionBudget, pods int32, since time.Time) {
 	minAvailable := intstr.FromInt32(pods + 1)
 	pdb.Spec.MinAvailable = &minAvailable
 	pdb.Spec.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
+	pdb.Annotations = Merged(pdb.Annotations, map[string]string{etcdv1beta1.AnnotationEvictionsHeldSince: since.UTC().Format(time.RFC3339)})
 }
 
-// EvictionsHeld reports whether pdb holds evictions as HoldEvictions sets it and the disruption
-// controller has computed its status from that spec (status.observedGeneration): until then the
-// eviction subresource judges a pod that is not Ready by the status of the spec before.
-func EvictionsHeld(pdb *policyv1.PodDisruptionBudget) bool {
+// HeldSince returns when pdb began to hold evictions (HoldEvictions), and whether it does: its spec says
+// IfHealthyBudget, which BuildPDB never sets. A hold without a readable time reports the zero time.
+func HeldSince(pdb *policyv1.PodDisruptionBudget) (time.Time, bool) {
 	p := pdb.Spec.UnhealthyPodEvictionPolicy
-	return p != nil && *p == policyv1.IfHealthyBudget && pdb.Status.ObservedGeneration >= pdb.Generation &&
+	if p == nil || *p != policyv1.IfHealthyBudget {
+		return time.Time{}, false
+	}
+	t, _ := time.Parse(time.RFC3339, pdb.Annotations[etcdv1beta1.AnnotationEvictionsHeldSince])
+	return t, true
+}
+
+// EvictionsHeld reports whether pdb holds evictions (HeldSince) and the disruption controller has
+// computed its status from that spec (status.observedGeneration), with no disruption allowed and fewer
+// healthy pods than desired: until then the eviction subresource judges a pod that is not Ready by the
+// status of the spec before.
+func EvictionsHeld(pdb *policyv1.PodDisruptionBudget) bool {
+	_, held := HeldSince(pdb)
+	return held && pdb.Status.ObservedGeneration >= pdb.Generation &&
 		pdb.Status.DesiredHealthy > pdb.Status.CurrentHealthy && pdb.Status.DisruptionsAllowed == 0
 }

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"testing"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/utils/ptr"
@@ -23,20 +24,24 @@ func TestBuildPDB(t *testing.T) {
 	}
 }
 
-// TestHoldEvictions: a held budget wants one pod more than there are and lets no pod that is not
-// Ready go unless the budget is met; it counts as held once the disruption controller has computed its
-// status from that spec.
+// TestHoldEvictions: a held budget wants one pod more than there are, lets no pod that is not Ready go
+// unless the budget is met, and says since when; it counts as held once the disruption controller has
+// computed its status from that spec.
 func TestHoldEvictions(t *testing.T) {
 	pdb := BuildPDB(cluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](1) }), 3)
-	if EvictionsHeld(pdb) {
+	if _, held := HeldSince(pdb); held || EvictionsHeld(pdb) {
 		t.Fatal("a budget as built counts as held")
 	}
-	HoldEvictions(pdb, 3)
+	at := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
+	HoldEvictions(pdb, 3, at)
 	if got := pdb.Spec.MinAvailable.IntValue(); got != 4 {
 		t.Errorf("minAvailable %d, want 4 (one more than the 3 pods)", got)
 	}
 	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.IfHealthyBudget {
 		t.Errorf("unhealthyPodEvictionPolicy %v, want IfHealthyBudget", p)
+	}
+	if since, held := HeldSince(pdb); !held || !since.Equal(at) {
+		t.Errorf("held %v since %v, want since %v (annotations %v)", held, since, at, pdb.Annotations)
 	}
 	pdb.Generation = 2
 	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, CurrentHealthy: 3, DesiredHealthy: 2, DisruptionsAllowed: 1}
@@ -48,7 +53,7 @@ func TestHoldEvictions(t *testing.T) {
 		t.Errorf("not held with status %+v", pdb.Status)
 	}
 	pdb.Spec.UnhealthyPodEvictionPolicy = ptr.To(policyv1.AlwaysAllow)
-	if EvictionsHeld(pdb) {
+	if _, held := HeldSince(pdb); held || EvictionsHeld(pdb) {
 		t.Error("held under AlwaysAllow, which lets any pod that is not Ready go")
 	}
 }

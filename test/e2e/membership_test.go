@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -597,7 +598,28 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	// every 50 ms: when each member's pod is first seen not Ready while etcd lists it, since it was last
 	// seen Ready, and when etcd first lists it no more
 	notReadyAt, removedAt := map[string]time.Time{}, map[string]time.Time{}
-	evicted := map[string]error{} // a dry-run eviction of each pod when first seen drained while listed
+	// a dry-run eviction of each pod when first seen drained while listed, and again when first seen
+	// drained and not Ready while listed (the budget's rule for a pod that is not Ready differs), by
+	// "name" and "name, not Ready"; each in a goroutine of its own (a 429 may ask the client to wait)
+	evicted := map[string]error{}
+	var evictions sync.WaitGroup
+	evict := func(key string, p *corev1.Pod) {
+		evicted[key] = nil
+		evictions.Add(1)
+		go func() {
+			defer evictions.Done()
+			ectx, ecancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer ecancel()
+			err := k8s.SubResource("eviction").Create(ectx, p, &policyv1.Eviction{
+				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}, Preconditions: &metav1.Preconditions{UID: &p.UID}}})
+			if err == nil {
+				err = errAdmitted
+			}
+			mu.Lock()
+			evicted[key] = err
+			mu.Unlock()
+		}()
+	}
 	var phases []etcdv1beta1.ClusterPhase
 	lister := etcdClient(t, ep)
 	watched := make(chan struct{})
@@ -623,12 +645,13 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 					} else if _, seen := notReadyAt[name]; !seen && listed[name] {
 						notReadyAt[name] = time.Now()
 					}
-					serving := model.PodCondition(p, resources.ServingCondition)
-					if _, tried := evicted[name]; !tried && listed[name] && serving != nil && serving.Reason == resources.ReasonRemoving {
-						ectx, ecancel := context.WithTimeout(ctx, 5*time.Second)
-						evicted[name] = k8s.SubResource("eviction").Create(ectx, p, &policyv1.Eviction{
-							DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}, Preconditions: &metav1.Preconditions{UID: &p.UID}}})
-						ecancel()
+					if serving := model.PodCondition(p, resources.ServingCondition); listed[name] && serving != nil && serving.Reason == resources.ReasonRemoving {
+						if _, tried := evicted[name]; !tried {
+							evict(name, p)
+						}
+						if _, tried := evicted[name+", not Ready"]; !tried && !podReady(p) {
+							evict(name+", not Ready", p)
+						}
 					}
 					if _, seen := removedAt[name]; !seen && !listed[name] {
 						removedAt[name] = time.Now()
@@ -664,6 +687,7 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	cancel()
 	<-done
 	<-watched
+	evictions.Wait()
 
 	if slices.Contains(phases, etcdv1beta1.PhaseQuorumLost) {
 		t.Errorf("phases %v: QuorumLost in a scale-down", phases)
@@ -679,20 +703,22 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 		} else {
 			t.Logf("%s: its pod not Ready %v before etcd removed it", name, removed.Sub(drained).Round(10*time.Millisecond))
 		}
-		if _, tried := evicted[name]; tried {
-			drainedSeen++
-		}
-		switch err, tried := evicted[name]; {
-		case !tried:
-			t.Logf("%s: never seen drained (not serving when the scale-down began?)", name)
-		case !apierrors.IsTooManyRequests(err):
-			t.Errorf("a dry-run eviction of %s's pod, drained while etcd listed it: %v, want it refused (429) by the PodDisruptionBudget", name, err)
-		default:
-			t.Logf("%s: its eviction refused while drained: %v", name, err)
+		for _, key := range []string{name, name + ", not Ready"} {
+			switch err, tried := evicted[key]; {
+			case !tried:
+				t.Logf("%s: no eviction tried (never seen so while listed)", key)
+			case !apierrors.IsTooManyRequests(err):
+				t.Errorf("a dry-run eviction of the drained pod of %s while etcd listed it: %v, want it refused (429) by the PodDisruptionBudget", key, err)
+			default:
+				if key != name {
+					drainedSeen++
+				}
+				t.Logf("%s: its eviction refused while drained: %v", key, err)
+			}
 		}
 	}
 	if drainedSeen < 2 { // 3 -> 1 drains both members it removes: the cluster is settled by then
-		t.Errorf("%d removed members seen drained while listed, want at least the 2 of 3 -> 1", drainedSeen)
+		t.Errorf("%d removed members' evictions refused while drained and not Ready, want at least the 2 of 3 -> 1", drainedSeen)
 	}
 	nfailed := 0
 	for _, k := range failed {
@@ -725,3 +751,6 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	}
 	t.Logf("fresh-connection writer: %d writes acknowledged, all readable; %d failed %v", len(acked), nfailed, failed)
 }
+
+// errAdmitted stands for a dry-run eviction the API server admitted (a nil error).
+var errAdmitted = errors.New("admitted")
