@@ -560,13 +560,14 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 	var mu sync.Mutex
 	var acked []string
 	failed := map[string]int{}
+	var failedAt []time.Time // when each failed write was sent
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		pace := time.NewTicker(20 * time.Millisecond)
 		defer pace.Stop()
 		for n := 0; ctx.Err() == nil; n++ {
-			key := fmt.Sprintf("fresh/%08d", n)
+			key, sent := fmt.Sprintf("fresh/%08d", n), time.Now()
 			cli, err := clientv3.New(withRoot(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(), TLS: tlsFor(ep)}))
 			if err == nil {
 				wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -579,6 +580,7 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 				acked = append(acked, key)
 			} else if ctx.Err() == nil {
 				failed[err.Error()]++
+				failedAt = append(failedAt, sent)
 			}
 			mu.Unlock()
 			select {
@@ -750,6 +752,14 @@ func TestScaleDownDrainsClientService(t *testing.T) {
 		}
 	}
 	t.Logf("fresh-connection writer: %d writes acknowledged, all readable; %d failed %v", len(acked), nfailed, failed)
+	for _, at := range failedAt {
+		var near []string // how far each removal was from the failed write's start
+		for name, removed := range removedAt {
+			near = append(near, fmt.Sprintf("%s removed %+.2fs", name, removed.Sub(at).Seconds()))
+		}
+		slices.Sort(near)
+		t.Logf("a write sent at %s failed: %s", at.Format("15:04:05.000"), strings.Join(near, ", "))
+	}
 }
 
 // errAdmitted stands for a dry-run eviction the API server admitted (a nil error).
