@@ -132,6 +132,18 @@ const (
 	// AnnotationMoveLeader or AnnotationReplaceMember request it can never carry out (an unknown
 	// member, a learner, a cluster of one member); the event's note says why and what to do instead.
 	ReasonRequestRefused = "RequestRefused"
+	// ReasonHoldingEvictions is the reason of the Normal event recorded when a scale-down makes the
+	// cluster's PodDisruptionBudget refuse every eviction before it takes the members it removes out of
+	// the client Service (AnnotationEvictionsHeldSince).
+	ReasonHoldingEvictions = "HoldingEvictions"
+	// ReasonDrainSkipped is the reason of the Warning event recorded when the PodDisruptionBudget's
+	// hold of evictions did not take effect in time (its status was not computed from it), and a
+	// scale-down removes its members without taking them out of the client Service first.
+	ReasonDrainSkipped = "DrainSkipped"
+	// ReasonEvictionHoldExpired is the reason of the Warning event recorded when a hold of evictions
+	// ends after its longest time, before the scale-down removed every member it took out of the client
+	// Service.
+	ReasonEvictionHoldExpired = "EvictionHoldExpired"
 
 	// ReasonClientServiceNotReady: Available is False while a quorum of voters is healthy but none of
 	// their pods is Ready yet, so the client Service routes to none of them (the readiness probe runs

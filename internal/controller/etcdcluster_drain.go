@@ -142,13 +142,17 @@ func drainedForRemoval(mem *model.Member) bool {
 
 // holdKept reports whether a hold of evictions that began at since goes on: while a voter's pod is
 // drained for its removal (drainedForRemoval; model.Member.Voter, which keeps the status's word when
-// etcd does not answer), or a voter the planner removes next (membership.Removals of membership.Next;
-// a scale-down's) is still to be drained (drainable), for at most holdMax; expired when holdMax has
-// passed. A learner does not vote: its pod may go.
+// etcd does not answer), or a voter that serves has a pod that is not Ready (one taken back into the
+// Service when the scale-down was undone, until the kubelet reports it Ready), or a voter the planner
+// removes next (membership.Removals of membership.Next; a scale-down's) is still to be drained
+// (drainable), for at most holdMax; expired when holdMax has passed. A learner does not vote: its pod
+// may go.
 func holdKept(m *model.Cluster, since time.Time) (keep, expired bool) {
 	holding := false
 	for _, mem := range m.Members {
-		if drainedForRemoval(mem) && mem.Voter() {
+		// drained, or taken back into the Service (a scale-down undone) and not Ready again yet: a
+		// pod that is not Ready may otherwise be evicted whatever the budget says
+		if mem.Voter() && (drainedForRemoval(mem) || mem.Serving() && mem.HasPod() && !mem.PodReady()) {
 			holding = true
 		}
 	}
@@ -206,7 +210,7 @@ func (r *EtcdClusterReconciler) holdForDrain(ctx context.Context, s *scope) hold
 			logger.Error(err, "Holding evictions before a drain", "podDisruptionBudget", cur.Name)
 			return holdPending
 		}
-		r.event(s.cluster, corev1.EventTypeNormal, "HoldingEvictions", "Update", "Set PodDisruptionBudget %s to minAvailable %s, one more than the pods, "+
+		r.event(s.cluster, corev1.EventTypeNormal, etcdv1beta1.ReasonHoldingEvictions, "Update", "Set PodDisruptionBudget %s to minAvailable %s, one more than the pods, "+
 			"so that no eviction takes a member while a scale-down takes members out of the client Service", cur.Name, cur.Spec.MinAvailable.String())
 		return holdPending
 	case resources.EvictionsHeld(cur):
@@ -214,19 +218,22 @@ func (r *EtcdClusterReconciler) holdForDrain(ctx context.Context, s *scope) hold
 	case s.m.Now.Sub(since) < holdWait:
 		return holdPending
 	}
-	r.event(s.cluster, corev1.EventTypeWarning, "DrainSkipped", "Update", "Removing members without taking them out of the client Service first: "+
+	r.event(s.cluster, corev1.EventTypeWarning, etcdv1beta1.ReasonDrainSkipped, "Update", "Removing members without taking them out of the client Service first: "+
 		"PodDisruptionBudget %s has not held evictions within %s of being set to (its status: observedGeneration %d of %d, %d healthy of %d desired); is kube-controller-manager running?",
 		cur.Name, holdWait, cur.Status.ObservedGeneration, cur.Generation, cur.Status.CurrentHealthy, cur.Status.DesiredHealthy)
 	return holdSkip
 }
 
-// plannedRemovals names the members the planner removes next (membership.Removals of membership.Next),
-// whose pods drainForRemoval takes out of the client Service first.
+// plannedRemovals names the members the planner removes next (membership.Removals of membership.Next)
+// but for replacements: those of a scale-down, whose pods drainForRemoval takes out of the client
+// Service first.
 func plannedRemovals(m *model.Cluster) map[string]bool {
 	st := m.Membership(verdict.Replacements(m))
 	out := map[string]bool{}
 	for _, a := range membership.Removals(st, membership.Next(st)) {
-		out[a.Member] = true
+		if !a.Replacing {
+			out[a.Member] = true
+		}
 	}
 	return out
 }

@@ -473,8 +473,9 @@ func awaitPDBReleased(t *testing.T, c *etcdv1beta1.EtcdCluster, replicas int32) 
 }
 
 // TestHoldKept: a hold of evictions goes on while a voter's pod is drained for its removal, even in a
-// pass where etcd did not answer (the status's word counts); it ends once etcd no longer lists the
-// drained member, for a learner, and after holdMax.
+// pass where etcd did not answer (the status's word counts), and while a voter taken back into the
+// Service (the scale-down undone) has a pod that is not Ready yet; it ends once etcd no longer lists
+// the drained member, for a learner, and after holdMax.
 func TestHoldKept(t *testing.T) {
 	now := time.Now()
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-2"},
@@ -494,6 +495,14 @@ func TestHoldKept(t *testing.T) {
 		}
 		return model.Build(in)
 	}
+	// the scale-down undone: marked serving again, its pod not Ready yet, then Ready
+	taken := func(ready corev1.ConditionStatus) *model.Cluster {
+		m := cluster(true, true, false)
+		m.Members[0].Pod.Status.Conditions = []corev1.PodCondition{{Type: resources.ServingCondition, Status: corev1.ConditionTrue, Reason: "Serving"},
+			{Type: corev1.PodReady, Status: ready}}
+		return m
+	}
+	undone, ready := taken(corev1.ConditionFalse), taken(corev1.ConditionTrue)
 	for _, tc := range []struct {
 		name          string
 		m             *model.Cluster
@@ -501,6 +510,8 @@ func TestHoldKept(t *testing.T) {
 		keep, expired bool
 	}{
 		{"a drained voter etcd lists", cluster(true, true, false), now, true, false},
+		{"a voter taken back into the Service, its pod not Ready yet", undone, now, true, false},
+		{"a voter taken back into the Service, its pod Ready", ready, now, false, false},
 		{"a drained voter, etcd not answering", cluster(false, false, false), now, true, false},
 		{"a drained member etcd no longer lists", cluster(true, false, false), now, false, false},
 		{"a drained learner", cluster(true, true, true), now, false, false},

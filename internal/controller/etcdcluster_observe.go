@@ -63,7 +63,8 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 // published itself by then, and a pod whose members the operator cannot reach (a NetworkPolicy) still
 // joins the Service. The condition is set True once per pod, and again only on a pod drained for a
 // removal the planner no longer makes (keptDrained); pods without the gate (made before the operator
-// had it) are left alone.
+// had it) are left alone. A pod never marked whose member the planner removes next (a pod of a member
+// being removed, made again) is not marked.
 func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 	var planned map[string]bool
 	for _, mem := range s.m.Pods() {
@@ -74,11 +75,11 @@ func (r *EtcdClusterReconciler) markServing(ctx context.Context, s *scope) {
 		if cond != nil && cond.Status == corev1.ConditionTrue {
 			continue
 		}
-		if planned == nil && cond != nil {
+		if planned == nil {
 			planned = plannedRemovals(s.m)
 		}
-		if keptDrained(mem, planned) {
-			continue
+		if keptDrained(mem, planned) || cond == nil && planned[mem.Name] {
+			continue // a pod made again for a member the planner removes next stays out too
 		}
 		since := mem.EtcdRunningSince()
 		served := mem.Listed() && mem.Serving()

@@ -39,6 +39,10 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	if _, err := r.checkConsistency(ctx, s); err != nil {
 		return nil, err
 	}
+	holding, err := r.refreshHold(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	msg := pausedMessage
 	if next := r.nextOnResume(s); next != "" {
 		msg += "; next once resumed: " + next
@@ -46,7 +50,11 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 	if held := c.Requests(); len(held) > 0 {
 		msg += "; requests held until resumed: " + strings.Join(held, ", ")
 	}
-	return verdict.Blocked(etcdv1beta1.ReasonPaused, msg).Within(cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)), nil
+	every := cmp.Or(r.HealthCheckInterval, DefaultHealthCheckInterval)
+	if holding {
+		every = min(every, holdMax/4)
+	}
+	return verdict.Blocked(etcdv1beta1.ReasonPaused, msg).Within(every), nil
 }
 
 // nextOnResume says what the operator would do first if the cluster were not paused: recreate missing

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -26,10 +27,11 @@ import (
 func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	want := resources.BuildPDB(c, int32(s.m.Voters()))
-	hold, expired := false, false
+	hold, expired, wasHeld := false, false, false
 	cur := &policyv1.PodDisruptionBudget{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(want), cur, ownedcache.OwnedOnly); err == nil && metav1.IsControlledBy(cur, c) {
-		if since, held := resources.HeldSince(cur); held {
+		var since time.Time
+		if since, wasHeld = resources.HeldSince(cur); wasHeld {
 			if hold, expired = holdKept(s.m, since); hold {
 				resources.HoldEvictions(want, int32(len(s.pods.Items)), since)
 			}
@@ -62,10 +64,15 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*ve
 	case kube.Updated:
 		switch {
 		case expired:
-			r.event(c, corev1.EventTypeWarning, "EvictionHoldExpired", "Update", "Stopped holding evictions: set PodDisruptionBudget %s to minAvailable %s after %s, "+
-				"though the scale-down has not removed every member it took out of the client Service; their pods, not Ready, can be evicted again", want.Name, want.Spec.MinAvailable.String(), holdMax)
+			r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonEvictionHoldExpired, "Update", "Stopped holding evictions after %s: set PodDisruptionBudget %s back to minAvailable %s, "+
+				"unhealthyPodEvictionPolicy AlwaysAllow, though the scale-down has not removed every member it took out of the client Service (see Progressing); "+
+				"their pods, not Ready, can be evicted again", holdMax, want.Name, want.Spec.MinAvailable.String())
 		case hold:
-			r.event(c, corev1.EventTypeNormal, "HoldingEvictions", "Update", "Set PodDisruptionBudget %s to minAvailable %s, one more than the pods, while the scale-down goes on", want.Name, want.Spec.MinAvailable.String())
+			r.event(c, corev1.EventTypeNormal, etcdv1beta1.ReasonHoldingEvictions, "Update", "Set PodDisruptionBudget %s to minAvailable %s, one more than the pods, "+
+				"so that no eviction takes a member while a scale-down takes members out of the client Service", want.Name, want.Spec.MinAvailable.String())
+		case wasHeld:
+			r.event(c, corev1.EventTypeNormal, "UpdatedPodDisruptionBudget", "Update", "Stopped holding evictions: set PodDisruptionBudget %s back to minAvailable %s, unhealthyPodEvictionPolicy AlwaysAllow",
+				want.Name, want.Spec.MinAvailable.String())
 		default:
 			r.event(c, corev1.EventTypeNormal, "UpdatedPodDisruptionBudget", "Update", "Set PodDisruptionBudget %s to minAvailable %s", want.Name, want.Spec.MinAvailable.String())
 		}
@@ -74,4 +81,27 @@ func (r *EtcdClusterReconciler) reconcilePDB(ctx context.Context, s *scope) (*ve
 			"PodDisruptionBudget %s exists and is not owned by this EtcdCluster: delete it so that the operator can keep evictions from breaking quorum", want.Name)}
 	}
 	return nil, err
+}
+
+// refreshHold restamps the hold of evictions of a paused cluster's PodDisruptionBudget
+// (etcdv1beta1.AnnotationEvictionsHeldSince) once it is older than a quarter of holdMax, and reports
+// whether the budget holds evictions: a cluster paused in the middle of a scale-down's drain keeps its
+// hold, since the drained members still vote, and holdMax counts from when it was resumed, not from
+// before the pause. The paused passes come every holdMax/4 while it holds.
+func (r *EtcdClusterReconciler) refreshHold(ctx context.Context, s *scope) (bool, error) {
+	pdb := &policyv1.PodDisruptionBudget{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: s.cluster.Name}, pdb, ownedcache.OwnedOnly)
+	if err != nil || !metav1.IsControlledBy(pdb, s.cluster) {
+		return false, client.IgnoreNotFound(err)
+	}
+	since, held := resources.HeldSince(pdb)
+	if !held || s.m.Now.Sub(since) < holdMax/4 {
+		return held, nil
+	}
+	patch := client.MergeFrom(pdb.DeepCopy())
+	pdb.Annotations = resources.Merged(pdb.Annotations, map[string]string{etcdv1beta1.AnnotationEvictionsHeldSince: s.m.Now.UTC().Format(time.RFC3339)})
+	if err := r.Patch(ctx, pdb, patch); err != nil {
+		return true, fmt.Errorf("keep the hold of evictions of PodDisruptionBudget %s while paused: %w", pdb.Name, err)
+	}
+	return true, nil
 }
