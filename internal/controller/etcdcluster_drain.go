@@ -219,7 +219,7 @@ func (r *EtcdClusterReconciler) holdForDrain(ctx context.Context, s *scope) hold
 		return holdPending
 	}
 	r.event(s.cluster, corev1.EventTypeWarning, etcdv1beta1.ReasonDrainSkipped, "Update", "Removing members without taking them out of the client Service first: "+
-		"PodDisruptionBudget %s has not held evictions within %s of being set to (its status: observedGeneration %d of %d, %d healthy of %d desired); is kube-controller-manager running?",
+		"PodDisruptionBudget %s was set to hold evictions, and its status does not show it %s later (observedGeneration %d of %d, %d healthy of %d desired); is kube-controller-manager running?",
 		cur.Name, holdWait, cur.Status.ObservedGeneration, cur.Generation, cur.Status.CurrentHealthy, cur.Status.DesiredHealthy)
 	return holdSkip
 }

@@ -438,7 +438,7 @@ func TestDrainSkippedWithoutDisruptionController(t *testing.T) {
 	case removedAt.Sub(heldAt) < holdWait-500*time.Millisecond: // heldAt is late by up to a poll
 		t.Errorf("removed %v after the hold was set, want %v for it to take effect first", removedAt.Sub(heldAt), holdWait)
 	}
-	waitEvent(t, c, "DrainSkipped", "has not held evictions within 2s")
+	waitEvent(t, c, "DrainSkipped", "its status does not show it 2s later")
 	awaitPDBReleased(t, c, 1)
 }
 
