@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
@@ -96,6 +100,44 @@ func TestPausedClusterKeepsItsMembers(t *testing.T) {
 		}
 		if !seen[etcdv1beta1.ReasonPaused] || !seen["Resumed"] {
 			return fmt.Errorf("event reasons %v", seen)
+		}
+		return nil
+	})
+}
+
+// TestPausedClusterKeepsItsHold: a cluster paused in the middle of a scale-down's drain keeps its
+// PodDisruptionBudget's hold of evictions (its drained members still vote), and its paused passes
+// restamp the hold, so that holdMax counts from the resume: unstamped, a pause longer than holdMax
+// ended the hold on resume, just before the removals.
+func TestPausedClusterKeepsItsHold(t *testing.T) {
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-pause-hold"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := testutil.EtcdCluster("hold", testutil.InNamespace("ns-pause-hold"), testutil.WithReplicas(3))
+	c.Spec.Paused = true
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	retireAtEnd(t, c)
+	pdb := resources.BuildPDB(c, 3)
+	pdb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, etcdv1beta1.GroupVersion.WithKind("EtcdCluster"))}
+	stamped := time.Now().Add(-holdMax / 2).Truncate(time.Second)
+	resources.HoldEvictions(pdb, 3, stamped)
+	if err := k8s.Create(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the hold restamped while paused", func(ctx context.Context) error {
+		got := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pdb), got); err != nil {
+			return err
+		}
+		since, held := resources.HeldSince(got)
+		switch {
+		case !held:
+			return fmt.Errorf("not held: %+v", got.Spec)
+		case !since.After(stamped):
+			return fmt.Errorf("held since %v, as stamped before the pause", since)
 		}
 		return nil
 	})
