@@ -126,7 +126,7 @@ func drainable(mem *model.Member) bool {
 	case cond.Status == corev1.ConditionTrue:
 		return mem.PodReady()
 	default:
-		return cond.Status == corev1.ConditionFalse && cond.Reason == resources.ReasonRemoving
+		return drainedForRemoval(mem)
 	}
 }
 
@@ -157,9 +157,8 @@ func holdKept(m *model.Cluster, since time.Time) (keep, expired bool) {
 		}
 	}
 	if !holding {
-		st := m.Membership(verdict.Replacements(m))
-		for _, a := range membership.Removals(st, membership.Next(st)) {
-			if mem := m.Member(a.Member); !a.Replacing && drainable(mem) && mem.Voter() {
+		for name := range plannedRemovals(m) {
+			if mem := m.Member(name); drainable(mem) && mem.Voter() {
 				holding = true
 			}
 		}
@@ -243,8 +242,7 @@ func plannedRemovals(m *model.Cluster) map[string]bool {
 // serves, and is no longer one the planner removes next (planned; the scale-down was undone), when it
 // is marked serving again at once. A removed member's pod never is.
 func keptDrained(mem *model.Member, planned map[string]bool) bool {
-	cond := model.PodCondition(mem.Pod, resources.ServingCondition)
-	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != resources.ReasonRemoving {
+	if !drainedForRemoval(mem) {
 		return false
 	}
 	return !mem.Listed() || !mem.Serving() || planned[mem.Name]
