@@ -54,6 +54,16 @@ type ManyClusters struct {
 	// OperatorHeapMiB is the operator's Go heap in use then (go_memstats_heap_inuse_bytes), in MiB;
 	// the rest of OperatorMiB is mostly the binary's pages the kernel mapped; 0: not measured.
 	OperatorHeapMiB float64 `json:"operatorHeapMiB,omitempty"`
+	// Passes is how many reconcile passes of an EtcdCluster the operator made from the first apply until
+	// every one was Available; QueueWaitSeconds is how long a cluster waited, on average, in the
+	// operator's work queue for each of them (with every worker busy, a cluster that has work waits
+	// behind those that have none); OperatorCPUSeconds is the operator's CPU time then, and APIWrites
+	// its API requests other than GET (creates, patches, updates, deletes; events included). 0: not
+	// measured.
+	Passes             float64 `json:"passes,omitempty"`
+	QueueWaitSeconds   float64 `json:"queueWaitSeconds,omitempty"`
+	OperatorCPUSeconds float64 `json:"operatorCPUSeconds,omitempty"`
+	APIWrites          float64 `json:"apiWrites,omitempty"`
 	// Target is the goal for both figures.
 	Target string `json:"target,omitempty"`
 }
@@ -164,7 +174,12 @@ func (r *Result) Table() string {
 		if m.OperatorHeapMiB > 0 {
 			fmt.Fprintf(&b, ", its Go heap in use %.1f MiB", m.OperatorHeapMiB)
 		}
-		fmt.Fprintf(&b, " (target: %s).", m.Target)
+		fmt.Fprintf(&b, " (target: %s)", m.Target)
+		if m.Passes > 0 {
+			fmt.Fprintf(&b, "; meanwhile the operator made %.1f passes per cluster, each waiting %.2f s in its work queue on average, used %.1f s of CPU and made %.1f API writes per cluster",
+				m.Passes/float64(m.Clusters), m.QueueWaitSeconds, m.OperatorCPUSeconds, m.APIWrites/float64(m.Clusters))
+		}
+		b.WriteString(".")
 	}
 	if r.IdleAPIWritesPerMinute != nil {
 		fmt.Fprintf(&b, " API writes of the operator per minute with its cluster idle: %.0f.", *r.IdleAPIWritesPerMinute)

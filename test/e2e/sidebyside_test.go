@@ -765,6 +765,10 @@ func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClust
 	nsObj := createBenchNamespace(b, "bench-many")
 	defer awaitNamespaceGone(b, nsObj)
 	ns := nsObj.Name
+	before, err := scrapeOperatorLoad(ctx)
+	if err != nil {
+		b.Fatalf("scrape operator metrics: %v", err)
+	}
 	start := time.Now()
 	createAll(b, n, func(i int) client.Object {
 		c := testutil.EtcdCluster(fmt.Sprintf("m-%03d", i), testutil.InNamespace(ns), testutil.WithReplicas(1), testutil.WithEmptyDir())
@@ -814,6 +818,11 @@ func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClust
 	if running == 0 {
 		running = took
 	}
+	after, err := scrapeOperatorLoad(ctx)
+	if err != nil {
+		b.Fatalf("scrape operator metrics: %v", err)
+	}
+	load := after.since(before)
 	rss, err := operatorMetric(ctx, "process_resident_memory_bytes")
 	if err != nil {
 		b.Fatalf("scrape operator metrics: %v", err)
@@ -823,10 +832,64 @@ func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClust
 		b.Fatalf("scrape operator metrics: %v", err)
 	}
 	m := &benchresult.ManyClusters{Clusters: n, AvailableSeconds: took.Seconds(), FloorReadySeconds: floor, PodsCreatedSeconds: created.Seconds(),
-		PodsRunningSeconds: running.Seconds(), OperatorMiB: rss / (1 << 20), OperatorHeapMiB: heap / (1 << 20), Target: "100 in ≤ 30 s, ≤ 64 MiB"}
+		PodsRunningSeconds: running.Seconds(), OperatorMiB: rss / (1 << 20), OperatorHeapMiB: heap / (1 << 20),
+		Passes: load.passes, QueueWaitSeconds: load.queueWait(), OperatorCPUSeconds: load.cpu, APIWrites: load.writes,
+		Target: "100 in ≤ 30 s, ≤ 64 MiB"}
 	b.Logf("%s: %d clusters Available in %.1f s (pods created by %.1f s, running by %.1f s); operator RSS %.1f MiB, Go heap in use %.1f MiB",
 		ns, n, m.AvailableSeconds, m.PodsCreatedSeconds, m.PodsRunningSeconds, m.OperatorMiB, m.OperatorHeapMiB)
+	b.Logf("%s: meanwhile the operator made %.0f passes (%.1f per cluster), each waited %.2f s in its work queue on average; it used %.1f s of CPU and made %.0f API writes (%.1f per cluster)",
+		ns, m.Passes, m.Passes/float64(n), m.QueueWaitSeconds, m.OperatorCPUSeconds, m.APIWrites, m.APIWrites/float64(n))
 	return m
+}
+
+// operatorLoad is what the leading operator's counters say of the work it has done: EtcdCluster
+// passes, the seconds they waited in the work queue in all and how many waits that is, its CPU seconds
+// and its API requests other than GET.
+type operatorLoad struct{ passes, waitSum, waits, cpu, writes float64 }
+
+// scrapeOperatorLoad reads operatorLoad from the leading operator's metrics.
+func scrapeOperatorLoad(ctx context.Context) (operatorLoad, error) {
+	var l operatorLoad
+	for _, m := range []struct {
+		to     *float64
+		name   string
+		labels []string
+	}{
+		{&l.passes, "controller_runtime_reconcile_total", []string{`controller="etcdcluster"`}},
+		{&l.waitSum, "workqueue_queue_duration_seconds_sum", []string{`name="etcdcluster"`}},
+		{&l.waits, "workqueue_queue_duration_seconds_count", []string{`name="etcdcluster"`}},
+		{&l.cpu, "process_cpu_seconds_total", nil},
+	} {
+		v, err := operatorMetric(ctx, m.name, m.labels...)
+		if err != nil {
+			return l, err
+		}
+		*m.to = v
+	}
+	requests, err := operatorSeries(ctx, "rest_client_requests_total")
+	if err != nil {
+		return l, err
+	}
+	for labels, v := range requests {
+		if !strings.Contains(labels, `method="GET"`) {
+			l.writes += v
+		}
+	}
+	return l, nil
+}
+
+// since returns the load between an earlier reading and l.
+func (l operatorLoad) since(earlier operatorLoad) operatorLoad {
+	return operatorLoad{passes: l.passes - earlier.passes, waitSum: l.waitSum - earlier.waitSum, waits: l.waits - earlier.waits,
+		cpu: l.cpu - earlier.cpu, writes: l.writes - earlier.writes}
+}
+
+// queueWait is the mean wait in the work queue, in seconds (0 without waits).
+func (l operatorLoad) queueWait() float64 {
+	if l.waits == 0 {
+		return 0
+	}
+	return l.waitSum / l.waits
 }
 
 // otherClusters names the EtcdClusters other than c ("namespace/name"), or says there are none.
