@@ -109,7 +109,12 @@ func bootstrapWaiting(s *scope, n int, plan *resources.RestorePlan) *verdict.Ste
 			msg += " (check spec.version and spec.image: the pods are rebuilt when either changes)"
 		}
 	}
-	return verdict.Acting(reason, msg)
+	st := verdict.Acting(reason, msg)
+	// until an etcd container runs, what comes next (an address, an init container's end, etcd
+	// starting) is a pod update, which wakes a pass
+	pods := s.m.Pods()
+	st.Watched = len(pods) == n && !slices.ContainsFunc(pods, (*model.Member).EtcdRunning)
+	return st
 }
 
 // rebuildInitialPods deletes the pods of the initial members names that verdict.BootstrapPodToRebuild

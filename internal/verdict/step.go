@@ -37,17 +37,21 @@ type Step struct {
 	Progress
 	// After is how soon to look again when sooner than the kind's usual requeue; 0 for the kind's.
 	After time.Duration
+	// Watched is set on an acting step that waits only for what the kubelet reports in a pod's status
+	// (a container starting): that update wakes a pass, so the requeue is a safety net,
+	// RequeueWatched, instead of RequeueProgressing.
+	Watched bool
 }
 
 // Acting, Blocked and Stalled build a step of that kind.
 func Acting(reason, message string) *Step {
-	return &Step{KindActing, Progress{Reason: reason, Message: message}, 0}
+	return &Step{Kind: KindActing, Progress: Progress{Reason: reason, Message: message}}
 }
 func Blocked(reason, message string) *Step {
-	return &Step{KindBlocked, Progress{Reason: reason, Message: message}, 0}
+	return &Step{Kind: KindBlocked, Progress: Progress{Reason: reason, Message: message}}
 }
 func Stalled(reason, message string) *Step {
-	return &Step{KindStalled, Progress{Reason: reason, Message: message}, 0}
+	return &Step{Kind: KindStalled, Progress: Progress{Reason: reason, Message: message}}
 }
 
 // Report holds the outcomes of the checks a pass made, for conditions other than Progressing. A field
@@ -111,6 +115,11 @@ func StaleCopy() *Step {
 const (
 	// RequeueProgressing is how soon a pass looks again while members are starting or joining.
 	RequeueProgressing = time.Second
+	// RequeueWatched is how soon a pass looks again after a Watched step: the pod update it waits for
+	// wakes the cluster sooner. While many clusters start at once (the kubelet takes tens of seconds to
+	// start a hundred pods), passes every RequeueProgressing that find nothing new kept the operator's
+	// workers busy, and the clusters that had something to do waited seconds in the work queue.
+	RequeueWatched = 5 * time.Second
 	// RequeueChanged is how soon a pass looks again after it promoted a learner: the next member of a
 	// scale-up can often be added at once, and nothing the operator watches says so. After a removal
 	// the next pass waits RequeueProgressing, which gives the removed member time to stop.
@@ -141,6 +150,8 @@ func Requeue(c *etcdv1beta1.EtcdCluster, report *Report, st *Step, healthCheck t
 	switch {
 	case st != nil && st.Kind == KindBlocked:
 		after = RequeueBlocked
+	case st != nil && st.Kind == KindActing && st.Watched:
+		after = RequeueWatched
 	case st != nil && st.Kind == KindActing:
 		after = RequeueProgressing
 	case !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1beta1.ConditionDegraded), report.Expanding():

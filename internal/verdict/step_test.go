@@ -30,6 +30,9 @@ func TestRequeue(t *testing.T) {
 		{"blocked", settled, Blocked(etcdv1beta1.ReasonWaiting, "x"), RequeueBlocked},
 		{"a learner promoted", settled, Acting(etcdv1beta1.ReasonPromotingLearner, "x").Within(RequeueChanged), RequeueChanged},
 		{"a step asking for later than its kind", settled, Acting(etcdv1beta1.ReasonWaiting, "x").Within(time.Minute), RequeueProgressing},
+		{"waiting for a pod update", settled, &Step{Kind: KindActing, Watched: true}, RequeueWatched},
+		{"waiting for a pod update, a degraded cluster", degraded, &Step{Kind: KindActing, Watched: true}, RequeueWatched},
+		{"waiting for a pod update, sooner asked", settled, &Step{Kind: KindActing, Watched: true, After: RequeueRetry}, RequeueRetry},
 	} {
 		if got := Requeue(tt.c, &Report{}, tt.st, hour); got != tt.want {
 			t.Errorf("%s: Requeue = %s; want %s", tt.name, got, tt.want)
