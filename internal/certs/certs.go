@@ -10,6 +10,7 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -73,6 +74,41 @@ type Keeper struct {
 	mu sync.Mutex
 	// operator is the operator's client configuration of each cluster, by namespace/name.
 	operator map[types.NamespacedName]operatorIdentity
+	// issued holds the certificates pki.CA.CheckIssued accepted, by the hash of what it was asked
+	// (checkIssued): every pass checks each leaf Secret of its cluster, and the signature check was
+	// most of the CPU a pass spent on certificates.
+	issued map[[sha256.Size]byte]*x509.Certificate
+}
+
+// issuedChecks bounds Keeper.issued: three leaf Secrets per cluster, a few hundred clusters.
+const issuedChecks = 1024
+
+// checkIssued is ca.CheckIssued(certPEM, keyPEM, req), remembered when it accepts.
+func (k *Keeper) checkIssued(ca *pki.CA, certPEM, keyPEM []byte, req pki.Request) (*x509.Certificate, error) {
+	h := sha256.New()
+	for _, b := range [][]byte{ca.Cert.Raw, certPEM, keyPEM, []byte(fmt.Sprintf("%#v", req))} {
+		_, _ = fmt.Fprintf(h, "%d:", len(b))
+		_, _ = h.Write(b)
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	k.mu.Lock()
+	cert, ok := k.issued[key]
+	k.mu.Unlock()
+	if ok {
+		return cert, nil
+	}
+	cert, err := ca.CheckIssued(certPEM, keyPEM, req)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.issued == nil || len(k.issued) >= issuedChecks {
+		k.issued = map[[sha256.Size]byte]*x509.Certificate{}
+	}
+	k.issued[key] = cert
+	return cert, nil
 }
 
 // operatorIdentity is the operator's client certificate for one cluster and what it was issued from.
@@ -303,13 +339,15 @@ func (k *Keeper) ensureLeaf(ctx context.Context, c *etcdv1beta1.EtcdCluster, st 
 		case !bytes.Equal(s.Data[resources.CAKey], st.trust):
 			why = "issued again: its CA bundle is not the CA certificates the members trust"
 		default:
-			problem := ca.Check(s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req, k.now())
+			cert, problem := k.checkIssued(ca, s.Data[resources.TLSCertKey], s.Data[resources.TLSKeyKey], req)
+			if problem == nil {
+				problem = pki.CheckRenewal(cert, k.now())
+			}
 			if problem == nil {
 				problem = renewalRequested(c, s.Data[resources.TLSCertKey], k.now())
 			}
 			if problem == nil {
-				cert, err := pki.ParseCert(s.Data[resources.TLSCertKey])
-				return nil, cert, err
+				return nil, cert, nil
 			}
 			why = "issued again: " + problem.Error()
 		}
@@ -414,15 +452,7 @@ func (k *Keeper) refreshOperator(c *etcdv1beta1.EtcdCluster, st *caState) error 
 		return err
 	}
 	names := k.Options.ClientServiceNames(c)
-	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		// The operator dials members by pod IP, and gRPC checks the name dialled, which no certificate
-		// carries. VerifyConnection checks instead that the member's certificate is the cluster CA's and
-		// names the client Service, as every member's does.
-		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
-		VerifyConnection:   pki.VerifyServer(roots, names[len(names)-1]),
-	}
+	cfg := pki.ClientConfig(pair, roots, names[len(names)-1])
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
 		return err

@@ -217,10 +217,6 @@ func (k *Keeper) userOperator(c *etcdv1beta1.EtcdCluster, server, client *userLe
 	if k.operator == nil {
 		k.operator = map[types.NamespacedName]operatorIdentity{}
 	}
-	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: caPEM, trust: certPEM, config: &tls.Config{
-		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
-		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection, as for the operator's own certificate
-		VerifyConnection:   pki.VerifyServer(roots, svc),
-	}}
+	k.operator[key] = operatorIdentity{uid: c.UID, caPEM: caPEM, trust: certPEM, config: pki.ClientConfig(pair, roots, svc)}
 	return nil
 }

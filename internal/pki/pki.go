@@ -22,6 +22,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -172,26 +173,44 @@ func (req Request) extKeyUsage() []x509.ExtKeyUsage {
 
 // Check returns nil when certPEM and keyPEM are a pair that ca issued for exactly req's names and
 // usages, valid at now and for more than a third of its lifetime still; otherwise why it must be issued
-// again ("expires at …", "not issued by the current CA", "names differ", …).
+// again ("expires at …", "not issued by the current CA", "names differ", …). It is CheckIssued, then
+// CheckRenewal.
 func (ca *CA) Check(certPEM, keyPEM []byte, req Request, now time.Time) error {
-	cert, err := ParseCert(certPEM)
+	cert, err := ca.CheckIssued(certPEM, keyPEM, req)
 	if err != nil {
 		return err
+	}
+	return CheckRenewal(cert, now)
+}
+
+// CheckIssued returns the certificate of certPEM when it and keyPEM are a pair that ca issued for
+// exactly req's names and usages, whatever the time; otherwise why it must be issued again. Its answer
+// depends on its arguments only.
+func (ca *CA) CheckIssued(certPEM, keyPEM []byte, req Request) (*x509.Certificate, error) {
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		return nil, err
 	}
 	key, err := parseKey(keyPEM)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !publicKeysEqual(cert.PublicKey, key.Public()) {
-		return errors.New("the key does not match the certificate")
+		return nil, errors.New("the key does not match the certificate")
 	}
 	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
-		return errors.New("not issued by the current CA")
+		return nil, errors.New("not issued by the current CA")
 	}
 	if cert.Subject.CommonName != req.CommonName || !slices.Equal(cert.DNSNames, req.DNSNames) ||
 		!slices.EqualFunc(cert.IPAddresses, req.IPs, net.IP.Equal) || !slices.Equal(cert.ExtKeyUsage, req.extKeyUsage()) {
-		return errors.New("its names or usages differ from what the cluster needs")
+		return nil, errors.New("its names or usages differ from what the cluster needs")
 	}
+	return cert, nil
+}
+
+// CheckRenewal returns nil while cert has more than a third of its lifetime left at now (RenewAt),
+// otherwise "due for renewal since …".
+func CheckRenewal(cert *x509.Certificate, now time.Time) error {
 	if renew := RenewAt(cert); !now.Before(renew) {
 		return fmt.Errorf("due for renewal since %s (expires %s)", renew.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
 	}
@@ -299,24 +318,83 @@ func ContainsCert(bundlePEM []byte, cert *x509.Certificate) bool {
 	}
 }
 
+// ClientConfig returns the TLS configuration the operator dials a cluster's members with: it presents
+// cert and accepts a member only when VerifyServer(roots, name) does. It resumes TLS sessions (RFC
+// 8446 section 2.2) from a cache of its own, which holds up to SessionCacheSize, one per member
+// address: a pass opens several connections to each member, and a resumed handshake skips both sides'
+// certificate signatures and chain checks, most of the CPU a full one costs the operator and the
+// member. A session is resumed only by the configuration that made it, so only with the roots it was
+// checked against, and VerifyConnection checks the member's chain on resumed sessions too.
+func ClientConfig(cert tls.Certificate, roots *x509.CertPool, name string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		// The operator dials members by pod IP, and gRPC checks the name dialled, which no certificate
+		// carries. VerifyConnection checks instead that the member's certificate chains to roots and
+		// names the client Service, as every member's does.
+		InsecureSkipVerify: true, //nolint:gosec // verified by VerifyConnection
+		VerifyConnection:   VerifyServer(roots, name),
+		ClientSessionCache: tls.NewLRUClientSessionCache(SessionCacheSize),
+	}
+}
+
+// SessionCacheSize is how many TLS sessions a ClientConfig keeps: more than a cluster has members.
+const SessionCacheSize = 16
+
 // VerifyServer returns a tls.Config.VerifyConnection function that accepts a server only when its
 // certificate chains to roots and is valid for name, whatever address was dialled: with it, a client
 // that dials members by IP (which no certificate names) still checks that it reached a member of the
-// right cluster.
+// right cluster. It remembers the chains it accepted until the first of their certificates expires
+// (up to verifiedChains of them), so that a member's chain, presented again on every connection, is
+// checked once.
 func VerifyServer(roots *x509.CertPool, name string) func(tls.ConnectionState) error {
+	var mu sync.Mutex
+	accepted := map[[sha256.Size]byte]time.Time{} // hash of the presented chain → when it expires
 	return func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("the server presented no certificate")
+		}
+		h := sha256.New()
+		for _, c := range cs.PeerCertificates {
+			_, _ = h.Write(c.Raw)
+		}
+		var key [sha256.Size]byte
+		h.Sum(key[:0])
+		now := time.Now()
+		mu.Lock()
+		expires, ok := accepted[key]
+		mu.Unlock()
+		if ok && now.Before(expires) {
+			return nil
 		}
 		inter := x509.NewCertPool()
 		for _, c := range cs.PeerCertificates[1:] {
 			inter.AddCert(c)
 		}
-		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-		return err
+		chains, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, CurrentTime: now})
+		if err != nil {
+			return err
+		}
+		expires = chains[0][0].NotAfter
+		for _, c := range chains[0][1:] {
+			if c.NotAfter.Before(expires) {
+				expires = c.NotAfter
+			}
+		}
+		mu.Lock()
+		if len(accepted) >= verifiedChains {
+			clear(accepted)
+		}
+		accepted[key] = expires
+		mu.Unlock()
+		return nil
 	}
 }
+
+// verifiedChains bounds what a VerifyServer function remembers: a cluster's members present one chain
+// each, a few more while certificates are renewed.
+const verifiedChains = 32
 
 // CheckUsable returns nil when certPEM (a leaf, then any intermediates) and keyPEM are a pair that
 // chains to a CA of rootsPEM, valid at now for every name of names (a wildcard name is checked with
