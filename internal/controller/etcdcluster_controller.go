@@ -134,11 +134,10 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return r.reconcileDelete(ctx, c)
 	}
 	if controllerutil.AddFinalizer(c, etcdv1beta1.Finalizer) {
-		// the pass goes on with the copy the update returns: ending it here cost a new cluster a wait in
-		// the work queue before anything of it was created (seconds, with many clusters starting)
 		if err := r.Update(ctx, c); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
+		return ctrl.Result{}, nil // the update brings a new event
 	}
 
 	// until observe runs, the model holds only what the status recorded: a pass stopped before it
