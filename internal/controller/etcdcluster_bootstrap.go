@@ -86,13 +86,15 @@ func (r *EtcdClusterReconciler) bootstrap(ctx context.Context, s *scope) (*verdi
 		return verdict.Acting(etcdv1beta1.ReasonBootstrapping, fmt.Sprintf(
 			"Recreating the pods of %s: their etcd did not run", strings.Join(rebuilt, "; "))), nil
 	}
-	return bootstrapWaiting(s, len(names), plan), nil
+	return bootstrapWaiting(s, names, plan), nil
 }
 
-// bootstrapWaiting is the step of a bootstrap that waits for its n initial members (restoring plan's
-// snapshot, when not nil) to form the cluster: what they wait for, and what keeps their pods from it.
-func bootstrapWaiting(s *scope, n int, plan *resources.RestorePlan) *verdict.Step {
-	who := membership.CountMembers(n)
+// bootstrapWaiting is the step of a bootstrap that waits for its initial members names (restoring
+// plan's snapshot, when not nil) to form the cluster: what they wait for, and what keeps their pods
+// from it. While every one has a pod (not being deleted) and none of them runs etcd yet, the step is
+// Watched: what comes next (the pod's address, an init container's end, etcd starting) is a pod update.
+func bootstrapWaiting(s *scope, names []string, plan *resources.RestorePlan) *verdict.Step {
+	who := membership.CountMembers(len(names))
 	reason, msg := etcdv1beta1.ReasonBootstrapping, fmt.Sprintf("Waiting for %s to start and form a cluster", who)
 	if verdict.Recovering(s.cluster) {
 		reason = etcdv1beta1.ReasonRestoringFromBackup
@@ -110,10 +112,10 @@ func bootstrapWaiting(s *scope, n int, plan *resources.RestorePlan) *verdict.Ste
 		}
 	}
 	st := verdict.Acting(reason, msg)
-	// until an etcd container runs, what comes next (an address, an init container's end, etcd
-	// starting) is a pod update, which wakes a pass
-	pods := s.m.Pods()
-	st.Watched = len(pods) == n && !slices.ContainsFunc(pods, (*model.Member).EtcdRunning)
+	st.Watched = !slices.ContainsFunc(names, func(name string) bool {
+		m := s.m.Member(name)
+		return m == nil || !m.HasPod() || m.EtcdRunning()
+	})
 	return st
 }
 

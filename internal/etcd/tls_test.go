@@ -144,10 +144,23 @@ func TestClientResumesTLSSessions(t *testing.T) {
 		t.Errorf("another configuration's first connection resumed (%v): sessions must stay with the configuration that made them", oh.resumed)
 	}
 
-	// a session exists for this address, but the configuration trusts another name: refused
+	// a session exists for this address, but the configuration trusts another name: the resumed
+	// session is refused
 	wrong := pki.ClientConfig(pair, roots, "other-client.ns.svc.cluster.local")
 	wrong.ClientSessionCache = c.ClientSessionCache
+	var refusedResumed sync.Map
+	verifyWrong := wrong.VerifyConnection
+	wrong.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := verifyWrong(cs)
+		if err != nil && cs.DidResume {
+			refusedResumed.Store(true, true)
+		}
+		return err
+	}
 	if err := pass(wrong, 2*time.Second); err == nil {
 		t.Error("a member whose certificate names another Service was accepted through a resumed session")
+	}
+	if _, ok := refusedResumed.Load(true); !ok {
+		t.Error("no resumed session was checked and refused: VerifyConnection must run on resumed sessions")
 	}
 }

@@ -320,8 +320,8 @@ func ContainsCert(bundlePEM []byte, cert *x509.Certificate) bool {
 
 // ClientConfig returns the TLS configuration the operator dials a cluster's members with: it presents
 // cert and accepts a member only when VerifyServer(roots, name) does. It resumes TLS sessions (RFC
-// 8446 section 2.2) from a cache of its own, which holds up to SessionCacheSize, one per member
-// address: a pass opens several connections to each member, and a resumed handshake skips both sides'
+// 8446 section 2.2) from a cache of its own, which holds up to SessionCacheSize, one per server name
+// (gRPC sets the host dialled, a member pod's IP): a pass opens several connections to each member, and a resumed handshake skips both sides'
 // certificate signatures and chain checks, most of the CPU a full one costs the operator and the
 // member. A session is resumed only by the configuration that made it, so only with the roots it was
 // checked against, and VerifyConnection checks the member's chain on resumed sessions too.

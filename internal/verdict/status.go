@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -602,6 +603,7 @@ func HasCondition(c *etcdv1beta1.EtcdCluster, condType string, status metav1.Con
 // member is healthy.
 func AwaitHealthy(m *model.Cluster) *Step {
 	var down, starting []string
+	kubeletOnly := true // every member awaited waits only for the kubelet to report its pod Ready
 	for _, mem := range m.Listed() {
 		made := ""
 		if mem.HasPod() {
@@ -612,11 +614,17 @@ func AwaitHealthy(m *model.Cluster) *Step {
 			// etcd serves the operator, the kubelet's probes have not passed yet: the client Service
 			// routes to the member once they have (a second or two)
 			starting = append(starting, mem.Name+" (serves; its pod, made at "+made+", is not Ready yet)")
+			if gate := model.PodCondition(mem.Pod, resources.ServingCondition); resources.HasServingGate(mem.Pod) &&
+				(gate == nil || gate.Status != corev1.ConditionTrue) {
+				kubeletOnly = false // the operator marks it serving first
+			}
 		case mem.Serving():
 		case mem.Starting(m.Now):
 			starting = append(starting, mem.Name+" (its pod was made at "+made+")")
+			kubeletOnly = false
 		case mem.Joining(m.Now):
 			starting = append(starting, mem.Name+" (joined; it serves once it has published its name through raft, within about 7 s)")
+			kubeletOnly = false
 		default:
 			down = append(down, mem.Name+awaitedBecause(m, mem))
 		}
@@ -627,7 +635,11 @@ func AwaitHealthy(m *model.Cluster) *Step {
 	case len(down) == 0 && len(starting) == 0:
 		return nil
 	case len(down) == 0:
-		return Acting(etcdv1beta1.ReasonWaitingForMembers, fmt.Sprintf("Waiting for %s to start, catch up and be Ready", strings.Join(starting, ", ")))
+		st := Acting(etcdv1beta1.ReasonWaitingForMembers, fmt.Sprintf("Waiting for %s to start, catch up and be Ready", strings.Join(starting, ", ")))
+		// the pod turning Ready is a pod update: with many members starting at once the kubelet takes
+		// tens of seconds to get to them, and a pass a second each found nothing new
+		st.Watched = kubeletOnly
+		return st
 	}
 	msg := fmt.Sprintf("Waiting for %s to become healthy", strings.Join(down, ", "))
 	if len(starting) > 0 {

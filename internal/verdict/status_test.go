@@ -214,8 +214,25 @@ func TestAwaitHealthy(t *testing.T) {
 		in.Pods[2].Status.Conditions = nil // etcd serves; the kubelet's readiness probe has not passed yet
 	}).m
 	want = "Waiting for s-2 (serves; its pod, made at " + made.Format(time.RFC3339) + ", is not Ready yet) to start, catch up and be Ready"
-	if st := AwaitHealthy(notReady); st == nil || st.Kind != KindActing || st.Reason != etcdv1beta1.ReasonWaitingForMembers || st.Message != want {
-		t.Errorf("a member that serves, its new pod not Ready: step %+v, want Acting/WaitingForMembers %q", st, want)
+	if st := AwaitHealthy(notReady); st == nil || st.Kind != KindActing || st.Reason != etcdv1beta1.ReasonWaitingForMembers || st.Message != want || !st.Watched {
+		t.Errorf("a member that serves, its new pod (no readiness gate) not Ready: step %+v, want Acting/WaitingForMembers %q, Watched (the kubelet's report wakes a pass)", st, want)
+	}
+	if st := AwaitHealthy(restarted); st == nil || st.Watched {
+		t.Errorf("a member starting on a new pod: step %+v, want one not Watched (etcd's answers are no pod update)", st)
+	}
+	for _, gate := range []corev1.ConditionStatus{"", corev1.ConditionFalse, corev1.ConditionTrue} {
+		gated := observed("abc", true, all, 1, 0, func(in *model.Input) {
+			in.Pods[2].CreationTimestamp = metav1.NewTime(made)
+			in.Pods[2].Status.Conditions = nil
+			in.Pods[2].Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: resources.ServingCondition}}
+			if gate != "" {
+				in.Pods[2].Status.Conditions = []corev1.PodCondition{{Type: resources.ServingCondition, Status: gate}}
+			}
+		}).m
+		st := AwaitHealthy(gated)
+		if want := gate == corev1.ConditionTrue; st == nil || st.Watched != want {
+			t.Errorf("a member that serves, its new pod's gate %q: step %+v, want Watched %v (only once the operator has marked it)", gate, st, want)
+		}
 	}
 	oldNotReady := observed("abc", true, all, 1, 0, func(in *model.Input) { in.Pods[2].Status.Conditions = nil }).m
 	if st := AwaitHealthy(oldNotReady); st != nil {

@@ -37,9 +37,9 @@ type Step struct {
 	Progress
 	// After is how soon to look again when sooner than the kind's usual requeue; 0 for the kind's.
 	After time.Duration
-	// Watched is set on an acting step that waits only for what the kubelet reports in a pod's status
-	// (a container starting): that update wakes a pass, so the requeue is a safety net,
-	// RequeueWatched, instead of RequeueProgressing.
+	// Watched is set on an acting step that waits only for a pod update (the kubelet reporting a
+	// container started, the pod's address): the controller watches the member pods, so that update
+	// wakes a pass, and the requeue is a safety net, RequeueWatched, instead of RequeueProgressing.
 	Watched bool
 }
 
