@@ -600,10 +600,14 @@ func HasCondition(c *etcdv1beta1.EtcdCluster, condType string, status metav1.Con
 // is replaced (see RecreateDue and ReplaceDue), that it is not while it waits for its image, or that it
 // is replaced once its stopping pod is gone when its data is deleted with it. A member that serves but
 // for a NOSPACE alarm counts as healthy here: the NOSPACE phase speaks of it. It returns nil when every
-// member is healthy.
+// member is healthy. When every member it waits for serves and has been marked serving (or has no
+// readiness gate), the step is Watched: the kubelet's report of the pod Ready is a pod update; it is
+// looked at again no later than when the youngest such pod stops being new (MemberStartGrace), which no
+// update marks.
 func AwaitHealthy(m *model.Cluster) *Step {
 	var down, starting []string
-	kubeletOnly := true // every member awaited waits only for the kubelet to report its pod Ready
+	kubeletOnly := true        // every member awaited waits only for the kubelet to report its pod Ready
+	var untilOld time.Duration // how soon the first of those pods stops being new
 	for _, mem := range m.Listed() {
 		made := ""
 		if mem.HasPod() {
@@ -614,6 +618,9 @@ func AwaitHealthy(m *model.Cluster) *Step {
 			// etcd serves the operator, the kubelet's probes have not passed yet: the client Service
 			// routes to the member once they have (a second or two)
 			starting = append(starting, mem.Name+" (serves; its pod, made at "+made+", is not Ready yet)")
+			if d := mem.Pod.CreationTimestamp.Add(model.MemberStartGrace).Sub(m.Now); untilOld == 0 || d < untilOld {
+				untilOld = max(d, time.Millisecond)
+			}
 			if gate := model.PodCondition(mem.Pod, resources.ServingCondition); resources.HasServingGate(mem.Pod) &&
 				(gate == nil || gate.Status != corev1.ConditionTrue) {
 				kubeletOnly = false // the operator marks it serving first
@@ -638,7 +645,9 @@ func AwaitHealthy(m *model.Cluster) *Step {
 		st := Acting(etcdv1beta1.ReasonWaitingForMembers, fmt.Sprintf("Waiting for %s to start, catch up and be Ready", strings.Join(starting, ", ")))
 		// the pod turning Ready is a pod update: with many members starting at once the kubelet takes
 		// tens of seconds to get to them, and a pass a second each found nothing new
-		st.Watched = kubeletOnly
+		if st.Watched = kubeletOnly; st.Watched {
+			st.After = untilOld
+		}
 		return st
 	}
 	msg := fmt.Sprintf("Waiting for %s to become healthy", strings.Join(down, ", "))

@@ -220,6 +220,18 @@ func TestAwaitHealthy(t *testing.T) {
 	if st := AwaitHealthy(restarted); st == nil || st.Watched {
 		t.Errorf("a member starting on a new pod: step %+v, want one not Watched (etcd's answers are no pod update)", st)
 	}
+	if st := AwaitHealthy(notReady); st == nil || st.After <= 50*time.Second || st.After > 55*time.Second {
+		t.Errorf("a member that serves, its pod made 5 s ago: step %+v, want After about 55 s (when the pod stops being new)", st)
+	}
+	mixed := observed("abc", true, map[uint64]bool{1: true, 3: true}, 1, 0, func(in *model.Input) {
+		in.Pods[1].CreationTimestamp = metav1.NewTime(made)
+		in.Cluster.Status.Members = []etcdv1beta1.MemberStatus{{Name: "s-1", DownSince: &wentDown}}
+		in.Pods[2].CreationTimestamp = metav1.NewTime(made)
+		in.Pods[2].Status.Conditions = nil
+	}).m
+	if st := AwaitHealthy(mixed); st == nil || st.Kind != KindActing || st.Watched {
+		t.Errorf("one member starting, one serving with its pod not Ready: step %+v, want Acting, not Watched", st)
+	}
 	for _, gate := range []corev1.ConditionStatus{"", corev1.ConditionFalse, corev1.ConditionTrue} {
 		gated := observed("abc", true, all, 1, 0, func(in *model.Input) {
 			in.Pods[2].CreationTimestamp = metav1.NewTime(made)
