@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcdkit/etcd-operator/internal/backup"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // Loopback addresses of this package's etcd members (see internal/backup's tests for the others).
@@ -231,17 +232,6 @@ func startOn(t *testing.T, name, host, dir, initialCluster, token string) string
 	client, _ := url.Parse("http://" + host + ":2379")
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("restored member not ready within 30s")
-	}
+	testutil.StartEtcd(t, cfg)
 	return client.String()
 }

@@ -21,6 +21,7 @@ import (
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/certs"
 	"github.com/etcdkit/etcd-operator/internal/pki"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // certsIn returns how many PEM certificates bundle holds.
@@ -71,16 +72,7 @@ func startTLSMember(t *testing.T, host, serverDir, peerDir string) {
 		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: peerDir + "/tls.crt", KeyFile: peerDir + "/tls.key",
 			TrustedCAFile: peerDir + "/ca.crt", ClientCertAuth: true, SkipClientSANVerify: true}
 	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready within 30 s")
-	}
+	testutil.StartEtcd(t, cfg)
 }
 
 // TestCARotationPhases walks a CA rotation through its phases against a real member serving the

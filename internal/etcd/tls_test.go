@@ -62,16 +62,7 @@ func TestClientResumesTLSSessions(t *testing.T) {
 	cfg.ClientTLSInfo.KeyFile = write("server.key", serverKey)
 	cfg.ClientTLSInfo.TrustedCAFile = write("ca.crt", ca.CertPEM)
 	cfg.ClientTLSInfo.ClientCertAuth = true
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(readyTimeout):
-		t.Fatal("etcd not ready")
-	}
+	testutil.StartEtcd(t, cfg)
 
 	pair, err := tls.X509KeyPair(clientCert, clientKey)
 	if err != nil {
