@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -385,12 +386,9 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := getCluster(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.PodTemplate.ServiceAccountName = "etcd-members"
-	if err := warnedClient.Update(ctx, cur); err != nil {
+	if err := updateThrough(ctx, warnedClient, c, func(cur *etcdv1beta1.EtcdCluster) {
+		cur.Spec.PodTemplate.ServiceAccountName = "etcd-members"
+	}); err != nil {
 		t.Fatalf("a serviceAccountName not created yet refused: %v", err)
 	}
 	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "The API server refuses the members' pods for now") || !strings.Contains(w, `serviceaccount "etcd-members" not found`) {
@@ -467,17 +465,18 @@ func TestRolloutUnderExactQuota(t *testing.T) {
 	for n, p := range pods {
 		uids[n] = p.UID
 	}
-	cur, err = getCluster(ctx, c)
+	cur, err := getCluster(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := cur.Spec.PodTemplate.Resources; r != nil {
 		t.Fatalf("the test assumes the default resources, not %+v", r)
 	}
-	cur.Spec.PodTemplate.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")}} // the default, +100m cpu
 	warned.Take()
-	if err := warnedClient.Update(ctx, cur); err != nil {
+	if err := updateThrough(ctx, warnedClient, c, func(cur *etcdv1beta1.EtcdCluster) {
+		cur.Spec.PodTemplate.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")}} // the default, +100m cpu
+	}); err != nil {
 		t.Fatalf("a spec beyond the quota's room refused: %v", err)
 	}
 	if w := strings.Join(warned.Take(), "\n"); !strings.Contains(w, "The rolling update waits, with no member restarted, until the namespace's quota has room") ||
@@ -672,4 +671,17 @@ func assertOneEventPerMember(t testing.TB, c *etcdv1beta1.EtcdCluster, reason st
 			t.Errorf("%d %s events about %s, want 1: %q", len(notes), reason, member, notes)
 		}
 	}
+}
+
+// updateThrough changes the cluster with mutate on its newest version through cl, again on a conflict:
+// the operator's status patches change the resourceVersion between a read and an update.
+func updateThrough(ctx context.Context, cl client.Client, c *etcdv1beta1.EtcdCluster, mutate func(*etcdv1beta1.EtcdCluster)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		mutate(cur)
+		return cl.Update(ctx, cur)
+	})
 }
