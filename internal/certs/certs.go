@@ -85,13 +85,7 @@ const issuedChecks = 1024
 
 // checkIssued is ca.CheckIssued(certPEM, keyPEM, req), remembered when it accepts.
 func (k *Keeper) checkIssued(ca *pki.CA, certPEM, keyPEM []byte, req pki.Request) (*x509.Certificate, error) {
-	h := sha256.New()
-	for _, b := range [][]byte{ca.Cert.Raw, certPEM, keyPEM, []byte(fmt.Sprintf("%#v", req))} {
-		_, _ = fmt.Fprintf(h, "%d:", len(b))
-		_, _ = h.Write(b)
-	}
-	var key [sha256.Size]byte
-	h.Sum(key[:0])
+	key := pki.Digest(ca.Cert.Raw, certPEM, keyPEM, []byte(fmt.Sprintf("%#v", req)))
 	k.mu.Lock()
 	cert, ok := k.issued[key]
 	k.mu.Unlock()

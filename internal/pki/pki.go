@@ -171,18 +171,6 @@ func (req Request) extKeyUsage() []x509.ExtKeyUsage {
 	return u
 }
 
-// Check returns nil when certPEM and keyPEM are a pair that ca issued for exactly req's names and
-// usages, valid at now and for more than a third of its lifetime still; otherwise why it must be issued
-// again ("expires at …", "not issued by the current CA", "names differ", …). It is CheckIssued, then
-// CheckRenewal.
-func (ca *CA) Check(certPEM, keyPEM []byte, req Request, now time.Time) error {
-	cert, err := ca.CheckIssued(certPEM, keyPEM, req)
-	if err != nil {
-		return err
-	}
-	return CheckRenewal(cert, now)
-}
-
 // CheckIssued returns the certificate of certPEM when it and keyPEM are a pair that ca issued for
 // exactly req's names and usages, whatever the time; otherwise why it must be issued again. Its answer
 // depends on its arguments only.
@@ -209,7 +197,8 @@ func (ca *CA) CheckIssued(certPEM, keyPEM []byte, req Request) (*x509.Certificat
 }
 
 // CheckRenewal returns nil while cert has more than a third of its lifetime left at now (RenewAt),
-// otherwise "due for renewal since …".
+// otherwise "due for renewal since …". A certificate CheckIssued accepts and CheckRenewal passes need
+// not be issued again.
 func CheckRenewal(cert *x509.Certificate, now time.Time) error {
 	if renew := RenewAt(cert); !now.Before(renew) {
 		return fmt.Errorf("due for renewal since %s (expires %s)", renew.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
@@ -321,9 +310,9 @@ func ContainsCert(bundlePEM []byte, cert *x509.Certificate) bool {
 // ClientConfig returns the TLS configuration the operator dials a cluster's members with: it presents
 // cert and accepts a member only when VerifyServer(roots, name) does. It resumes TLS sessions (RFC
 // 8446 section 2.2) from a cache of its own, which holds up to SessionCacheSize, one per server name
-// (gRPC sets the host dialled, a member pod's IP): a pass opens several connections to each member, and a resumed handshake skips both sides'
-// certificate signatures and chain checks, most of the CPU a full one costs the operator and the
-// member. A session is resumed only by the configuration that made it, so only with the roots it was
+// (gRPC sets the host dialled, a member pod's IP): a pass opens several connections to each member,
+// and a resumed handshake skips both sides' certificate signatures and chain checks, most of the CPU
+// a full one costs the operator and the member. A session is resumed only by the configuration that made it, so only with the roots it was
 // checked against, and VerifyConnection checks the member's chain on resumed sessions too.
 func ClientConfig(cert tls.Certificate, roots *x509.CertPool, name string) *tls.Config {
 	return &tls.Config{
@@ -354,12 +343,11 @@ func VerifyServer(roots *x509.CertPool, name string) func(tls.ConnectionState) e
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("the server presented no certificate")
 		}
-		h := sha256.New()
-		for _, c := range cs.PeerCertificates {
-			_, _ = h.Write(c.Raw)
+		raws := make([][]byte, len(cs.PeerCertificates))
+		for i, c := range cs.PeerCertificates {
+			raws[i] = c.Raw
 		}
-		var key [sha256.Size]byte
-		h.Sum(key[:0])
+		key := Digest(raws...)
 		now := time.Now()
 		mu.Lock()
 		expires, ok := accepted[key]
@@ -390,6 +378,19 @@ func VerifyServer(roots *x509.CertPool, name string) func(tls.ConnectionState) e
 		mu.Unlock()
 		return nil
 	}
+}
+
+// Digest returns the SHA-256 of parts, each preceded by its length, so that no two lists of parts
+// share a digest by splitting the same bytes differently: a key for remembering a check of them.
+func Digest(parts ...[]byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, b := range parts {
+		_, _ = fmt.Fprintf(h, "%d:", len(b))
+		_, _ = h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // verifiedChains bounds what a VerifyServer function remembers: a cluster's members present one chain

@@ -19,7 +19,7 @@ func TestIssueAndCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ca.Check(certPEM, keyPEM, req, now); err != nil {
+	if err := check(ca, certPEM, keyPEM, req, now); err != nil {
 		t.Fatalf("a fresh certificate fails its check: %v", err)
 	}
 	cert, err := ParseCert(certPEM)
@@ -37,10 +37,10 @@ func TestIssueAndCheck(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"other names", ca.Check(certPEM, keyPEM, Request{CommonName: "server", DNSNames: []string{"x"}, Server: true, Client: true}, now)},
-		{"other usages", ca.Check(certPEM, keyPEM, Request{CommonName: "server", DNSNames: req.DNSNames, Server: true}, now)},
-		{"due", ca.Check(certPEM, keyPEM, req, now.Add(LeafValidity*2/3+time.Hour))},
-		{"garbage", ca.Check([]byte("x"), keyPEM, req, now)},
+		{"other names", check(ca, certPEM, keyPEM, Request{CommonName: "server", DNSNames: []string{"x"}, Server: true, Client: true}, now)},
+		{"other usages", check(ca, certPEM, keyPEM, Request{CommonName: "server", DNSNames: req.DNSNames, Server: true}, now)},
+		{"due", check(ca, certPEM, keyPEM, req, now.Add(LeafValidity*2/3+time.Hour))},
+		{"garbage", check(ca, []byte("x"), keyPEM, req, now)},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: Check passed", tc.name)
@@ -53,14 +53,14 @@ func TestIssueAndCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Check(certPEM, keyPEM, req, now); err == nil || !strings.Contains(err.Error(), "not issued by the current CA") {
+	if err := check(other, certPEM, keyPEM, req, now); err == nil || !strings.Contains(err.Error(), "not issued by the current CA") {
 		t.Errorf("another CA's check: %v", err)
 	}
 	_, otherKey, err := other.Issue(req, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ca.Check(certPEM, otherKey, req, now); err == nil || !strings.Contains(err.Error(), "does not match") {
+	if err := check(ca, certPEM, otherKey, req, now); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Errorf("a foreign key's check: %v", err)
 	}
 }
@@ -199,5 +199,29 @@ func TestCheckUsable(t *testing.T) {
 	}
 	if got := EarliestNotAfter(append(append([]byte{}, ca.CertPEM...), certPEM...)); !got.Equal(now.Add(LeafValidity)) {
 		t.Errorf("EarliestNotAfter = %v, want the leaf's %v", got, now.Add(LeafValidity))
+	}
+}
+
+// check is what the keeper asks of a leaf Secret: ca issued it for req (CheckIssued), and it is not due
+// for renewal at now (CheckRenewal).
+func check(ca *CA, certPEM, keyPEM []byte, req Request, now time.Time) error {
+	cert, err := ca.CheckIssued(certPEM, keyPEM, req)
+	if err != nil {
+		return err
+	}
+	return CheckRenewal(cert, now)
+}
+
+// TestDigest: the same parts give the same digest; the same bytes split differently, or other bytes,
+// give another.
+func TestDigest(t *testing.T) {
+	want := Digest([]byte("ab"), []byte("c"))
+	if again := Digest([]byte("a"+"b"), []byte{'c'}); again != want {
+		t.Error("the same parts give two digests")
+	}
+	for _, other := range [][][]byte{{[]byte("a"), []byte("bc")}, {[]byte("abc")}, {[]byte("ab"), []byte("d")}, {[]byte("ab"), []byte("c"), nil}} {
+		if Digest(other...) == want {
+			t.Errorf("%q has the digest of [ab c]", other)
+		}
 	}
 }
