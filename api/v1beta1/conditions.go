@@ -150,6 +150,11 @@ const (
 	// every second once the startup probe, also every second, has passed, and the operator sets the
 	// pod's readiness gate once the member served it: seconds after etcd serves).
 	ReasonClientServiceNotReady = "ClientServiceNotReady"
+
+	// ReasonNamespaceTerminating: Progressing is False because the cluster's namespace is being
+	// deleted. The API server refuses every new object in it, so the operator stops making any (and
+	// recording events) and waits for the namespace controller to delete the cluster.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 )
 
 // Labels and annotations the operator puts on the objects it owns.

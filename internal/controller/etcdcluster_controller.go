@@ -81,6 +81,8 @@ type EtcdClusterReconciler struct {
 	// pod UID and the drain's transition time, so that a later drain of the same pod counts anew
 	// (drainForRemoval).
 	drainedUnready firstSeen
+	// terminating holds the clusters whose namespace is being deleted (namespaceTerminating).
+	terminating terminatingClusters
 }
 
 // scope is what one pass observed, once, and what it found out for the status.
@@ -127,6 +129,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.ForgetCluster(req.Namespace, req.Name) // gone: so are its series
+			r.terminating.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -149,7 +152,15 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}()
 	before := c.Status.DeepCopy()
+	if r.terminating.has(c) {
+		// an earlier pass was refused a create: every later one would be too
+		verdict.Status(c, s.m, &s.report, terminatingNamespaceStep(c), r.Options, true)
+		return ctrl.Result{}, r.patchStatus(ctx, c, before)
+	}
 	st, err := r.reconcilePhases(ctx, s)
+	if r.refusedAsTerminating(ctx, c, err) {
+		st, err = terminatingNamespaceStep(c), nil
+	}
 	phaseErr := err
 	if err != nil {
 		st = verdict.Acting(etcdv1beta1.ReasonReconcileError, fmt.Sprintf("%v; retrying with backoff", err))
@@ -160,6 +171,9 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	patchErr := r.patchStatus(ctx, c, before)
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
+	}
+	if r.terminating.has(c) {
+		return ctrl.Result{}, patchErr
 	}
 	if phaseErr == nil && patchErr != nil && apierrors.IsConflict(patchErr) {
 		// the pass worked on a stale copy: look again at the newest one, without an error
@@ -270,6 +284,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1be
 	}
 	r.Certs.Forget(c.Namespace, c.Name)
 	metrics.ForgetCluster(c.Namespace, c.Name)
+	r.terminating.forget(client.ObjectKeyFromObject(c))
 	return ctrl.Result{}, nil
 }
 
@@ -302,8 +317,8 @@ func (r *EtcdClusterReconciler) event(c *etcdv1beta1.EtcdCluster, eventType, rea
 // everything but the note), so that "Added member demo-3" and then "Added member demo-4" would show
 // as the first twice; events about different parts are told apart by related.
 func (r *EtcdClusterReconciler) eventAbout(c *etcdv1beta1.EtcdCluster, related *corev1.ObjectReference, eventType, reason, action, note string, args ...any) {
-	if r.Recorder == nil {
-		return
+	if r.Recorder == nil || r.terminating.has(c) {
+		return // no event can be made in a namespace being deleted
 	}
 	if related == nil {
 		r.Recorder.Eventf(c, nil, eventType, reason, action, note, args...)
