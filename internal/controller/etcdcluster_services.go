@@ -59,8 +59,9 @@ func (r *EtcdClusterReconciler) reconcileServices(ctx context.Context, s *scope)
 const certificateRetry = 10 * time.Second
 
 // reconcileTLS keeps the cluster's CA and certificates current (package certs) before any member pod
-// mounts them, for the ports the spec or any member pod uses TLS on (certs.PortsOf), with an event for
-// each Secret created or issued again; it blocks while a Secret of their name is not the cluster's.
+// mounts them, for the ports the spec or any member pod uses TLS on (certs.PortsOf), with one event
+// naming the Secrets created or issued again (issuedEvent); it blocks while a Secret of their name is
+// not the cluster's.
 func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*verdict.Step, error) {
 	// the member pods, which observe goes on with (backup Job pods carry the cluster label too)
 	if err := r.List(ctx, &s.pods, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
@@ -70,9 +71,7 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 	res, err := r.Certs.EnsureFor(ctx, s.cluster, ports)
 	s.certs, s.report.TLS, s.report.NoTLS = res, res.Observation(time.Now()), ports == certs.Ports{}
 	verdict.ApplyTrustedCAs(s.cluster, s.report.TLS)
-	for _, ch := range res.Changed {
-		r.eventAbout(s.cluster, objectRef(s.cluster, "v1", "Secret", ch.Secret), corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
-	}
+	r.issuedEvent(s.cluster, res.Changed)
 	if errors.Is(err, certs.ErrCertificateIssuing) {
 		return verdict.Acting(etcdv1beta1.ReasonWaitingForCertificates, "Waiting for cert-manager: "+err.Error()), nil
 	}
@@ -84,6 +83,28 @@ func (r *EtcdClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (*ve
 		return st, nil
 	}
 	return nil, err
+}
+
+// maxEventNote is the longest note an event may carry (events.k8s.io/v1 refuses longer ones).
+const maxEventNote = 1024
+
+// issuedEvent records one IssuedCertificate event for the Secrets a pass created or issued again:
+// about the Secret when there is one, and naming each when there are several (a new cluster's four),
+// one API write instead of one each.
+func (r *EtcdClusterReconciler) issuedEvent(c *etcdv1beta1.EtcdCluster, changed []certs.Changed) {
+	switch len(changed) {
+	case 0:
+		return
+	case 1:
+		ch := changed[0]
+		r.eventAbout(c, objectRef(c, "v1", "Secret", ch.Secret), corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
+		return
+	}
+	parts := make([]string, 0, len(changed))
+	for _, ch := range changed {
+		parts = append(parts, fmt.Sprintf("Secret %s: %s", ch.Secret, ch.Reason))
+	}
+	r.event(c, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "%s", verdict.Truncate(strings.Join(parts, "; "), maxEventNote))
 }
 
 // rotateCA takes the next step of a CA rotation, or starts one that is due (certs.AdvanceRotation), on

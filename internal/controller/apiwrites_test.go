@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -106,6 +107,44 @@ func TestNamespaceTerminating(t *testing.T) {
 	for _, l := range strings.Split(operatorLogs.String()[logsBefore:], "\n") {
 		if strings.Contains(l, "Reconciler error") && strings.Contains(l, `"namespace":"`+c.Namespace+`"`) {
 			t.Errorf("an error was logged for the refused creates: %s", l)
+		}
+	}
+}
+
+// TestCertificatesIssuedInOneEvent: a new cluster with TLS on both ports gets its CA and three leaf
+// certificates in one pass, and one IssuedCertificate event names all four Secrets (one API write,
+// where each Secret used to have an event of its own).
+func TestCertificatesIssuedInOneEvent(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-issued"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	c := testutil.EtcdCluster("iss", testutil.InNamespace(ns.Name), testutil.WithReplicas(1), testutil.WithTLS(true, true))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	retireAtEnd(t, c)
+	// the events of one recorder are sent in order: once the member's is there, the certificates' are
+	testutil.Eventually(t, waitTimeout, "the CreatedMembers event", func(ctx context.Context) error {
+		return findEvent(ctx, c, corev1.EventTypeNormal, "CreatedMembers", "iss-0")
+	})
+	list := &eventsv1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == c.Name && e.Reason == "IssuedCertificate" {
+			notes = append(notes, e.Note)
+		}
+	}
+	if len(notes) != 1 {
+		t.Fatalf("%d IssuedCertificate events, want 1: %q", len(notes), notes)
+	}
+	for _, s := range []string{"iss-ca: created the cluster's certificate authority", "iss-server-tls: created", "iss-peer-tls: created", "iss-client-tls: created"} {
+		if !strings.Contains(notes[0], "Secret "+s) {
+			t.Errorf("the event does not say %q: %q", "Secret "+s, notes[0])
 		}
 	}
 }
