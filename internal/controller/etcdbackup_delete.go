@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -73,7 +74,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1beta
 	if apierrors.IsNotFound(err) {
 		job = r.Options.BuildDeleteSnapshotJob(b.Namespace, b.Spec.ClusterRef.Name, b, dest)
 		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			if kube.NamespaceTerminating(err) {
 				// nothing can be made in a namespace being deleted: waiting would hold the namespace's
 				// deletion until deleteSnapshotGiveUp
 				log.FromContext(ctx).Info("the stored snapshot is left in place: its namespace is being deleted, so no Job can delete it",

@@ -15,6 +15,7 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/backup/policy"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -177,7 +178,7 @@ func (r *EtcdClusterReconciler) finalSnapshot(ctx context.Context, c *etcdv1beta
 			return ctrl.Result{}, true, nil
 		}
 		if err := r.Create(ctx, resources.BuildFinalSnapshot(c)); err != nil && !apierrors.IsAlreadyExists(err) {
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			if kube.NamespaceTerminating(err) {
 				// nothing can be made in a namespace being deleted: waiting would hold its deletion
 				// for finalSnapshotTimeout and store nothing
 				log.FromContext(ctx).Info("no final snapshot: the cluster's namespace is being deleted, so no EtcdBackup can be made in it")

@@ -152,13 +152,14 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}()
 	before := c.Status.DeepCopy()
-	if r.terminating.has(c) {
+	if r.terminating.has(c, time.Now()) {
 		// an earlier pass was refused a create: every later one would be too
 		verdict.Status(c, s.m, &s.report, terminatingNamespaceStep(c), r.Options, true)
-		return ctrl.Result{}, r.patchStatus(ctx, c, before)
+		return terminatingResult(r.patchStatus(ctx, c, before))
 	}
 	st, err := r.reconcilePhases(ctx, s)
-	if r.refusedAsTerminating(ctx, c, err) {
+	terminating := r.refusedAsTerminating(ctx, c, st, err)
+	if terminating {
 		st, err = terminatingNamespaceStep(c), nil
 	}
 	phaseErr := err
@@ -172,8 +173,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
 	}
-	if r.terminating.has(c) {
-		return ctrl.Result{}, patchErr
+	if terminating {
+		return terminatingResult(patchErr)
 	}
 	if phaseErr == nil && patchErr != nil && apierrors.IsConflict(patchErr) {
 		// the pass worked on a stale copy: look again at the newest one, without an error
@@ -317,7 +318,7 @@ func (r *EtcdClusterReconciler) event(c *etcdv1beta1.EtcdCluster, eventType, rea
 // everything but the note), so that "Added member demo-3" and then "Added member demo-4" would show
 // as the first twice; events about different parts are told apart by related.
 func (r *EtcdClusterReconciler) eventAbout(c *etcdv1beta1.EtcdCluster, related *corev1.ObjectReference, eventType, reason, action, note string, args ...any) {
-	if r.Recorder == nil || r.terminating.has(c) {
+	if r.Recorder == nil || r.terminating.has(c, time.Now()) {
 		return // no event can be made in a namespace being deleted
 	}
 	if related == nil {

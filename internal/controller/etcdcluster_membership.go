@@ -321,11 +321,12 @@ const fixRefusedPod = "fix spec.podTemplate, or what the API server names (a pol
 // freed, or a policy relaxed, brings no event the operator watches, so the pass looks again after
 // verdict.RequeueRefused.
 func podRefused(member, purpose string, check kube.PodCheck) *verdict.Step {
+	if check.NamespaceTerminating {
+		// final: Reconcile reports it as such (refusedAsTerminating)
+		return verdict.Blocked(etcdv1beta1.ReasonNamespaceTerminating, fmt.Sprintf("Cannot create the pod of %s%s: %s", member, purpose, check.NotNow))
+	}
 	what := "it is created once that allows it (raise the quota, or lower spec.replicas or spec.podTemplate.resources)"
-	switch {
-	case check.NamespaceTerminating:
-		what = "the namespace is being deleted, and the cluster with it"
-	case check.Refused != "" || !check.Quota:
+	if check.Refused != "" || !check.Quota {
 		what = fixRefusedPod + ", and it is created"
 	}
 	st := verdict.Blocked(etcdv1beta1.ReasonWaiting, fmt.Sprintf("Cannot create the pod of %s%s: %s; %s",

@@ -35,6 +35,8 @@ func (r *EtcdClusterReconciler) reconcileNetworkPolicy(ctx context.Context, s *s
 			func(got, want *networkingv1.NetworkPolicy) { got.Spec = want.Spec })
 	}
 	switch {
+	case kube.NamespaceTerminating(err):
+		return nil, err // final, and not the policy's fault: Reconcile reports it
 	case err != nil: // unknown operator pods, or refused (RBAC, a policy engine, a quota): the members are still repaired
 		s.report.Unmanaged = &verdict.Progress{Reason: etcdv1beta1.ReasonReconcileError, Message: err.Error()}
 	case out == kube.Created || out == kube.Updated:

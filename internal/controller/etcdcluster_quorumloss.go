@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
@@ -27,6 +28,13 @@ func (r *EtcdClusterReconciler) reconcileQuorumLoss(ctx context.Context, s *scop
 		return nil, nil
 	}
 	d := verdict.JudgeDataLoss(s.m)
+	if d.Permanent() && verdict.DataLostSince(s.cluster).IsZero() {
+		// the namespace controller deletes a namespace's pods with it: not a loss to report (nor to
+		// recover from) when it is that
+		if err := r.probeNamespace(ctx, s.cluster); kube.NamespaceTerminating(err) {
+			return nil, err
+		}
+	}
 	s.report.DataLoss = &d
 	if d.Permanent() {
 		return r.quorumDataLost(ctx, s, d)

@@ -100,11 +100,13 @@ func (r *EtcdClusterReconciler) issuedEvent(c *etcdv1beta1.EtcdCluster, changed 
 		r.eventAbout(c, objectRef(c, "v1", "Secret", ch.Secret), corev1.EventTypeNormal, "IssuedCertificate", "Issue", "Secret %s: %s", ch.Secret, ch.Reason)
 		return
 	}
+	// each Secret gets an equal share of the note, so that every name is in it
+	share := maxEventNote/len(changed) - len("; ")
 	parts := make([]string, 0, len(changed))
 	for _, ch := range changed {
-		parts = append(parts, fmt.Sprintf("Secret %s: %s", ch.Secret, ch.Reason))
+		parts = append(parts, verdict.Truncate(fmt.Sprintf("Secret %s: %s", ch.Secret, ch.Reason), share))
 	}
-	r.event(c, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "%s", verdict.Truncate(strings.Join(parts, "; "), maxEventNote))
+	r.event(c, corev1.EventTypeNormal, "IssuedCertificate", "Issue", "%s", strings.Join(parts, "; "))
 }
 
 // rotateCA takes the next step of a CA rotation, or starts one that is due (certs.AdvanceRotation), on

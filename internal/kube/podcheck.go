@@ -42,6 +42,14 @@ func CheckPod(ctx context.Context, c client.Client, pod *corev1.Pod) (PodCheck, 
 	return PodCheckOf(c.Create(ctx, pod, client.DryRunAll))
 }
 
+// NamespaceTerminating reports whether err is the API server's refusal to create an object in a
+// namespace being deleted: Forbidden, with cause NamespaceTerminating (the NamespaceLifecycle admission
+// plugin). It is final: a namespace never leaves Terminating, and the namespace controller deletes
+// every object in it.
+func NamespaceTerminating(err error) bool {
+	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
 // PodCheckOf classifies err, the answer to the creation of a pod (or its dry run), as CheckPod does.
 func PodCheckOf(err error) (PodCheck, error) {
 	msg := ""
@@ -53,7 +61,7 @@ func PodCheckOf(err error) (PodCheck, error) {
 		return PodCheck{}, nil
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "exceeded quota"):
 		return PodCheck{NotNow: msg, Quota: true}, nil
-	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+	case NamespaceTerminating(err):
 		return PodCheck{NotNow: msg, NamespaceTerminating: true}, nil
 	case apierrors.IsForbidden(err) && (strings.Contains(msg, "error looking up service account") ||
 		strings.Contains(msg, "no PriorityClass with name") || strings.Contains(msg, "cannot create resource")):

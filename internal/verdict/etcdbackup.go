@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -111,12 +112,17 @@ func SetBackupCondition(b *etcdv1beta1.EtcdBackup, t string, status bool, reason
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: t, Status: cs, Reason: reason, Message: Truncate(msg, 32768), ObservedGeneration: b.Generation})
 }
 
-// Truncate shortens s to at most n bytes.
+// Truncate shortens s to at most n bytes (n at least 3), ending it with "..." when it cuts, and never
+// inside a UTF-8 character.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // UnknownMember says why backup b cannot be taken when its spec.member is not a member cluster c's
