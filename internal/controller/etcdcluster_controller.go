@@ -81,7 +81,7 @@ type EtcdClusterReconciler struct {
 	// pod UID and the drain's transition time, so that a later drain of the same pod counts anew
 	// (drainForRemoval).
 	drainedUnready firstSeen
-	// terminating holds the clusters whose namespace is being deleted (namespaceTerminating).
+	// terminating holds the clusters whose namespace is being deleted (refusedAsTerminating).
 	terminating terminatingClusters
 }
 
