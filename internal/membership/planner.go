@@ -350,6 +350,10 @@ func finishLearner(s State, t tally) (Action, bool) {
 	switch {
 	case r.PodTerminating || r.DataTerminating:
 		return Action{Kind: Wait, Member: l.Name, Reason: "waiting for the old pod or claim of " + l.Name + " to be deleted"}, true
+	case l.Started && !r.Pod && !r.Data && l.Healthy:
+		// it answered in this pass, so a pod of it runs that the observation has not seen yet: no pod
+		// for it (it would start empty under its member ID), and no removal of a member that answers
+		return Action{Kind: Wait, Member: l.Name, Reason: "learner " + l.Name + " answers, but its pod and data are not observed yet"}, true
 	case l.Started && !r.Pod && !r.Data:
 		// it ran, and its data went with its pod and claim (or with its pod, on emptyDir): a pod made
 		// for it now would start empty under its member ID, which the leader takes for caught up and

@@ -36,6 +36,15 @@ func awaiting(s State) State { s.AwaitAdd = true; return s }
 
 func TestNext(t *testing.T) {
 	withRes := func(s State, name string, r Resources) State { s.Resources[name] = r; return s }
+	// silent: member name does not answer (a learner whose pod is gone cannot)
+	silent := func(s State, name string) State {
+		for i := range s.Members {
+			if s.Members[i].Name == name {
+				s.Members[i].Healthy = false
+			}
+		}
+		return s
+	}
 	tests := []struct {
 		name   string
 		s      State
@@ -45,7 +54,8 @@ func TestNext(t *testing.T) {
 		{"steady", state(3, 0, "vvv"), None, ""},
 		{"scale up 3->5 adds the lowest free name as learner", state(5, 0, "vvv"), AddLearner, "demo-3"},
 		{"C08: a learner without a pod gets one", state(3, 0, "vl", "demo-1"), CreatePod, "demo-1"},
-		{"a learner that ran, whose pod and data are gone, is removed, not started empty under its ID", state(5, 0, "vvvL", "demo-3"), Remove, "demo-3"},
+		{"a learner that ran, whose pod and data are gone, is removed, not started empty under its ID", silent(state(5, 0, "vvvL", "demo-3"), "demo-3"), Remove, "demo-3"},
+		{"one that still answers (its pod not observed yet) is waited for: neither removed nor given a pod", state(5, 0, "vvvL", "demo-3"), Wait, "demo-3"},
 		{"one whose claim is kept gets its pod back", withRes(state(5, 0, "vvvL"), "demo-3", Resources{Data: true}), CreatePod, "demo-3"},
 		{"C08: a learner not started yet is waited for, not promoted", withRes(state(3, 0, "vl"), "demo-1", Resources{Pod: true, Data: true}), Wait, "demo-1"},
 		{"C08: a started learner is promoted", state(3, 0, "vL"), Promote, "demo-1"},
