@@ -312,8 +312,9 @@ func ContainsCert(bundlePEM []byte, cert *x509.Certificate) bool {
 // 8446 section 2.2) from a cache of its own, which holds up to SessionCacheSize, one per server name
 // (gRPC sets the host dialled, a member pod's IP): a pass opens several connections to each member,
 // and a resumed handshake skips both sides' certificate signatures and chain checks, most of the CPU
-// a full one costs the operator and the member. A session is resumed only by the configuration that made it, so only with the roots it was
-// checked against, and VerifyConnection checks the member's chain on resumed sessions too.
+// a full one costs the operator and the member. A session is resumed only by the configuration that
+// made it, so only with the roots it was checked against, and VerifyConnection checks the member's
+// chain on resumed sessions too.
 func ClientConfig(cert tls.Certificate, roots *x509.CertPool, name string) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
