@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,6 +19,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
 // divergeMember changes, in member m's own database and nowhere else, the value of key: its key-value
@@ -129,4 +131,33 @@ func listed(t *testing.T, m *testenv.EtcdMember, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// TestConsistencyDue: the hash comparison runs when it has not run, every interval, and within
+// restartedCheckInterval of the last one when a member's etcd started after it; never more often.
+func TestConsistencyDue(t *testing.T) {
+	last := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	const interval = 10 * time.Minute
+	for _, tc := range []struct {
+		name      string
+		ran       bool
+		restarted time.Time
+		now       time.Time
+		want      time.Duration
+	}{
+		{"never ran", false, time.Time{}, last, 0},
+		{"within the interval, no restart", true, time.Time{}, last.Add(9 * time.Minute), -1},
+		{"the interval passed", true, time.Time{}, last.Add(interval), 0},
+		{"restarted before the last check", true, last.Add(-time.Second), last.Add(5 * time.Minute), -1},
+		{"restarted after the last check, a minute on", true, last.Add(10 * time.Second), last.Add(time.Minute), 0},
+		{"restarted after the last check, spaced", true, last.Add(10 * time.Second), last.Add(20 * time.Second), 40 * time.Second},
+	} {
+		if got := consistencyDue(last, tc.ran, interval, tc.restarted, tc.now); got != tc.want {
+			t.Errorf("%s: consistencyDue = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	c := &etcdv1beta1.EtcdCluster{Status: etcdv1beta1.EtcdClusterStatus{Conditions: []metav1.Condition{{Type: etcdv1beta1.ConditionDegraded, Status: metav1.ConditionFalse}}}}
+	if got := verdict.Requeue(c, &verdict.Report{CheckAfter: 40 * time.Second}, nil, time.Minute); got != 40*time.Second {
+		t.Errorf("a settled cluster with a comparison due in 40s is looked at again in %s, want 40s", got)
+	}
 }

@@ -27,12 +27,18 @@ const DefaultConsistencyCheckInterval = 10 * time.Minute
 // is True, when that is more often than the interval.
 const inconsistentCheckInterval = time.Minute
 
+// restartedCheckInterval is how soon after the last comparison a member's restart brings the next
+// one forward (consistencyDue): at most once a minute, so that a rolling restart of a large store does
+// not hash it once per member.
+const restartedCheckInterval = time.Minute
+
 // hashKVTimeout bounds each member's HashKV, which reads its whole key-value store.
 const hashKVTimeout = 10 * time.Second
 
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
 // any of them has applied), at most once per ConsistencyCheckInterval (once a minute while the
-// members disagree) and only while the cluster is settled and healthy, and records the outcome in the
+// members disagree), and again within about a minute of a member's restart (consistencyDue), only
+// while the cluster is settled and healthy, and records the outcome in the
 // DataInconsistent condition. When they disagree and a strict majority shares one hash, the members
 // that differ from it (all running one etcd release) are recorded as diverged on their pods
 // (recordDiverged), which has them replaced at once.
@@ -50,7 +56,15 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		interval = min(interval, inconsistentCheckInterval)
 	}
 	now := time.Now()
-	if !r.consistency.Due(string(c.UID), interval, now) {
+	last, ran := r.consistency.Last(string(c.UID))
+	restarted := time.Time{}
+	if sameVersion(s.m) { // during an upgrade, members on two releases are compared only every interval
+		restarted = lastEtcdStart(s.m)
+	}
+	if wait := consistencyDue(last, ran, interval, restarted, now); wait != 0 {
+		if wait > 0 {
+			s.report.CheckAfter = wait
+		}
 		return nil, nil
 	}
 	rev, endpoints := verdict.HashTarget(s.m)
@@ -78,6 +92,36 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonHashMismatch, "CheckConsistency", "%s", msg)
 	}
 	return nil, r.recordDiverged(ctx, s, v.Diverged)
+}
+
+// consistencyDue says whether the members' hashes are to be compared at now: 0 when they are (the
+// comparison has not run since the operator started, ran false; or last ran interval or more before
+// now; or a member's etcd started after it last ran, restarted being the latest start, zero when
+// unknown, and that was restartedCheckInterval or more before now); how long until it is when only that
+// spacing holds a restart's comparison back; -1 when it is not due. A member that restarts comes back
+// on data that may have changed while it was down (a disk that returned other bytes, a file edited or
+// copied by hand) and serves it at once: it is compared within about a minute of its restart, rather
+// than at the next interval (10 minutes by default).
+func consistencyDue(last time.Time, ran bool, interval time.Duration, restarted, now time.Time) time.Duration {
+	switch {
+	case !ran || now.Sub(last) >= interval:
+		return 0
+	case restarted.After(last):
+		return max(0, restartedCheckInterval-now.Sub(last))
+	}
+	return -1
+}
+
+// lastEtcdStart returns when the etcd container that started last, of the members etcd lists, started
+// (the kubelet's report); zero when none runs.
+func lastEtcdStart(m *model.Cluster) time.Time {
+	var latest time.Time
+	for _, mem := range m.Listed() {
+		if t := mem.EtcdRunningSince(); t.After(latest) {
+			latest = t
+		}
+	}
+	return latest
 }
 
 // sameVersion reports whether every member etcd lists reported the same server version.

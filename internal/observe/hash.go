@@ -43,12 +43,12 @@ type Clock struct {
 	last map[string]time.Time
 }
 
-// Due reports whether the check of uid has not run within interval before now.
-func (c *Clock) Due(uid string, interval time.Duration, now time.Time) bool {
+// Last returns when the check of uid last ran; false when it has not run since the operator started.
+func (c *Clock) Last(uid string) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.last[uid]
-	return !ok || now.Sub(t) >= interval
+	return t, ok
 }
 
 // Done records that the check of uid ran at now.

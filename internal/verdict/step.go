@@ -80,6 +80,9 @@ type Report struct {
 	NoTLS bool
 	// Auth is what the pass found of etcd authentication (status.auth); nil without spec.auth.
 	Auth *AuthObservation
+	// CheckAfter is how soon a hash comparison that a member's restart brought forward is due (it
+	// waits for the minimum spacing after the last one); zero when none waits.
+	CheckAfter time.Duration
 }
 
 // Expanding reports whether the report says that claims are growing.
@@ -168,5 +171,5 @@ func Requeue(c *etcdv1beta1.EtcdCluster, report *Report, st *Step, healthCheck t
 	if st != nil {
 		step = st.After
 	}
-	return Soonest(after, backup, step)
+	return Soonest(after, backup, step, report.CheckAfter)
 }
