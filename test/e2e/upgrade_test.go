@@ -253,7 +253,7 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	t.Logf("rollout took %s; restarts %+v; at most %d member(s) down at once", took.Round(100*time.Millisecond), rw.restarts, rw.maxDown)
+	t.Logf("rollout took %s; restarts %+v; at most %d member(s) down at once; writes failed at %v", took.Round(100*time.Millisecond), rw.restarts, rw.maxDown, wr.failuresSince(start))
 	seen := map[string]int{}
 	for i, r := range rw.restarts {
 		seen[r.member]++

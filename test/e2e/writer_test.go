@@ -31,6 +31,8 @@ type writer struct {
 	longestGap time.Duration
 	// ackedAt holds when each acknowledged write returned, in order.
 	ackedAt []time.Time
+	// failedAt holds when each failed write returned, in order, to place a failure in an operation.
+	failedAt []time.Time
 }
 
 // startWriter starts writing through endpoint (or endpoints, which the client balances over) and
@@ -66,6 +68,7 @@ func startWriter(t testing.TB, endpoint string, more ...string) *writer {
 			} else if ctx.Err() == nil {
 				w.failed++
 				w.errs[err.Error()]++
+				w.failedAt = append(w.failedAt, time.Now())
 			}
 			w.mu.Unlock()
 			select {
@@ -132,6 +135,17 @@ func (w *writer) switchTo(t testing.TB, endpoint string) {
 
 // firstWriteTimeout bounds how long a new client Service may take to carry its first write.
 const firstWriteTimeout = 30 * time.Second
+
+// failuresSince returns when each failed write returned, in seconds after start ("+12.3s").
+func (w *writer) failuresSince(start time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.failedAt))
+	for _, at := range w.failedAt {
+		out = append(out, fmt.Sprintf("%+.1fs", at.Sub(start).Seconds()))
+	}
+	return out
+}
 
 // errorSummary lists the failed writes' errors, most frequent first; the caller holds w.mu.
 func (w *writer) errorSummary() string {
