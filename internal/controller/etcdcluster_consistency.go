@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,8 @@ const hashKVTimeout = 10 * time.Second
 
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
 // any of them has applied), at most once per ConsistencyCheckInterval (once a minute while the
-// members disagree), and again within about a minute of a member's restart (consistencyDue), only
+// members disagree), and again within about a minute of a member's restart, or of a member joining or
+// leaving (consistencyDue), only
 // while the cluster is settled and healthy, and records the outcome in the
 // DataInconsistent condition. When they disagree and a strict majority shares one hash, the members
 // that differ from it (all running one etcd release) are recorded as diverged on their pods
@@ -56,9 +58,14 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		interval = min(interval, inconsistentCheckInterval)
 	}
 	now := time.Now()
-	last, ran := r.consistency.Last(string(c.UID))
+	last, compared, ran := r.consistency.Last(string(c.UID))
+	members := listedNames(s.m)
 	restarted := time.Time{}
-	if sameVersion(s.m) { // during an upgrade, members on two releases are compared only every interval
+	switch {
+	case !sameVersion(s.m): // during an upgrade, members on two releases are compared only every interval
+	case ran && compared != members:
+		restarted = now // a member joined or left since: compare the members there are now, as after a restart
+	default:
 		restarted = lastEtcdStart(s.m)
 	}
 	if wait := consistencyDue(last, ran, interval, restarted, now); wait != 0 {
@@ -75,7 +82,7 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	v := verdict.CompareHashes(rev, hashes, len(endpoints))
 	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
 	// retried more often than the interval
-	r.consistency.Done(string(c.UID), now)
+	r.consistency.Done(string(c.UID), now, members)
 	if !v.Conclusive {
 		return nil, nil
 	}
@@ -110,6 +117,16 @@ func consistencyDue(last time.Time, ran bool, interval time.Duration, restarted,
 		return max(0, restartedCheckInterval-now.Sub(last))
 	}
 	return -1
+}
+
+// listedNames returns the names of the members etcd lists, sorted and joined by commas.
+func listedNames(m *model.Cluster) string {
+	names := make([]string, 0, len(m.Members))
+	for _, mem := range m.Listed() {
+		names = append(names, mem.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
 }
 
 // lastEtcdStart returns when the etcd container that started last, of the members etcd lists, started

@@ -35,28 +35,36 @@ func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[strin
 	return hashes
 }
 
-// Clock remembers when a check of each cluster (by UID) last ran, so that it runs at most once per
-// interval whatever the pass rate. Losing it (an operator restart) only makes the next check come
-// early. The zero Clock is ready; it is safe for concurrent use.
+// Clock remembers when a check of each cluster (by UID) last ran, and what it covered, so that it runs
+// at most once per interval whatever the pass rate. Losing it (an operator restart) only makes the next
+// check come early. The zero Clock is ready; it is safe for concurrent use.
 type Clock struct {
 	mu   sync.Mutex
-	last map[string]time.Time
+	last map[string]check
 }
 
-// Last returns when the check of uid last ran; false when it has not run since the operator started.
-func (c *Clock) Last(uid string) (time.Time, bool) {
+// check is a check's record: when it ran and what it covered.
+type check struct {
+	at      time.Time
+	covered string
+}
+
+// Last returns when the check of uid last ran and what it covered (as given to Done); ran is false when
+// it has not run since the operator started.
+func (c *Clock) Last(uid string) (at time.Time, covered string, ran bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, ok := c.last[uid]
-	return t, ok
+	r, ok := c.last[uid]
+	return r.at, r.covered, ok
 }
 
-// Done records that the check of uid ran at now.
-func (c *Clock) Done(uid string, now time.Time) {
+// Done records that the check of uid ran at now and covered covered (for instance, the members it
+// compared).
+func (c *Clock) Done(uid string, now time.Time, covered string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil {
-		c.last = map[string]time.Time{}
+		c.last = map[string]check{}
 	}
-	c.last[uid] = now
+	c.last[uid] = check{at: now, covered: covered}
 }

@@ -52,8 +52,12 @@ func CompareHashes(rev int64, hashes map[string]etcd.KVHash, want int) Hashes {
 		parts = append(parts, fmt.Sprintf("%s=%08x", n, h.Hash))
 	}
 	if len(byHash) == 1 {
+		who := fmt.Sprintf("all %d members", len(names))
+		if len(names) == 1 {
+			who = "the only member, " + names[0] + ","
+		}
 		return Hashes{Conclusive: true, Consistent: true,
-			Message: fmt.Sprintf("At the last check, all %d members hashed to %08x at revision %d (%s)", len(names), hashes[names[0]].Hash, rev, compacted(compact))}
+			Message: fmt.Sprintf("At the last check, %s hashed to %08x at revision %d (%s)", who, hashes[names[0]].Hash, rev, compacted(compact))}
 	}
 	out := Hashes{Conclusive: true, Message: fmt.Sprintf("Members disagree on their data at revision %d: %s", rev, strings.Join(parts, ", "))}
 	for hash, agree := range byHash {

@@ -33,6 +33,10 @@ func TestCompareHashes(t *testing.T) {
 			t.Errorf("%s: %+v, want conclusive=%v consistent=%v mentioning %q", tt.name, v, tt.conclusive, tt.consistent, tt.mention)
 		}
 	}
+	// a single member is named, not counted ("all 1 members")
+	if v, want := CompareHashes(100, map[string]etcd.KVHash{"a-0": h(7, 50)}, 1), "At the last check, the only member, a-0, hashed to 00000007 at revision 100"; !strings.Contains(v.Message, want) {
+		t.Errorf("one member: %q, want it to say %q", v.Message, want)
+	}
 }
 
 // TestDivergedMembers: when the members disagree, those whose hash differs from the one a strict

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -186,12 +187,15 @@ func TestScaling_1_3_5_3_1(t *testing.T) {
 
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	watch := watchMembers(c)
-	for _, n := range []int32{3, 5, 3, 1} {
+	for i, n := range []int32{3, 5, 3, 1} {
 		start := time.Now()
 		scale(t, c, n)
 		assertAvailable(t, c, scaleTimeout)
 		t.Logf("scaled to %d in %s", n, time.Since(start).Round(100*time.Millisecond))
 		assertMembers(t, c, int(n), id)
+		if i == 2 { // 5 -> 3: two members left
+			consistencyCovers(t, c, 3)
+		}
 	}
 	if n := watch.finish(); n > 1 {
 		t.Errorf("C08: %d learners at once, want at most 1", n)
@@ -204,6 +208,27 @@ func TestScaling_1_3_5_3_1(t *testing.T) {
 			t.Errorf("C08: seed keys after scaling: %v %v, want 10000", resp, err)
 		}
 	}
+}
+
+// consistencyCovers waits until the DataInconsistent condition reports a comparison of n members: the
+// comparison runs again within about a minute of a member joining or leaving, not at the next interval
+// (10 minutes).
+func consistencyCovers(t *testing.T, c *etcdv1beta1.EtcdCluster, n int) {
+	t.Helper()
+	start := time.Now()
+	want := fmt.Sprintf("all %d members hashed to", n)
+	poll.Eventually(t, 90*time.Second, "DataInconsistent: "+want, func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDataInconsistent)
+		if d == nil || d.Status != metav1.ConditionFalse || !strings.Contains(d.Message, want) {
+			return fmt.Errorf("DataInconsistent %+v", d)
+		}
+		return nil
+	})
+	t.Logf("DataInconsistent reports a comparison of the %d members %s after the scale", n, time.Since(start).Round(100*time.Millisecond))
 }
 
 // TestC02_MemberPodAndClaimDeleted: a member loses its pod and its data; the operator removes its
