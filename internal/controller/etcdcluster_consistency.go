@@ -39,10 +39,9 @@ const hashKVTimeout = 10 * time.Second
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
 // any of them has applied), at most once per ConsistencyCheckInterval (once a minute while the
 // members disagree), and again within about a minute of a member's restart, or of a member joining or
-// leaving (consistencyDue), only
-// while the cluster is settled and healthy, and records the outcome in the
-// DataInconsistent condition. When they disagree and a strict majority shares one hash, the members
-// that differ from it (all running one etcd release) are recorded as diverged on their pods
+// leaving (consistencyDue), only while the cluster is settled and healthy, and records the outcome in
+// the DataInconsistent condition. When they disagree and a strict majority shares one hash, the
+// members that differ from it (all running one etcd release) are recorded as diverged on their pods
 // (recordDiverged), which has them replaced at once.
 func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
