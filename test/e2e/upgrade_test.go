@@ -55,6 +55,11 @@ type restartSeen struct {
 	at             time.Duration
 }
 
+// String says which member restarted, who led then, and when (seconds after the watch began).
+func (r restartSeen) String() string {
+	return fmt.Sprintf("%s at +%.1fs (leader %s)", r.member, r.at.Seconds(), r.leader)
+}
+
 func watchRollout(c *etcdv1beta1.EtcdCluster) *rolloutWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &rolloutWatch{cancel: cancel, done: make(chan struct{})}
@@ -253,7 +258,7 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	t.Logf("rollout took %s; restarts %+v; at most %d member(s) down at once; writes failed at %v", took.Round(100*time.Millisecond), rw.restarts, rw.maxDown, wr.failuresSince(start))
+	t.Logf("rollout took %s; restarts %v; at most %d member(s) down at once; writes failed at %v", took.Round(100*time.Millisecond), rw.restarts, rw.maxDown, wr.failuresSince(start))
 	seen := map[string]int{}
 	for i, r := range rw.restarts {
 		seen[r.member]++
@@ -262,7 +267,7 @@ func rollAndCheck(t testing.TB, c *etcdv1beta1.EtcdCluster, killMidway bool, mut
 		}
 	}
 	if len(rw.restarts) != 3 || len(seen) != 3 {
-		t.Errorf("restarts %+v, want each of the 3 members exactly once", rw.restarts)
+		t.Errorf("restarts %v, want each of the 3 members exactly once", rw.restarts)
 	}
 	if rw.maxDown > 1 {
 		t.Errorf("%d members were down at once (%s), want at most 1", rw.maxDown, rw.downAt)
