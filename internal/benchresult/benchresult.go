@@ -58,9 +58,11 @@ type ManyClusters struct {
 	// every one was Available; QueueWaitSeconds is how long a cluster waited, on average, in the
 	// operator's work queue for each of them (with every worker busy, a cluster that has work waits
 	// behind those that have none); OperatorCPUSeconds is the operator's CPU time then, and APIWrites
-	// its API requests other than GET (creates, patches, updates, deletes; events included). 0: not
-	// measured.
+	// its API requests other than GET (creates, patches, updates, deletes; events included);
+	// PassSeconds is how long a pass took on average, in seconds (with QueueWaitSeconds: whether the
+	// workers were busy working or waiting on the API server and etcd). 0: not measured.
 	Passes             float64 `json:"passes,omitempty"`
+	PassSeconds        float64 `json:"passSeconds,omitempty"`
 	QueueWaitSeconds   float64 `json:"queueWaitSeconds,omitempty"`
 	OperatorCPUSeconds float64 `json:"operatorCPUSeconds,omitempty"`
 	APIWrites          float64 `json:"apiWrites,omitempty"`
@@ -176,8 +178,11 @@ func (r *Result) Table() string {
 		}
 		fmt.Fprintf(&b, " (target: %s)", m.Target)
 		if m.Passes > 0 {
-			fmt.Fprintf(&b, "; meanwhile the operator made %.1f passes per cluster, each waiting %.2f s in its work queue on average, used %.1f s of CPU and made %.1f API writes per cluster",
-				m.Passes/float64(m.Clusters), m.QueueWaitSeconds, m.OperatorCPUSeconds, m.APIWrites/float64(m.Clusters))
+			fmt.Fprintf(&b, "; meanwhile the operator made %.1f passes per cluster, each waiting %.2f s in its work queue on average", m.Passes/float64(m.Clusters), m.QueueWaitSeconds)
+			if m.PassSeconds > 0 {
+				fmt.Fprintf(&b, " and taking %.2f s", m.PassSeconds)
+			}
+			fmt.Fprintf(&b, ", used %.1f s of CPU and made %.1f API writes per cluster", m.OperatorCPUSeconds, m.APIWrites/float64(m.Clusters))
 		}
 		b.WriteString(".")
 	}

@@ -833,19 +833,19 @@ func benchManyClusters(b *testing.B, n int, image string) *benchresult.ManyClust
 	}
 	m := &benchresult.ManyClusters{Clusters: n, AvailableSeconds: took.Seconds(), FloorReadySeconds: floor, PodsCreatedSeconds: created.Seconds(),
 		PodsRunningSeconds: running.Seconds(), OperatorMiB: rss / (1 << 20), OperatorHeapMiB: heap / (1 << 20),
-		Passes: load.passes, QueueWaitSeconds: load.queueWait(), OperatorCPUSeconds: load.cpu, APIWrites: load.writes,
+		Passes: load.passes, PassSeconds: load.passTime(), QueueWaitSeconds: load.queueWait(), OperatorCPUSeconds: load.cpu, APIWrites: load.writes,
 		Target: "100 in ≤ 30 s, ≤ 64 MiB"}
 	b.Logf("%s: %d clusters Available in %.1f s (pods created by %.1f s, running by %.1f s); operator RSS %.1f MiB, Go heap in use %.1f MiB",
 		ns, n, m.AvailableSeconds, m.PodsCreatedSeconds, m.PodsRunningSeconds, m.OperatorMiB, m.OperatorHeapMiB)
-	b.Logf("%s: meanwhile the operator made %.0f passes (%.1f per cluster), each waited %.2f s in its work queue on average; it used %.1f s of CPU and made %.0f API writes (%.1f per cluster)",
-		ns, m.Passes, m.Passes/float64(n), m.QueueWaitSeconds, m.OperatorCPUSeconds, m.APIWrites, m.APIWrites/float64(n))
+	b.Logf("%s: meanwhile the operator made %.0f passes (%.1f per cluster), each waited %.2f s in its work queue and took %.2f s on average; it used %.1f s of CPU and made %.0f API writes (%.1f per cluster)",
+		ns, m.Passes, m.Passes/float64(n), m.QueueWaitSeconds, m.PassSeconds, m.OperatorCPUSeconds, m.APIWrites, m.APIWrites/float64(n))
 	return m
 }
 
 // operatorLoad is what the leading operator's counters say of the work it has done: EtcdCluster
 // passes, the seconds they waited in the work queue in all and how many waits that is, its CPU seconds
 // and its API requests other than GET.
-type operatorLoad struct{ passes, waitSum, waits, cpu, writes float64 }
+type operatorLoad struct{ passes, passSum, waitSum, waits, cpu, writes float64 }
 
 // scrapeOperatorLoad reads operatorLoad from the leading operator's metrics.
 func scrapeOperatorLoad(ctx context.Context) (operatorLoad, error) {
@@ -856,6 +856,7 @@ func scrapeOperatorLoad(ctx context.Context) (operatorLoad, error) {
 		labels []string
 	}{
 		{&l.passes, "controller_runtime_reconcile_total", []string{`controller="etcdcluster"`}},
+		{&l.passSum, "controller_runtime_reconcile_time_seconds_sum", []string{`controller="etcdcluster"`}},
 		{&l.waitSum, "workqueue_queue_duration_seconds_sum", []string{`name="etcdcluster"`}},
 		{&l.waits, "workqueue_queue_duration_seconds_count", []string{`name="etcdcluster"`}},
 		{&l.cpu, "process_cpu_seconds_total", nil},
@@ -880,8 +881,16 @@ func scrapeOperatorLoad(ctx context.Context) (operatorLoad, error) {
 
 // since returns the load between an earlier reading and l.
 func (l operatorLoad) since(earlier operatorLoad) operatorLoad {
-	return operatorLoad{passes: l.passes - earlier.passes, waitSum: l.waitSum - earlier.waitSum, waits: l.waits - earlier.waits,
+	return operatorLoad{passes: l.passes - earlier.passes, passSum: l.passSum - earlier.passSum, waitSum: l.waitSum - earlier.waitSum, waits: l.waits - earlier.waits,
 		cpu: l.cpu - earlier.cpu, writes: l.writes - earlier.writes}
+}
+
+// passTime is the mean duration of a pass, in seconds (0 without passes).
+func (l operatorLoad) passTime() float64 {
+	if l.passes == 0 {
+		return 0
+	}
+	return l.passSum / l.passes
 }
 
 // queueWait is the mean wait in the work queue, in seconds (0 without waits).
