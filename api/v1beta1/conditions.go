@@ -17,7 +17,8 @@ const (
 	// for; False while claims are being expanded, or when their StorageClass cannot expand them.
 	ConditionVolumesResized = "VolumesResized"
 	// ConditionDataInconsistent is True when the members' key-value hashes at one revision differ: their
-	// data diverged. It is checked periodically while the cluster is healthy.
+	// data diverged. It is checked periodically while the cluster is healthy, and within about a minute
+	// of a member's etcd starting, joining or leaving.
 	ConditionDataInconsistent = "DataInconsistent"
 	// ConditionBackupFailing is True when scheduled backups keep failing: the newest scheduled backups
 	// all failed, or the newest successful backup is older than three schedule periods. Set only while

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
+	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testenv"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -133,31 +135,66 @@ func listed(t *testing.T, m *testenv.EtcdMember, id uint64) bool {
 	return false
 }
 
-// TestConsistencyDue: the hash comparison runs when it has not run, every interval, and within
-// restartedCheckInterval of the last one when a member's etcd started after it; never more often.
+// TestConsistencyDue: the hash comparison runs when it has not run since the operator started, every
+// interval, and, when the members changed since it last ran (a member's etcd started, a member joined
+// or left), no sooner than restartedCheckInterval after the last one; never more often.
 func TestConsistencyDue(t *testing.T) {
 	last := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	const interval = 10 * time.Minute
 	for _, tc := range []struct {
-		name      string
-		ran       bool
-		restarted time.Time
-		now       time.Time
-		want      time.Duration
+		name    string
+		ran     bool
+		changed bool
+		now     time.Time
+		want    time.Duration
 	}{
-		{"never ran", false, time.Time{}, last, 0},
-		{"within the interval, no restart", true, time.Time{}, last.Add(9 * time.Minute), -1},
-		{"the interval passed", true, time.Time{}, last.Add(interval), 0},
-		{"restarted before the last check", true, last.Add(-time.Second), last.Add(5 * time.Minute), -1},
-		{"restarted after the last check, a minute on", true, last.Add(10 * time.Second), last.Add(time.Minute), 0},
-		{"restarted after the last check, spaced", true, last.Add(10 * time.Second), last.Add(20 * time.Second), 40 * time.Second},
+		{"never ran", false, false, last, 0},
+		{"within the interval, no change", true, false, last.Add(9 * time.Minute), -1},
+		{"the interval passed", true, false, last.Add(interval), 0},
+		{"changed, a minute on", true, true, last.Add(time.Minute), 0},
+		{"changed, spaced", true, true, last.Add(20 * time.Second), 40 * time.Second},
+		{"changed, the interval passed", true, true, last.Add(interval), 0},
 	} {
-		if got := consistencyDue(last, tc.ran, interval, tc.restarted, tc.now); got != tc.want {
+		if got := consistencyDue(last, tc.ran, interval, tc.changed, tc.now); got != tc.want {
 			t.Errorf("%s: consistencyDue = %s, want %s", tc.name, got, tc.want)
 		}
 	}
 	c := &etcdv1beta1.EtcdCluster{Status: etcdv1beta1.EtcdClusterStatus{Conditions: []metav1.Condition{{Type: etcdv1beta1.ConditionDegraded, Status: metav1.ConditionFalse}}}}
 	if got := verdict.Requeue(c, &verdict.Report{CheckAfter: 40 * time.Second}, nil, time.Minute); got != 40*time.Second {
 		t.Errorf("a settled cluster with a comparison due in 40s is looked at again in %s, want 40s", got)
+	}
+}
+
+// TestRunningMembers: what a comparison covers changes when a member's etcd starts again (a new
+// container ID, whatever the nodes' clocks say) or a member joins or leaves, and not otherwise.
+func TestRunningMembers(t *testing.T) {
+	c := testutil.EtcdCluster("rm", testutil.WithReplicas(3))
+	pod := func(name, containerID string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: resources.MemberLabels(c, name)}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, ContainerID: containerID,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		return p
+	}
+	covered := func(pods []corev1.Pod, names ...string) string {
+		obs := &model.Etcd{ClusterID: 1, Status: map[uint64]etcd.EndpointStatus{}, Health: map[uint64]error{}}
+		for i, n := range names {
+			obs.Members = append(obs.Members, etcd.Member{ID: uint64(i + 1), Name: n, PeerURLs: []string{"https://" + n + ".rm.default.svc:2380"}})
+		}
+		return runningMembers(model.Build(model.Input{Cluster: c, Pods: pods, Etcd: obs}))
+	}
+	three := []corev1.Pod{pod("rm-0", "containerd://a"), pod("rm-1", "containerd://b"), pod("rm-2", "containerd://c")}
+	before := covered(three, "rm-0", "rm-1", "rm-2")
+	if want := "rm-0=containerd://a,rm-1=containerd://b,rm-2=containerd://c"; before != want {
+		t.Fatalf("runningMembers = %q, want %q", before, want)
+	}
+	if again := covered([]corev1.Pod{three[2], three[0], three[1]}, "rm-2", "rm-0", "rm-1"); again != before {
+		t.Errorf("the same members in another order: %q, want %q", again, before)
+	}
+	restarted := []corev1.Pod{three[0], pod("rm-1", "containerd://b2"), three[2]}
+	if got := covered(restarted, "rm-0", "rm-1", "rm-2"); got == before {
+		t.Errorf("rm-1's etcd started again (a new container ID): still %q", got)
+	}
+	if got := covered(three[:2], "rm-0", "rm-1"); got == before {
+		t.Errorf("rm-2 left: still %q", got)
 	}
 }

@@ -28,21 +28,22 @@ const DefaultConsistencyCheckInterval = 10 * time.Minute
 // is True, when that is more often than the interval.
 const inconsistentCheckInterval = time.Minute
 
-// restartedCheckInterval is how soon after the last comparison a member's restart brings the next
-// one forward (consistencyDue): at most once a minute, so that a rolling restart of a large store does
-// not hash it once per member.
+// restartedCheckInterval is how soon after the last comparison the members' starting, joining or
+// leaving brings the next one forward (consistencyDue): at most one such comparison a minute, however
+// many members restart (a rollout by the operator is compared once, when it ends: its steps come first).
 const restartedCheckInterval = time.Minute
 
 // hashKVTimeout bounds each member's HashKV, which reads its whole key-value store.
 const hashKVTimeout = 10 * time.Second
 
 // checkConsistency compares the key-value hashes of every voting member at one revision (the lowest
-// any of them has applied), at most once per ConsistencyCheckInterval (once a minute while the
-// members disagree), and again within about a minute of a member's restart, or of a member joining or
-// leaving (consistencyDue), only while the cluster is settled and healthy, and records the outcome in
-// the DataInconsistent condition. When they disagree and a strict majority shares one hash, the
-// members that differ from it (all running one etcd release) are recorded as diverged on their pods
-// (recordDiverged), which has them replaced at once.
+// any of them has applied), once per ConsistencyCheckInterval (once a minute while the members
+// disagree), and sooner when the members changed since the last comparison (consistencyDue): a
+// member's etcd started (restarted, or made again), or a member joined or left; only while the
+// cluster is settled and healthy. It records the outcome in the DataInconsistent condition. When they
+// disagree and a strict majority shares one hash, the members that differ from it (all running one
+// etcd release) are recorded as diverged on their pods (recordDiverged), which has them replaced at
+// once.
 func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	interval := r.ConsistencyCheckInterval
@@ -56,18 +57,12 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		// while the members disagree (a diverged member being replaced, say), look again soon
 		interval = min(interval, inconsistentCheckInterval)
 	}
-	now := time.Now()
+	now := s.m.Now
 	last, compared, ran := r.consistency.Last(string(c.UID))
-	members := listedNames(s.m)
-	restarted := time.Time{}
-	switch {
-	case !sameVersion(s.m): // during an upgrade, members on two releases are compared only every interval
-	case ran && compared != members:
-		restarted = now // a member joined or left since: compare the members there are now, as after a restart
-	default:
-		restarted = lastEtcdStart(s.m)
-	}
-	if wait := consistencyDue(last, ran, interval, restarted, now); wait != 0 {
+	members := runningMembers(s.m)
+	// during an upgrade (members on two releases) only the interval applies
+	changed := ran && members != compared && sameVersion(s.m)
+	if wait := consistencyDue(last, ran, interval, changed, now); wait != 0 {
 		if wait > 0 {
 			s.report.CheckAfter = wait
 		}
@@ -80,11 +75,13 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	hashes := observe.Hashes(ctx, s.etcdClient, rev, endpoints, hashKVTimeout)
 	v := verdict.CompareHashes(rev, hashes, len(endpoints))
 	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
-	// retried more often than the interval
-	r.consistency.Done(string(c.UID), now, members)
+	// retried more often than the interval; but the members it did not cover are compared again once
+	// restartedCheckInterval has passed
 	if !v.Conclusive {
+		r.consistency.Done(string(c.UID), now, compared)
 		return nil, nil
 	}
+	r.consistency.Done(string(c.UID), now, members)
 	if v.Consistent {
 		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
@@ -100,44 +97,35 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	return nil, r.recordDiverged(ctx, s, v.Diverged)
 }
 
-// consistencyDue says whether the members' hashes are to be compared at now: 0 when they are (the
-// comparison has not run since the operator started, ran false; or last ran interval or more before
-// now; or a member's etcd started after it last ran, restarted being the latest start, zero when
-// unknown, and that was restartedCheckInterval or more before now); how long until it is when only that
-// spacing holds a restart's comparison back; -1 when it is not due. A member that restarts comes back
-// on data that may have changed while it was down (a disk that returned other bytes, a file edited or
-// copied by hand) and serves it at once: it is compared within about a minute of its restart, rather
-// than at the next interval (10 minutes by default).
-func consistencyDue(last time.Time, ran bool, interval time.Duration, restarted, now time.Time) time.Duration {
+// consistencyDue says when the members' hashes are to be compared, at now: 0 when they are, -1 when
+// not, and how long until they are when only the spacing of restartedCheckInterval holds them back. They
+// are compared when the comparison has not run since the operator started (ran false) or last ran
+// interval or more before now; and when the members changed since it last ran (changed: a member's etcd
+// started, or a member joined or left) and it last ran restartedCheckInterval or more before now. A
+// member whose etcd starts comes back on data that may have changed while it was down (a disk that
+// returned other bytes, a file edited or copied by hand) and serves it at once: it is compared within
+// about a minute, rather than at the next interval (10 minutes by default).
+func consistencyDue(last time.Time, ran bool, interval time.Duration, changed bool, now time.Time) time.Duration {
 	switch {
 	case !ran || now.Sub(last) >= interval:
 		return 0
-	case restarted.After(last):
+	case changed:
 		return max(0, restartedCheckInterval-now.Sub(last))
 	}
 	return -1
 }
 
-// listedNames returns the names of the members etcd lists, sorted and joined by commas.
-func listedNames(m *model.Cluster) string {
-	names := make([]string, 0, len(m.Members))
+// runningMembers says which members etcd lists and which etcd container each runs: "name=container
+// ID" sorted and joined by commas (a member without a running container has an empty ID). It differs
+// from one pass to another when a member's etcd starts again (a new container ID), or a member joins or
+// leaves, whatever the clocks of the nodes say.
+func runningMembers(m *model.Cluster) string {
+	parts := make([]string, 0, len(m.Members))
 	for _, mem := range m.Listed() {
-		names = append(names, mem.Name)
+		parts = append(parts, mem.Name+"="+mem.EtcdContainerID())
 	}
-	slices.Sort(names)
-	return strings.Join(names, ",")
-}
-
-// lastEtcdStart returns when the etcd container that started last, of the members etcd lists, started
-// (the kubelet's report); zero when none runs.
-func lastEtcdStart(m *model.Cluster) time.Time {
-	var latest time.Time
-	for _, mem := range m.Listed() {
-		if t := mem.EtcdRunningSince(); t.After(latest) {
-			latest = t
-		}
-	}
-	return latest
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
 
 // sameVersion reports whether every member etcd lists reported the same server version.

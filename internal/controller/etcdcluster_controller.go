@@ -286,6 +286,7 @@ func (r *EtcdClusterReconciler) reconcileDelete(ctx context.Context, c *etcdv1be
 	r.Certs.Forget(c.Namespace, c.Name)
 	metrics.ForgetCluster(c.Namespace, c.Name)
 	r.terminating.forget(client.ObjectKeyFromObject(c))
+	r.consistency.Forget(string(c.UID))
 	return ctrl.Result{}, nil
 }
 

@@ -349,6 +349,16 @@ func (m *Member) EtcdRunningSince() time.Time {
 	return st.State.Running.StartedAt.Time
 }
 
+// EtcdContainerID returns the ID the kubelet reports for the member's etcd container (a new one at
+// every start of it, in its pod or a new pod), "" when it has none.
+func (m *Member) EtcdContainerID() string {
+	st := m.etcdStatus()
+	if st == nil {
+		return ""
+	}
+	return st.ContainerID
+}
+
 // EtcdReady reports whether the kubelet reports the etcd container of the member's pod ready: its
 // readiness probe passed (the pod's Ready condition also needs its readiness gate).
 func (m *Member) EtcdReady() bool {

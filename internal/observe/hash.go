@@ -35,9 +35,10 @@ func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[strin
 	return hashes
 }
 
-// Clock remembers when a check of each cluster (by UID) last ran, and what it covered, so that it runs
-// at most once per interval whatever the pass rate. Losing it (an operator restart) only makes the next
-// check come early. The zero Clock is ready; it is safe for concurrent use.
+// Clock remembers when a check of each cluster (by UID) last ran, and what it covered, so that the
+// caller can space checks whatever the pass rate, and run one again when what it would cover changed.
+// Losing it (an operator restart) only makes the next check come early. The zero Clock is ready; it is
+// safe for concurrent use.
 type Clock struct {
 	mu   sync.Mutex
 	last map[string]check
@@ -67,4 +68,11 @@ func (c *Clock) Done(uid string, now time.Time, covered string) {
 		c.last = map[string]check{}
 	}
 	c.last[uid] = check{at: now, covered: covered}
+}
+
+// Forget drops what the Clock holds of uid (a cluster deleted).
+func (c *Clock) Forget(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.last, uid)
 }

@@ -151,12 +151,21 @@ func (h Health) joinPending() bool {
 		h.HealthyVoters+int32(len(h.InRaft)+len(h.Joining)) >= h.Quorum
 }
 
+// allHealthy says that the n members are healthy voters: "All 3 members are healthy voters", "The
+// only member is a healthy voter".
+func allHealthy(n int32) string {
+	if n == 1 {
+		return "The only member is a healthy voter"
+	}
+	return fmt.Sprintf("All %d members are healthy voters", n)
+}
+
 // setDegraded sets the Degraded condition: fewer healthy voters than desired, or another number of
 // voters; it returns whether the cluster is degraded. hash is the current spec's
 // (resources.Options.SpecHash), for the members a rolling update restarts.
 func setDegraded(s *scope, h Health, hash string) bool {
 	degraded := h.HealthyVoters < h.Desired || h.Voters != h.Desired
-	reason, msg := etcdv1beta1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members are healthy voters", h.Desired)
+	reason, msg := etcdv1beta1.ReasonAllMembersHealthy, allHealthy(h.Desired)
 	if degraded {
 		reason, msg = etcdv1beta1.ReasonMembersUnhealthy, unhealthySummary(&s.cluster.Spec, s.cluster.Status.Members, h.Desired, h.Available || h.NoSpace || len(h.Corrupt) > 0, memberNotes(s.m, hash))
 		if failed := RestoreFailures(s.m); len(failed) > 0 {
@@ -165,7 +174,7 @@ func setDegraded(s *scope, h Health, hash string) bool {
 	}
 	if doomed := claimsDeleted(s.m); len(doomed) > 0 {
 		if !degraded {
-			msg = fmt.Sprintf("All %d members are healthy voters, but", h.Desired)
+			msg = allHealthy(h.Desired) + ", but"
 		} else {
 			msg += "; and"
 		}

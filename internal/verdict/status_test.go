@@ -585,7 +585,7 @@ func TestDegradedSaysClaimDeleted(t *testing.T) {
 			in.Cluster.Spec.Replicas = ptr.To[int32](1)
 			in.Etcd.Members = in.Etcd.Members[1:2] // s-1
 			in.Pods, in.Claims = in.Pods[1:2], in.Claims[1:2]
-		}, []string{"All 1 members are healthy voters, but " + doomed + "s-1 is the only member, so it is not replaced (its data has no other copy)"}},
+		}, []string{"The only member is a healthy voter, but " + doomed + "s-1 is the only member, so it is not replaced (its data has no other copy)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := observed("abc", true, tc.healthy, 1, 0, claims, tc.tweak)

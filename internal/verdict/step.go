@@ -80,8 +80,9 @@ type Report struct {
 	NoTLS bool
 	// Auth is what the pass found of etcd authentication (status.auth); nil without spec.auth.
 	Auth *AuthObservation
-	// CheckAfter is how soon a hash comparison that a member's restart brought forward is due (it
-	// waits for the minimum spacing after the last one); zero when none waits.
+	// CheckAfter is how soon a hash comparison that the members' change brought forward (a member's
+	// etcd started, a member joined or left) is due: it waits for the minimum spacing after the last
+	// one. Zero when none waits.
 	CheckAfter time.Duration
 }
 

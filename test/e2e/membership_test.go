@@ -188,13 +188,17 @@ func TestScaling_1_3_5_3_1(t *testing.T) {
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	watch := watchMembers(c)
 	for i, n := range []int32{3, 5, 3, 1} {
+		var compared string // before 5 -> 3: the last comparison the status reports
+		if i == 2 {
+			compared = consistencyMessage(t, c)
+		}
 		start := time.Now()
 		scale(t, c, n)
 		assertAvailable(t, c, scaleTimeout)
 		t.Logf("scaled to %d in %s", n, time.Since(start).Round(100*time.Millisecond))
 		assertMembers(t, c, int(n), id)
 		if i == 2 { // 5 -> 3: two members left
-			consistencyCovers(t, c, 3)
+			consistencyCovers(t, c, 3, compared, start)
 		}
 	}
 	if n := watch.finish(); n > 1 {
@@ -210,25 +214,38 @@ func TestScaling_1_3_5_3_1(t *testing.T) {
 	}
 }
 
-// consistencyCovers waits until the DataInconsistent condition reports a comparison of n members: the
-// comparison runs again within about a minute of a member joining or leaving, not at the next interval
-// (10 minutes).
-func consistencyCovers(t *testing.T, c *etcdv1beta1.EtcdCluster, n int) {
+// consistencyMessage returns the message of c's DataInconsistent condition ("" without one).
+func consistencyMessage(t *testing.T, c *etcdv1beta1.EtcdCluster) string {
 	t.Helper()
-	start := time.Now()
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDataInconsistent); d != nil {
+		return d.Message
+	}
+	return ""
+}
+
+// consistencyCovers waits until the DataInconsistent condition reports a comparison of n members other
+// than the one it reported before (before; the writer moves the revision on, so that a new comparison
+// says another revision): the comparison runs again within about a minute of a member joining or
+// leaving, not at the next interval (10 minutes). since is when the members changed.
+func consistencyCovers(t *testing.T, c *etcdv1beta1.EtcdCluster, n int, before string, since time.Time) {
+	t.Helper()
 	want := fmt.Sprintf("all %d members hashed to", n)
-	poll.Eventually(t, 90*time.Second, "DataInconsistent: "+want, func(ctx context.Context) error {
+	poll.Eventually(t, 90*time.Second, "DataInconsistent: a new comparison, "+want, func(ctx context.Context) error {
 		got, err := getCluster(ctx, c)
 		if err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDataInconsistent)
-		if d == nil || d.Status != metav1.ConditionFalse || !strings.Contains(d.Message, want) {
-			return fmt.Errorf("DataInconsistent %+v", d)
+		if d == nil || d.Status != metav1.ConditionFalse || !strings.Contains(d.Message, want) || d.Message == before {
+			return fmt.Errorf("DataInconsistent %+v (before the change: %q)", d, before)
 		}
 		return nil
 	})
-	t.Logf("DataInconsistent reports a comparison of the %d members %s after the scale", n, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("the members changed -> DataInconsistent reports a new comparison of %d members in %s", n, time.Since(since).Round(100*time.Millisecond))
 }
 
 // TestC02_MemberPodAndClaimDeleted: a member loses its pod and its data; the operator removes its

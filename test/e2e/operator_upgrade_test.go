@@ -363,7 +363,8 @@ func (s clusterState) settled() error {
 // steadyStatus returns status without what moves while neither the cluster nor its spec changes:
 // what the operator last read from etcd (the revision, the database sizes, who leads: etcd may elect
 // another leader by itself on a loaded machine, and the message of DataInconsistent, which names the
-// revision and hash of the last consistency check: each operator process checks once when it starts)
+// revision and hash of the last consistency check: each operator process checks once when it starts,
+// and again after a member's etcd starts)
 // and the scheduled backups' bookkeeping (the last backup, the last schedule time, and BackupFailing
 // while no backup has succeeded yet).
 func steadyStatus(status map[string]any) map[string]any {

@@ -136,13 +136,16 @@ func (w *writer) switchTo(t testing.TB, endpoint string) {
 // firstWriteTimeout bounds how long a new client Service may take to carry its first write.
 const firstWriteTimeout = 30 * time.Second
 
-// failuresSince returns when each failed write returned, in seconds after start ("+12.3s").
+// failuresSince returns when each write that failed after start returned, in seconds after start
+// ("+12.3s").
 func (w *writer) failuresSince(start time.Time) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, 0, len(w.failedAt))
 	for _, at := range w.failedAt {
-		out = append(out, fmt.Sprintf("%+.1fs", at.Sub(start).Seconds()))
+		if !at.Before(start) {
+			out = append(out, fmt.Sprintf("%+.1fs", at.Sub(start).Seconds()))
+		}
 	}
 	return out
 }
