@@ -74,14 +74,12 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	}
 	hashes := observe.Hashes(ctx, s.etcdClient, rev, endpoints, hashKVTimeout)
 	v := verdict.CompareHashes(rev, hashes, len(endpoints))
-	// an inconclusive comparison counts as a check too: hashing a large store on every member is not
-	// retried more often than the interval; but the members it did not cover are compared again once
-	// restartedCheckInterval has passed
+	// an inconclusive comparison counts as a check of these members too: a store too large for every
+	// member to hash within hashKVTimeout is not hashed again more often than the interval
+	r.consistency.Done(string(c.UID), now, members)
 	if !v.Conclusive {
-		r.consistency.Done(string(c.UID), now, compared)
 		return nil, nil
 	}
-	r.consistency.Done(string(c.UID), now, members)
 	if v.Consistent {
 		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
