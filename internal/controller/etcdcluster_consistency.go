@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -72,14 +73,13 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	if rev == 0 {
 		return nil, nil // not settled: check later
 	}
-	hashes := observe.Hashes(ctx, s.etcdClient, rev, endpoints, hashKVTimeout)
+	hashes, timedOut := observe.Hashes(ctx, s.etcdClient, rev, endpoints, hashKVTimeout)
 	v := verdict.CompareHashes(rev, hashes, len(endpoints))
-	// an inconclusive comparison counts as a check of these members too: a store too large for every
-	// member to hash within hashKVTimeout is not hashed again more often than the interval
-	r.consistency.Done(string(c.UID), now, members)
 	if !v.Conclusive {
+		r.inconclusive(ctx, s, now, members, timedOut, v.Message)
 		return nil, nil
 	}
+	r.consistency.Done(string(c.UID), now, members)
 	if v.Consistent {
 		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
@@ -93,6 +93,21 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		r.event(c, corev1.EventTypeWarning, etcdv1beta1.ReasonHashMismatch, "CheckConsistency", "%s", msg)
 	}
 	return nil, r.recordDiverged(ctx, s, v.Diverged)
+}
+
+// inconclusive records a comparison that could not conclude (why: a member did not answer, or a
+// compaction came between the members' hashes), at now, and logs it. One that ran out of time
+// (timedOut: a store too large to hash within hashKVTimeout) counts as a comparison of members, the
+// members running now: it is tried again at the interval, not every minute. Any other is recorded as
+// covering no member, so that the members count as changed and it is tried again after
+// restartedCheckInterval.
+func (r *EtcdClusterReconciler) inconclusive(ctx context.Context, s *scope, now time.Time, members string, timedOut bool, why string) {
+	covered, next := "", "in about "+restartedCheckInterval.String()
+	if timedOut {
+		covered, next = members, "at the next interval (a member took longer than "+hashKVTimeout.String()+" to hash its store)"
+	}
+	r.consistency.Done(string(s.cluster.UID), now, covered)
+	log.FromContext(ctx).Info("The members' hashes could not be compared; trying again "+next, "why", why)
 }
 
 // consistencyDue says when the members' hashes are to be compared, at now: 0 when they are, -1 when

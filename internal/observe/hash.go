@@ -12,9 +12,10 @@ import (
 
 // Hashes asks every member of endpoints (client URLs by member name), in parallel, for its key-value
 // hash at revision rev, each call bounded by timeout, and returns the hashes of those that answered, by
-// member name. A member that did not answer is logged at V(1) and left out.
-func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[string]string, timeout time.Duration) map[string]etcd.KVHash {
-	hashes := map[string]etcd.KVHash{}
+// member name, and whether a call ran out of time (timedOut: a store too large to hash within timeout,
+// or a member that hangs). A member that did not answer is logged at V(1) and left out.
+func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[string]string, timeout time.Duration) (hashes map[string]etcd.KVHash, timedOut bool) {
+	hashes = map[string]etcd.KVHash{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, ep := range endpoints {
@@ -24,6 +25,11 @@ func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[strin
 			h, err := cli.HashKV(hctx, ep, rev)
 			if err != nil {
 				logr.FromContextOrDiscard(ctx).V(1).Info("HashKV failed; the consistency check is retried", "member", name, "error", err.Error())
+				if hctx.Err() != nil && ctx.Err() == nil {
+					mu.Lock()
+					timedOut = true
+					mu.Unlock()
+				}
 				return
 			}
 			mu.Lock()
@@ -32,7 +38,7 @@ func Hashes(ctx context.Context, cli etcd.Client, rev int64, endpoints map[strin
 		})
 	}
 	wg.Wait()
-	return hashes
+	return hashes, timedOut
 }
 
 // Clock remembers when a check of each cluster (by UID) last ran, and what it covered, so that the
