@@ -60,9 +60,9 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 	}
 	now := s.m.Now
 	last, compared, ran := r.consistency.Last(string(c.UID))
-	members := runningMembers(s.m)
+	members, same := runningMembers(s.m), sameVersion(s.m)
 	// during an upgrade (members on two releases) only the interval applies
-	changed := ran && members != compared && sameVersion(s.m)
+	changed := ran && members != compared && same
 	if wait := consistencyDue(last, ran, interval, changed, now); wait != 0 {
 		if wait > 0 {
 			s.report.CheckAfter = wait
@@ -84,7 +84,7 @@ func (r *EtcdClusterReconciler) checkConsistency(ctx context.Context, s *scope) 
 		s.report.Consistency = &verdict.Progress{Reason: etcdv1beta1.ReasonHashesMatch, Message: v.Message}
 		return nil, nil
 	}
-	if !sameVersion(s.m) {
+	if !same {
 		v.Diverged = nil // hashes of two etcd releases: not grounds to replace a member
 	}
 	msg := verdict.MismatchMessage(c, v)
