@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -100,4 +101,13 @@ func IsElecting(err error) bool {
 	}
 	// etcdserver.ErrProposalDropped reaches clients as a gRPC status of code Unknown with its message
 	return strings.Contains(err.Error(), "raft proposal dropped")
+}
+
+// IsUnanswered reports whether err says that a request got no answer within its deadline: the
+// client's own deadline passed (context.DeadlineExceeded), or the member gave up first and answered
+// "etcdserver: request timed out" (rpctypes.ErrGRPCTimeout; etcd bounds a request's raft proposal by
+// the deadline the client sent with it, so a proposal forwarded to a leader that stepped down meanwhile
+// and was dropped ends either way, whichever side notices first).
+func IsUnanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || isRPCError(err, rpctypes.ErrGRPCTimeout)
 }

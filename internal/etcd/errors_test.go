@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestIsRPCError(t *testing.T) {
@@ -72,6 +74,27 @@ func TestIsElecting(t *testing.T) {
 	} {
 		if got := IsElecting(tc.err); got != tc.want {
 			t.Errorf("IsElecting(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestIsUnanswered: a request that ran out of time, on the client's side or the member's, is
+// unanswered; an answer that names another cause is not.
+func TestIsUnanswered(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("health: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("list alarms: %w", rpctypes.Error(rpctypes.ErrGRPCTimeout)), true},
+		{status.Error(codes.Unavailable, rpctypes.ErrorDesc(rpctypes.ErrGRPCTimeout)), true},
+		{rpctypes.Error(rpctypes.ErrGRPCTimeoutDueToConnectionLost), false},
+		{rpctypes.Error(rpctypes.ErrGRPCNoLeader), false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := IsUnanswered(tc.err); got != tc.want {
+			t.Errorf("IsUnanswered(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -230,10 +229,10 @@ const healthRetryEvery = 50 * time.Millisecond
 // health runs the health check of the voter at ep (etcd.Client.Health), all attempts within timeout.
 // With retry (a member the status last recorded healthy), a member that answers that an election or
 // handover is under way is asked again for up to leaderSettle; so is one whose first attempt, bounded
-// by two thirds of timeout, got no answer at all (a request forwarded to a leader that stepped down
-// meanwhile is dropped unanswered). Without it, one attempt: a member that never served is not asked
-// again, or passes would wait on every starting member (with many clusters starting at once, the
-// workers are what every cluster waits for).
+// by two thirds of timeout, got no answer in time (etcd.IsUnanswered: a request forwarded to a leader
+// that stepped down meanwhile is dropped unanswered). Without it, one attempt: a member that never
+// served is not asked again, or passes would wait on every starting member (with many clusters
+// starting at once, the workers are what every cluster waits for).
 func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Duration, retry bool) error {
 	deadline := time.Now().Add(timeout)
 	var settle time.Time // when asking again stops; zero until an attempt failed
@@ -244,7 +243,7 @@ func health(ctx context.Context, cli etcd.Client, ep string, timeout time.Durati
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, within)
 		err := cli.Health(attemptCtx, ep)
-		unanswered := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		unanswered := etcd.IsUnanswered(err) && ctx.Err() == nil
 		cancel()
 		if err == nil || !retry || !etcd.IsElecting(err) && !unanswered {
 			return err
