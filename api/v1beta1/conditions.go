@@ -71,6 +71,11 @@ const (
 	ReasonRollingUpdate     = "RollingUpdate"
 	ReasonMovingLeader      = "MovingLeader"
 	ReasonRolloutPaused     = "RolloutPaused"
+	// ReasonRolloutFailed: a rolling update restarted a member onto the current spec, the member did not
+	// serve on it for spec.recovery.replaceUnhealthyMemberAfter while no other member served on it, and
+	// the operator recreated the member's pod as it last served (AnnotationRolledBackFrom): the rollout
+	// restarts no member onto this spec (Progressing False) until the spec changes.
+	ReasonRolloutFailed = "RolloutFailed"
 	// ReasonDefragmenting: a member was defragmented (spec.maintenance.defragmentation).
 	ReasonDefragmenting = "Defragmenting"
 	// ReasonPaused: spec.paused is true, so the operator changes nothing (Progressing False).
@@ -192,6 +197,21 @@ const (
 	// hash, while no other member serves on one, went down on a spec no member has run, and is not
 	// replaced (a new member would be made from the same spec).
 	AnnotationRolledOnto = "etcd.etcdkit.dev/rolled-onto"
+	// AnnotationServedPod on a member's claim is the pod (JSON: name, labels, annotations, owner and
+	// spec) the member served on when a rolling update restarted it onto the spec of AnnotationRolledOnto;
+	// written and removed with it. If the member does not serve on that spec for
+	// spec.recovery.replaceUnhealthyMemberAfter while no other member serves on it, its pod is recreated
+	// from this record, on its data: it is rolled back.
+	AnnotationServedPod = "etcd.etcdkit.dev/served-pod"
+	// AnnotationRolledBackFrom on a member's claim is the spec hash (AnnotationSpecHash) its pod was
+	// rolled back from (see AnnotationServedPod). While the current spec has that hash, the member's pod
+	// is made from AnnotationServedPod and the rolling update restarts no member (Progressing says
+	// ReasonRolloutFailed); once the spec changes, the record goes. Remove it to have the rollout try the
+	// same spec again.
+	AnnotationRolledBackFrom = "etcd.etcdkit.dev/rolled-back-from"
+	// AnnotationRollbackReason on a member's claim says, with AnnotationRolledBackFrom, why the member was
+	// rolled back: what kept it from serving on the spec (its status problem at the time).
+	AnnotationRollbackReason = "etcd.etcdkit.dev/rollback-reason"
 	// AnnotationDataDiverged on a member's pod says that the operator's comparison of the members'
 	// key-value hashes found the member's hash to differ from the one a strict majority of the members
 	// agree on, at one revision (its value says which): its data diverged, and it is replaced at once

@@ -31,19 +31,25 @@ func (r *EtcdClusterReconciler) createPod(ctx context.Context, s *scope, m resou
 		}
 		m.Restore = plan
 	}
-	pod := r.memberPod(s, m)
+	return r.createMemberPod(ctx, s, r.memberPod(s, m))
+}
+
+// createMemberPod creates pod, the pod of a member of the cluster s looks at: a Blocked step when a pod
+// of its name exists that is not a member's, or the API server refuses it (saying why and what to do),
+// nil when it is created; other errors are returned.
+func (r *EtcdClusterReconciler) createMemberPod(ctx context.Context, s *scope, pod *corev1.Pod) (*verdict.Step, error) {
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		// a pod of that name that this pass did not see as a member (its labels were changed, or it is
 		// not ours): never replace it blindly, and do not retry in a loop
 		return verdict.Blocked(etcdv1beta1.ReasonForeignObject, fmt.Sprintf(
-			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", m.Name, etcdv1beta1.LabelCluster, s.cluster.Name)), nil
+			"Pod %s exists but is not labelled as a member of this cluster (%s=%s): restore its labels or delete it", pod.Name, etcdv1beta1.LabelCluster, s.cluster.Name)), nil
 	} else if check, _ := kube.PodCheckOf(err); !check.Accepted() {
 		// a LimitRange or policy added since the spec was admitted, a quota full, a service account
 		// deleted: a Blocked step that quotes the API server, looked at again soon, where an error
 		// would only retry with backoff under ReconcileError
-		return podRefused(m.Name, "", check), nil
+		return podRefused(pod.Name, "", check), nil
 	} else if err != nil {
-		return nil, fmt.Errorf("create pod %s: %w", m.Name, err)
+		return nil, fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
 	s.m.Created(pod)
 	return nil, nil
@@ -62,17 +68,18 @@ func (r *EtcdClusterReconciler) memberPod(s *scope, m resources.Member) *corev1.
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
 // them under Retain (for existing claims too), records on a started member's claim its member and
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
-// record of a rollout's restart from the claim of a member that has served since on the spec it was
-// restarted onto (verdict.ServedOnRolledSpec).
+// records of a rollout's restart and rollback from a member's claim once they have served their
+// purpose (verdict.ClaimRecordsToDrop).
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
+	hash := r.Options.SpecHash(c)
 	for _, m := range s.m.Claims() {
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)
 		identity := verdict.ClaimIdentity(s.m, m)
-		served := verdict.ServedOnRolledSpec(m)
-		if (owned != retain && identity == nil && !served) || pvc.DeletionTimestamp != nil {
+		drop := verdict.ClaimRecordsToDrop(m, hash)
+		if (owned != retain && identity == nil && len(drop) == 0) || pvc.DeletionTimestamp != nil {
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())
@@ -83,8 +90,8 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 			pvc.OwnerReferences = []metav1.OwnerReference{resources.OwnerReference(c)}
 		}
 		pvc.Annotations = resources.Merged(pvc.Annotations, identity)
-		if served {
-			delete(pvc.Annotations, etcdv1beta1.AnnotationRolledOnto)
+		for _, k := range drop {
+			delete(pvc.Annotations, k)
 		}
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("update the owner and identity of persistentvolumeclaim %s: %w", pvc.Name, err)

@@ -7,9 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/model"
+	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -18,49 +22,132 @@ import (
 // data with its own ID. This needs no quorum. A failed pod, and once the pod of a member that has been
 // down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate);
 // a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
+// A member whose rollback is due (verdict.RollbackDue) is recorded as rolled back (recordRollback), and
+// its pod, once gone, is recreated from the record of the pod it last served on (servedPod).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
-	c := s.cluster
 	if !s.m.Formed() {
 		return nil, nil
 	}
-	var recreated, rolled, waiting []string
-	hash := r.Options.SpecHash(c)
+	var recreated, rolled, rolledBack, waiting []string
+	hash := r.Options.SpecHash(s.cluster)
 	for _, m := range s.m.Registered() {
-		name, pod := m.Name, m.Pod
 		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
-			if err := r.recordRolledOnto(ctx, s.m, m, hash); err != nil {
+			if err := r.deleteToRecreate(ctx, s, m, hash, reason, why); err != nil {
 				return nil, err
 			}
-			// only the pod this pass looked at goes: a newer one is left to show how it does
-			err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return nil, fmt.Errorf("delete pod %s (%s): %w", name, why, err)
-			}
-			r.eventAbout(c, memberRef(c, name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", name, why)
-			waiting = append(waiting, name)
+			waiting = append(waiting, m.Name)
 			continue
 		}
-		if pod != nil {
-			continue
+		if m.Pod != nil || !m.HasClaim() {
+			continue // a claim gone means the data is gone: the planner replaces the member
 		}
-		if !m.HasClaim() {
-			continue // the data is gone: the planner replaces the member
-		}
-		create := func() (*verdict.Step, error) { return r.createPod(ctx, s, m.StartedAs()) }
-		if m.Learner() {
-			create = func() (*verdict.Step, error) { return r.createJoiningMember(ctx, s, name, s.m.Etcd.Members) }
-		}
-		if st, err := create(); err != nil || st != nil {
+		served := servedPod(s.cluster, m, hash)
+		if st, err := r.recreatePod(ctx, s, m, served); err != nil || st != nil {
 			return st, err
 		}
-		r.eventAbout(c, memberRef(c, name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", name, m.Claim.Name)
-		if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash {
-			rolled = append(rolled, name) // restarted by the rollout, onto this spec
-		} else {
-			recreated = append(recreated, name)
+		switch {
+		case served != nil:
+			rolledBack = append(rolledBack, m.Name)
+		case m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash:
+			rolled = append(rolled, m.Name) // restarted by the rollout, onto this spec
+		default:
+			recreated = append(recreated, m.Name)
 		}
 	}
+	if len(rolledBack) > 0 {
+		pods, their, them := podsOf(rolledBack)
+		return verdict.Acting(etcdv1beta1.ReasonRolloutFailed,
+			fmt.Sprintf("Rolled back %s: recreated on %s data as %s last served, since the current spec did not run; waiting for %s to serve", pods, their, them, them)), nil
+	}
 	return recreatedStep(recreated, rolled, waiting), nil
+}
+
+// deleteToRecreate deletes the pod of m, a member of the cluster s looks at, for verdict.PodToRecreate's
+// reason and why, after recording on its claim what its next pod is made from: the rollout's record
+// onto the current spec (of hash; recordRolledOnto), or, for a rollback (reason RolloutFailed), the
+// rollback (recordRollback). Only the pod the pass looked at goes (a newer one is left to show how it
+// does).
+func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, m *model.Member, hash, reason, why string) error {
+	c, pod := s.cluster, m.Pod
+	record := func() error { return r.recordRolledOnto(ctx, s.m, m, hash) }
+	if reason == etcdv1beta1.ReasonRolloutFailed {
+		record = func() error { return r.recordRollback(ctx, m, hash, why) }
+	}
+	if err := record(); err != nil {
+		return err
+	}
+	err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s (%s): %w", m.Name, why, err)
+	}
+	if reason == etcdv1beta1.ReasonRolloutFailed {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Rolling back member %s to the pod it last served on (%s): deleted its pod to recreate it that way on its data; the rolling update stops", m.Name, why)
+	} else {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", m.Name, why)
+	}
+	return nil
+}
+
+// recreatePod creates the pod of m, a registered member with a claim and no pod: served when it is
+// rolled back (servedPod), else a learner's joining pod, else a pod of the current spec with the flags
+// its claim recorded; with an event. It returns createPod's step when the pod is not created.
+func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *model.Member, served *corev1.Pod) (*verdict.Step, error) {
+	c := s.cluster
+	var st *verdict.Step
+	var err error
+	switch {
+	case served != nil:
+		st, err = r.createMemberPod(ctx, s, served)
+	case m.Learner():
+		st, err = r.createJoiningMember(ctx, s, m.Name, s.m.Etcd.Members)
+	default:
+		st, err = r.createPod(ctx, s, m.StartedAs())
+	}
+	if err != nil || st != nil {
+		return st, err
+	}
+	if served != nil {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s), rolled back from the current spec", m.Name, m.Claim.Name, served.Annotations[etcdv1beta1.AnnotationSpecHash])
+	} else {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
+	}
+	return nil, nil
+}
+
+// servedPod returns the pod to recreate for m, a member of c with a claim and no pod, when its pod was
+// rolled back from the current spec (of hash): the one its claim records it served on
+// (verdict.RollbackDue); nil when it was not, or the record does not decode (the member gets a pod of
+// the current spec, and the error is logged).
+func servedPod(c *etcdv1beta1.EtcdCluster, m *model.Member, hash string) *corev1.Pod {
+	if m.RolledBackFrom() != hash || m.ServedPodRecord() == "" {
+		return nil
+	}
+	p, err := resources.PodFromServedRecord(c, m.Name, m.ServedPodRecord())
+	if err != nil {
+		log.Log.Error(err, "Member pod rolled back from the current spec, but the record of the pod it served on is unusable: recreating it with the current spec", "etcdcluster", klog.KObj(c), "member", m.Name)
+		return nil
+	}
+	return p
+}
+
+// recordRollback records on m's claim, before its pod is deleted to roll it back (verdict.RollbackDue,
+// why), that it is rolled back from the spec of hash (etcdv1beta1.AnnotationRolledBackFrom, with why as
+// AnnotationRollbackReason), and removes the record of the rollout's restart onto it
+// (AnnotationRolledOnto): its next pod is made from the claim's AnnotationServedPod, and the rollout
+// restarts no member onto that spec.
+func (r *EtcdClusterReconciler) recordRollback(ctx context.Context, m *model.Member, hash, why string) error {
+	if m.RolledBackFrom() == hash {
+		return nil // recorded in an earlier pass, whose deletion of the pod failed
+	}
+	patch := client.MergeFrom(m.Claim.DeepCopy())
+	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{
+		etcdv1beta1.AnnotationRolledBackFrom: hash, etcdv1beta1.AnnotationRollbackReason: why,
+	})
+	delete(m.Claim.Annotations, etcdv1beta1.AnnotationRolledOnto)
+	if err := r.Patch(ctx, m.Claim, patch); err != nil {
+		return fmt.Errorf("record on persistentvolumeclaim %s that member %s is rolled back: %w", m.Claim.Name, m.Name, err)
+	}
+	return nil
 }
 
 // recreatedStep is recreateMembers' step: the members whose pods it recreated (a repair), those it

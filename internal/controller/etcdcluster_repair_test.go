@@ -169,15 +169,16 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	})
 }
 
-// TestRolloutOntoUntriedSpecNotReplaced: a rolling update restarts a member that served onto a new spec
-// (its claim records that), and the member does not come back (it crash-loops, as on an etcd flag
-// value it refuses or a memory limit it cannot start within). No other member serves on that spec, so
-// the member is not replaced when the replacement policy ends (a new member would be made from the same
-// spec): it keeps its member ID and claim, the rollout goes no further, and Degraded says what to do.
-// A second change before it ever served recreates its pod with it, and it is still not replaced.
-// Undoing the change recreates its pod with the spec it ran on, on its claim.
-func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
-	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
+// TestRolloutOntoUntriedSpecRolledBack: a rolling update restarts a member that served onto a new spec
+// (its claim records that, and the pod it served on), and the member does not come back (it
+// crash-loops, as on an etcd flag value it refuses or a memory limit it cannot start within). No other
+// member serves on that spec, so the member is not replaced when the replacement policy ends (a new
+// member would be made from the same spec): its pod is rolled back, recreated on its claim from the
+// record of the pod it served on, keeping its member ID, and the rollout restarts no other member:
+// Progressing says RolloutFailed and what to do, with a Warning event. A change of the spec starts the
+// rollout again, and the record of the rollback goes.
+func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
+	c, members, names, hosts := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
 	const policy = 20 * time.Second
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
@@ -209,40 +210,24 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	// The fault: the restarted member's etcd does not come back on the new spec.
 	members[first].Stop()
 	markCrashLoop(t, c, name)
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := getClaim(t, c, name)
 	if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != newHash {
 		t.Errorf("claim of %s records %s=%q, want the new spec's hash %q", name, etcdv1beta1.AnnotationRolledOnto, got, newHash)
 	}
-	testutil.Eventually(t, waitTimeout, "Degraded says "+name+" is not replaced and what to do", func(context.Context) error {
+	if served, err := resources.PodFromServedRecord(c, name, pvc.Annotations[etcdv1beta1.AnnotationServedPod]); err != nil {
+		t.Errorf("claim of %s: the record of the pod it served on: %v", name, err)
+	} else if got := served.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+		t.Errorf("claim of %s records a pod of spec hash %q, want the one it served on, %q", name, got, oldHash)
+	}
+	testutil.Eventually(t, waitTimeout, "Degraded says when "+name+" is rolled back", func(context.Context) error {
 		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
-		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "a rolling update restarted it onto a spec no member has run") || strings.Contains(d.Message, "replaced at") {
+		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "it is rolled back at") || strings.Contains(d.Message, "replaced at") {
 			return fmt.Errorf("degraded %+v", d)
 		}
 		return nil
 	})
-	// Past the end of the policy (counted from the restart): still the same member on the same claim,
-	// and no other member restarted. The pod that half of the policy recreates crash-loops too.
-	kept := func(ctx context.Context) error {
-		if p, err := getPod(c, name); err == nil && len(p.Status.ContainerStatuses) == 0 {
-			markCrashLoop(t, c, name)
-		}
-		listed := map[string]uint64{}
-		for _, m := range memberList(t, members[(first+1)%3].ClientURL()) {
-			listed[m.Name] = m.ID
-		}
-		if listed[name] != ids[name] || len(listed) != 3 {
-			return fmt.Errorf("members %v, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
-			return err
-		}
-		if pvc.UID != claims[name] || pvc.DeletionTimestamp != nil {
-			return fmt.Errorf("the claim of %s was replaced or is being deleted", name)
-		}
+	// others reports whether a member other than name was restarted
+	others := func() error {
 		for i, n := range names {
 			if i == first {
 				continue
@@ -255,23 +240,92 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 		}
 		return nil
 	}
-	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", kept)
 
-	// A second change before the member ever served (a limit raised, but not enough) recreates its pod
-	// with it at once; the member, down on that spec too, is still not replaced: the record follows it.
+	// Once down for the policy (counted from the restart), the member is rolled back: its pod is
+	// recreated as it served, on its claim, with its member ID. The pod that half of the policy
+	// recreates with the new spec crash-loops too.
+	testutil.Eventually(t, policy+waitTimeout, name+" rolled back to the pod it served on", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		got := p.Annotations[etcdv1beta1.AnnotationSpecHash]
+		if got == newHash && len(p.Status.ContainerStatuses) == 0 {
+			markCrashLoop(t, c, name)
+		}
+		if got != oldHash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
+		}
+		return nil
+	})
+	pvc = getClaim(t, c, name)
+	if pvc.UID != claims[name] || pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != newHash || pvc.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
+		!strings.Contains(pvc.Annotations[etcdv1beta1.AnnotationRollbackReason], "CrashLoopBackOff") {
+		t.Errorf("claim of %s (UID %s, was %s) has annotations %v: want %s=%s, a reason naming the crash loop, and no %s", name, pvc.UID, claims[name],
+			pvc.Annotations, etcdv1beta1.AnnotationRolledBackFrom, newHash, etcdv1beta1.AnnotationRolledOnto)
+	}
+	waitWarning(t, c, etcdv1beta1.ReasonRolloutFailed, "Rolling back member "+name)
+	// the member comes back on the pod it served on
+	members[first].Restart(t)
+	runPods(t, c, map[string]string{name: hosts[first]})
+	testutil.Eventually(t, waitTimeout, "3 healthy members, Progressing RolloutFailed", func(context.Context) error {
+		got := getCluster(t, c)
+		p := condition(got, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed || !strings.Contains(p.Message, name+" was rolled back") || !strings.Contains(p.Message, etcdv1beta1.AnnotationRolledBackFrom) {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		healthy := 0
+		for _, m := range got.Status.Members {
+			if m.Healthy {
+				healthy++
+			}
+		}
+		if healthy != 3 {
+			return fmt.Errorf("%d healthy members: %+v", healthy, got.Status.Members)
+		}
+		return nil
+	})
+	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {
+		t.Errorf("members %+v after the rollback, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+	}
+	// the rollout does not try the spec again
+	testutil.Consistently(t, 5*time.Second, "no member restarted onto the spec that did not run", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			return fmt.Errorf("pod %s restarted again, onto spec hash %q", name, got)
+		}
+		return others()
+	})
+
+	// A change of the spec starts the rollout again; the record of the rollback goes.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
 		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
 	})
 	secondHash := resources.Options{}.SpecHash(c)
-	awaitPodHash(t, c, name, secondHash, "the second change")
-	testutil.Consistently(t, policy+10*time.Second, name+" kept on the second change", kept)
+	testutil.Eventually(t, waitTimeout, "the rollback record gone, a member restarted onto the new change", func(ctx context.Context) error {
+		if v, ok := getClaim(t, c, name).Annotations[etcdv1beta1.AnnotationRolledBackFrom]; ok {
+			return fmt.Errorf("claim of %s still has %s=%s", name, etcdv1beta1.AnnotationRolledBackFrom, v)
+		}
+		for _, n := range names {
+			if p, err := getPod(c, n); err == nil && p.DeletionTimestamp == nil && p.Annotations[etcdv1beta1.AnnotationSpecHash] == secondHash {
+				return nil
+			}
+		}
+		return errors.New("no member on the new change yet")
+	})
+}
 
-	// Undoing the change reaches the member at once: its pod is recreated with the spec it ran on.
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil })
-	awaitPodHash(t, c, name, oldHash, "the spec it ran on")
-	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {
-		t.Errorf("members %+v after the undo, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+// getClaim returns the claim of member name of c.
+func getClaim(t *testing.T, c *etcdv1beta1.EtcdCluster, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+		t.Fatal(err)
 	}
+	return pvc
 }
 
 // TestFixedSpecReachesCrashLoopingMembersWithoutQuorum: two of three members crash-loop on their pods
@@ -324,21 +378,6 @@ func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
 			t.Errorf("claim of %s replaced or being deleted (%v)", n, err)
 		}
 	}
-}
-
-// awaitPodHash waits until the pod of member name of c was built from the spec of hash (what names it).
-func awaitPodHash(t *testing.T, c *etcdv1beta1.EtcdCluster, name, hash, what string) {
-	t.Helper()
-	testutil.Eventually(t, waitTimeout, name+" recreated with "+what, func(context.Context) error {
-		p, err := getPod(c, name)
-		if err != nil {
-			return err
-		}
-		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != hash {
-			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, hash)
-		}
-		return nil
-	})
 }
 
 // podAndClaimUIDs returns the UIDs of the pods and of the claims of members names of c, by name.

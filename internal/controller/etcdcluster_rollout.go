@@ -27,13 +27,18 @@ import (
 // reconcileRollout rolls member pods that were built from an older spec, one member per pass, once
 // membership is settled: followers first, then the leader after moving leadership away. A restart
 // deletes the pod; recreateMembers recreates it on its data volume with the current spec in the next
-// pass, and the next member goes only when every member is ready and healthy again.
+// pass, and the next member goes only when every member is ready and healthy again. While a member's
+// pod is rolled back from the current spec (model.Cluster.RolledBack), it restarts none: the spec did
+// not run.
 func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Answered() {
 		return nil, nil // a rollout needs an answering cluster; membership went first
 	}
 	c := s.cluster
 	hash := r.Options.SpecHash(s.cluster)
+	if mem := s.m.RolledBack(hash); mem != nil {
+		return r.pauseRollout(c, verdict.RolloutFailed(mem)), nil
+	}
 	a := rollout.Next(s.m.Rollout(hash))
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
 	switch a.Kind {
@@ -181,14 +186,25 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // that spec (etcdv1beta1.AnnotationRolledOnto) when m serves, or when it is down on a spec no member has
 // run (model.Cluster.DownOnUntriedSpec: the spec changed again before it ever served, and the record
 // follows it onto the new one): if it is down on that spec while no other member serves on it, it is
-// not replaced. A member down for another reason gets no record (the spec is not why it is down), and a
-// member without a claim (emptyDir) has nowhere to keep it.
+// not replaced. A member that serves also gets the record of the pod it serves on
+// (etcdv1beta1.AnnotationServedPod, resources.ServedPodRecord), which it is rolled back to if it does not
+// serve on the new spec (verdict.RollbackDue); one down on an untried spec keeps the record it has. A
+// member down for another reason gets no record (the spec is not why it is down), and a member without
+// a claim (emptyDir) has nowhere to keep it.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
 	if m == nil || !m.HasClaim() || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
 		return nil
 	}
+	records := map[string]string{etcdv1beta1.AnnotationRolledOnto: hash}
+	if m.Serving() && m.Pod != nil {
+		served, err := resources.ServedPodRecord(m.Pod)
+		if err != nil {
+			return err
+		}
+		records[etcdv1beta1.AnnotationServedPod] = served
+	}
 	patch := client.MergeFrom(m.Claim.DeepCopy())
-	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{etcdv1beta1.AnnotationRolledOnto: hash})
+	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, records)
 	if err := r.Patch(ctx, m.Claim, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record on persistentvolumeclaim %s the spec its member is restarted onto: %w", m.Claim.Name, err)
 	}

@@ -588,6 +588,35 @@ func (c *Cluster) DownOnUntriedSpec(m *Member) bool {
 	})
 }
 
+// RolledBackFrom returns the spec hash the member's pod was rolled back from (its claim's
+// AnnotationRolledBackFrom), "" when it was not or it has no claim.
+func (m *Member) RolledBackFrom() string {
+	if m.Claim == nil {
+		return ""
+	}
+	return m.Claim.Annotations[etcdv1beta1.AnnotationRolledBackFrom]
+}
+
+// ServedPodRecord returns the record of the pod the member served on when a rolling update last
+// restarted it (its claim's AnnotationServedPod; see resources.ServedPodRecord), "" when there is none.
+func (m *Member) ServedPodRecord() string {
+	if m.Claim == nil {
+		return ""
+	}
+	return m.Claim.Annotations[etcdv1beta1.AnnotationServedPod]
+}
+
+// RolledBack returns the first member etcd lists whose claim says its pod was
+// rolled back from the spec of hash (AnnotationRolledBackFrom), nil when none.
+func (c *Cluster) RolledBack(hash string) *Member {
+	for _, m := range c.Listed() {
+		if m.HasClaim() && hash != "" && m.RolledBackFrom() == hash {
+			return m
+		}
+	}
+	return nil
+}
+
 // ImagePullReasons are the reasons the kubelet gives a container that waits for an image it cannot get.
 var ImagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 

@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func TestEtcdArgs(t *testing.T) {
@@ -324,5 +326,47 @@ func TestAwaitPeersContainer(t *testing.T) {
 	}
 	if p := (Options{}).BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateNew, InitialCluster: initial, AwaitPeerAddresses: true}); len(p.Spec.InitContainers) != 0 {
 		t.Errorf("no operator image: init containers %+v, want none", p.Spec.InitContainers)
+	}
+}
+
+// TestServedPodRecord: the record of a member's pod gives back, for that member of that cluster, a pod
+// to create with the same labels, annotations and spec, without the node it ran on, its status, or the
+// operator's record of diverged data; a record of another member's pod, or of a pod not labelled as the
+// cluster's, or one that does not decode, is refused.
+func TestServedPodRecord(t *testing.T) {
+	c := testutil.EtcdCluster("sp", testutil.WithReplicas(3))
+	c.Namespace = "ns"
+	live := Options{}.BuildPod(c, Member{Name: "sp-1", InitialClusterState: StateNew})
+	live.UID, live.ResourceVersion, live.Spec.NodeName = "u1", "42", "node-a"
+	live.Annotations[etcdv1beta1.AnnotationDataDiverged] = "hash 1 at revision 2"
+	live.Status.Phase = corev1.PodRunning
+	rec, err := ServedPodRecord(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PodFromServedRecord(c, "sp-1", rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" || p.UID != "" || p.ResourceVersion != "" || p.Status.Phase != "" {
+		t.Errorf("pod from the record keeps the live pod's node, identity or status: %+v", p)
+	}
+	if _, ok := p.Annotations[etcdv1beta1.AnnotationDataDiverged]; ok {
+		t.Errorf("pod from the record keeps annotation %s", etcdv1beta1.AnnotationDataDiverged)
+	}
+	want := live.DeepCopy()
+	want.Spec.NodeName = ""
+	if !equality.Semantic.DeepEqual(p.Spec, want.Spec) || !equality.Semantic.DeepEqual(p.Labels, want.Labels) ||
+		p.Annotations[etcdv1beta1.AnnotationSpecHash] != live.Annotations[etcdv1beta1.AnnotationSpecHash] || p.Namespace != "ns" || len(p.OwnerReferences) != 1 {
+		t.Errorf("pod from the record differs from the live pod:\n%+v\nwant\n%+v", p, want)
+	}
+	for what, tc := range map[string]struct{ name, rec string }{
+		"another member's":   {"sp-2", rec},
+		"not the cluster's":  {"sp-1", strings.Replace(rec, `"`+etcdv1beta1.LabelCluster+`":"sp"`, `"`+etcdv1beta1.LabelCluster+`":"other"`, 1)},
+		"one that is no pod": {"sp-1", "{not json"},
+	} {
+		if _, err := PodFromServedRecord(c, tc.name, tc.rec); err == nil {
+			t.Errorf("record of %s: no error", what)
+		}
 	}
 }

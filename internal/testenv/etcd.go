@@ -22,12 +22,41 @@ type EtcdMember struct {
 	// TLS is true when the client port serves TLS (StartEtcdClientTLS).
 	TLS bool
 
-	stop sync.Once
+	cfg  *embed.Config
+	mu   sync.Mutex
+	stop *sync.Once
 }
 
 // Stop stops the member (a crash, as far as its peers and clients can tell); stopping it again, or
 // the test ending, does nothing more.
-func (m *EtcdMember) Stop() { m.stop.Do(m.Etcd.Close) }
+func (m *EtcdMember) Stop() {
+	m.mu.Lock()
+	stop, e := m.stop, m.Etcd
+	m.mu.Unlock()
+	stop.Do(e.Close)
+}
+
+// Restart stops the member if it runs and starts it again on its data directory (a member that comes
+// back after a crash, with its ID and data), waiting up to 30 s for it to be ready; it fails t when it
+// does not start.
+func (m *EtcdMember) Restart(t testing.TB) {
+	t.Helper()
+	m.Stop()
+	e, err := embed.StartEtcd(m.cfg)
+	if err != nil {
+		t.Fatalf("restart etcd member %s on %s: %v", m.Name, m.Host, err)
+	}
+	m.mu.Lock()
+	m.Etcd, m.stop = e, &sync.Once{}
+	m.mu.Unlock()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcd member %s failed after its restart: %v", m.Name, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("etcd member %s not ready within 30s of its restart", m.Name)
+	}
+}
 
 // ClientURL is the member's client URL, http://<host>:2379 (https:// with TLS).
 func (m *EtcdMember) ClientURL() string {
@@ -91,7 +120,7 @@ func startEtcd(t testing.TB, token string, names, hosts []string, clientTLS *tra
 		if err != nil {
 			t.Fatalf("start etcd member %s on %s: %v", n, hosts[i], err)
 		}
-		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e, TLS: clientTLS != nil}
+		members[i] = &EtcdMember{Name: n, Host: hosts[i], Etcd: e, TLS: clientTLS != nil, cfg: cfg, stop: &sync.Once{}}
 		t.Cleanup(members[i].Stop)
 	}
 	deadline := time.After(30 * time.Second)

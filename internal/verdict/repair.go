@@ -47,8 +47,16 @@ func RecreateDue(c *model.Cluster, mem *model.Member) bool {
 // added: etcd refuses to start it, "error validating peerURLs"), recreated with the current list, or
 // whose pod was built from an older spec (a fix of a spec that could not run reaches it at once); a
 // member whose pod of an older spec does not run etcd (OutdatedPodDown); or a member RecreateDue holds
-// for.
+// for. A member RollbackDue holds for comes first, with reason etcdv1beta1.ReasonRolloutFailed: its pod
+// is to be recreated from the record of the pod it last served on.
 func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) (reason, why string) {
+	if why := RollbackDue(c, mem); why != "" {
+		return etcdv1beta1.ReasonRolloutFailed, why
+	}
+	if hash := opts.SpecHash(c.Object); mem.HasPod() && mem.RolledBackFrom() == hash && mem.PodSpecHash() == hash && !mem.Serving() {
+		// recorded as rolled back, but the deletion of its pod failed
+		return etcdv1beta1.ReasonRolloutFailed, "rolled back from the current spec, its pod still of that spec"
+	}
 	switch {
 	case mem.HasPod() && mem.Pod.Status.Phase == corev1.PodFailed:
 		return "DeletedFailedPod", "failed: " + mem.Pod.Status.Reason
@@ -75,8 +83,9 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 // crash-loop on the old spec until their pods are recreated. An emptyDir member's data goes with its
 // pod: it is left to the rollout, which takes one at a time.
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
+	hash := opts.SpecHash(c.Object)
 	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
-		!c.PodCurrent(mem, opts.SpecHash(c.Object))
+		!c.PodCurrent(mem, hash) && mem.RolledBackFrom() != hash
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -212,6 +221,81 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 	return rolled != "" && rolled == mem.PodSpecHash()
 }
 
+// rollbackAt returns when mem, a member down on a spec no member has served on
+// (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the pod it last served on if it stays
+// as it is, zero when it is not to be: replacing is off (spec.recovery.replaceUnhealthyMemberAfter
+// 0s: a person decides), its claim keeps no record of that pod (the rollout moved it onto the spec
+// while it was already down), the record does not decode, or the pod it records serves TLS otherwise
+// than the member is to serve now (a switch of spec.tls went on since: the old pod's URLs would not
+// match the member's). It is when a replacement would be due (replaceAt): the end of the policy from
+// when the member went down, or later for a pod that is new.
+func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
+	if c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || mem.ServedPodRecord() == "" {
+		return time.Time{}
+	}
+	served, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
+	if err != nil || resources.PodTLSOf(served) != c.DesiredTLS(mem.Name) {
+		return time.Time{}
+	}
+	return replaceAt(c, mem)
+}
+
+// RollbackDue returns why mem's pod is due to be rolled back, "" when it is not: a rolling update
+// restarted mem, while it served, onto a spec no member has served on, and it has not served on it for
+// spec.recovery.replaceUnhealthyMemberAfter (see rollbackAt), whatever keeps it down (an image that
+// cannot be pulled or whose pull does not return, a crash loop, a pod that cannot be scheduled). Its pod
+// is recreated, on its data, from the record of the pod it served on (etcdv1beta1.AnnotationServedPod),
+// which ran; the member keeps its ID and data, and the rolling update restarts no member onto that spec
+// until it changes. Neither needs a quorum: the member is down already.
+func RollbackDue(c *model.Cluster, mem *model.Member) string {
+	at := rollbackAt(c, mem)
+	if at.IsZero() || c.Now.Before(at) {
+		return ""
+	}
+	why := fmt.Sprintf("it has not served on the spec a rolling update restarted it onto (hash %s) since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s), and no other member serves on that spec",
+		mem.PodSpecHash(), mem.DownSince.UTC().Format(time.RFC3339), c.Object.Spec.ReplaceAfter())
+	if p := mem.Problem(); p != "" {
+		why += " (" + p + ")"
+	}
+	return why
+}
+
+// RolloutFailed returns the step of a rollout that restarts no member because mem's pod was rolled
+// back from the current spec (model.Cluster.RolledBack): Blocked with reason RolloutFailed, saying
+// why (the claim's etcdv1beta1.AnnotationRollbackReason) and what to do.
+func RolloutFailed(mem *model.Member) *Step {
+	why := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]
+	if why == "" {
+		why = "it did not serve on it"
+	}
+	return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
+		"Rolling update stopped: %s was rolled back to the pod it last served on, since %s. No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from persistentvolumeclaim %s",
+		mem.Name, why, etcdv1beta1.AnnotationRolledBackFrom, mem.Claim.Name))
+}
+
+// ClaimRecordsToDrop returns the annotations of a rollout's records to remove from mem's claim, nil
+// when none, hash being the current spec's: the record of the spec a rollout restarted mem onto and of
+// the pod it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedPod) once it serves on
+// that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
+// AnnotationRollbackReason) once the spec changed, with the record of the pod it went back to unless a
+// rollout restarted mem onto a spec since.
+func ClaimRecordsToDrop(mem *model.Member, hash string) []string {
+	if mem.Claim == nil {
+		return nil
+	}
+	var out []string
+	if ServedOnRolledSpec(mem) {
+		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedPod)
+	}
+	if from := mem.RolledBackFrom(); from != "" && from != hash {
+		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
+		if mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedPod) {
+			out = append(out, etcdv1beta1.AnnotationServedPod)
+		}
+	}
+	return out
+}
+
 // CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer
 // lists: once the member is replaced the alarm only keeps the cluster refusing writes.
 func CorruptToDisarm(c *model.Cluster) []uint64 {
@@ -244,6 +328,18 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 	"if the change of the spec is the cause (an etcd flag value, a memory limit, a node selector), fix or undo it and the member is recreated on its data; " +
 	"if the spec is right, delete the member's claim and then its pod, and it is replaced with a copy of its peers' data"
 
+// rollbackNote says what happens to a member that a rolling update restarted onto a spec no member has
+// served on, and that is rolled back at note.rollbackAt unless it serves (rollbackAt).
+func rollbackNote(note memberNote) string {
+	at := note.rollbackAt.UTC().Format(time.RFC3339)
+	if note.state == memberStarting {
+		// a member starting on its new pod shows no problem: it may well come up
+		return "the first member on this spec: if it does not serve by " + at + ", it is rolled back to the pod it last served on, and the rolling update stops"
+	}
+	return "a rolling update restarted it onto a spec no member has run: unless it serves, it is rolled back at " + at +
+		" to the pod it last served on (on its data), and the rolling update stops; it is not replaced, as a new member would be made from the same spec"
+}
+
 // downSummary says, for the Degraded condition, which members are down, since when, why, and what the
 // operator will do about each: "demo-2 is down since 2026-12-01T15:20:01Z (etcd container
 // CrashLoopBackOff (last exit code 2, Error)); replaced at 2026-12-01T15:25:01Z unless it recovers"
@@ -258,7 +354,9 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 // joining (notes[name].state is memberJoining, model.Member.Joining: just promoted, its etcd started
 // seconds ago and not serving yet), that it joined and when it serves at the latest, with no
 // replacement countdown. Of a member down on a spec no member has served on
-// (notes[name].untriedSpec), that it is not replaced and what to do (untriedSpecNote; starting, only
+// (notes[name].untriedSpec), when it is rolled back to the pod it last served on unless it serves
+// (notes[name].rollbackAt, rollbackNote), or, when it is not to be, that it is not replaced and what
+// to do (untriedSpecNote; starting, only
 // that it is not replaced if it does not start, which every rollout's first member is). The countdown
 // ends at the end of the policy from DownSince, or at notes[name].replaceAt when that is later (a new
 // pod is given its chance).
@@ -293,6 +391,9 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 		}
 		if after := spec.ReplaceAfter(); spec.Paused {
 			s += "; not recreated or replaced while spec.paused is true"
+		} else if !note.rollbackAt.IsZero() {
+			// no quorum needed: the member is down already (the only member of a single-member cluster, say)
+			s += "; " + rollbackNote(note)
 		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
 		} else if after > 0 && strings.HasPrefix(m.Problem, model.PullingImageProblem) {

@@ -362,6 +362,9 @@ type memberNote struct {
 	replaceAt time.Time
 	// untriedSpec: model.Cluster.DownOnUntriedSpec holds, the member is not replaced
 	untriedSpec bool
+	// rollbackAt: when the member, down on an untried spec, is rolled back to the pod it last served
+	// on if it stays as it is (rollbackAt); zero when it is not to be
+	rollbackAt time.Time
 	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
 	// its pod being recreated or starting without a problem (rollingRestart)
 	rolling bool
@@ -386,6 +389,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		}
 		n.replaceAt = replaceAt(m, mem)
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
+		n.rollbackAt = rollbackAt(m, mem)
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
 		out[mem.Name] = n
 	}
@@ -670,6 +674,9 @@ func AwaitHealthy(m *model.Cluster) *Step {
 // is down and not starting: " (its pod is recreated at … if it is still down; replaced at …)".
 func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	spec := &m.Object.Spec
+	if at := rollbackAt(m, mem); !at.IsZero() {
+		return " (" + rollbackNote(memberNote{rollbackAt: at}) + ")"
+	}
 	switch p := mem.Pod; {
 	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):
 		// its data goes with it (a claim deleted, as replace-member does, or emptyDir): no clock to tell

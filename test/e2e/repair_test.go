@@ -145,53 +145,46 @@ func removedSaying(ctx context.Context, c *etcdv1beta1.EtcdCluster, texts []stri
 	return err
 }
 
-// TestRolloutOntoBrokenSpecReverted: a rolling change onto a spec that cannot run stops after the
+// TestRolloutOntoBrokenSpecRolledBack: a rolling change onto a spec that cannot run stops after the
 // first member, which the status names with its problem: an image that cannot be pulled (an image tag
 // that does not exist, a spec.version that is no release, or a registry that accepts connections and
 // never answers, so that the kubelet's first pull does not return), a memory limit etcd cannot start
 // within (a crash loop, OOMKilled), a node selector no node matches (an unschedulable pod). The member
-// is not replaced when the replacement policy ends: a new member would be made from the same spec.
-// Reverting the spec (admission allows setting spec.version back to the version every member still
-// runs) heals the cluster without any manual step (the member that is down is recreated with the
-// current spec on its own data, keeping its member ID, although it was down for longer than the
-// replacement policy; the PodDisruptionBudget guards the healthy members, not the one already down).
-// A continuous writer loses no acknowledged write.
-func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
-	// what Degraded says of the member, down or between two crashes
-	untried, firstOnSpec := "a rolling update restarted it onto a spec no member has run", "the first member on this spec: not replaced"
+// is not replaced when the replacement policy ends (a new member would be made from the same spec): it
+// is rolled back, its pod recreated on its own data as it last served, keeping its member ID, without
+// any manual step. Progressing says RolloutFailed, with a Warning event, and no member goes onto that
+// spec again. A second change that cannot run either is tried and rolled back the same way; reverting
+// the spec (admission allows setting spec.version back to the version every member still runs) clears
+// RolloutFailed. A continuous writer loses no acknowledged write.
+func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 	for _, tc := range []struct {
 		name, namespace string
-		// problem is what the status says of the member on the broken spec, progressing what Progressing
-		// says and degraded what Degraded says of it once it has been down for longer than the
-		// replacement policy (any one of each)
-		problem, progressing, degraded []string
+		// problem is what the status says of the member on the broken spec (any one of them)
+		problem []string
 		// broken returns the image reference the change gives the members (the spec's own image when the
-		// change is elsewhere); revert makes it undo the change (the registry that hangs stops hanging
-		// first: the kubelet deletes no pod while its pull has not returned)
-		broken func(t *testing.T) (image string, revert func())
+		// change is elsewhere) and a function that lets the kubelet end a pull that does not return (a
+		// pod whose pull has not returned is not deleted until it does)
+		broken func(t *testing.T) (image string, release func())
 		spoil  func(c *etcdv1beta1.EtcdCluster, image string)
 		heal   func(c *etcdv1beta1.EtcdCluster)
 		// onBroken reports whether a member pod was built from the broken spec
 		onBroken func(p *corev1.Pod, image string) bool
-		// respoil, when set, changes the spec again while the member is down, to one that cannot run either
+		// respoil, when set, changes the spec again after the rollback, to one that cannot run either
 		respoil func(c *etcdv1beta1.EtcdCluster)
 	}{
-		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
+		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:no-such-tag", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
-		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"}, []string{"paused"}, []string{"not replaced while it waits for an image"},
+		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:v3.6.99", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) { c.Spec.Version = "3.6.99" },
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }, onImage, nil},
-		// a pull that has not returned is as good as a slow one for the first minute (model.MemberStartGrace)
-		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem}, []string{"is starting on a new pod"},
-			[]string{"not replaced while its image is being pulled", "not replaced while it waits for an image"},
+		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem},
 			hangingRegistry,
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
-		// between two kills the container runs for a moment, and the rollout reads the member as starting
-		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"}, []string{"paused", untried, "is starting on a new pod"}, []string{untried, firstOnSpec},
+		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
 				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
@@ -201,11 +194,11 @@ func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
 			func(p *corev1.Pod, _ string) bool {
 				return p.Spec.Containers[0].Resources.Limits.Memory().Cmp(resource.MustParse("16Mi")) < 0 && !p.Spec.Containers[0].Resources.Limits.Memory().IsZero()
 			},
-			// raised while the member is down, not enough: the member is recreated with it, still not replaced
+			// raised after the rollback, not enough: tried, and rolled back again
 			func(c *etcdv1beta1.EtcdCluster) {
 				c.Spec.PodTemplate.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("9Mi")
 			}},
-		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"}, []string{"paused", untried}, []string{untried, firstOnSpec},
+		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
 				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"etcd.etcdkit.dev/e2e": "nowhere"}}
@@ -214,12 +207,13 @@ func TestRolloutOntoBrokenSpecReverted(t *testing.T) {
 			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			image, revert := tc.broken(t)
-			rolloutOntoBrokenSpecReverted(t, tc.namespace, brokenSpec{
-				problem: tc.problem, progressing: tc.progressing, degraded: tc.degraded,
+			image, release := tc.broken(t)
+			rolloutOntoBrokenSpecRolledBack(t, tc.namespace, brokenSpec{
+				problem:  tc.problem,
 				onBroken: func(p *corev1.Pod) bool { return tc.onBroken(p, image) },
 				spoil:    func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
-				heal:     func(c *etcdv1beta1.EtcdCluster) { revert(); tc.heal(c) },
+				release:  release,
+				heal:     tc.heal,
 				respoil:  tc.respoil,
 			})
 		})
@@ -265,21 +259,23 @@ func hangingRegistry(t *testing.T) (string, func()) {
 	return l.Addr().String() + "/etcd:v3.6.16", stop
 }
 
-// brokenSpec is one case of TestRolloutOntoBrokenSpecReverted: the change spoil, whose pods onBroken
-// tells, of which the member's status problem says one of problem, Progressing one of progressing and
-// Degraded one of degraded, and its revert, heal.
+// brokenSpec is one case of TestRolloutOntoBrokenSpecRolledBack: the change spoil, whose pods onBroken
+// tells, of which the member's status problem says one of problem, and its revert, heal.
 type brokenSpec struct {
-	problem, progressing, degraded []string
-	onBroken                       func(*corev1.Pod) bool
-	spoil, heal                    func(*etcdv1beta1.EtcdCluster)
-	// respoil, when set, changes the spec again, to one that cannot run either, while the member is
-	// down (a limit raised, but not enough); onBroken tells its pods too
+	problem  []string
+	onBroken func(*corev1.Pod) bool
+	// release lets the kubelet end a pull that does not return (the rollback's deletion of the pod waits
+	// for it)
+	release     func()
+	spoil, heal func(*etcdv1beta1.EtcdCluster)
+	// respoil, when set, changes the spec again after the rollback, to one that cannot run either (a
+	// limit raised, but not enough); onBroken tells its pods too
 	respoil func(*etcdv1beta1.EtcdCluster)
 }
 
-// rolloutOntoBrokenSpecReverted is TestRolloutOntoBrokenSpecReverted for one case, b, on a cluster in
-// namespace ns.
-func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
+// rolloutOntoBrokenSpecRolledBack is TestRolloutOntoBrokenSpecRolledBack for one case, b, on a cluster
+// in namespace ns.
+func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
 	assertAvailable(t, c, availableTimeout)
 	w := startWriter(t, clientServiceEndpoint(t, c))
@@ -301,107 +297,61 @@ func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 		}
 	}
 	updateCluster(t, c, b.spoil)
-	var down string
-	poll.Eventually(t, rolloutTimeout, "a member down on the broken spec, named in the status", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if !m.Healthy && containsAny(m.Problem, b.problem) {
-				down = m.Name
-				return nil
-			}
-		}
-		return fmt.Errorf("members %+v", got.Status.Members)
-	})
-	// The rollout stops there: no second member goes onto the broken spec. The window outlasts the
-	// replacement policy: the member is not replaced (a new one would be made from the same spec), and
-	// Degraded says what to fix instead of a replacement time.
-	oneBroken := func(ctx context.Context) error {
-		if got, err := getCluster(ctx, c); err == nil {
-			record(got)
-		}
-		pods, err := memberPods(ctx, c)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, p := range pods {
-			if b.onBroken(p) {
-				n++
-			}
-		}
-		if n > 1 {
-			return fmt.Errorf("%d members on the broken spec", n)
-		}
-		return nil
-	}
-	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken spec", oneBroken)
-	got, err := getCluster(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || !containsAny(p.Message, b.progressing) {
-		t.Errorf("Progressing %+v: want it to say one of %q", p, b.progressing)
-	}
-	// of a first pull that does not return, it says the member is starting on its new pod; of a member
-	// the rollout restarted whose new pod shows no problem at that moment, that it is restarting
-	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
-		!containsAny(d.Message, []string{down + " is down since", down + " is starting on a new pod", down + " is restarting onto the current spec"}) || !containsAny(d.Message, b.degraded) {
-		t.Errorf("Degraded %+v: want it to name %s and say one of %q", d, down, b.degraded)
-	}
-
-	if b.respoil != nil {
-		pods, err := memberPods(context.Background(), c)
-		if err != nil || pods[down] == nil {
-			t.Fatalf("pod of %s: %v", down, err)
-		}
-		first := pods[down].Annotations[etcdv1beta1.AnnotationSpecHash]
-		updateCluster(t, c, b.respoil)
-		poll.Eventually(t, rolloutTimeout, down+" recreated with the second change", func(ctx context.Context) error {
-			pods, err := memberPods(ctx, c)
-			if err != nil {
-				return err
-			}
-			if p := pods[down]; p == nil || p.Annotations[etcdv1beta1.AnnotationSpecHash] == first || !b.onBroken(p) {
-				return fmt.Errorf("%s not on the second change yet", down)
-			}
-			if got, err := getCluster(ctx, c); err == nil {
-				record(got)
-			}
-			return nil
-		})
-		poll.Consistently(t, replaceAfter+5*time.Second, "one member on the second change", oneBroken)
-	}
-
+	down := brokenMemberNamed(t, c, b, record)
 	start := time.Now()
-	updateCluster(t, c, b.heal)
-	poll.Eventually(t, rolloutTimeout, "every member back on the spec, healthy", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
+	rolledBack(t, c, b, down, record)
+	t.Logf("member down on the broken spec -> rolled back, 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	// the rollout does not go onto that spec again
+	poll.Consistently(t, 10*time.Second, "no member on the broken spec", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
 		if err != nil {
 			return err
 		}
 		for n, p := range pods {
 			if b.onBroken(p) {
-				return fmt.Errorf("%s still on the broken spec", n)
+				return fmt.Errorf("%s went onto the broken spec again", n)
 			}
-		}
-		record(got)
-		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
-			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
 		}
 		return nil
 	})
-	t.Logf("spec reverted -> 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
-	// the member down for longer than the policy came back on its own data: it was recreated, not replaced
+
+	if b.respoil != nil {
+		// a new change starts the rollout again: tried on one member, which is rolled back too
+		updateCluster(t, c, b.respoil)
+		down = brokenMemberNamed(t, c, b, record)
+		start = time.Now()
+		rolledBack(t, c, b, down, record)
+		t.Logf("second change: member down -> rolled back in %s", time.Since(start).Round(100*time.Millisecond))
+	}
+
+	updateCluster(t, c, b.heal)
+	poll.Eventually(t, rolloutTimeout, "RolloutFailed cleared, every member healthy", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		record(got)
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Reason == etcdv1beta1.ReasonRolloutFailed {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
+			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
+		}
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := k8s.List(ctx, claims, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, pvc := range claims.Items {
+			if v, ok := pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom]; ok {
+				return fmt.Errorf("claim %s still records %s=%s", pvc.Name, etcdv1beta1.AnnotationRolledBackFrom, v)
+			}
+		}
+		return nil
+	})
+	// the member down for longer than the policy came back on its own data: rolled back, not replaced
 	for n, id := range ids {
 		if got := memberID(t, c, n); got != id {
-			t.Errorf("member %s has ID %x, was %x: it was replaced (its data copied again) instead of recreated on its claim; the members' status changed:\n%s",
+			t.Errorf("member %s has ID %x, was %x: it was replaced (its data copied again) instead of rolled back on its claim; the members' status changed:\n%s",
 				n, got, id, strings.Join(seen, "\n"))
 		}
 	}
@@ -410,6 +360,83 @@ func rolloutOntoBrokenSpecReverted(t *testing.T, ns string, b brokenSpec) {
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// brokenMemberNamed waits until the status names a member down on the broken spec of b with its
+// problem, and returns its name; record sees each status read.
+func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, record func(*etcdv1beta1.EtcdCluster)) string {
+	t.Helper()
+	var down string
+	poll.Eventually(t, rolloutTimeout, "a member down on the broken spec, named in the status", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		record(got)
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if p := pods[m.Name]; p != nil && b.onBroken(p) && !m.Healthy && containsAny(m.Problem, b.problem) {
+				down = m.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", got.Status.Members)
+	})
+	return down
+}
+
+// rolledBack waits until down, the member on the broken spec of b, is rolled back: while it is down,
+// Degraded says it will be (and no second member goes onto the spec); then no member is on the spec,
+// the three serve, Progressing says RolloutFailed naming down, with a Warning event.
+func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, record func(*etcdv1beta1.EtcdCluster)) {
+	t.Helper()
+	said := false
+	poll.Eventually(t, rolloutTimeout, down+" rolled back, 3 healthy voters, Progressing RolloutFailed", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		record(got)
+		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d != nil && strings.Contains(d.Message, "it is rolled back") {
+			said = true
+		}
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for name, p := range pods {
+			if p.DeletionTimestamp != nil && name == down {
+				b.release() // the rollback deletes the pod: a pull that does not return must end first
+			}
+			if b.onBroken(p) {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%d members on the broken spec: the rollout went past the first", n)
+		}
+		if n > 0 {
+			return fmt.Errorf("%s still on the broken spec", down)
+		}
+		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
+		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed || !strings.Contains(p.Message, down+" was rolled back") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
+			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
+		}
+		return nil
+	})
+	if !said {
+		t.Errorf("Degraded never said that %s is rolled back unless it serves", down)
+	}
+	poll.Eventually(t, 30*time.Second, "RolloutFailed warning", func(ctx context.Context) error {
+		return eventSaying(ctx, c, etcdv1beta1.ReasonRolloutFailed, corev1.EventTypeWarning, "Rolling back member "+down)
+	})
 }
 
 // containsAny reports whether s contains one of parts.

@@ -1,0 +1,57 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+)
+
+// ServedPodRecord returns the record of p, a member's pod that serves, to keep on the member's claim
+// (etcdv1beta1.AnnotationServedPod) before a rolling update restarts the member onto a new spec: JSON of
+// a pod with p's name, namespace, labels, annotations (without the operator's record of diverged data,
+// which was about that pod's run) and owner references, and p's spec without the node it was bound to
+// (the scheduler places the pod again; a volume bound to one node keeps it there). Errors only when
+// the pod cannot be encoded.
+func ServedPodRecord(p *corev1.Pod) (string, error) {
+	rec := corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, Labels: maps.Clone(p.Labels), Annotations: maps.Clone(p.Annotations),
+			OwnerReferences: p.OwnerReferences,
+		},
+		Spec: *p.Spec.DeepCopy(),
+	}
+	delete(rec.Annotations, etcdv1beta1.AnnotationDataDiverged)
+	rec.Spec.NodeName = ""
+	b, err := json.Marshal(&rec)
+	if err != nil {
+		return "", fmt.Errorf("encode the record of pod %s: %w", p.Name, err)
+	}
+	return string(b), nil
+}
+
+// PodFromServedRecord returns the pod to create from rec, a ServedPodRecord kept on the claim of
+// member name of cluster c: the recorded pod, in c's namespace, named name (a record that names
+// another pod is refused: a claim is never reassigned, so it was edited). Errors when rec does not
+// decode, or names another pod.
+func PodFromServedRecord(c *etcdv1beta1.EtcdCluster, name, rec string) (*corev1.Pod, error) {
+	var p corev1.Pod
+	if err := json.Unmarshal([]byte(rec), &p); err != nil {
+		return nil, fmt.Errorf("decode the pod recorded in annotation %s: %w", etcdv1beta1.AnnotationServedPod, err)
+	}
+	if p.Name != name || (p.Namespace != "" && p.Namespace != c.Namespace) {
+		return nil, fmt.Errorf("annotation %s records pod %s/%s, not %s/%s", etcdv1beta1.AnnotationServedPod, p.Namespace, p.Name, c.Namespace, name)
+	}
+	if p.Labels[etcdv1beta1.LabelCluster] != c.Name {
+		return nil, fmt.Errorf("annotation %s records a pod not labelled as a member of %s (%s=%q)", etcdv1beta1.AnnotationServedPod, c.Name, etcdv1beta1.LabelCluster, p.Labels[etcdv1beta1.LabelCluster])
+	}
+	p.Namespace = c.Namespace
+	p.Status = corev1.PodStatus{}
+	p.ResourceVersion, p.UID = "", ""
+	return &p, nil
+}
