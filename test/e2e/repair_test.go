@@ -296,11 +296,13 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 			seen = append(seen, time.Now().UTC().Format("15:04:05.0")+" "+line)
 		}
 	}
+	applied := time.Now()
 	updateCluster(t, c, b.spoil)
 	down := brokenMemberNamed(t, c, b, record)
 	start := time.Now()
 	rolledBack(t, c, b, down, record)
-	t.Logf("member down on the broken spec -> rolled back, 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("broken spec applied -> %s named down in %s -> rolled back, 3 healthy voters %s later (policy %s), no manual step",
+		down, start.Sub(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), replaceAfter)
 	// the rollout does not go onto that spec again
 	poll.Consistently(t, 10*time.Second, "no member on the broken spec", func(ctx context.Context) error {
 		pods, err := memberPods(ctx, c)
@@ -317,11 +319,13 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 
 	if b.respoil != nil {
 		// a new change starts the rollout again: tried on one member, which is rolled back too
+		applied = time.Now()
 		updateCluster(t, c, b.respoil)
 		down = brokenMemberNamed(t, c, b, record)
 		start = time.Now()
 		rolledBack(t, c, b, down, record)
-		t.Logf("second change: member down -> rolled back in %s", time.Since(start).Round(100*time.Millisecond))
+		t.Logf("second change applied -> %s named down in %s -> rolled back, 3 healthy voters %s later",
+			down, start.Sub(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	}
 
 	updateCluster(t, c, b.heal)
