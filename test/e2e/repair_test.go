@@ -278,6 +278,19 @@ type brokenSpec struct {
 func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
 	assertAvailable(t, c, availableTimeout)
+	// every member serves before the change: the rollout restarts a member that does not serve onto the
+	// new spec with no record of a pod it served on (it is down for another reason), and a member down
+	// for another reason is replaced at the end of the policy
+	poll.Eventually(t, availableTimeout, "3 healthy members", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if len(got.Status.Members) != 3 || slices.ContainsFunc(got.Status.Members, func(m etcdv1beta1.MemberStatus) bool { return !m.Healthy }) {
+			return fmt.Errorf("members %+v", got.Status.Members)
+		}
+		return nil
+	})
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	ids := map[string]uint64{}
 	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
