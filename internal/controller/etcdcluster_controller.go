@@ -110,6 +110,9 @@ type scope struct {
 	// pdb is the cluster's PodDisruptionBudget as reconcilePDB left it; nil when it could not, or when
 	// one of that name is not the cluster's.
 	pdb *policyv1.PodDisruptionBudget
+	// rolloutFailed is the step of a rollout that restarts no member because the current spec was
+	// rolled back (verdict.RolloutFailed): the pass's step when no later phase has one.
+	rolloutFailed *verdict.Step
 }
 
 // phase is one part of a pass, over what the pass observed. It returns nil to let the next phase run,
@@ -242,7 +245,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 			return st, err
 		}
 	}
-	return nil, nil
+	return s.rolloutFailed, nil
 }
 
 // observeBlocked observes the cluster when a phase before the observation blocked the pass (a Service,

@@ -69,7 +69,8 @@ func (r *EtcdClusterReconciler) memberPod(s *scope, m resources.Member) *corev1.
 // them under Retain (for existing claims too), records on a started member's claim its member and
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
 // records of a rollout's restart and rollback from a member's claim once they have served their
-// purpose (verdict.ClaimRecordsToDrop).
+// purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the pod each other member
+// serves on (verdict.ServedPodToRecord), which that member's pod is recreated from if it goes.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
@@ -78,7 +79,14 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)
 		identity := verdict.ClaimIdentity(s.m, m)
-		drop := verdict.ClaimRecordsToDrop(m, hash)
+		drop := verdict.ClaimRecordsToDrop(s.m, m, hash)
+		if verdict.ServedPodToRecord(s.m, m) {
+			served, err := resources.ServedPodRecord(m.Pod)
+			if err != nil {
+				return nil, err
+			}
+			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedPod: served})
+		}
 		if (owned != retain && identity == nil && len(drop) == 0) || pvc.DeletionTimestamp != nil {
 			continue
 		}

@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
@@ -23,7 +21,8 @@ import (
 // down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate);
 // a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
 // A member whose rollback is due (verdict.RollbackDue) is recorded as rolled back (recordRollback), and
-// its pod, once gone, is recreated from the record of the pod it last served on (servedPod).
+// its pod, once gone, is recreated from the record of the pod it last served on; so is, while that
+// holds, any member whose claim records the pod it served on (verdict.PodToRestore).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Formed() {
 		return nil, nil
@@ -41,7 +40,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		if m.Pod != nil || !m.HasClaim() {
 			continue // a claim gone means the data is gone: the planner replaces the member
 		}
-		served := servedPod(s.cluster, m, hash)
+		served := verdict.PodToRestore(s.m, m)
 		if st, err := r.recreatePod(ctx, s, m, served); err != nil || st != nil {
 			return st, err
 		}
@@ -66,7 +65,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 // reason and why, after recording on its claim what its next pod is made from: the rollout's record
 // onto the current spec (of hash; recordRolledOnto), or, for a rollback (reason RolloutFailed), the
 // rollback (recordRollback). Only the pod the pass looked at goes (a newer one is left to show how it
-// does).
+// does); a pod rolled back while its etcd container waits for its image goes at once (grace period 0).
 func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, m *model.Member, hash, reason, why string) error {
 	c, pod := s.cluster, m.Pod
 	record := func() error { return r.recordRolledOnto(ctx, s.m, m, hash) }
@@ -76,7 +75,14 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 	if err := record(); err != nil {
 		return err
 	}
-	err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+	if reason == etcdv1beta1.ReasonRolloutFailed && m.WaitsForImage() && etcdNeverRan(pod) {
+		// its etcd never ran on this pod, so nothing can write to the data as the rolled-back pod starts;
+		// the kubelet keeps a pod whose image pull has not returned (a registry that does not answer)
+		// until the pull ends, which may be never
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
+	err := r.Delete(ctx, pod, opts...)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete pod %s (%s): %w", m.Name, why, err)
 	}
@@ -88,8 +94,8 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 	return nil
 }
 
-// recreatePod creates the pod of m, a registered member with a claim and no pod: served when it is
-// rolled back (servedPod), else a learner's joining pod, else a pod of the current spec with the flags
+// recreatePod creates the pod of m, a registered member with a claim and no pod: served when the
+// current spec is rolled back (verdict.PodToRestore), else a learner's joining pod, else a pod of the current spec with the flags
 // its claim recorded; with an event. It returns createPod's step when the pod is not created.
 func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *model.Member, served *corev1.Pod) (*verdict.Step, error) {
 	c := s.cluster
@@ -107,27 +113,11 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 		return st, err
 	}
 	if served != nil {
-		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s), rolled back from the current spec", m.Name, m.Claim.Name, served.Annotations[etcdv1beta1.AnnotationSpecHash])
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s): the current spec did not run, and was rolled back", m.Name, m.Claim.Name, served.Annotations[etcdv1beta1.AnnotationSpecHash])
 	} else {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
 	}
 	return nil, nil
-}
-
-// servedPod returns the pod to recreate for m, a member of c with a claim and no pod, when its pod was
-// rolled back from the current spec (of hash): the one its claim records it served on
-// (verdict.RollbackDue); nil when it was not, or the record does not decode (the member gets a pod of
-// the current spec, and the error is logged).
-func servedPod(c *etcdv1beta1.EtcdCluster, m *model.Member, hash string) *corev1.Pod {
-	if m.RolledBackFrom() != hash || m.ServedPodRecord() == "" {
-		return nil
-	}
-	p, err := resources.PodFromServedRecord(c, m.Name, m.ServedPodRecord())
-	if err != nil {
-		log.Log.Error(err, "Member pod rolled back from the current spec, but the record of the pod it served on is unusable: recreating it with the current spec", "etcdcluster", klog.KObj(c), "member", m.Name)
-		return nil
-	}
-	return p
 }
 
 // recordRollback records on m's claim, before its pod is deleted to roll it back (verdict.RollbackDue,
@@ -177,4 +167,15 @@ func podsOf(names []string) (pods, their, them string) {
 		return "the pod of " + names[0], "its", "it"
 	}
 	return "the pods of " + strings.Join(names, ", "), "their", "them"
+}
+
+// etcdNeverRan reports whether the etcd container of pod has never run: it has no status yet, or one
+// that shows no run, no restart and no earlier termination.
+func etcdNeverRan(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == resources.EtcdContainer {
+			return cs.State.Running == nil && cs.State.Terminated == nil && cs.RestartCount == 0 && cs.LastTerminationState.Terminated == nil
+		}
+	}
+	return true
 }

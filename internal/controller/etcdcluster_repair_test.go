@@ -171,12 +171,14 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 
 // TestRolloutOntoUntriedSpecRolledBack: a rolling update restarts a member that served onto a new spec
 // (its claim records that, and the pod it served on), and the member does not come back (it
-// crash-loops, as on an etcd flag value it refuses or a memory limit it cannot start within). No other
-// member serves on that spec, so the member is not replaced when the replacement policy ends (a new
-// member would be made from the same spec): its pod is rolled back, recreated on its claim from the
-// record of the pod it served on, keeping its member ID, and the rollout restarts no other member:
-// Progressing says RolloutFailed and what to do, with a Warning event. A change of the spec starts the
-// rollout again, and the record of the rollback goes.
+// crash-loops, as on an etcd flag value it refuses or a memory limit it cannot start within). A second
+// change while it is down (a limit raised, not enough) recreates its pod with it at once; the records
+// follow it. No other member serves on that spec, so the member is not replaced when the replacement
+// policy ends (a new member would be made from the same spec): its pod is rolled back, recreated on
+// its claim from the record of the pod it served on, keeping its member ID, and the rollout restarts
+// no other member: Progressing says RolloutFailed and what to do, with a Warning event. While that
+// holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
+// that did not run. A change of the spec starts the rollout again, and the records of the rollback go.
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	c, members, names, hosts := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
 	const policy = 20 * time.Second
@@ -210,15 +212,37 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	// The fault: the restarted member's etcd does not come back on the new spec.
 	members[first].Stop()
 	markCrashLoop(t, c, name)
-	pvc := getClaim(t, c, name)
-	if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != newHash {
-		t.Errorf("claim of %s records %s=%q, want the new spec's hash %q", name, etcdv1beta1.AnnotationRolledOnto, got, newHash)
+	records := func(want string) {
+		t.Helper()
+		pvc := getClaim(t, c, name)
+		if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != want {
+			t.Errorf("claim of %s records %s=%q, want %q", name, etcdv1beta1.AnnotationRolledOnto, got, want)
+		}
+		if served, err := resources.PodFromServedRecord(c, name, pvc.Annotations[etcdv1beta1.AnnotationServedPod]); err != nil {
+			t.Errorf("claim of %s: the record of the pod it served on: %v", name, err)
+		} else if got := served.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			t.Errorf("claim of %s records a pod of spec hash %q, want the one it served on, %q", name, got, oldHash)
+		}
 	}
-	if served, err := resources.PodFromServedRecord(c, name, pvc.Annotations[etcdv1beta1.AnnotationServedPod]); err != nil {
-		t.Errorf("claim of %s: the record of the pod it served on: %v", name, err)
-	} else if got := served.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
-		t.Errorf("claim of %s records a pod of spec hash %q, want the one it served on, %q", name, got, oldHash)
-	}
+	records(newHash)
+
+	// A second change while it is down reaches it at once; the records follow it.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
+	})
+	secondHash := resources.Options{}.SpecHash(c)
+	testutil.Eventually(t, waitTimeout, name+" recreated with the second change", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != secondHash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, secondHash)
+		}
+		return nil
+	})
+	markCrashLoop(t, c, name)
+	records(secondHash)
 	testutil.Eventually(t, waitTimeout, "Degraded says when "+name+" is rolled back", func(context.Context) error {
 		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
 		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "it is rolled back at") || strings.Contains(d.Message, "replaced at") {
@@ -242,27 +266,25 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	}
 
 	// Once down for the policy (counted from the restart), the member is rolled back: its pod is
-	// recreated as it served, on its claim, with its member ID. The pod that half of the policy
-	// recreates with the new spec crash-loops too.
+	// recreated as it served, on its claim, with its member ID.
 	testutil.Eventually(t, policy+waitTimeout, name+" rolled back to the pod it served on", func(context.Context) error {
 		p, err := getPod(c, name)
 		if err != nil {
 			return err
 		}
-		got := p.Annotations[etcdv1beta1.AnnotationSpecHash]
-		if got == newHash && len(p.Status.ContainerStatuses) == 0 {
-			markCrashLoop(t, c, name)
-		}
-		if got != oldHash {
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
 			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
 		}
 		return nil
 	})
-	pvc = getClaim(t, c, name)
-	if pvc.UID != claims[name] || pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != newHash || pvc.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
+	pvc := getClaim(t, c, name)
+	if pvc.UID != claims[name] || pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != secondHash || pvc.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
 		!strings.Contains(pvc.Annotations[etcdv1beta1.AnnotationRollbackReason], "CrashLoopBackOff") {
 		t.Errorf("claim of %s (UID %s, was %s) has annotations %v: want %s=%s, a reason naming the crash loop, and no %s", name, pvc.UID, claims[name],
-			pvc.Annotations, etcdv1beta1.AnnotationRolledBackFrom, newHash, etcdv1beta1.AnnotationRolledOnto)
+			pvc.Annotations, etcdv1beta1.AnnotationRolledBackFrom, secondHash, etcdv1beta1.AnnotationRolledOnto)
+	}
+	if err := others(); err != nil {
+		t.Error(err)
 	}
 	waitWarning(t, c, etcdv1beta1.ReasonRolloutFailed, "Rolling back member "+name)
 	// the member comes back on the pod it served on
@@ -300,17 +322,45 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		return others()
 	})
 
-	// A change of the spec starts the rollout again; the record of the rollback goes.
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
+	// Another member's pod goes (a node drained): it comes back as it served, from the record its claim
+	// got while the rollback holds.
+	other := names[(first+1)%3]
+	testutil.Eventually(t, waitTimeout, "the pod "+other+" served on recorded on its claim", func(context.Context) error {
+		if getClaim(t, c, other).Annotations[etcdv1beta1.AnnotationServedPod] == "" {
+			return fmt.Errorf("claim of %s records no pod", other)
+		}
+		return nil
 	})
-	secondHash := resources.Options{}.SpecHash(c)
-	testutil.Eventually(t, waitTimeout, "the rollback record gone, a member restarted onto the new change", func(ctx context.Context) error {
-		if v, ok := getClaim(t, c, name).Annotations[etcdv1beta1.AnnotationRolledBackFrom]; ok {
-			return fmt.Errorf("claim of %s still has %s=%s", name, etcdv1beta1.AnnotationRolledBackFrom, v)
+	if err := k8s.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: other}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, other+" recreated as it served", func(context.Context) error {
+		p, err := getPod(c, other)
+		if err != nil {
+			return err
+		}
+		if p.UID == pods[other] {
+			return fmt.Errorf("pod %s not recreated yet", other)
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			t.Fatalf("pod %s recreated with spec hash %q, want the one it served on, %q", other, got, oldHash)
+		}
+		return nil
+	})
+
+	// A change of the spec starts the rollout again; the records of the rollback go.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("400Mi")
+	})
+	thirdHash := resources.Options{}.SpecHash(c)
+	testutil.Eventually(t, waitTimeout, "the rollback records gone, a member restarted onto the new change", func(ctx context.Context) error {
+		for _, key := range []string{etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason} {
+			if v, ok := getClaim(t, c, name).Annotations[key]; ok {
+				return fmt.Errorf("claim of %s still has %s=%s", name, key, v)
+			}
 		}
 		for _, n := range names {
-			if p, err := getPod(c, n); err == nil && p.DeletionTimestamp == nil && p.Annotations[etcdv1beta1.AnnotationSpecHash] == secondHash {
+			if p, err := getPod(c, n); err == nil && p.DeletionTimestamp == nil && p.Annotations[etcdv1beta1.AnnotationSpecHash] == thirdHash {
 				return nil
 			}
 		}

@@ -28,8 +28,8 @@ import (
 // membership is settled: followers first, then the leader after moving leadership away. A restart
 // deletes the pod; recreateMembers recreates it on its data volume with the current spec in the next
 // pass, and the next member goes only when every member is ready and healthy again. While a member's
-// pod is rolled back from the current spec (model.Cluster.RolledBack), it restarts none: the spec did
-// not run.
+// pod is rolled back from the current spec (model.Cluster.RolledBack), it restarts none (the spec did
+// not run), and leaves its RolloutFailed step for the end of the pass (scope.rolloutFailed).
 func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Answered() {
 		return nil, nil // a rollout needs an answering cluster; membership went first
@@ -37,7 +37,10 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	c := s.cluster
 	hash := r.Options.SpecHash(s.cluster)
 	if mem := s.m.RolledBack(hash); mem != nil {
-		return r.pauseRollout(c, verdict.RolloutFailed(mem)), nil
+		// the pass goes on (a NOSPACE alarm, a CA rotation, maintenance): the cluster serves, on the old
+		// spec; the step is the pass's unless a later phase acts
+		s.rolloutFailed = verdict.RolloutFailed(mem)
+		return nil, nil
 	}
 	a := rollout.Next(s.m.Rollout(hash))
 	logger := log.FromContext(ctx).WithValues("etcdcluster", klog.KObj(c), "member", a.Member)
@@ -192,11 +195,15 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // member down for another reason gets no record (the spec is not why it is down), and a member without
 // a claim (emptyDir) has nowhere to keep it.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
-	if m == nil || !m.HasClaim() || m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
+	if m == nil || !m.HasClaim() || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
+		return nil
+	}
+	recordPod := m.Serving() && m.Pod != nil && m.PodSpecHash() != hash
+	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedPodRecord() != "") {
 		return nil
 	}
 	records := map[string]string{etcdv1beta1.AnnotationRolledOnto: hash}
-	if m.Serving() && m.Pod != nil {
+	if recordPod {
 		served, err := resources.ServedPodRecord(m.Pod)
 		if err != nil {
 			return err

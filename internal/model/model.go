@@ -574,9 +574,10 @@ func (m *Member) WaitsForImage() bool {
 // keeps it down (a flag value etcd refuses, a memory limit etcd cannot start within, a node selector no
 // node matches): a member made from the same spec would most likely fail the same way, so it is not
 // replaced. False for a member without a pod or claim, or one that a rollout moved onto the spec while
-// it was already down.
+// it was already down. A pod being deleted counts (one whose first image pull does not return is not
+// let go by the kubelet until it does).
 func (c *Cluster) DownOnUntriedSpec(m *Member) bool {
-	if !m.Down() || !m.HasPod() || m.Claim == nil {
+	if !m.Down() || m.Pod == nil || m.Claim == nil {
 		return false
 	}
 	hash := m.PodSpecHash()
@@ -606,10 +607,10 @@ func (m *Member) ServedPodRecord() string {
 	return m.Claim.Annotations[etcdv1beta1.AnnotationServedPod]
 }
 
-// RolledBack returns the first member etcd lists whose claim says its pod was
-// rolled back from the spec of hash (AnnotationRolledBackFrom), nil when none.
+// RolledBack returns the first member, by name, whose claim says its pod was rolled back from the spec
+// of hash (AnnotationRolledBackFrom), nil when none; whether etcd answers or not.
 func (c *Cluster) RolledBack(hash string) *Member {
-	for _, m := range c.Listed() {
+	for _, m := range c.Members {
 		if m.HasClaim() && hash != "" && m.RolledBackFrom() == hash {
 			return m
 		}

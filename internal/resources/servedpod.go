@@ -15,7 +15,8 @@ import (
 // (etcdv1beta1.AnnotationServedPod) before a rolling update restarts the member onto a new spec: JSON of
 // a pod with p's name, namespace, labels, annotations (without the operator's record of diverged data,
 // which was about that pod's run) and owner references, and p's spec without the node it was bound to
-// (the scheduler places the pod again; a volume bound to one node keeps it there). Errors only when
+// (the scheduler places the pod again; a volume bound to one node keeps it there) and without the
+// priority admission set from its priority class. Errors only when
 // the pod cannot be encoded.
 func ServedPodRecord(p *corev1.Pod) (string, error) {
 	rec := corev1.Pod{
@@ -27,7 +28,9 @@ func ServedPodRecord(p *corev1.Pod) (string, error) {
 		Spec: *p.Spec.DeepCopy(),
 	}
 	delete(rec.Annotations, etcdv1beta1.AnnotationDataDiverged)
-	rec.Spec.NodeName = ""
+	// admission fills these in from spec.priorityClassName again, and refuses a pod whose values differ
+	// from the class's (changed since)
+	rec.Spec.NodeName, rec.Spec.Priority, rec.Spec.PreemptionPolicy = "", nil, nil
 	b, err := json.Marshal(&rec)
 	if err != nil {
 		return "", fmt.Errorf("encode the record of pod %s: %w", p.Name, err)

@@ -27,13 +27,14 @@ import (
 // RecreateDue reports whether mem's pod is due to be deleted so that it is recreated: mem has been down
 // for c's RecreateAfter, its pod exists, is not being deleted, and was created before that point (each
 // spell down recreates the pod at most once), its etcd container does not wait for its image (a new
-// pod would wait for the same image, and start its pull over), and the healthy voters make a quorum
-// without it. A
+// pod would wait for the same image, and start its pull over), it is not to be rolled back (rollbackAt:
+// a pod of the same untried spec would not help, and the rollback comes at the end of the policy), and
+// the healthy voters make a quorum without it. A
 // learner's pod is not recreated this way (PodToRecreate restarts one built from an older member list
 // or spec): it has no data of its own to keep, and its down clock starts anew with each pod (see
 // model.Member.DownSince), so it is replaced once down for the whole policy.
 func RecreateDue(c *model.Cluster, mem *model.Member) bool {
-	if !mem.Down() || !mem.HasPod() || mem.Learner() || mem.WaitsForImage() || c.HealthyVoters() < c.Quorum() {
+	if !mem.Down() || !mem.HasPod() || mem.Learner() || mem.WaitsForImage() || c.HealthyVoters() < c.Quorum() || !rollbackAt(c, mem).IsZero() {
 		return false
 	}
 	due := mem.DownSince.Add(c.Object.Spec.RecreateAfter())
@@ -53,7 +54,7 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	if why := RollbackDue(c, mem); why != "" {
 		return etcdv1beta1.ReasonRolloutFailed, why
 	}
-	if hash := opts.SpecHash(c.Object); mem.HasPod() && mem.RolledBackFrom() == hash && mem.PodSpecHash() == hash && !mem.Serving() {
+	if hash := opts.SpecHash(c.Object); mem.HasPod() && mem.RolledBackFrom() == hash && mem.PodSpecHash() == hash && !mem.Serving() && PodToRestore(c, mem) != nil {
 		// recorded as rolled back, but the deletion of its pod failed
 		return etcdv1beta1.ReasonRolloutFailed, "rolled back from the current spec, its pod still of that spec"
 	}
@@ -127,7 +128,8 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // pulling; a replacement would wait for the same image; fixing the spec heals it), and it is not down
 // on a spec no member has served on (model.Cluster.DownOnUntriedSpec: a rollout restarted it onto a
 // spec that may be what keeps it down, and a replacement would be made from the same spec; fixing or
-// undoing the change heals it) (a member without a pod is recreated on its claim, or replaced at once
+// undoing the change heals it), and it was not rolled back from the current spec (rolledBackNow: a new
+// member would be made from the spec that did not run) (a member without a pod is recreated on its claim, or replaced at once
 // when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
 // replacement). The quorum is the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
@@ -141,7 +143,7 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return why
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || c.Now.Before(replaceAt(c, mem)) {
+	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || rolledBackNow(c, mem) || c.Now.Before(replaceAt(c, mem)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
@@ -240,6 +242,41 @@ func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	return replaceAt(c, mem)
 }
 
+// rolledBackNow reports whether mem's pod was rolled back from the current spec (its claim's
+// AnnotationRolledBackFrom is the current spec's hash).
+func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
+	from := mem.RolledBackFrom()
+	return from != "" && from == c.Options.SpecHash(c.Object)
+}
+
+// PodToRestore returns the pod to recreate mem from, instead of one of the current spec, nil when
+// there is none: while a member's pod is rolled back from the current spec (model.Cluster.RolledBack),
+// the pod mem's claim records it served on (etcdv1beta1.AnnotationServedPod) when it decodes, and mem
+// is not being restarted onto a spec (no AnnotationRolledOnto). The rolled-back member's claim records
+// it from the rollout's restart; every other member that serves on a pod of an older spec gets its
+// record while the rollback holds (ServedPodToRecord), so that a member whose pod goes meanwhile (a
+// node drained) comes back as it served, not on the spec that did not run.
+func PodToRestore(c *model.Cluster, mem *model.Member) *corev1.Pod {
+	if mem.Claim == nil || mem.ServedPodRecord() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
+		c.RolledBack(c.Options.SpecHash(c.Object)) == nil {
+		return nil
+	}
+	p, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// ServedPodToRecord reports whether the pod mem serves on is to be recorded on its claim
+// (etcdv1beta1.AnnotationServedPod; see PodToRestore): a member's pod was rolled back from the current
+// spec, and mem serves on a pod of an older spec, not being deleted, and its claim records none.
+func ServedPodToRecord(c *model.Cluster, mem *model.Member) bool {
+	hash := c.Options.SpecHash(c.Object)
+	return mem.HasClaim() && mem.HasPod() && mem.Serving() && mem.ServedPodRecord() == "" && mem.PodSpecHash() != hash &&
+		c.RolledBack(hash) != nil
+}
+
 // RollbackDue returns why mem's pod is due to be rolled back, "" when it is not: a rolling update
 // restarted mem, while it served, onto a spec no member has served on, and it has not served on it for
 // spec.recovery.replaceUnhealthyMemberAfter (see rollbackAt), whatever keeps it down (an image that
@@ -277,23 +314,39 @@ func RolloutFailed(mem *model.Member) *Step {
 // when none, hash being the current spec's: the record of the spec a rollout restarted mem onto and of
 // the pod it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedPod) once it serves on
 // that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
-// AnnotationRollbackReason) once the spec changed, with the record of the pod it went back to unless a
-// rollout restarted mem onto a spec since.
-func ClaimRecordsToDrop(mem *model.Member, hash string) []string {
+// AnnotationRollbackReason) once the spec changed, or when the record of the pod it went back to is
+// gone or does not decode (the rollout may try the spec again); and the record of the pod a member
+// served on once no rollback holds and no rollout restarts it (it would be out of date by the next one).
+func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []string {
 	if mem.Claim == nil {
 		return nil
 	}
 	var out []string
+	rolledOnto := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto]
 	if ServedOnRolledSpec(mem) {
 		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedPod)
+		rolledOnto = ""
 	}
-	if from := mem.RolledBackFrom(); from != "" && from != hash {
+	from := mem.RolledBackFrom()
+	if from != "" && (from != hash || !usableRecord(c, mem)) {
 		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
-		if mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedPod) {
+		from = ""
+	}
+	if mem.ServedPodRecord() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedPod) {
+		if rb := c.RolledBack(hash); rb == nil || (rb.Name == mem.Name && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
 			out = append(out, etcdv1beta1.AnnotationServedPod)
 		}
 	}
 	return out
+}
+
+// usableRecord reports whether mem's claim records a pod it served on that decodes for it.
+func usableRecord(c *model.Cluster, mem *model.Member) bool {
+	if mem.ServedPodRecord() == "" {
+		return false
+	}
+	_, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
+	return err == nil
 }
 
 // CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer
@@ -327,6 +380,10 @@ func ClaimIdentity(c *model.Cluster, mem *model.Member) map[string]string {
 const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec no member has run, which may be what keeps it down, and a new member would be made from the same spec; " +
 	"if the change of the spec is the cause (an etcd flag value, a memory limit, a node selector), fix or undo it and the member is recreated on its data; " +
 	"if the spec is right, delete the member's claim and then its pod, and it is replaced with a copy of its peers' data"
+
+// rolledBackNote says what happens to a member down on the pod it was rolled back to, and what to do.
+const rolledBackNote = "not replaced: it was rolled back from the current spec, which did not run, and a new member would be made from that spec; " +
+	"fix the spec, and it is recreated with the fix on its data (and replaced if it still does not serve)"
 
 // rollbackNote says what happens to a member that a rolling update restarted onto a spec no member has
 // served on, and that is rolled back at note.rollbackAt unless it serves (rollbackAt).
@@ -392,7 +449,6 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 		if after := spec.ReplaceAfter(); spec.Paused {
 			s += "; not recreated or replaced while spec.paused is true"
 		} else if !note.rollbackAt.IsZero() {
-			// no quorum needed: the member is down already (the only member of a single-member cluster, say)
 			s += "; " + rollbackNote(note)
 		} else if !quorate {
 			s += "; nothing is replaced without a quorum of healthy voters"
@@ -401,6 +457,8 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not replaced while its image is being pulled (a new member would wait for the same pull): if the pull does not finish (a registry that does not answer), fix spec.image"
 		} else if after > 0 && model.ImagePullProblem(m.Problem) {
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
+		} else if after > 0 && note.rolledBack {
+			s += "; " + rolledBackNote
 		} else if after > 0 && note.untriedSpec && note.state == memberStarting {
 			// a member starting on its new pod shows no problem: it may well come up
 			s += "; the first member on this spec: not replaced if it does not start either, since a new member would be made from the same spec"

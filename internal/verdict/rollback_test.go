@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,34 +106,129 @@ func TestRollbackDue(t *testing.T) {
 }
 
 // TestClaimRecordsToDrop: the records of a rollout's restart go once the member serves on the spec it
-// was restarted onto; the record of a rollback goes once the spec changed, with the record of the pod it
-// went back to unless a rollout restarted it since (it is the rollback of that restart).
+// was restarted onto; the record of a rollback goes once the spec changed, or when the record of the pod
+// it went back to is unusable, with that record unless a rollout restarted it since (it is the rollback
+// of that restart); the record of the pod another member served on stays while a rollback holds and
+// goes after.
 func TestClaimRecordsToDrop(t *testing.T) {
 	now, _, c, e := thirdDownForAnHour("d")
+	c.Namespace = "ns"
 	e.Health[3] = nil
 	c.Status.Members = nil
+	plain := resources.SpecTLS(c)
+	rec, err := resources.ServedPodRecord(resources.Options{}.BuildPod(c, resources.Member{Name: "d-2", InitialClusterState: resources.StateNew, TLS: &plain}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		onto, served, from, why = etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedPod, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason
+	)
 	for _, tc := range []struct {
 		name     string
 		podHash  string
 		records  map[string]string
+		other    map[string]string // d-1's claim
 		current  string
 		wantDrop []string
 	}{
-		{"serves on the spec it was restarted onto", "B", map[string]string{etcdv1beta1.AnnotationRolledOnto: "B", etcdv1beta1.AnnotationServedPod: "{}"}, "B",
-			[]string{etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedPod}},
-		{"restart not done yet", "A", map[string]string{etcdv1beta1.AnnotationRolledOnto: "B", etcdv1beta1.AnnotationServedPod: "{}"}, "B", nil},
-		{"rolled back from the current spec", "A", map[string]string{etcdv1beta1.AnnotationRolledBackFrom: "B", etcdv1beta1.AnnotationServedPod: "{}"}, "B", nil},
-		{"rolled back, spec reverted", "A", map[string]string{etcdv1beta1.AnnotationRolledBackFrom: "B", etcdv1beta1.AnnotationRollbackReason: "x", etcdv1beta1.AnnotationServedPod: "{}"}, "A",
-			[]string{etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason, etcdv1beta1.AnnotationServedPod}},
-		{"rolled back, then restarted onto a new change", "A", map[string]string{etcdv1beta1.AnnotationRolledBackFrom: "B", etcdv1beta1.AnnotationRolledOnto: "C", etcdv1beta1.AnnotationServedPod: "{}"}, "C",
-			[]string{etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason}},
+		{"serves on the spec it was restarted onto", "B", map[string]string{onto: "B", served: rec}, nil, "B", []string{onto, served}},
+		{"restart not done yet", "A", map[string]string{onto: "B", served: rec}, nil, "B", nil},
+		{"rolled back from the current spec", "A", map[string]string{from: "B", served: rec}, nil, "B", nil},
+		{"rolled back from the current spec, record unusable", "A", map[string]string{from: "B", why: "x", served: "{}"}, nil, "B", []string{from, why, served}},
+		{"rolled back, spec reverted", "A", map[string]string{from: "B", why: "x", served: rec}, nil, "A", []string{from, why, served}},
+		{"rolled back, then restarted onto a new change", "A", map[string]string{from: "B", onto: "C", served: rec}, nil, "C", []string{from, why}},
+		{"another member rolled back from the current spec", "A", map[string]string{served: rec}, map[string]string{from: "B", served: rec}, "B", nil},
+		{"no rollback holds", "A", map[string]string{served: rec}, map[string]string{from: "B", served: rec}, "C", []string{served}},
 	} {
-		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-2", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: tc.podHash}}}
-		claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"), Annotations: tc.records}}
-		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}, Claims: []corev1.PersistentVolumeClaim{claim}})
-		got := ClaimRecordsToDrop(m.Member("d-2"), tc.current)
+		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-2", Namespace: "ns", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: tc.podHash}}}
+		claims := []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"), Namespace: "ns", Annotations: tc.records}}}
+		if tc.other != nil {
+			claims = append(claims, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-1"), Namespace: "ns", Annotations: tc.other}})
+		}
+		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}, Claims: claims})
+		got := ClaimRecordsToDrop(m, m.Member("d-2"), tc.current)
 		if strings.Join(got, ",") != strings.Join(tc.wantDrop, ",") {
 			t.Errorf("%s: ClaimRecordsToDrop = %v, want %v", tc.name, got, tc.wantDrop)
 		}
+	}
+}
+
+// TestRolledBackMember: while a member's pod is rolled back from the current spec, the member is not
+// replaced when it is down for the policy (a new member would be made from that spec), and Degraded
+// says so; another member whose claim records the pod it served on is recreated from it (PodToRestore),
+// and not once no rollback holds. A rolled-back member found on a pod of the current spec (its
+// deletion failed) is rolled back again, but only with a usable record (no deletion each pass
+// otherwise). A pod the kubelet keeps while it is deleted still counts for DownOnUntriedSpec, and
+// RecreateDue does not recreate a member due to be rolled back.
+func TestRolledBackMember(t *testing.T) {
+	now, long, c, e := thirdDownForAnHour("b")
+	c.Namespace = "ns"
+	testutil.WithTLS(false, false)(c)
+	current := resources.Options{}.SpecHash(c)
+	plain := resources.SpecTLS(c)
+	record := func(name string) string {
+		rec, err := resources.ServedPodRecord(resources.Options{}.BuildPod(c, resources.Member{Name: name, InitialClusterState: resources.StateNew, TLS: &plain}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	build := func(hash2 string, claim2, claim1 map[string]string, terminating bool) *model.Cluster {
+		var pods []corev1.Pod
+		for i, h := range []string{"A", "A", hash2} {
+			p := *resources.Options{}.BuildPod(c, resources.Member{Name: fmt.Sprintf("b-%d", i), InitialClusterState: resources.StateNew, TLS: &plain})
+			p.CreationTimestamp, p.Annotations[etcdv1beta1.AnnotationSpecHash] = long, h
+			if i == 2 {
+				p.Status = waitingPodStatus("CrashLoopBackOff")
+				if terminating {
+					p.DeletionTimestamp = &long
+				}
+			}
+			pods = append(pods, p)
+		}
+		claims := []corev1.PersistentVolumeClaim{
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("b-2"), Namespace: "ns", Annotations: claim2}},
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("b-1"), Namespace: "ns", Annotations: claim1}},
+		}
+		return model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: claims})
+	}
+	rolledBack := map[string]string{etcdv1beta1.AnnotationRolledBackFrom: current, etcdv1beta1.AnnotationServedPod: record("b-2")}
+	served1 := map[string]string{etcdv1beta1.AnnotationServedPod: record("b-1")}
+
+	m := build("A", rolledBack, served1, false)
+	if why := ReplaceDue(m, m.Member("b-2")); why != "" {
+		t.Errorf("ReplaceDue = %q for a member rolled back from the current spec", why)
+	}
+	c.Status.Members = memberStatuses(m)
+	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "not replaced: it was rolled back from the current spec") {
+		t.Errorf("Degraded = %q: want it to say the member is not replaced, rolled back", d)
+	}
+	if p := PodToRestore(m, m.Member("b-1")); p == nil || p.Name != "b-1" {
+		t.Errorf("PodToRestore(b-1) = %v while b-2 is rolled back, want b-1's recorded pod", p)
+	}
+	if m := build("A", map[string]string{etcdv1beta1.AnnotationRolledBackFrom: "other"}, served1, false); PodToRestore(m, m.Member("b-1")) != nil {
+		t.Error("PodToRestore(b-1) gives a pod while no rollback holds")
+	}
+
+	// found on the current spec again
+	m = build(current, rolledBack, nil, false)
+	if reason, _ := PodToRecreate(m, m.Member("b-2"), resources.Options{}); reason != etcdv1beta1.ReasonRolloutFailed {
+		t.Errorf("PodToRecreate reason %q for a rolled-back member on the current spec, want RolloutFailed", reason)
+	}
+	m = build(current, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: current, etcdv1beta1.AnnotationServedPod: "{}"}, nil, false)
+	if reason, _ := PodToRecreate(m, m.Member("b-2"), resources.Options{}); reason == etcdv1beta1.ReasonRolloutFailed {
+		t.Error("PodToRecreate rolls back a member whose record is unusable: its pod would be deleted each pass")
+	}
+
+	// restarted onto B, not served: untried, its pod kept by the kubelet counts; not recreated at half the policy
+	untried := map[string]string{etcdv1beta1.AnnotationRolledOnto: "B", etcdv1beta1.AnnotationServedPod: record("b-2")}
+	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "b-2", DownSince: &metav1.Time{Time: now.Add(-c.Spec.RecreateAfter() - time.Second)}}}
+	m = build("B", untried, nil, true)
+	if !m.DownOnUntriedSpec(m.Member("b-2")) {
+		t.Error("DownOnUntriedSpec = false for a member whose pod on the untried spec is being deleted")
+	}
+	m = build("B", untried, nil, false)
+	if RecreateDue(m, m.Member("b-2")) {
+		t.Error("RecreateDue = true for a member due to be rolled back")
 	}
 }

@@ -365,6 +365,9 @@ type memberNote struct {
 	// rollbackAt: when the member, down on an untried spec, is rolled back to the pod it last served
 	// on if it stays as it is (rollbackAt); zero when it is not to be
 	rollbackAt time.Time
+	// rolledBack: the member's pod was rolled back from the current spec (rolledBackNow): it is not
+	// replaced
+	rolledBack bool
 	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
 	// its pod being recreated or starting without a problem (rollingRestart)
 	rolling bool
@@ -390,6 +393,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.replaceAt = replaceAt(m, mem)
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
+		n.rolledBack = rolledBackNow(m, mem)
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
 		out[mem.Name] = n
 	}
@@ -676,6 +680,9 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	spec := &m.Object.Spec
 	if at := rollbackAt(m, mem); !at.IsZero() {
 		return " (" + rollbackNote(memberNote{rollbackAt: at}) + ")"
+	}
+	if rolledBackNow(m, mem) && replaceAtOnce(m, mem) == "" {
+		return " (" + rolledBackNote + ")"
 	}
 	switch p := mem.Pod; {
 	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):

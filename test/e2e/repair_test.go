@@ -162,9 +162,9 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 		// problem is what the status says of the member on the broken spec (any one of them)
 		problem []string
 		// broken returns the image reference the change gives the members (the spec's own image when the
-		// change is elsewhere) and a function that lets the kubelet end a pull that does not return (a
-		// pod whose pull has not returned is not deleted until it does)
-		broken func(t *testing.T) (image string, release func())
+		// change is elsewhere); the registry that does not answer keeps not answering until the test ends
+		// (the rollback does not wait for the kubelet to give up the pull)
+		broken func(t *testing.T) (image string, stop func())
 		spoil  func(c *etcdv1beta1.EtcdCluster, image string)
 		heal   func(c *etcdv1beta1.EtcdCluster)
 		// onBroken reports whether a member pod was built from the broken spec
@@ -207,12 +207,11 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			image, release := tc.broken(t)
+			image, _ := tc.broken(t)
 			rolloutOntoBrokenSpecRolledBack(t, tc.namespace, brokenSpec{
 				problem:  tc.problem,
 				onBroken: func(p *corev1.Pod) bool { return tc.onBroken(p, image) },
 				spoil:    func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
-				release:  release,
 				heal:     tc.heal,
 				respoil:  tc.respoil,
 			})
@@ -262,11 +261,8 @@ func hangingRegistry(t *testing.T) (string, func()) {
 // brokenSpec is one case of TestRolloutOntoBrokenSpecRolledBack: the change spoil, whose pods onBroken
 // tells, of which the member's status problem says one of problem, and its revert, heal.
 type brokenSpec struct {
-	problem  []string
-	onBroken func(*corev1.Pod) bool
-	// release lets the kubelet end a pull that does not return (the rollback's deletion of the pod waits
-	// for it)
-	release     func()
+	problem     []string
+	onBroken    func(*corev1.Pod) bool
 	spoil, heal func(*etcdv1beta1.EtcdCluster)
 	// respoil, when set, changes the spec again after the rollback, to one that cannot run either (a
 	// limit raised, but not enough); onBroken tells its pods too
@@ -425,10 +421,7 @@ func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down str
 			return err
 		}
 		n := 0
-		for name, p := range pods {
-			if p.DeletionTimestamp != nil && name == down {
-				b.release() // the rollback deletes the pod: a pull that does not return must end first
-			}
+		for _, p := range pods {
 			if b.onBroken(p) {
 				n++
 			}
