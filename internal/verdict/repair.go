@@ -226,13 +226,14 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // rollbackAt returns when mem, a member down on a spec no member has served on
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the pod it last served on if it stays
 // as it is, zero when it is not to be: replacing is off (spec.recovery.replaceUnhealthyMemberAfter
-// 0s: a person decides), its claim keeps no record of that pod (the rollout moved it onto the spec
+// 0s: a person decides), its claim is being deleted (its data goes: it is replaced), its claim keeps
+// no record of that pod (the rollout moved it onto the spec
 // while it was already down), the record does not decode, or the pod it records serves TLS otherwise
 // than the member is to serve now (a switch of spec.tls went on since: the old pod's URLs would not
 // match the member's). It is when a replacement would be due (replaceAt): the end of the policy from
 // when the member went down, or later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
-	if c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || mem.ServedPodRecord() == "" {
+	if c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() || mem.ServedPodRecord() == "" {
 		return time.Time{}
 	}
 	served, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
