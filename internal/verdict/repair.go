@@ -27,14 +27,16 @@ import (
 // RecreateDue reports whether mem's pod is due to be deleted so that it is recreated: mem has been down
 // for c's RecreateAfter, its pod exists, is not being deleted, and was created before that point (each
 // spell down recreates the pod at most once), its etcd container does not wait for its image (a new
-// pod would wait for the same image, and start its pull over), it is not to be rolled back (rollbackAt:
+// pod would wait for the same image, and start its pull over), it is not starting on a new pod that
+// shows no problem (model.Member.Starting: a restart coming back, its init containers running, is
+// given model.MemberStartGrace), it is not to be rolled back (rollbackAt:
 // a pod of the same untried spec would not help, and the rollback comes at the end of the policy), and
 // the healthy voters make a quorum without it. A
 // learner's pod is not recreated this way (PodToRecreate restarts one built from an older member list
 // or spec): it has no data of its own to keep, and its down clock starts anew with each pod (see
 // model.Member.DownSince), so it is replaced once down for the whole policy.
 func RecreateDue(c *model.Cluster, mem *model.Member) bool {
-	if !mem.Down() || !mem.HasPod() || mem.Learner() || mem.WaitsForImage() || c.HealthyVoters() < c.Quorum() || !rollbackAt(c, mem).IsZero() {
+	if !mem.Down() || !mem.HasPod() || mem.Learner() || mem.WaitsForImage() || mem.Starting(c.Now) || c.HealthyVoters() < c.Quorum() || !rollbackAt(c, mem).IsZero() {
 		return false
 	}
 	due := mem.DownSince.Add(c.Object.Spec.RecreateAfter())
@@ -332,6 +334,8 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 	if from != "" && (from != hash || !usableRecord(c, mem)) {
 		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
 		from = ""
+	} else if _, ok := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]; ok && from == "" {
+		out = append(out, etcdv1beta1.AnnotationRollbackReason) // the user removed the record of the rollback
 	}
 	if mem.ServedPodRecord() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedPod) {
 		if rb := c.RolledBack(hash); rb == nil || (rb.Name == mem.Name && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {

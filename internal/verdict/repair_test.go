@@ -54,7 +54,7 @@ func TestRepairDue(t *testing.T) {
 		}
 		return model.Build(model.Input{Cluster: c, Etcd: e, Pods: pods, Now: now})
 	}
-	four, twenty, off := 4*time.Minute, 20*time.Second, time.Duration(0)
+	four, thirty, twenty, off := 4*time.Minute, 30*time.Second, 20*time.Second, time.Duration(0)
 	for _, tc := range []struct {
 		name               string
 		policy             *time.Duration
@@ -85,6 +85,9 @@ func TestRepairDue(t *testing.T) {
 		{name: "20s policy, down 40s, its pod made 15s ago, crash-looping: replace", policy: &twenty, down: 40 * time.Second, podAge: 15 * time.Second, healthy: 2, etcdWaits: "CrashLoopBackOff", replaces: true},
 		{name: "20s policy, down 90s, its pod made 65s ago, showing no problem: replace", policy: &twenty, down: 90 * time.Second, podAge: 65 * time.Second, healthy: 2, etcdWaits: "PodInitializing", replaces: true},
 		{name: "down 4m, crash-looping: replace", policy: &four, down: 4 * time.Minute, podAge: 2 * time.Minute, healthy: 2, etcdWaits: "CrashLoopBackOff", replaces: true},
+		// a restart coming back (made after it went down, its init containers running) is not recreated
+		{name: "30s policy, down 16s, its pod made 8s ago, initializing: not recreated", policy: &thirty, down: 16 * time.Second, podAge: 8 * time.Second, healthy: 2, etcdWaits: "PodInitializing"},
+		{name: "30s policy, down 16s, its pod made 8s ago, crash-looping: recreate", policy: &thirty, down: 16 * time.Second, podAge: 8 * time.Second, healthy: 2, etcdWaits: "CrashLoopBackOff", recreate: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			downs := []*metav1.Time{nil, nil, downFor(tc.down)}

@@ -139,6 +139,7 @@ func TestClaimRecordsToDrop(t *testing.T) {
 		{"rolled back, then restarted onto a new change", "A", map[string]string{from: "B", onto: "C", served: rec}, nil, "C", []string{from, why}},
 		{"another member rolled back from the current spec", "A", map[string]string{served: rec}, map[string]string{from: "B", served: rec}, "B", nil},
 		{"no rollback holds", "A", map[string]string{served: rec}, map[string]string{from: "B", served: rec}, "C", []string{served}},
+		{"record of the rollback removed by hand", "A", map[string]string{why: "x", served: rec}, nil, "B", []string{why, served}},
 	} {
 		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-2", Namespace: "ns", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: tc.podHash}}}
 		claims := []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"), Namespace: "ns", Annotations: tc.records}}}
