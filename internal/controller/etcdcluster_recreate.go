@@ -103,7 +103,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 	var err error
 	switch {
 	case served != nil:
-		st, err = r.createMemberPod(ctx, s, served)
+		st, err = r.createMemberPod(ctx, s, resources.RestoredPod(r.memberPod(s, m.StartedAs()), served))
 	case m.Learner():
 		st, err = r.createJoiningMember(ctx, s, m.Name, s.m.Etcd.Members)
 	default:

@@ -370,3 +370,49 @@ func TestServedPodRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredPod: a member rolled back gets the image, resources, spec.options flags and scheduling of
+// the pod it served on, and everything else (the flags the operator owns, volumes, init containers,
+// security contexts) from the current spec's pod: a record edited to add a privileged init container,
+// a hostPath volume or another program changes none of that.
+func TestRestoredPod(t *testing.T) {
+	c := testutil.EtcdCluster("rp", testutil.WithReplicas(3))
+	c.Namespace = "ns"
+	m := Member{Name: "rp-1", InitialClusterState: StateNew}
+	old := c.DeepCopy()
+	old.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log-level": "warn"}}
+	recorded := Options{}.BuildPod(old, m)
+	c.Spec.Image = "docker.io/local/etcd:no-such-tag"
+	c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"zone": "nowhere"},
+		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Mi")}}}
+	current := Options{}.BuildPod(c, m)
+
+	// the record, edited
+	recorded.Spec.InitContainers = append(recorded.Spec.InitContainers, corev1.Container{Name: "proof", Image: "evil",
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}})
+	recorded.Spec.Volumes = append(recorded.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+	recorded.Spec.Containers[0].Command = append(recorded.Spec.Containers[0].Command, "--data-dir=/tmp/elsewhere")
+	recorded.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+
+	got := RestoredPod(current, recorded)
+	etcdC := got.Spec.Containers[0]
+	if etcdC.Image != recorded.Spec.Containers[0].Image || !etcdC.Resources.Limits.Memory().IsZero() || got.Spec.NodeSelector["zone"] != "" ||
+		got.Annotations[etcdv1beta1.AnnotationSpecHash] != recorded.Annotations[etcdv1beta1.AnnotationSpecHash] {
+		t.Errorf("restored pod keeps the current spec's image %s, resources %v, node selector %v or hash: want the recorded pod's", etcdC.Image, etcdC.Resources, got.Spec.NodeSelector)
+	}
+	if !slices.Contains(etcdC.Command, "--log-level=warn") {
+		t.Errorf("restored command %v lacks the recorded spec.options flag --log-level=warn", etcdC.Command)
+	}
+	if slices.Contains(etcdC.Command, "--data-dir=/tmp/elsewhere") || len(got.Spec.InitContainers) != len(current.Spec.InitContainers) ||
+		len(got.Spec.Volumes) != len(current.Spec.Volumes) || !equality.Semantic.DeepEqual(got.Spec.SecurityContext, current.Spec.SecurityContext) {
+		t.Errorf("restored pod takes what the operator owns from the record: command %v, %d init containers, %d volumes, security context %+v",
+			etcdC.Command, len(got.Spec.InitContainers), len(got.Spec.Volumes), got.Spec.SecurityContext)
+	}
+	for _, a := range current.Spec.Containers[0].Command {
+		if name, _, _ := strings.Cut(a, "="); a != current.Spec.Containers[0].Command[0] {
+			if _, owned := etcdv1beta1.ReservedFlag(name); owned && !slices.Contains(etcdC.Command, a) {
+				t.Errorf("restored command %v lacks the operator's flag %s", etcdC.Command, a)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,4 +58,68 @@ func PodFromServedRecord(c *etcdv1beta1.EtcdCluster, name, rec string) (*corev1.
 	p.Status = corev1.PodStatus{}
 	p.ResourceVersion, p.UID = "", ""
 	return &p, nil
+}
+
+// RestoredPod returns the pod to create for a member rolled back to recorded (PodFromServedRecord), a
+// pod it served on: current, the pod the member gets from the current spec, with what a change of the
+// spec that cannot run alters taken back from recorded: the etcd container's image, resources and
+// the flags of spec.options (restoredArgs; the flags the operator owns stay current's), the
+// pod's node selector, affinity, tolerations, topology spread constraints and priority class
+// (spec.podTemplate), and the spec hash recorded on it. Everything else (volumes, init containers,
+// security contexts, the service account, labels) is current's: the record is kept on a claim, which
+// more users may edit than may create pods, so it never decides more of the pod than the
+// EtcdCluster's own spec could.
+func RestoredPod(current, recorded *corev1.Pod) *corev1.Pod {
+	p := current.DeepCopy()
+	p.Annotations = maps.Clone(p.Annotations)
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[etcdv1beta1.AnnotationSpecHash] = recorded.Annotations[etcdv1beta1.AnnotationSpecHash]
+	p.Spec.NodeSelector = recorded.Spec.NodeSelector
+	p.Spec.Affinity = recorded.Spec.Affinity
+	p.Spec.Tolerations = recorded.Spec.Tolerations
+	p.Spec.TopologySpreadConstraints = recorded.Spec.TopologySpreadConstraints
+	p.Spec.PriorityClassName = recorded.Spec.PriorityClassName
+	var from *corev1.Container
+	for i := range recorded.Spec.Containers {
+		if recorded.Spec.Containers[i].Name == EtcdContainer {
+			from = &recorded.Spec.Containers[i]
+		}
+	}
+	for i := range p.Spec.Containers {
+		to := &p.Spec.Containers[i]
+		if to.Name != EtcdContainer || from == nil {
+			continue
+		}
+		to.Image, to.Resources = from.Image, *from.Resources.DeepCopy()
+		to.Command = restoredArgs(to.Command, from.Command)
+	}
+	return p
+}
+
+// restoredArgs returns the etcd command line cur (program, then "--flag=value" each) with the flags of
+// spec.options taken from rec's instead: cur's program and the flags the operator owns
+// (etcdv1beta1.ReservedFlag), then rec's other flags.
+func restoredArgs(cur, rec []string) []string {
+	if len(cur) == 0 {
+		return cur
+	}
+	owned := func(arg string) bool {
+		name, _, _ := strings.Cut(arg, "=")
+		_, reserved := etcdv1beta1.ReservedFlag(name)
+		return reserved || !strings.HasPrefix(arg, "--")
+	}
+	out := []string{cur[0]}
+	for _, a := range cur[1:] {
+		if owned(a) {
+			out = append(out, a)
+		}
+	}
+	for i, a := range rec {
+		if i > 0 && !owned(a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
