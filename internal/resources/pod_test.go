@@ -393,12 +393,20 @@ func TestRestoredPod(t *testing.T) {
 	recorded.Spec.Volumes = append(recorded.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 	recorded.Spec.Containers[0].Command = append(recorded.Spec.Containers[0].Command, "--data-dir=/tmp/elsewhere")
 	recorded.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+	recorded.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "evil"}}}}
+	recorded.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = "/health"
 
 	got := RestoredPod(current, recorded)
 	etcdC := got.Spec.Containers[0]
 	if etcdC.Image != recorded.Spec.Containers[0].Image || !etcdC.Resources.Limits.Memory().IsZero() || got.Spec.NodeSelector["zone"] != "" ||
 		got.Annotations[etcdv1beta1.AnnotationSpecHash] != recorded.Annotations[etcdv1beta1.AnnotationSpecHash] {
 		t.Errorf("restored pod keeps the current spec's image %s, resources %v, node selector %v or hash: want the recorded pod's", etcdC.Image, etcdC.Resources, got.Spec.NodeSelector)
+	}
+	if etcdC.ReadinessProbe == nil || etcdC.ReadinessProbe.HTTPGet == nil || etcdC.ReadinessProbe.HTTPGet.Path != "/health" {
+		t.Errorf("restored readiness probe %+v, want the recorded one (its path follows the etcd version)", etcdC.ReadinessProbe)
+	}
+	if etcdC.LivenessProbe != nil && etcdC.LivenessProbe.Exec != nil {
+		t.Errorf("restored liveness probe %+v runs a command from the record", etcdC.LivenessProbe)
 	}
 	if !slices.Contains(etcdC.Command, "--log-level=warn") {
 		t.Errorf("restored command %v lacks the recorded spec.options flag --log-level=warn", etcdC.Command)

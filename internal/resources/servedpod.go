@@ -63,7 +63,8 @@ func PodFromServedRecord(c *etcdv1beta1.EtcdCluster, name, rec string) (*corev1.
 // RestoredPod returns the pod to create for a member rolled back to recorded (PodFromServedRecord), a
 // pod it served on: current, the pod the member gets from the current spec, with what a change of the
 // spec that cannot run alters taken back from recorded: the etcd container's image, resources and
-// the flags of spec.options (restoredArgs; the flags the operator owns stay current's), the
+// the flags of spec.options (restoredArgs; the flags the operator owns stay current's), its probes
+// (their paths follow the etcd version; one that runs a command is not taken), the
 // pod's node selector, affinity, tolerations, topology spread constraints and priority class
 // (spec.podTemplate), and the spec hash recorded on it. Everything else (volumes, init containers,
 // security contexts, the service account, labels) is current's: the record is kept on a claim, which
@@ -94,6 +95,13 @@ func RestoredPod(current, recorded *corev1.Pod) *corev1.Pod {
 		}
 		to.Image, to.Resources = from.Image, *from.Resources.DeepCopy()
 		to.Command = restoredArgs(to.Command, from.Command)
+		// the probes' paths follow the etcd version (3.5 has no /livez); a probe that runs a command is
+		// not taken from a record
+		for _, pr := range []struct{ to, from **corev1.Probe }{{&to.StartupProbe, &from.StartupProbe}, {&to.LivenessProbe, &from.LivenessProbe}, {&to.ReadinessProbe, &from.ReadinessProbe}} {
+			if *pr.from == nil || (*pr.from).Exec == nil {
+				*pr.to = (*pr.from).DeepCopy()
+			}
+		}
 	}
 	return p
 }
