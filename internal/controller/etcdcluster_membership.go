@@ -28,6 +28,24 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
+// holdAddition reports whether a, the membership planner's next action, adds a member while the current
+// spec is rolled back (model.Cluster.RolledBack): a new member is made from the current spec, which did
+// not run, so it would never start, and be replaced again and again. The pass goes on (the rest of the
+// cluster is served as usual), with a RolloutFailed step that says so (scope.rolloutFailed).
+func (r *EtcdClusterReconciler) holdAddition(s *scope, a membership.Action) bool {
+	if a.Kind != membership.AddLearner && a.Kind != membership.CreateAwaitingPod {
+		return false
+	}
+	rb := s.m.RolledBack(r.Options.SpecHash(s.cluster))
+	if rb == nil {
+		return false
+	}
+	s.rolloutFailed = verdict.Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
+		"Not adding %s (%s): a new member is made from the current spec, which did not run (%s was rolled back from it); fix the spec, and the member is added",
+		a.Member, a.Reason, rb.Name))
+	return true
+}
+
 // reconcileMembership carries out the planner's next action.
 func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
@@ -36,6 +54,9 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	}
 	a := membership.Next(s.m.Membership(verdict.Replacements(s.m)))
 	logMembership(ctx, c, a)
+	if r.holdAddition(s, a) {
+		return nil, nil
+	}
 	callCtx, cancel := context.WithTimeout(ctx, r.etcdTimeout())
 	defer cancel()
 	cli := s.etcdClient

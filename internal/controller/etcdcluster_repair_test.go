@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -347,6 +348,27 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		}
 		return nil
 	})
+
+	runPods(t, c, map[string]string{other: hosts[(first+1)%3]})
+
+	// A scale-up waits: a new member would be made from the spec that did not run.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+	testutil.Eventually(t, waitTimeout, "Progressing says the new member is not added", func(context.Context) error {
+		if p := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed || !strings.Contains(p.Message, "Not adding untried-3") {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		return nil
+	})
+	testutil.Consistently(t, 3*time.Second, "no member added", func(context.Context) error {
+		if _, err := getPod(c, "untried-3"); err == nil {
+			return errors.New("pod untried-3 created")
+		}
+		if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 {
+			return fmt.Errorf("members %+v", listed)
+		}
+		return nil
+	})
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](3) })
 
 	// A change of the spec starts the rollout again; the records of the rollback go.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {

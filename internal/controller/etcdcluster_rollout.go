@@ -36,10 +36,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 	}
 	c := s.cluster
 	hash := r.Options.SpecHash(s.cluster)
-	if mem := s.m.RolledBack(hash); mem != nil {
-		// the pass goes on (a NOSPACE alarm, a CA rotation, maintenance): the cluster serves, on the old
-		// spec; the step is the pass's unless a later phase acts
-		s.rolloutFailed = verdict.RolloutFailed(mem)
+	if rolledBack(s, hash) {
 		return nil, nil
 	}
 	a := rollout.Next(s.m.Rollout(hash))
@@ -93,6 +90,21 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 		return verdict.Acting(etcdv1beta1.ReasonRollingUpdate, fmt.Sprintf("Restarting %s with the current spec: %s", a.Member, a.Reason)), nil
 	}
 	return nil, nil
+}
+
+// rolledBack reports whether a member's pod was rolled back from the spec of hash
+// (model.Cluster.RolledBack), and then leaves the RolloutFailed step for the end of the pass
+// (scope.rolloutFailed) unless the membership planner left one there (a member it would add says more):
+// the pass goes on (a NOSPACE alarm, a CA rotation, maintenance), the cluster serving on the old spec.
+func rolledBack(s *scope, hash string) bool {
+	mem := s.m.RolledBack(hash)
+	if mem == nil {
+		return false
+	}
+	if s.rolloutFailed == nil {
+		s.rolloutFailed = verdict.RolloutFailed(mem)
+	}
+	return true
 }
 
 // pauseRollout returns st, the step of a rollout that will not restart its next member until the user
