@@ -306,6 +306,9 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		if healthy != 3 {
 			return fmt.Errorf("%d healthy members: %+v", healthy, got.Status.Members)
 		}
+		if got.Status.Phase != etcdv1beta1.PhaseRunning { // nothing is being upgraded
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
 		return nil
 	})
 	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {

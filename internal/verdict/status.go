@@ -248,7 +248,9 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhasePaused
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st) || joining(s.m)):
 		return etcdv1beta1.PhaseScaling
-	case rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c)):
+	case (rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c))) && s.m.RolledBack(opts.SpecHash(c)) == nil:
+		// rolled back from the current spec, nothing is being upgraded: Running or Degraded, with
+		// Progressing RolloutFailed
 		return etcdv1beta1.PhaseUpgrading
 	case !degraded && st != nil && st.Reason == etcdv1beta1.ReasonWaitingForMembers &&
 		(c.Status.Phase == etcdv1beta1.PhaseUpgrading || c.Status.Phase == etcdv1beta1.PhaseScaling):

@@ -459,6 +459,9 @@ func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down str
 		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
 			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
 		}
+		if got.Status.Phase != etcdv1beta1.PhaseRunning { // nothing is being upgraded
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
 		return nil
 	})
 	if !said && !early {
