@@ -71,10 +71,11 @@ const (
 	ReasonRollingUpdate     = "RollingUpdate"
 	ReasonMovingLeader      = "MovingLeader"
 	ReasonRolloutPaused     = "RolloutPaused"
-	// ReasonRolloutFailed: a rolling update restarted a member onto the current spec, the member did not
-	// serve on it for spec.recovery.replaceUnhealthyMemberAfter while no other member served on it, and
-	// the operator recreated the member's pod as it last served (AnnotationRolledBackFrom): the rollout
-	// restarts no member onto this spec (Progressing False) until the spec changes.
+	// ReasonRolloutFailed (spec.recovery.rollBackFailedRollouts): a rolling update restarted a member
+	// onto the current spec, the member did not serve on it for
+	// spec.recovery.replaceUnhealthyMemberAfter while no other member served on it, and the operator
+	// recreated the member's pod as it last served (AnnotationRolledBackFrom): the rollout restarts no
+	// member onto this spec (Progressing False) until the spec changes.
 	ReasonRolloutFailed = "RolloutFailed"
 	// ReasonDefragmenting: a member was defragmented (spec.maintenance.defragmentation).
 	ReasonDefragmenting = "Defragmenting"
@@ -197,13 +198,14 @@ const (
 	// hash, while no other member serves on one, went down on a spec no member has run, and is not
 	// replaced (a new member would be made from the same spec).
 	AnnotationRolledOnto = "etcd.etcdkit.dev/rolled-onto"
-	// AnnotationServedPod on a member's claim is the pod (JSON: name, labels, annotations, owner and
-	// spec) the member served on when a rolling update restarted it onto the spec of AnnotationRolledOnto;
-	// written and removed with it. If the member does not serve on that spec for
-	// spec.recovery.replaceUnhealthyMemberAfter while no other member serves on it, its pod is recreated
-	// on its data with the etcd image, resources, spec.options flags and scheduling of this record, the
-	// rest from the current spec: it is rolled back. While that holds, every member that serves gets
-	// this record too, and a member whose pod goes is recreated the same way.
+	// AnnotationServedPod (spec.recovery.rollBackFailedRollouts) on a member's claim is the pod (JSON:
+	// name, labels, annotations, owner and spec) the member served on when a rolling update restarted
+	// it onto the spec of AnnotationRolledOnto; written and removed with it. If the member does not
+	// serve on that spec for spec.recovery.replaceUnhealthyMemberAfter while no other member serves on
+	// it, its pod is recreated on its data with the etcd image, resources, probes, the untyped spec.options flags and
+	// scheduling of this record, the rest from the current spec: it is rolled back. While that holds,
+	// every member that serves gets this record too, and a member whose pod goes is recreated the same
+	// way.
 	AnnotationServedPod = "etcd.etcdkit.dev/served-pod"
 	// AnnotationRolledBackFrom on a member's claim is the spec hash (AnnotationSpecHash) its pod was
 	// rolled back from (see AnnotationServedPod). While the current spec has that hash, the member's pod

@@ -307,6 +307,22 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
+	// RollBackFailedRollouts (experimental, off by default) lets the operator roll back a rolling update
+	// onto a spec that cannot run: a member the rollout restarted while it served, that has not served
+	// on the new spec for replaceUnhealthyMemberAfter while no other member serves on it, has its pod
+	// recreated on its own data with the etcd image, resources, probes, spec.options flags and
+	// scheduling of the pod it served on (recorded on its claim, annotation etcd.etcdkit.dev/served-pod),
+	// and the rollout restarts no member onto that spec until it changes (Progressing RolloutFailed).
+	// Not for a change of the etcd minor version. Whoever can edit the members' claims can choose the
+	// image a member is rolled back to: turn it on only where claim editors may run pods. Without it, a
+	// member down on such a spec waits, not replaced, until the spec is fixed or undone.
+	// +optional
+	RollBackFailedRollouts bool `json:"rollBackFailedRollouts,omitempty"`
+}
+
+// RollsBackFailedRollouts reports whether spec.recovery.rollBackFailedRollouts is true.
+func (s *EtcdClusterSpec) RollsBackFailedRollouts() bool {
+	return s.Recovery != nil && s.Recovery.RollBackFailedRollouts
 }
 
 // DefaultReplaceUnhealthyMemberAfter is spec.recovery.replaceUnhealthyMemberAfter when it is not set.

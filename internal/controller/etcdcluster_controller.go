@@ -233,6 +233,10 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.reconcileNoSpace,
 		r.reconcileReplaceRequest,
 		func(context.Context, *scope) (*verdict.Step, error) { return verdict.AwaitHealthy(s.m), nil },
+		// a rollout rolled back from the current spec stops the pass here: what follows (enabling
+		// authentication, a switch of spec.tls, a CA rotation, the consistency check, maintenance) expects
+		// every member to run a pod of the current spec (etcd reads its TLS files only as it starts)
+		func(context.Context, *scope) (*verdict.Step, error) { return s.rolloutFailed, nil },
 		r.enableAuth,
 		r.switchTLS,
 		r.rotateCA,
@@ -245,7 +249,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 			return st, err
 		}
 	}
-	return s.rolloutFailed, nil
+	return nil, nil
 }
 
 // observeBlocked observes the cluster when a phase before the observation blocked the pass (a Service,

@@ -170,6 +170,112 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	})
 }
 
+// TestRolloutOntoUntriedSpecNotReplaced: without spec.recovery.rollBackFailedRollouts (the default), a
+// rolling update restarts a member that served onto a new spec
+// (its claim records that), and the member does not come back (it crash-loops, as on an etcd flag
+// value it refuses or a memory limit it cannot start within). No other member serves on that spec, so
+// the member is not replaced when the replacement policy ends (a new member would be made from the same
+// spec): it keeps its member ID and claim, the rollout goes no further, and Degraded says what to do.
+// A second change before it ever served recreates its pod with it, and it is still not replaced.
+// Undoing the change recreates its pod with the spec it ran on, on its claim.
+func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
+	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
+	const policy = 20 * time.Second
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+	})
+	runDisruptionController(t, c)
+	oldHash := resources.Options{}.SpecHash(c)
+	pods, claims := podAndClaimUIDs(t, c, names)
+	ids := map[string]uint64{}
+	for _, m := range memberList(t, members[0].ClientURL()) {
+		ids[m.Name] = m.ID
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	})
+	newHash := resources.Options{}.SpecHash(c)
+	first := -1
+	testutil.Eventually(t, waitTimeout, "the rollout restarts a first member", func(context.Context) error {
+		for i, n := range names {
+			if p, err := getPod(c, n); err == nil && p.UID != pods[n] {
+				first = i
+				return nil
+			}
+		}
+		return errors.New("no member restarted yet")
+	})
+	name := names[first]
+	// The fault: the restarted member's etcd does not come back on the new spec.
+	members[first].Stop()
+	markCrashLoop(t, c, name)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != newHash {
+		t.Errorf("claim of %s records %s=%q, want the new spec's hash %q", name, etcdv1beta1.AnnotationRolledOnto, got, newHash)
+	}
+	testutil.Eventually(t, waitTimeout, "Degraded says "+name+" is not replaced and what to do", func(context.Context) error {
+		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
+		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "a rolling update restarted it onto a spec no member has run") || strings.Contains(d.Message, "replaced at") {
+			return fmt.Errorf("degraded %+v", d)
+		}
+		return nil
+	})
+	// Past the end of the policy (counted from the restart): still the same member on the same claim,
+	// and no other member restarted. The pod that half of the policy recreates crash-loops too.
+	kept := func(ctx context.Context) error {
+		if p, err := getPod(c, name); err == nil && len(p.Status.ContainerStatuses) == 0 {
+			markCrashLoop(t, c, name)
+		}
+		listed := map[string]uint64{}
+		for _, m := range memberList(t, members[(first+1)%3].ClientURL()) {
+			listed[m.Name] = m.ID
+		}
+		if listed[name] != ids[name] || len(listed) != 3 {
+			return fmt.Errorf("members %v, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+			return err
+		}
+		if pvc.UID != claims[name] || pvc.DeletionTimestamp != nil {
+			return fmt.Errorf("the claim of %s was replaced or is being deleted", name)
+		}
+		for i, n := range names {
+			if i == first {
+				continue
+			}
+			if p, err := getPod(c, n); err != nil {
+				return err
+			} else if p.UID != pods[n] {
+				return fmt.Errorf("%s was restarted too", n)
+			}
+		}
+		return nil
+	}
+	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", kept)
+
+	// A second change before the member ever served (a limit raised, but not enough) recreates its pod
+	// with it at once; the member, down on that spec too, is still not replaced: the record follows it.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("300Mi")
+	})
+	secondHash := resources.Options{}.SpecHash(c)
+	awaitPodHash(t, c, name, secondHash, "the second change")
+	testutil.Consistently(t, policy+10*time.Second, name+" kept on the second change", kept)
+
+	// Undoing the change reaches the member at once: its pod is recreated with the spec it ran on.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil })
+	awaitPodHash(t, c, name, oldHash, "the spec it ran on")
+	if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 3 || !slices.ContainsFunc(listed, func(m etcd.Member) bool { return m.ID == ids[name] }) {
+		t.Errorf("members %+v after the undo, want %s with ID %s among 3", listed, name, etcd.FormatID(ids[name]))
+	}
+}
+
 // TestRolloutOntoUntriedSpecRolledBack: a rolling update restarts a member that served onto a new spec
 // (its claim records that, and the pod it served on), and the member does not come back (it
 // crash-loops, as on an etcd flag value it refuses or a memory limit it cannot start within). A second
@@ -181,10 +287,10 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 // holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
 // that did not run. A change of the spec starts the rollout again, and the records of the rollback go.
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
-	c, members, names, hosts := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
+	c, members, names, hosts := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-rolledback"), testutil.WithReplicas(3)), "127.0.0.194", "127.0.0.195", "127.0.0.196")
 	const policy = 20 * time.Second
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}, RollBackFailedRollouts: true}
 	})
 	runDisruptionController(t, c)
 	oldHash := resources.Options{}.SpecHash(c)
@@ -453,6 +559,21 @@ func TestFixedSpecReachesCrashLoopingMembersWithoutQuorum(t *testing.T) {
 			t.Errorf("claim of %s replaced or being deleted (%v)", n, err)
 		}
 	}
+}
+
+// awaitPodHash waits until the pod of member name of c was built from the spec of hash (what names it).
+func awaitPodHash(t *testing.T, c *etcdv1beta1.EtcdCluster, name, hash, what string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, name+" recreated with "+what, func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != hash {
+			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, hash)
+		}
+		return nil
+	})
 }
 
 // podAndClaimUIDs returns the UIDs of the pods and of the claims of members names of c, by name.

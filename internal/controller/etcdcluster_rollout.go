@@ -29,7 +29,7 @@ import (
 // deletes the pod; recreateMembers recreates it on its data volume with the current spec in the next
 // pass, and the next member goes only when every member is ready and healthy again. While a member's
 // pod is rolled back from the current spec (model.Cluster.RolledBack), it restarts none (the spec did
-// not run), and leaves its RolloutFailed step for the end of the pass (scope.rolloutFailed).
+// not run), and leaves its RolloutFailed step for later in the pass (scope.rolloutFailed).
 func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Answered() {
 		return nil, nil // a rollout needs an answering cluster; membership went first
@@ -95,7 +95,8 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 // rolledBack reports whether a member's pod was rolled back from the spec of hash
 // (model.Cluster.RolledBack), and then leaves the RolloutFailed step for the end of the pass
 // (scope.rolloutFailed) unless the membership planner left one there (a member it would add says more):
-// the pass goes on (a NOSPACE alarm, a CA rotation, maintenance), the cluster serving on the old spec.
+// the pass goes on to a NOSPACE alarm and a replacement requested by annotation, and stops before the
+// phases that expect every member on the current spec (see reconcilePhases).
 func rolledBack(s *scope, hash string) bool {
 	mem := s.m.RolledBack(hash)
 	if mem == nil {
@@ -201,7 +202,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // that spec (etcdv1beta1.AnnotationRolledOnto) when m serves, or when it is down on a spec no member has
 // run (model.Cluster.DownOnUntriedSpec: the spec changed again before it ever served, and the record
 // follows it onto the new one): if it is down on that spec while no other member serves on it, it is
-// not replaced. A member that serves also gets the record of the pod it serves on
+// not replaced. With spec.recovery.rollBackFailedRollouts, a member that serves also gets the record of the pod it serves on
 // (etcdv1beta1.AnnotationServedPod, resources.ServedPodRecord), which it is rolled back to if it does not
 // serve on the new spec (verdict.RollbackDue); one down on an untried spec keeps the record it has. A
 // member down for another reason gets no record (the spec is not why it is down), and a member without
@@ -210,7 +211,7 @@ func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.C
 	if m == nil || !m.HasClaim() || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
 		return nil
 	}
-	recordPod := m.Serving() && m.Pod != nil && m.PodSpecHash() != hash
+	recordPod := c.Object.Spec.RollsBackFailedRollouts() && m.Serving() && m.Pod != nil && m.PodSpecHash() != hash
 	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedPodRecord() != "") {
 		return nil
 	}

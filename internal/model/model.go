@@ -608,8 +608,12 @@ func (m *Member) ServedPodRecord() string {
 }
 
 // RolledBack returns the first member, by name, whose claim says its pod was rolled back from the spec
-// of hash (AnnotationRolledBackFrom), nil when none; whether etcd answers or not.
+// of hash (AnnotationRolledBackFrom), nil when none or when spec.recovery.rollBackFailedRollouts is
+// off; whether etcd answers or not.
 func (c *Cluster) RolledBack(hash string) *Member {
+	if !c.Object.Spec.RollsBackFailedRollouts() {
+		return nil
+	}
 	for _, m := range c.Members {
 		if m.HasClaim() && hash != "" && m.RolledBackFrom() == hash {
 			return m

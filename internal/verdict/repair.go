@@ -88,7 +88,7 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
 	hash := opts.SpecHash(c.Object)
 	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
-		!c.PodCurrent(mem, hash) && mem.RolledBackFrom() != hash
+		!c.PodCurrent(mem, hash) && c.RolledBack(hash) == nil
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -227,7 +227,8 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 
 // rollbackAt returns when mem, a member down on a spec no member has served on
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the pod it last served on if it stays
-// as it is, zero when it is not to be: replacing is off (spec.recovery.replaceUnhealthyMemberAfter
+// as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's etcd
+// minor version is not the one the serving members run (the flags the operator owns follow it), replacing is off (spec.recovery.replaceUnhealthyMemberAfter
 // 0s: a person decides), its claim is being deleted (its data goes: it is replaced), its claim keeps
 // no record of that pod (the rollout moved it onto the spec
 // while it was already down), the record does not decode, or the pod it records serves TLS otherwise
@@ -235,7 +236,8 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // match the member's). It is when a replacement would be due (replaceAt): the end of the policy from
 // when the member went down, or later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
-	if c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() || mem.ServedPodRecord() == "" {
+	if !c.Object.Spec.RollsBackFailedRollouts() || c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() ||
+		mem.ServedPodRecord() == "" || !sameMinor(c) {
 		return time.Time{}
 	}
 	served, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
@@ -245,9 +247,35 @@ func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	return replaceAt(c, mem)
 }
 
+// sameMinor reports whether every member that serves runs the etcd minor version of the spec
+// (etcd's status, "3.6.16" and spec.version "3.6.99" are the same minor), and one at least does.
+func sameMinor(c *model.Cluster) bool {
+	minor := func(v string) string {
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			return v
+		}
+		return parts[0] + "." + parts[1]
+	}
+	want, n := minor(c.Object.Spec.VersionOrDefault()), 0
+	for _, m := range c.Listed() {
+		if !m.Serving() || m.Status == nil {
+			continue
+		}
+		if minor(m.Status.Version) != want {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // rolledBackNow reports whether mem's pod was rolled back from the current spec (its claim's
 // AnnotationRolledBackFrom is the current spec's hash).
 func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
+	if !c.Object.Spec.RollsBackFailedRollouts() {
+		return false
+	}
 	from := mem.RolledBackFrom()
 	return from != "" && from == c.Options.SpecHash(c.Object)
 }
@@ -331,7 +359,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 		rolledOnto = ""
 	}
 	from := mem.RolledBackFrom()
-	if from != "" && (from != hash || !usableRecord(c, mem)) {
+	if from != "" && (from != hash || !usableRecord(c, mem) || !c.Object.Spec.RollsBackFailedRollouts()) {
 		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
 		from = ""
 	} else if _, ok := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]; ok && from == "" {

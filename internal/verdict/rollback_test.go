@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
+	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/testutil"
@@ -30,7 +31,13 @@ func TestRollbackDue(t *testing.T) {
 	}{
 		{"down on B past the policy", nil, true},
 		{"replacing off", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ *corev1.Pod, _ *metav1.Time) {
-			c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{}}
+			c.Spec.Recovery.ReplaceUnhealthyMemberAfter = &metav1.Duration{}
+		}, false},
+		{"rollbacks off (the default)", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ *corev1.Pod, _ *metav1.Time) {
+			c.Spec.Recovery.RollBackFailedRollouts = false
+		}, false},
+		{"the spec asks for another etcd minor than the members run", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ *corev1.Pod, _ *metav1.Time) {
+			c.Spec.Version = "3.5.26"
 		}, false},
 		{"no record of the pod it served on", func(_ *etcdv1beta1.EtcdCluster, _ *[3]string, served *corev1.Pod, _ *metav1.Time) {
 			served.Name = ""
@@ -55,6 +62,7 @@ func TestRollbackDue(t *testing.T) {
 			downSince := long
 			tls := resources.SpecTLS(c)
 			served := resources.Options{}.BuildPod(c, resources.Member{Name: "r-2", InitialClusterState: resources.StateNew, TLS: &tls})
+			rollbacksOn(c, e)
 			if tc.change != nil {
 				tc.change(c, &hashes, served, &downSince)
 			}
@@ -115,6 +123,7 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	c.Namespace = "ns"
 	e.Health[3] = nil
 	c.Status.Members = nil
+	rollbacksOn(c, e)
 	plain := resources.SpecTLS(c)
 	rec, err := resources.ServedPodRecord(resources.Options{}.BuildPod(c, resources.Member{Name: "d-2", InitialClusterState: resources.StateNew, TLS: &plain}))
 	if err != nil {
@@ -152,6 +161,18 @@ func TestClaimRecordsToDrop(t *testing.T) {
 			t.Errorf("%s: ClaimRecordsToDrop = %v, want %v", tc.name, got, tc.wantDrop)
 		}
 	}
+	// rollbacks turned off: the records go, and nothing holds
+	c.Spec.Recovery.RollBackFailedRollouts = false
+	claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"), Namespace: "ns",
+		Annotations: map[string]string{from: "B", why: "x", served: rec}}}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-2", Namespace: "ns", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: "A"}}}
+	m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{pod}, Claims: []corev1.PersistentVolumeClaim{claim}})
+	if got := ClaimRecordsToDrop(m, m.Member("d-2"), "B"); strings.Join(got, ",") != strings.Join([]string{from, why, served}, ",") {
+		t.Errorf("rollbacks off: ClaimRecordsToDrop = %v, want every record", got)
+	}
+	if m.RolledBack("B") != nil {
+		t.Error("rollbacks off: RolledBack holds")
+	}
 }
 
 // TestRolledBackMember: while a member's pod is rolled back from the current spec, the member is not
@@ -165,6 +186,7 @@ func TestRolledBackMember(t *testing.T) {
 	now, long, c, e := thirdDownForAnHour("b")
 	c.Namespace = "ns"
 	testutil.WithTLS(false, false)(c)
+	rollbacksOn(c, e)
 	current := resources.Options{}.SpecHash(c)
 	plain := resources.SpecTLS(c)
 	record := func(name string) string {
@@ -232,4 +254,14 @@ func TestRolledBackMember(t *testing.T) {
 	if RecreateDue(m, m.Member("b-2")) {
 		t.Error("RecreateDue = true for a member due to be rolled back")
 	}
+}
+
+// rollbacksOn turns spec.recovery.rollBackFailedRollouts on for c, and has the members 1 and 2 of e
+// report the etcd version of c's spec (a rollback needs the serving members on the spec's minor).
+func rollbacksOn(c *etcdv1beta1.EtcdCluster, e *model.Etcd) {
+	if c.Spec.Recovery == nil {
+		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{}
+	}
+	c.Spec.Recovery.RollBackFailedRollouts = true
+	e.Status = map[uint64]etcd.EndpointStatus{1: {Version: c.Spec.VersionOrDefault(), Leader: 1}, 2: {Version: c.Spec.VersionOrDefault(), Leader: 1}}
 }

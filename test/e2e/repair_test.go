@@ -145,8 +145,8 @@ func removedSaying(ctx context.Context, c *etcdv1beta1.EtcdCluster, texts []stri
 	return err
 }
 
-// TestRolloutOntoBrokenSpecRolledBack: a rolling change onto a spec that cannot run stops after the
-// first member, which the status names with its problem: an image that cannot be pulled (an image tag
+// TestRolloutOntoBrokenSpecRolledBack: with spec.recovery.rollBackFailedRollouts, a rolling change
+// onto a spec that cannot run stops after the first member, which the status names with its problem: an image that cannot be pulled (an image tag
 // that does not exist, a spec.version that is no release, or a registry that accepts connections and
 // never answers, so that the kubelet's first pull does not return), a memory limit etcd cannot start
 // within (a crash loop, OOMKilled), a node selector no node matches (an unschedulable pod). The member
@@ -272,7 +272,7 @@ type brokenSpec struct {
 // rolloutOntoBrokenSpecRolledBack is TestRolloutOntoBrokenSpecRolledBack for one case, b, on a cluster
 // in namespace ns.
 func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
-	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = true })
 	assertAvailable(t, c, availableTimeout)
 	// every member serves before the change: the rollout restarts a member that does not serve onto the
 	// new spec with no record of a pod it served on (it is down for another reason), and a member down
