@@ -179,38 +179,11 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 // A second change before it ever served recreates its pod with it, and it is still not replaced.
 // Undoing the change recreates its pod with the spec it ran on, on its claim.
 func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
-	c, members, names, _ := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)), "127.0.0.101", "127.0.0.102", "127.0.0.103")
 	const policy = 20 * time.Second
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}
-	})
-	runDisruptionController(t, c)
-	oldHash := resources.Options{}.SpecHash(c)
-	pods, claims := podAndClaimUIDs(t, c, names)
-	ids := map[string]uint64{}
-	for _, m := range memberList(t, members[0].ClientURL()) {
-		ids[m.Name] = m.ID
-	}
-
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
-	})
-	newHash := resources.Options{}.SpecHash(c)
-	first := -1
-	testutil.Eventually(t, waitTimeout, "the rollout restarts a first member", func(context.Context) error {
-		for i, n := range names {
-			if p, err := getPod(c, n); err == nil && p.UID != pods[n] {
-				first = i
-				return nil
-			}
-		}
-		return errors.New("no member restarted yet")
-	})
-	name := names[first]
-	// The fault: the restarted member's etcd does not come back on the new spec.
-	members[first].Stop()
-	markCrashLoop(t, c, name)
+	u := restartedOntoUntriedSpec(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)),
+		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}, "127.0.0.101", "127.0.0.102", "127.0.0.103")
+	c, members, oldHash, newHash, first, name := u.c, u.members, u.oldHash, u.newHash, u.first, u.name
+	claims, ids := u.claims, u.ids
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
 		t.Fatal(err)
@@ -245,17 +218,7 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 		if pvc.UID != claims[name] || pvc.DeletionTimestamp != nil {
 			return fmt.Errorf("the claim of %s was replaced or is being deleted", name)
 		}
-		for i, n := range names {
-			if i == first {
-				continue
-			}
-			if p, err := getPod(c, n); err != nil {
-				return err
-			} else if p.UID != pods[n] {
-				return fmt.Errorf("%s was restarted too", n)
-			}
-		}
-		return nil
+		return u.othersKept()
 	}
 	testutil.Consistently(t, policy+10*time.Second, name+" kept, the rollout held", kept)
 
@@ -287,38 +250,11 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 // holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
 // that did not run. A change of the spec starts the rollout again, and the records of the rollback go.
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
-	c, members, names, hosts := runningCluster(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-rolledback"), testutil.WithReplicas(3)), "127.0.0.194", "127.0.0.195", "127.0.0.196")
 	const policy = 20 * time.Second
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}, RollBackFailedRollouts: true}
-	})
-	runDisruptionController(t, c)
-	oldHash := resources.Options{}.SpecHash(c)
-	pods, claims := podAndClaimUIDs(t, c, names)
-	ids := map[string]uint64{}
-	for _, m := range memberList(t, members[0].ClientURL()) {
-		ids[m.Name] = m.ID
-	}
-
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
-		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
-	})
-	newHash := resources.Options{}.SpecHash(c)
-	first := -1
-	testutil.Eventually(t, waitTimeout, "the rollout restarts a first member", func(context.Context) error {
-		for i, n := range names {
-			if p, err := getPod(c, n); err == nil && p.UID != pods[n] {
-				first = i
-				return nil
-			}
-		}
-		return errors.New("no member restarted yet")
-	})
-	name := names[first]
-	// The fault: the restarted member's etcd does not come back on the new spec.
-	members[first].Stop()
-	markCrashLoop(t, c, name)
+	u := restartedOntoUntriedSpec(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-rolledback"), testutil.WithReplicas(3)),
+		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}, RollBackFailedRollouts: true}, "127.0.0.194", "127.0.0.195", "127.0.0.196")
+	c, members, names, hosts, oldHash, newHash, first, name := u.c, u.members, u.names, u.hosts, u.oldHash, u.newHash, u.first, u.name
+	pods, claims, ids := u.pods, u.claims, u.ids
 	records := func(want string) {
 		t.Helper()
 		pvc := getClaim(t, c, name)
@@ -357,20 +293,7 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		}
 		return nil
 	})
-	// others reports whether a member other than name was restarted
-	others := func() error {
-		for i, n := range names {
-			if i == first {
-				continue
-			}
-			if p, err := getPod(c, n); err != nil {
-				return err
-			} else if p.UID != pods[n] {
-				return fmt.Errorf("%s was restarted too", n)
-			}
-		}
-		return nil
-	}
+	others := u.othersKept
 
 	// Once down for the policy (counted from the restart), the member is rolled back: its pod is
 	// recreated as it served, on its claim, with its member ID.
@@ -574,6 +497,72 @@ func awaitPodHash(t *testing.T, c *etcdv1beta1.EtcdCluster, name, hash, what str
 		}
 		return nil
 	})
+}
+
+// untriedRestart is what restartedOntoUntriedSpec set up.
+type untriedRestart struct {
+	c                *etcdv1beta1.EtcdCluster
+	members          []*testenv.EtcdMember
+	names, hosts     []string
+	oldHash, newHash string
+	// first is the index of the member the rollout restarted first, name its name
+	first        int
+	name         string
+	pods, claims map[string]types.UID
+	ids          map[string]uint64
+}
+
+// othersKept returns an error when a member other than the first one restarted was restarted too.
+func (u untriedRestart) othersKept() error {
+	for i, n := range u.names {
+		if i == u.first {
+			continue
+		}
+		if p, err := getPod(u.c, n); err != nil {
+			return err
+		} else if p.UID != u.pods[n] {
+			return fmt.Errorf("%s was restarted too", n)
+		}
+	}
+	return nil
+}
+
+// restartedOntoUntriedSpec runs cluster c on hosts with spec.recovery recovery, changes its spec (a
+// memory request) so that a rolling update restarts a first member, and makes that member's etcd not
+// come back on the new spec (stopped, its pod crash-looping); the UIDs, hashes and member IDs are from
+// before the change.
+func restartedOntoUntriedSpec(t *testing.T, c *etcdv1beta1.EtcdCluster, recovery *etcdv1beta1.RecoverySpec, hosts ...string) untriedRestart {
+	t.Helper()
+	c, members, names, hosts := runningCluster(t, c, hosts...)
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery = recovery })
+	runDisruptionController(t, c)
+	oldHash := resources.Options{}.SpecHash(c)
+	pods, claims := podAndClaimUIDs(t, c, names)
+	ids := map[string]uint64{}
+	for _, m := range memberList(t, members[0].ClientURL()) {
+		ids[m.Name] = m.ID
+	}
+
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {
+		c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}}
+	})
+	newHash := resources.Options{}.SpecHash(c)
+	first := -1
+	testutil.Eventually(t, waitTimeout, "the rollout restarts a first member", func(context.Context) error {
+		for i, n := range names {
+			if p, err := getPod(c, n); err == nil && p.UID != pods[n] {
+				first = i
+				return nil
+			}
+		}
+		return errors.New("no member restarted yet")
+	})
+	name := names[first]
+	// The fault: the restarted member's etcd does not come back on the new spec.
+	members[first].Stop()
+	markCrashLoop(t, c, name)
+	return untriedRestart{c: c, members: members, names: names, hosts: hosts, oldHash: oldHash, newHash: newHash, first: first, name: name, pods: pods, claims: claims, ids: ids}
 }
 
 // podAndClaimUIDs returns the UIDs of the pods and of the claims of members names of c, by name.

@@ -375,6 +375,21 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
+// readRollback reads cluster c (which record sees) and its member pods, and sets *said when Degraded
+// says a member is rolled back unless it serves.
+func readRollback(ctx context.Context, c *etcdv1beta1.EtcdCluster, record func(*etcdv1beta1.EtcdCluster), said *bool) (*etcdv1beta1.EtcdCluster, map[string]*corev1.Pod, error) {
+	got, err := getCluster(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	record(got)
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d != nil && strings.Contains(d.Message, "it is rolled back") {
+		*said = true
+	}
+	pods, err := memberPods(ctx, c)
+	return got, pods, err
+}
+
 // brokenMemberNamed waits until the status names a member down on the broken spec of b with its
 // problem, and returns its name, whether Degraded said (before it was rolled back) that it would be
 // rolled back, and whether the rollback came first (early). A rollback can come before a poll sees the member down (its old pod slow to stop
@@ -383,15 +398,7 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, record func(*etcdv1beta1.EtcdCluster)) (down string, said, early bool) {
 	t.Helper()
 	poll.Eventually(t, rolloutTimeout, "a member down on the broken spec, named in the status", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		record(got)
-		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d != nil && strings.Contains(d.Message, "it is rolled back") {
-			said = true
-		}
-		pods, err := memberPods(ctx, c)
+		got, pods, err := readRollback(ctx, c, record, &said)
 		if err != nil {
 			return err
 		}
@@ -428,15 +435,7 @@ func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, r
 func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, said, early bool, record func(*etcdv1beta1.EtcdCluster)) {
 	t.Helper()
 	poll.Eventually(t, rolloutTimeout, down+" rolled back, 3 healthy voters, Progressing RolloutFailed", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		record(got)
-		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d != nil && strings.Contains(d.Message, "it is rolled back") {
-			said = true
-		}
-		pods, err := memberPods(ctx, c)
+		got, pods, err := readRollback(ctx, c, record, &said)
 		if err != nil {
 			return err
 		}
