@@ -202,10 +202,10 @@ const (
 	// name, labels, annotations, owner and spec) the member served on when a rolling update restarted
 	// it onto the spec of AnnotationRolledOnto; written and removed with it. If the member does not
 	// serve on that spec for spec.recovery.replaceUnhealthyMemberAfter while no other member serves on
-	// it, its pod is recreated on its data with the etcd image, resources, probes, the untyped spec.options flags and
-	// scheduling of this record, the rest from the current spec: it is rolled back. While that holds,
-	// every member that serves gets this record too, and a member whose pod goes is recreated the same
-	// way.
+	// it, its pod is recreated on its data with the etcd image, resources, probes, the untyped
+	// spec.options flags and scheduling of this record, the rest from the current spec: it is rolled
+	// back. While that holds, every member that serves gets this record too, and a member whose pod
+	// goes is recreated the same way.
 	AnnotationServedPod = "etcd.etcdkit.dev/served-pod"
 	// AnnotationRolledBackFrom on a member's claim is the spec hash (AnnotationSpecHash) its pod was
 	// rolled back from (see AnnotationServedPod). While the current spec has that hash, the member's pod
