@@ -310,7 +310,7 @@ type RecoverySpec struct {
 	// RollBackFailedRollouts (experimental, off by default) lets the operator roll back a rolling update
 	// onto a spec that cannot run: a member the rollout restarted while it served, that has not served
 	// on the new spec for replaceUnhealthyMemberAfter while no other member serves on it, has its pod
-	// recreated on its own data with the etcd image, resources, probes, spec.options flags and
+	// recreated on its own data with the etcd image, resources, probes, spec.options.extraArgs and
 	// scheduling of the pod it served on (recorded on its claim, annotation etcd.etcdkit.dev/served-pod),
 	// and the rollout restarts no member onto that spec until it changes (Progressing RolloutFailed).
 	// Not for a change of the etcd minor version. Whoever can edit the members' claims can choose the
