@@ -305,11 +305,11 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 			seen = append(seen, time.Now().UTC().Format("15:04:05.0")+" "+line)
 		}
 	}
-	applied := time.Now()
+	applied, before := time.Now(), rollbackRecords(t, c)
 	updateCluster(t, c, b.spoil)
-	down, said, early := brokenMemberNamed(t, c, b, record)
+	down, said, early := brokenMemberNamed(t, c, b, before, record)
 	start := time.Now()
-	rolledBack(t, c, b, down, said, early, record)
+	rolledBack(t, c, b, down, before, said, early, record)
 	t.Logf("broken spec applied -> %s named down in %s -> rolled back, 3 healthy voters %s later (policy %s), no manual step",
 		down, start.Sub(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), replaceAfter)
 	// the rollout does not go onto that spec again
@@ -328,11 +328,11 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 
 	if b.respoil != nil {
 		// a new change starts the rollout again: tried on one member, which is rolled back too
-		applied = time.Now()
+		applied, before = time.Now(), rollbackRecords(t, c)
 		updateCluster(t, c, b.respoil)
-		down, said, early = brokenMemberNamed(t, c, b, record)
+		down, said, early = brokenMemberNamed(t, c, b, before, record)
 		start = time.Now()
-		rolledBack(t, c, b, down, said, early, record)
+		rolledBack(t, c, b, down, before, said, early, record)
 		t.Logf("second change applied -> %s named down in %s -> rolled back, 3 healthy voters %s later",
 			down, start.Sub(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	}
@@ -375,6 +375,23 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
+// rollbackRecords returns the record of a rollback (etcdv1beta1.AnnotationRolledBackFrom) on each claim
+// of c's namespace that has one, by claim name.
+func rollbackRecords(t *testing.T, c *etcdv1beta1.EtcdCluster) map[string]string {
+	t.Helper()
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := k8s.List(context.Background(), claims, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, pvc := range claims.Items {
+		if from := pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom]; from != "" {
+			out[pvc.Name] = from
+		}
+	}
+	return out
+}
+
 // readRollback reads cluster c (which record sees) and its member pods, and sets *said when Degraded
 // says a member is rolled back unless it serves.
 func readRollback(ctx context.Context, c *etcdv1beta1.EtcdCluster, record func(*etcdv1beta1.EtcdCluster), said *bool) (*etcdv1beta1.EtcdCluster, map[string]*corev1.Pod, error) {
@@ -395,7 +412,7 @@ func readRollback(ctx context.Context, c *etcdv1beta1.EtcdCluster, record func(*
 // rolled back, and whether the rollback came first (early). A rollback can come before a poll sees the member down (its old pod slow to stop
 // leaves its new pod little of the policy): then the member is the one whose claim records the
 // rollback, and the reason recorded there must name the problem. record sees each status read.
-func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, record func(*etcdv1beta1.EtcdCluster)) (down string, said, early bool) {
+func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, before map[string]string, record func(*etcdv1beta1.EtcdCluster)) (down string, said, early bool) {
 	t.Helper()
 	poll.Eventually(t, rolloutTimeout, "a member down on the broken spec, named in the status", func(ctx context.Context) error {
 		got, pods, err := readRollback(ctx, c, record, &said)
@@ -413,8 +430,8 @@ func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, r
 			return err
 		}
 		for _, pvc := range claims.Items {
-			if pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] == "" {
-				continue
+			if from := pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom]; from == "" || from == before[pvc.Name] {
+				continue // no rollback, or the one of an earlier change
 			}
 			if why := pvc.Annotations[etcdv1beta1.AnnotationRollbackReason]; !containsAny(why, b.problem) {
 				return fmt.Errorf("claim %s records a rollback for %q, want one of %q", pvc.Name, why, b.problem)
@@ -431,8 +448,9 @@ func brokenMemberNamed(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, r
 
 // rolledBack waits until down, the member on the broken spec of b, is rolled back: while it is down,
 // Degraded says it will be (and no second member goes onto the spec); then no member is on the spec,
-// the three serve, Progressing says RolloutFailed naming down, with a Warning event.
-func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, said, early bool, record func(*etcdv1beta1.EtcdCluster)) {
+// the three serve, down's claim records a rollback other than the one before recorded, Progressing says
+// RolloutFailed naming down, with a Warning event.
+func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, before map[string]string, said, early bool, record func(*etcdv1beta1.EtcdCluster)) {
 	t.Helper()
 	poll.Eventually(t, rolloutTimeout, down+" rolled back, 3 healthy voters, Progressing RolloutFailed", func(ctx context.Context) error {
 		got, pods, err := readRollback(ctx, c, record, &said)
@@ -450,6 +468,13 @@ func rolledBack(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down str
 		}
 		if n > 0 {
 			return fmt.Errorf("%s still on the broken spec", down)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + down}, pvc); err != nil {
+			return err
+		}
+		if from := pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom]; from == "" || from == before[pvc.Name] {
+			return fmt.Errorf("claim %s records no rollback from this change (%s=%q)", pvc.Name, etcdv1beta1.AnnotationRolledBackFrom, from)
 		}
 		p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing)
 		if p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed || !strings.Contains(p.Message, down+" was rolled back") {
