@@ -217,6 +217,105 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 			})
 		})
 	}
+	// Without spec.recovery.rollBackFailedRollouts (the default), the member waits on the broken spec,
+	// not replaced, until the spec is fixed or undone, which heals it without a manual step.
+	t.Run("node selector no node matches, rollbacks off", func(t *testing.T) {
+		rolloutOntoBrokenSpecWaits(t, "e2e-nonode-off", brokenSpec{
+			problem:  []string{"nschedulable"},
+			onBroken: func(p *corev1.Pod) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" },
+			spoil: func(c *etcdv1beta1.EtcdCluster) {
+				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"etcd.etcdkit.dev/e2e": "nowhere"}}
+			},
+			heal: func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
+		})
+	})
+}
+
+// allServe waits until the status lists 3 members, every one healthy. A test of a broken rollout
+// changes the spec only then: the rollout restarts a member that does not serve onto the new spec with
+// no record of a pod it served on (it is down for another reason), and a member down for another reason
+// is replaced at the end of the policy.
+func allServe(t *testing.T, c *etcdv1beta1.EtcdCluster) {
+	t.Helper()
+	poll.Eventually(t, availableTimeout, "3 healthy members", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if len(got.Status.Members) != 3 || slices.ContainsFunc(got.Status.Members, func(m etcdv1beta1.MemberStatus) bool { return !m.Healthy }) {
+			return fmt.Errorf("members %+v", got.Status.Members)
+		}
+		return nil
+	})
+}
+
+// rolloutOntoBrokenSpecWaits is the case of TestRolloutOntoBrokenSpecRolledBack without rollbacks: the
+// member down on the broken spec of b is neither replaced nor rolled back past the policy, Degraded says
+// what to do, and reverting the spec (b.heal) brings it back on its own data.
+func rolloutOntoBrokenSpecWaits(t *testing.T, ns string, b brokenSpec) {
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
+	assertAvailable(t, c, availableTimeout)
+	allServe(t, c)
+	w := startWriter(t, clientServiceEndpoint(t, c))
+	ids := map[string]uint64{}
+	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
+		ids[n] = memberID(t, c, n)
+	}
+	updateCluster(t, c, b.spoil)
+	down, _, early := brokenMemberNamed(t, c, b, nil, func(*etcdv1beta1.EtcdCluster) {})
+	if early {
+		t.Fatalf("%s was rolled back without spec.recovery.rollBackFailedRollouts", down)
+	}
+	poll.Consistently(t, replaceAfter+5*time.Second, "one member on the broken spec, kept", func(ctx context.Context) error {
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		if p := pods[down]; p == nil || !b.onBroken(p) {
+			return fmt.Errorf("%s no longer on the broken spec", down)
+		}
+		n := 0
+		for _, p := range pods {
+			if b.onBroken(p) {
+				n++
+			}
+		}
+		if n > 1 {
+			return fmt.Errorf("%d members on the broken spec", n)
+		}
+		return nil
+	})
+	got, err := getCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionDegraded); d == nil ||
+		!strings.Contains(d.Message, "a rolling update restarted it onto a spec no member has run") {
+		t.Errorf("Degraded %+v: want it to say %s is not replaced, on a spec no member has run", d, down)
+	}
+	start := time.Now()
+	updateCluster(t, c, b.heal)
+	poll.Eventually(t, rolloutTimeout, "every member back on the spec, healthy", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if got.Status.ReadyReplicas != 3 || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1beta1.ConditionAvailable) {
+			return fmt.Errorf("%d ready; conditions %+v", got.Status.ReadyReplicas, got.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("spec reverted -> 3 healthy voters in %s, no manual step", time.Since(start).Round(100*time.Millisecond))
+	for n, id := range ids {
+		if got := memberID(t, c, n); got != id {
+			t.Errorf("member %s has ID %x, was %x: it was replaced instead of recreated on its claim", n, got, id)
+		}
+	}
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
 // onImage reports whether p's etcd container runs image.
@@ -274,19 +373,7 @@ type brokenSpec struct {
 func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = true })
 	assertAvailable(t, c, availableTimeout)
-	// every member serves before the change: the rollout restarts a member that does not serve onto the
-	// new spec with no record of a pod it served on (it is down for another reason), and a member down
-	// for another reason is replaced at the end of the policy
-	poll.Eventually(t, availableTimeout, "3 healthy members", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		if len(got.Status.Members) != 3 || slices.ContainsFunc(got.Status.Members, func(m etcdv1beta1.MemberStatus) bool { return !m.Healthy }) {
-			return fmt.Errorf("members %+v", got.Status.Members)
-		}
-		return nil
-	})
+	allServe(t, c)
 	w := startWriter(t, clientServiceEndpoint(t, c))
 	ids := map[string]uint64{}
 	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
