@@ -198,18 +198,21 @@ const (
 	// hash, while no other member serves on one, went down on a spec no member has run, and is not
 	// replaced (a new member would be made from the same spec).
 	AnnotationRolledOnto = "etcd.etcdkit.dev/rolled-onto"
-	// AnnotationServedPod (spec.recovery.rollBackFailedRollouts) on a member's claim is the pod (JSON:
-	// name, labels, annotations, owner and spec) the member served on when a rolling update restarted
-	// it onto the spec of AnnotationRolledOnto; written and removed with it. If the member does not
-	// serve on that spec for spec.recovery.replaceUnhealthyMemberAfter while no other member serves on
-	// it, its pod is recreated on its data with the etcd image, resources, probes, the untyped
-	// spec.options flags and scheduling of this record, the rest from the current spec: it is rolled
-	// back. While that holds, every member that serves gets this record too, and a member whose pod
-	// goes is recreated the same way.
-	AnnotationServedPod = "etcd.etcdkit.dev/served-pod"
+	// AnnotationServedSpec (spec.recovery.rollBackFailedRollouts) on a member's claim is the spec hash
+	// (AnnotationSpecHash) of the pod the member served on when a rolling update restarted it onto the
+	// spec of AnnotationRolledOnto; written and removed with it. The operator keeps the spec of that
+	// hash in a ControllerRevision named "<cluster>-<hash>" (labelled LabelSpecHash). If the member does
+	// not serve on the new spec for spec.recovery.replaceUnhealthyMemberAfter while no other member
+	// serves on it, its pod is recreated on its data from that revision's spec: it is rolled back. While
+	// that holds, every member that serves gets this record too, and a member whose pod goes is recreated
+	// the same way.
+	AnnotationServedSpec = "etcd.etcdkit.dev/served-spec"
+	// LabelSpecHash on a cluster's ControllerRevision is the spec hash (AnnotationSpecHash) of the spec
+	// it keeps.
+	LabelSpecHash = "etcd.etcdkit.dev/spec-hash"
 	// AnnotationRolledBackFrom on a member's claim is the spec hash (AnnotationSpecHash) its pod was
-	// rolled back from (see AnnotationServedPod). While the current spec has that hash, the member's pod
-	// is made from AnnotationServedPod and the rolling update restarts no member (Progressing says
+	// rolled back from (see AnnotationServedSpec). While the current spec has that hash, the member's pod
+	// is made from the spec of AnnotationServedSpec and the rolling update restarts no member (Progressing says
 	// ReasonRolloutFailed); once the spec changes, the record goes. Remove it to have the rollout try the
 	// same spec again.
 	AnnotationRolledBackFrom = "etcd.etcdkit.dev/rolled-back-from"

@@ -310,12 +310,10 @@ type RecoverySpec struct {
 	// RollBackFailedRollouts (experimental, off by default) lets the operator roll back a rolling update
 	// onto a spec that cannot run: a member the rollout restarted while it served, that has not served
 	// on the new spec for replaceUnhealthyMemberAfter while no other member serves on it, has its pod
-	// recreated on its own data with the etcd image, resources, probes, spec.options.extraArgs and
-	// scheduling of the pod it served on (recorded on its claim, annotation etcd.etcdkit.dev/served-pod),
-	// and the rollout restarts no member onto that spec until it changes (Progressing RolloutFailed).
-	// Not for a change of the etcd minor version. Whoever can edit the members' claims can choose the
-	// image a member is rolled back to: turn it on only where claim editors may run pods. Without it, a
-	// member down on such a spec waits, not replaced, until the spec is fixed or undone.
+	// recreated on its own data from the spec it served on (which the operator keeps, while this is on,
+	// in a ControllerRevision named <cluster>-<spec hash>), and the rollout restarts no member onto that
+	// spec until it changes (Progressing RolloutFailed). Not for a change of the etcd minor version.
+	// Without it, a member down on such a spec waits, not replaced, until the spec is fixed or undone.
 	// +optional
 	RollBackFailedRollouts bool `json:"rollBackFailedRollouts,omitempty"`
 }

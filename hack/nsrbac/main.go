@@ -23,7 +23,7 @@ import (
 // namespaced are the namespaced resources the operator has rules on, by "group/resource".
 var namespaced = map[string]bool{
 	"/pods": true, "/pods/status": true, "/pods/eviction": true, "/persistentvolumeclaims": true, "/services": true, "/secrets": true,
-	"batch/jobs": true, "policy/poddisruptionbudgets": true, "events.k8s.io/events": true,
+	"batch/jobs": true, "policy/poddisruptionbudgets": true, "apps/controllerrevisions": true, "events.k8s.io/events": true,
 	"networking.k8s.io/networkpolicies": true, "discovery.k8s.io/endpointslices": true, "cert-manager.io/certificates": true, "cert-manager.io/issuers": true, "coordination.k8s.io/leases": true, "/configmaps": true, "/events": true,
 	"etcd.etcdkit.dev/etcdclusters": true, "etcd.etcdkit.dev/etcdclusters/status": true,
 	"etcd.etcdkit.dev/etcdclusters/finalizers": true, "etcd.etcdkit.dev/etcdbackups": true,

@@ -217,6 +217,7 @@ func (r *EtcdClusterReconciler) reconcilePhases(ctx context.Context, s *scope) (
 		r.holdPaused,
 		r.refuseRequests,
 		r.syncClaimOwnership,
+		r.syncRevisions,
 		r.reconcilePDB,
 		r.reconcileNetworkPolicy,
 		r.reconcileVolumes,

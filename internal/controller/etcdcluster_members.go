@@ -58,11 +58,17 @@ func (r *EtcdClusterReconciler) createMemberPod(ctx context.Context, s *scope, p
 // memberPod builds the pod member m gets now: serving TLS as m says, or, when m does not say
 // (m.TLS nil), as the model says the member is to serve now (model.DesiredTLS).
 func (r *EtcdClusterReconciler) memberPod(s *scope, m resources.Member) *corev1.Pod {
+	return r.memberPodOf(s, s.cluster, m)
+}
+
+// memberPodOf is memberPod with the spec of c, the cluster s looks at or a copy with the spec of one of
+// its ControllerRevisions (verdict.SpecToRestore).
+func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster, m resources.Member) *corev1.Pod {
 	if m.TLS == nil {
 		t := s.m.DesiredTLS(m.Name)
 		m.TLS = &t
 	}
-	return r.Options.BuildPod(s.cluster, m)
+	return r.Options.BuildPod(c, m)
 }
 
 // syncClaimOwnership makes the cluster own its members' claims under retainPolicy Delete and releases
@@ -70,7 +76,7 @@ func (r *EtcdClusterReconciler) memberPod(s *scope, m resources.Member) *corev1.
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
 // records of a rollout's restart and rollback from a member's claim once they have served their
 // purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the pod each other member
-// serves on (verdict.ServedPodToRecord), which that member's pod is recreated from if it goes.
+// serves on (verdict.ServedSpecToRecord), whose spec that member's pod is recreated from if it goes.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
@@ -80,12 +86,8 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		owned := metav1.IsControlledBy(pvc, c)
 		identity := verdict.ClaimIdentity(s.m, m)
 		drop := verdict.ClaimRecordsToDrop(s.m, m, hash)
-		if verdict.ServedPodToRecord(s.m, m) {
-			served, err := resources.ServedPodRecord(m.Pod)
-			if err != nil {
-				return nil, err
-			}
-			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedPod: served})
+		if verdict.ServedSpecToRecord(s.m, m) {
+			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
 		}
 		if (owned != retain && identity == nil && len(drop) == 0) || pvc.DeletionTimestamp != nil {
 			continue

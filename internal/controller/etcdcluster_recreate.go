@@ -21,8 +21,8 @@ import (
 // down for half of spec.recovery.replaceUnhealthyMemberAfter, is deleted first (verdict.PodToRecreate);
 // a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
 // A member whose rollback is due (verdict.RollbackDue) is recorded as rolled back (recordRollback), and
-// its pod, once gone, is recreated from the record of the pod it last served on; so is, while that
-// holds, any member whose claim records the pod it served on (verdict.PodToRestore).
+// its pod, once gone, is recreated from the spec it last served on; so is, while that holds, any member
+// whose claim records the spec it served on (verdict.SpecToRestore).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Formed() {
 		return nil, nil
@@ -40,7 +40,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		if m.Pod != nil || !m.HasClaim() {
 			continue // a claim gone means the data is gone: the planner replaces the member
 		}
-		served := verdict.PodToRestore(s.m, m)
+		served := verdict.SpecToRestore(s.m, m)
 		if st, err := r.recreatePod(ctx, s, m, served); err != nil || st != nil {
 			return st, err
 		}
@@ -94,16 +94,17 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 	return nil
 }
 
-// recreatePod creates the pod of m, a registered member with a claim and no pod: served when the
-// current spec is rolled back (verdict.PodToRestore), else a learner's joining pod, else a pod of the current spec with the flags
-// its claim recorded; with an event. It returns createPod's step when the pod is not created.
-func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *model.Member, served *corev1.Pod) (*verdict.Step, error) {
+// recreatePod creates the pod of m, a registered member with a claim and no pod: one of served, the
+// spec it served on, when the current spec is rolled back (verdict.SpecToRestore), else a learner's
+// joining pod, else a pod of the current spec with the flags its claim recorded; with an event. It
+// returns createPod's step when the pod is not created.
+func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *model.Member, served *etcdv1beta1.EtcdCluster) (*verdict.Step, error) {
 	c := s.cluster
 	var st *verdict.Step
 	var err error
 	switch {
 	case served != nil:
-		st, err = r.createMemberPod(ctx, s, resources.RestoredPod(r.memberPod(s, m.StartedAs()), served))
+		st, err = r.createMemberPod(ctx, s, r.memberPodOf(s, served, m.StartedAs()))
 	case m.Learner():
 		st, err = r.createJoiningMember(ctx, s, m.Name, s.m.Etcd.Members)
 	default:
@@ -113,7 +114,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 		return st, err
 	}
 	if served != nil {
-		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s): the current spec did not run, and was rolled back", m.Name, m.Claim.Name, served.Annotations[etcdv1beta1.AnnotationSpecHash])
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s): the current spec did not run, and was rolled back", m.Name, m.Claim.Name, m.ServedSpec())
 	} else {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
 	}
@@ -123,7 +124,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 // recordRollback records on m's claim, before its pod is deleted to roll it back (verdict.RollbackDue,
 // why), that it is rolled back from the spec of hash (etcdv1beta1.AnnotationRolledBackFrom, with why as
 // AnnotationRollbackReason), and removes the record of the rollout's restart onto it
-// (AnnotationRolledOnto): its next pod is made from the claim's AnnotationServedPod, and the rollout
+// (AnnotationRolledOnto): its next pod is made from the spec of the claim's AnnotationServedSpec, and the rollout
 // restarts no member onto that spec.
 func (r *EtcdClusterReconciler) recordRollback(ctx context.Context, m *model.Member, hash, why string) error {
 	if m.RolledBackFrom() == hash {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -261,10 +262,14 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		if got := pvc.Annotations[etcdv1beta1.AnnotationRolledOnto]; got != want {
 			t.Errorf("claim of %s records %s=%q, want %q", name, etcdv1beta1.AnnotationRolledOnto, got, want)
 		}
-		if served, err := resources.PodFromServedRecord(c, name, pvc.Annotations[etcdv1beta1.AnnotationServedPod]); err != nil {
-			t.Errorf("claim of %s: the record of the pod it served on: %v", name, err)
-		} else if got := served.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
-			t.Errorf("claim of %s records a pod of spec hash %q, want the one it served on, %q", name, got, oldHash)
+		if got := pvc.Annotations[etcdv1beta1.AnnotationServedSpec]; got != oldHash {
+			t.Errorf("claim of %s records it served on spec hash %q, want %q", name, got, oldHash)
+		}
+		rev := &appsv1.ControllerRevision{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, oldHash)}, rev); err != nil {
+			t.Errorf("the revision of the spec %s served on: %v", name, err)
+		} else if !metav1.IsControlledBy(rev, c) || rev.Labels[etcdv1beta1.LabelSpecHash] != oldHash {
+			t.Errorf("controllerrevision %s: owners %v, labels %v", rev.Name, rev.OwnerReferences, rev.Labels)
 		}
 	}
 	records(newHash)
@@ -304,6 +309,9 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		}
 		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
 			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
+		}
+		if req := p.Spec.Containers[0].Resources.Requests.Memory(); req.Cmp(resource.MustParse("300Mi")) == 0 {
+			t.Errorf("pod %s rolled back keeps the failed spec's memory request %s", name, req)
 		}
 		return nil
 	})
@@ -359,8 +367,8 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	// got while the rollback holds.
 	other := names[(first+1)%3]
 	testutil.Eventually(t, waitTimeout, "the pod "+other+" served on recorded on its claim", func(context.Context) error {
-		if getClaim(t, c, other).Annotations[etcdv1beta1.AnnotationServedPod] == "" {
-			return fmt.Errorf("claim of %s records no pod", other)
+		if got := getClaim(t, c, other).Annotations[etcdv1beta1.AnnotationServedSpec]; got != oldHash {
+			return fmt.Errorf("claim of %s records it served on spec hash %q, want %q", other, got, oldHash)
 		}
 		return nil
 	})
@@ -419,6 +427,19 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 			}
 		}
 		return errors.New("no member on the new change yet")
+	})
+	// the revision of the spec that did not run goes, once no pod or record has it
+	testutil.Eventually(t, waitTimeout, "no revision of the spec that did not run", func(ctx context.Context) error {
+		revs := &appsv1.ControllerRevisionList{}
+		if err := k8s.List(ctx, revs, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, rev := range revs.Items {
+			if rev.Labels[etcdv1beta1.LabelSpecHash] == secondHash {
+				return fmt.Errorf("controllerrevision %s still there", rev.Name)
+			}
+		}
+		return nil
 	})
 }
 

@@ -202,9 +202,10 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // that spec (etcdv1beta1.AnnotationRolledOnto) when m serves, or when it is down on a spec no member has
 // run (model.Cluster.DownOnUntriedSpec: the spec changed again before it ever served, and the record
 // follows it onto the new one): if it is down on that spec while no other member serves on it, it is
-// not replaced. With spec.recovery.rollBackFailedRollouts, a member that serves also gets the record of the pod it serves on
-// (etcdv1beta1.AnnotationServedPod, resources.ServedPodRecord), which it is rolled back to if it does not
-// serve on the new spec (verdict.RollbackDue); one down on an untried spec keeps the record it has. A
+// not replaced. With spec.recovery.rollBackFailedRollouts, a member that serves also gets the record of
+// the spec hash of the pod it serves on (etcdv1beta1.AnnotationServedSpec), whose ControllerRevision
+// it is rolled back to if it does not serve on the new spec (verdict.RollbackDue); one down on an
+// untried spec keeps the record it has. A
 // member down for another reason gets no record (the spec is not why it is down), and a member without
 // a claim (emptyDir) has nowhere to keep it.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
@@ -212,16 +213,12 @@ func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.C
 		return nil
 	}
 	recordPod := c.Object.Spec.RollsBackFailedRollouts() && m.Serving() && m.Pod != nil && m.PodSpecHash() != hash
-	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedPodRecord() != "") {
+	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedSpec() != "") {
 		return nil
 	}
 	records := map[string]string{etcdv1beta1.AnnotationRolledOnto: hash}
 	if recordPod {
-		served, err := resources.ServedPodRecord(m.Pod)
-		if err != nil {
-			return err
-		}
-		records[etcdv1beta1.AnnotationServedPod] = served
+		records[etcdv1beta1.AnnotationServedSpec] = m.PodSpecHash()
 	}
 	patch := client.MergeFrom(m.Claim.DeepCopy())
 	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, records)

@@ -17,7 +17,9 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -598,13 +600,29 @@ func (m *Member) RolledBackFrom() string {
 	return m.Claim.Annotations[etcdv1beta1.AnnotationRolledBackFrom]
 }
 
-// ServedPodRecord returns the record of the pod the member served on when a rolling update last
-// restarted it (its claim's AnnotationServedPod; see resources.ServedPodRecord), "" when there is none.
-func (m *Member) ServedPodRecord() string {
+// ServedSpec returns the spec hash of the pod the member served on when a rolling update last
+// restarted it (its claim's AnnotationServedSpec), "" when there is none.
+func (m *Member) ServedSpec() string {
 	if m.Claim == nil {
 		return ""
 	}
-	return m.Claim.Annotations[etcdv1beta1.AnnotationServedPod]
+	return m.Claim.Annotations[etcdv1beta1.AnnotationServedSpec]
+}
+
+// ServedSpecOf returns the cluster to build m's pod from to roll it back to the spec it served on (its
+// claim's AnnotationServedSpec): c's EtcdCluster with the spec the cluster's ControllerRevision of that
+// hash keeps (resources.Options.SpecOfRevision). Errors when the claim records none, the cluster has no
+// such revision, or the revision does not build pods of that hash.
+func (c *Cluster) ServedSpecOf(m *Member) (*etcdv1beta1.EtcdCluster, error) {
+	hash := m.ServedSpec()
+	if hash == "" {
+		return nil, fmt.Errorf("the claim of %s records no spec it served on", m.Name)
+	}
+	rev := c.Revisions[hash]
+	if rev == nil {
+		return nil, fmt.Errorf("no controllerrevision keeps spec %s, which %s served on", hash, m.Name)
+	}
+	return c.Options.SpecOfRevision(c.Object, rev)
 }
 
 // RolledBack returns the first member, by name, whose claim says its pod was rolled back from the spec
@@ -925,6 +943,12 @@ type Cluster struct {
 	Now time.Time
 	// Options are the operator's options the pass runs with.
 	Options resources.Options
+	// SpecHash is the hash of the current spec (Options.SpecHash): a member pod of another hash was
+	// built from an older spec.
+	SpecHash string
+	// Revisions are the cluster's ControllerRevisions (resources.Options.Revision), by the spec hash
+	// they are labelled with.
+	Revisions map[string]*appsv1.ControllerRevision
 }
 
 // Input is what a pass listed and asked, from which Build makes the model.
@@ -942,12 +966,20 @@ type Input struct {
 	EtcdErr error
 	// Now is the time of the pass (the zero time: time.Now()); DownSince is counted against it.
 	Now time.Time
+	// Revisions are the ControllerRevisions carrying the cluster's labels.
+	Revisions []appsv1.ControllerRevision
 }
 
 // Build joins the input into one model; it makes no call.
 func Build(in Input) *Cluster {
 	c := in.Cluster
-	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr, Now: in.Now, Options: in.Options}
+	out := &Cluster{Object: c, Desired: int(c.Spec.ReplicasOrDefault()), Etcd: in.Etcd, EtcdErr: in.EtcdErr, Now: in.Now, Options: in.Options,
+		SpecHash: in.Options.SpecHash(c), Revisions: map[string]*appsv1.ControllerRevision{}}
+	for i := range in.Revisions {
+		if rev := &in.Revisions[i]; rev.DeletionTimestamp == nil && metav1.IsControlledBy(rev, c) {
+			out.Revisions[rev.Labels[etcdv1beta1.LabelSpecHash]] = rev
+		}
+	}
 	if out.Now.IsZero() {
 		out.Now = time.Now()
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -37,11 +38,11 @@ var Selector = labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedBy})
 
 // Filtered returns one object of each kind that the cache holds only with Selector: member pods and
 // backup Job pods, member claims, the cluster's Services, its PodDisruptionBudget and NetworkPolicy,
-// certificate Secrets and backup Jobs.
+// certificate Secrets, backup Jobs and the ControllerRevisions of cluster specs.
 func Filtered() []client.Object {
 	return []client.Object{
 		&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &corev1.Secret{},
-		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}, &batchv1.Job{},
+		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}, &batchv1.Job{}, &appsv1.ControllerRevision{},
 	}
 }
 

@@ -6,12 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
-	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 func TestEtcdArgs(t *testing.T) {
@@ -326,101 +324,5 @@ func TestAwaitPeersContainer(t *testing.T) {
 	}
 	if p := (Options{}).BuildPod(c, Member{Name: "demo-1", InitialClusterState: StateNew, InitialCluster: initial, AwaitPeerAddresses: true}); len(p.Spec.InitContainers) != 0 {
 		t.Errorf("no operator image: init containers %+v, want none", p.Spec.InitContainers)
-	}
-}
-
-// TestServedPodRecord: the record of a member's pod gives back, for that member of that cluster, a pod
-// to create with the same labels, annotations and spec, without the node it ran on, its status, or the
-// operator's record of diverged data; a record of another member's pod, or of a pod not labelled as the
-// cluster's, or one that does not decode, is refused.
-func TestServedPodRecord(t *testing.T) {
-	c := testutil.EtcdCluster("sp", testutil.WithReplicas(3))
-	c.Namespace = "ns"
-	live := Options{}.BuildPod(c, Member{Name: "sp-1", InitialClusterState: StateNew})
-	live.UID, live.ResourceVersion, live.Spec.NodeName = "u1", "42", "node-a"
-	live.Annotations[etcdv1beta1.AnnotationDataDiverged] = "hash 1 at revision 2"
-	live.Status.Phase = corev1.PodRunning
-	rec, err := ServedPodRecord(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := PodFromServedRecord(c, "sp-1", rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Spec.NodeName != "" || p.UID != "" || p.ResourceVersion != "" || p.Status.Phase != "" {
-		t.Errorf("pod from the record keeps the live pod's node, identity or status: %+v", p)
-	}
-	if _, ok := p.Annotations[etcdv1beta1.AnnotationDataDiverged]; ok {
-		t.Errorf("pod from the record keeps annotation %s", etcdv1beta1.AnnotationDataDiverged)
-	}
-	want := live.DeepCopy()
-	want.Spec.NodeName = ""
-	if !equality.Semantic.DeepEqual(p.Spec, want.Spec) || !equality.Semantic.DeepEqual(p.Labels, want.Labels) ||
-		p.Annotations[etcdv1beta1.AnnotationSpecHash] != live.Annotations[etcdv1beta1.AnnotationSpecHash] || p.Namespace != "ns" || len(p.OwnerReferences) != 1 {
-		t.Errorf("pod from the record differs from the live pod:\n%+v\nwant\n%+v", p, want)
-	}
-	for what, tc := range map[string]struct{ name, rec string }{
-		"another member's":   {"sp-2", rec},
-		"not the cluster's":  {"sp-1", strings.Replace(rec, `"`+etcdv1beta1.LabelCluster+`":"sp"`, `"`+etcdv1beta1.LabelCluster+`":"other"`, 1)},
-		"one that is no pod": {"sp-1", "{not json"},
-	} {
-		if _, err := PodFromServedRecord(c, tc.name, tc.rec); err == nil {
-			t.Errorf("record of %s: no error", what)
-		}
-	}
-}
-
-// TestRestoredPod: a member rolled back gets the image, resources, spec.options flags and scheduling of
-// the pod it served on, and everything else (the flags the operator owns, volumes, init containers,
-// security contexts) from the current spec's pod: a record edited to add a privileged init container,
-// a hostPath volume or another program changes none of that.
-func TestRestoredPod(t *testing.T) {
-	c := testutil.EtcdCluster("rp", testutil.WithReplicas(3))
-	c.Namespace = "ns"
-	m := Member{Name: "rp-1", InitialClusterState: StateNew}
-	old := c.DeepCopy()
-	old.Spec.Options = &etcdv1beta1.EtcdOptions{ExtraArgs: map[string]string{"log-level": "warn"}}
-	recorded := Options{}.BuildPod(old, m)
-	c.Spec.Image = "docker.io/local/etcd:no-such-tag"
-	c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"zone": "nowhere"},
-		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Mi")}}}
-	current := Options{}.BuildPod(c, m)
-
-	// the record, edited
-	recorded.Spec.InitContainers = append(recorded.Spec.InitContainers, corev1.Container{Name: "proof", Image: "evil",
-		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}})
-	recorded.Spec.Volumes = append(recorded.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
-	recorded.Spec.Containers[0].Command = append(recorded.Spec.Containers[0].Command, "--data-dir=/tmp/elsewhere")
-	recorded.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
-	recorded.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "evil"}}}}
-	recorded.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = "/health"
-
-	got := RestoredPod(current, recorded)
-	etcdC := got.Spec.Containers[0]
-	if etcdC.Image != recorded.Spec.Containers[0].Image || !etcdC.Resources.Limits.Memory().IsZero() || got.Spec.NodeSelector["zone"] != "" ||
-		got.Annotations[etcdv1beta1.AnnotationSpecHash] != recorded.Annotations[etcdv1beta1.AnnotationSpecHash] {
-		t.Errorf("restored pod keeps the current spec's image %s, resources %v, node selector %v or hash: want the recorded pod's", etcdC.Image, etcdC.Resources, got.Spec.NodeSelector)
-	}
-	if etcdC.ReadinessProbe == nil || etcdC.ReadinessProbe.HTTPGet == nil || etcdC.ReadinessProbe.HTTPGet.Path != "/health" {
-		t.Errorf("restored readiness probe %+v, want the recorded one (its path follows the etcd version)", etcdC.ReadinessProbe)
-	}
-	if etcdC.LivenessProbe != nil && etcdC.LivenessProbe.Exec != nil {
-		t.Errorf("restored liveness probe %+v runs a command from the record", etcdC.LivenessProbe)
-	}
-	if !slices.Contains(etcdC.Command, "--log-level=warn") {
-		t.Errorf("restored command %v lacks the recorded spec.options flag --log-level=warn", etcdC.Command)
-	}
-	if slices.Contains(etcdC.Command, "--data-dir=/tmp/elsewhere") || len(got.Spec.InitContainers) != len(current.Spec.InitContainers) ||
-		len(got.Spec.Volumes) != len(current.Spec.Volumes) || !equality.Semantic.DeepEqual(got.Spec.SecurityContext, current.Spec.SecurityContext) {
-		t.Errorf("restored pod takes what the operator owns from the record: command %v, %d init containers, %d volumes, security context %+v",
-			etcdC.Command, len(got.Spec.InitContainers), len(got.Spec.Volumes), got.Spec.SecurityContext)
-	}
-	for _, a := range current.Spec.Containers[0].Command {
-		if name, _, _ := strings.Cut(a, "="); a != current.Spec.Containers[0].Command[0] {
-			if _, owned := etcdv1beta1.ReservedFlag(name); owned && !slices.Contains(etcdC.Command, a) {
-				t.Errorf("restored command %v lacks the operator's flag %s", etcdC.Command, a)
-			}
-		}
 	}
 }

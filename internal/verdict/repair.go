@@ -51,12 +51,12 @@ func RecreateDue(c *model.Cluster, mem *model.Member) bool {
 // whose pod was built from an older spec (a fix of a spec that could not run reaches it at once); a
 // member whose pod of an older spec does not run etcd (OutdatedPodDown); or a member RecreateDue holds
 // for. A member RollbackDue holds for comes first, with reason etcdv1beta1.ReasonRolloutFailed: its pod
-// is to be recreated from the record of the pod it last served on.
+// is to be recreated from the spec it last served on (SpecToRestore).
 func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) (reason, why string) {
 	if why := RollbackDue(c, mem); why != "" {
 		return etcdv1beta1.ReasonRolloutFailed, why
 	}
-	if hash := opts.SpecHash(c.Object); mem.HasPod() && mem.RolledBackFrom() == hash && mem.PodSpecHash() == hash && !mem.Serving() && PodToRestore(c, mem) != nil {
+	if hash := c.SpecHash; mem.HasPod() && mem.RolledBackFrom() == hash && mem.PodSpecHash() == hash && !mem.Serving() && SpecToRestore(c, mem) != nil {
 		// recorded as rolled back, but the deletion of its pod failed
 		return etcdv1beta1.ReasonRolloutFailed, "rolled back from the current spec, its pod still of that spec"
 	}
@@ -86,9 +86,8 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 // crash-loop on the old spec until their pods are recreated. An emptyDir member's data goes with its
 // pod: it is left to the rollout, which takes one at a time.
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
-	hash := opts.SpecHash(c.Object)
 	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
-		!c.PodCurrent(mem, hash) && c.RolledBack(hash) == nil
+		!c.PodCurrent(mem, c.SpecHash) && c.RolledBack(c.SpecHash) == nil
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -130,8 +129,9 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // pulling; a replacement would wait for the same image; fixing the spec heals it), and it is not down
 // on a spec no member has served on (model.Cluster.DownOnUntriedSpec: a rollout restarted it onto a
 // spec that may be what keeps it down, and a replacement would be made from the same spec; fixing or
-// undoing the change heals it), and it was not rolled back from the current spec (rolledBackNow: a new
-// member would be made from the spec that did not run) (a member without a pod is recreated on its claim, or replaced at once
+// undoing the change heals it), and no member was rolled back from the current spec
+// (model.Cluster.RolledBack: a new member would be made from the spec that did not run, and its
+// addition waits until the spec changes, which would leave the cluster a member short) (a member without a pod is recreated on its claim, or replaced at once
 // when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
 // replacement). The quorum is the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
@@ -145,7 +145,7 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return why
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || rolledBackNow(c, mem) || c.Now.Before(replaceAt(c, mem)) {
+	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || c.RolledBack(c.SpecHash) != nil || c.Now.Before(replaceAt(c, mem)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
@@ -226,22 +226,21 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 }
 
 // rollbackAt returns when mem, a member down on a spec no member has served on
-// (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the pod it last served on if it stays
-// as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's etcd
-// minor version is not the one the serving members run (the flags the operator owns follow it), replacing is off (spec.recovery.replaceUnhealthyMemberAfter
-// 0s: a person decides), its claim is being deleted (its data goes: it is replaced), its claim keeps
-// no record of that pod (the rollout moved it onto the spec
-// while it was already down), the record does not decode, or the pod it records serves TLS otherwise
-// than the member is to serve now (a switch of spec.tls went on since: the old pod's URLs would not
-// match the member's). It is when a replacement would be due (replaceAt): the end of the policy from
-// when the member went down, or later for a pod that is new.
+// (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the spec it last served on if it
+// stays as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's
+// etcd minor version is not the one the serving members run (sameMinor), replacing is off
+// (spec.recovery.replaceUnhealthyMemberAfter 0s: a person decides), its claim is being deleted (its
+// data goes: it is replaced), or the spec it served on cannot be rebuilt (model.Cluster.ServedSpecOf:
+// the rollout moved it onto the spec while it was already down, so its claim records none; the
+// cluster keeps no ControllerRevision of that spec; or the TLS settings changed since). It is when a
+// replacement would be due (replaceAt): the end of the policy from when the member went down, or
+// later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	if !c.Object.Spec.RollsBackFailedRollouts() || c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() ||
-		mem.ServedPodRecord() == "" || !sameMinor(c) {
+		mem.ServedSpec() == "" || !sameMinor(c) {
 		return time.Time{}
 	}
-	served, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
-	if err != nil || resources.PodTLSOf(served) != c.DesiredTLS(mem.Name) {
+	if _, err := c.ServedSpecOf(mem); err != nil {
 		return time.Time{}
 	}
 	return replaceAt(c, mem)
@@ -277,43 +276,44 @@ func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
 		return false
 	}
 	from := mem.RolledBackFrom()
-	return from != "" && from == c.Options.SpecHash(c.Object)
+	return from != "" && from == c.SpecHash
 }
 
-// PodToRestore returns the pod to recreate mem from, instead of one of the current spec, nil when
+// SpecToRestore returns the cluster to build mem's pod from instead of the current spec, nil when
 // there is none: while a member's pod is rolled back from the current spec (model.Cluster.RolledBack),
-// the pod mem's claim records it served on (etcdv1beta1.AnnotationServedPod) when it decodes, and mem
-// is not being restarted onto a spec (no AnnotationRolledOnto). The rolled-back member's claim records
-// it from the rollout's restart; every other member that serves on a pod of an older spec gets its
-// record while the rollback holds (ServedPodToRecord), so that a member whose pod goes meanwhile (a
-// node drained) comes back as it served, not on the spec that did not run.
-func PodToRestore(c *model.Cluster, mem *model.Member) *corev1.Pod {
-	if mem.Claim == nil || mem.ServedPodRecord() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
-		c.RolledBack(c.Options.SpecHash(c.Object)) == nil {
+// the spec mem's claim records it served on (etcdv1beta1.AnnotationServedSpec), as the cluster's
+// ControllerRevision of that spec keeps it (model.Cluster.ServedSpecOf), when mem is not being
+// restarted onto a spec (no AnnotationRolledOnto). The rolled-back member's claim records it from the
+// rollout's restart; every other member that serves on a pod of an older spec gets its record while
+// the rollback holds (ServedSpecToRecord), so that a member whose pod goes meanwhile (a node drained)
+// comes back as it served, not on the spec that did not run.
+func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster {
+	if mem.Claim == nil || mem.ServedSpec() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
+		c.RolledBack(c.SpecHash) == nil {
 		return nil
 	}
-	p, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
+	spec, err := c.ServedSpecOf(mem)
 	if err != nil {
 		return nil
 	}
-	return p
+	return spec
 }
 
-// ServedPodToRecord reports whether the pod mem serves on is to be recorded on its claim
-// (etcdv1beta1.AnnotationServedPod; see PodToRestore): a member's pod was rolled back from the current
-// spec, and mem serves on a pod of an older spec, not being deleted, and its claim records none.
-func ServedPodToRecord(c *model.Cluster, mem *model.Member) bool {
-	hash := c.Options.SpecHash(c.Object)
-	return mem.HasClaim() && mem.HasPod() && mem.Serving() && mem.ServedPodRecord() == "" && mem.PodSpecHash() != hash &&
-		c.RolledBack(hash) != nil
+// ServedSpecToRecord reports whether the spec hash of the pod mem serves on is to be recorded on its
+// claim (etcdv1beta1.AnnotationServedSpec; see SpecToRestore): a member's pod was rolled back from the
+// current spec, and mem serves on a pod of an older spec, not being deleted, and its claim records
+// none.
+func ServedSpecToRecord(c *model.Cluster, mem *model.Member) bool {
+	return mem.HasClaim() && mem.HasPod() && mem.Serving() && mem.ServedSpec() == "" && mem.PodSpecHash() != c.SpecHash &&
+		c.RolledBack(c.SpecHash) != nil
 }
 
 // RollbackDue returns why mem's pod is due to be rolled back, "" when it is not: a rolling update
 // restarted mem, while it served, onto a spec no member has served on, and it has not served on it for
 // spec.recovery.replaceUnhealthyMemberAfter (see rollbackAt), whatever keeps it down (an image that
 // cannot be pulled or whose pull does not return, a crash loop, a pod that cannot be scheduled). Its pod
-// is recreated, on its data, from the record of the pod it served on (etcdv1beta1.AnnotationServedPod),
-// which ran; the member keeps its ID and data, and the rolling update restarts no member onto that spec
+// is recreated, on its data, from the spec it served on (etcdv1beta1.AnnotationServedSpec, kept in a
+// ControllerRevision), which ran; the member keeps its ID and data, and the rolling update restarts no member onto that spec
 // until it changes. Neither needs a quorum: the member is down already.
 func RollbackDue(c *model.Cluster, mem *model.Member) string {
 	at := rollbackAt(c, mem)
@@ -343,11 +343,12 @@ func RolloutFailed(mem *model.Member) *Step {
 
 // ClaimRecordsToDrop returns the annotations of a rollout's records to remove from mem's claim, nil
 // when none, hash being the current spec's: the record of the spec a rollout restarted mem onto and of
-// the pod it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedPod) once it serves on
-// that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
-// AnnotationRollbackReason) once the spec changed, or when the record of the pod it went back to is
-// gone or does not decode (the rollout may try the spec again); and the record of the pod a member
-// served on once no rollback holds and no rollout restarts it (it would be out of date by the next one).
+// the spec it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedSpec) once it serves
+// on that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
+// AnnotationRollbackReason) once the spec changed, or when the spec it went back to can no longer be
+// rebuilt (model.Cluster.ServedSpecOf; the rollout may try the spec again); and the record of the spec a
+// member served on once no rollback holds and no rollout restarts it (it would be out of date by the
+// next one).
 func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []string {
 	if mem.Claim == nil {
 		return nil
@@ -355,7 +356,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 	var out []string
 	rolledOnto := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto]
 	if ServedOnRolledSpec(mem) {
-		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedPod)
+		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedSpec)
 		rolledOnto = ""
 	}
 	from := mem.RolledBackFrom()
@@ -365,21 +366,43 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 	} else if _, ok := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]; ok && from == "" {
 		out = append(out, etcdv1beta1.AnnotationRollbackReason) // the user removed the record of the rollback
 	}
-	if mem.ServedPodRecord() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedPod) {
+	if mem.ServedSpec() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedSpec) {
 		if rb := c.RolledBack(hash); rb == nil || (rb.Name == mem.Name && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
-			out = append(out, etcdv1beta1.AnnotationServedPod)
+			out = append(out, etcdv1beta1.AnnotationServedSpec)
 		}
 	}
 	return out
 }
 
-// usableRecord reports whether mem's claim records a pod it served on that decodes for it.
+// usableRecord reports whether mem's claim records a spec it served on that can be rebuilt
+// (model.Cluster.ServedSpecOf).
 func usableRecord(c *model.Cluster, mem *model.Member) bool {
-	if mem.ServedPodRecord() == "" {
-		return false
-	}
-	_, err := resources.PodFromServedRecord(c.Object, mem.Name, mem.ServedPodRecord())
+	_, err := c.ServedSpecOf(mem)
 	return err == nil
+}
+
+// RevisionsToDelete returns the spec hashes of c's ControllerRevisions that nothing may be rolled back
+// to any more, sorted: with spec.recovery.rollBackFailedRollouts, those of no spec that the current
+// spec, a member's pod or a member's claim (etcdv1beta1.AnnotationServedSpec) has; all of them without.
+func RevisionsToDelete(c *model.Cluster) []string {
+	keep := map[string]bool{}
+	if c.Object.Spec.RollsBackFailedRollouts() {
+		keep[c.SpecHash] = true
+		for _, m := range c.Members {
+			if m.Pod != nil {
+				keep[m.PodSpecHash()] = true
+			}
+			keep[m.ServedSpec()] = true
+		}
+	}
+	var out []string
+	for hash := range c.Revisions {
+		if !keep[hash] {
+			out = append(out, hash)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // CorruptToDisarm returns the member IDs of the CORRUPT alarms that etcd keeps for members it no longer

@@ -93,6 +93,16 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   verbs:
   - update
 - apiGroups:
+  - apps
+  resources:
+  - controllerrevisions
+  verbs:
+  - create
+  - delete
+  - get
+  - list
+  - watch
+- apiGroups:
   - authentication.k8s.io
   resources:
   - tokenreviews
@@ -334,6 +344,16 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - list
   - patch
   - update
+  - watch
+- apiGroups:
+  - apps
+  resources:
+  - controllerrevisions
+  verbs:
+  - create
+  - delete
+  - get
+  - list
   - watch
 - apiGroups:
   - batch

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/verdict"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;delete
+
+// listRevisions returns the ControllerRevisions carrying the labels of the cluster s looks at.
+func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) ([]appsv1.ControllerRevision, error) {
+	revs := &appsv1.ControllerRevisionList{}
+	if err := r.List(ctx, revs, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
+		return nil, fmt.Errorf("list controllerrevisions: %w", err)
+	}
+	return revs.Items, nil
+}
+
+// syncRevisions keeps, with spec.recovery.rollBackFailedRollouts, a ControllerRevision of the current
+// spec (resources.Options.Revision), so that once the spec changes a member the rollout restarts onto
+// a spec that cannot run can be rolled back to it (verdict.RollbackDue), and deletes the cluster's
+// revisions that nothing may be rolled back to any more (verdict.RevisionsToDelete): all of them when
+// rollbacks are off. A refusal is logged and the pass goes on: without a revision, a member down on
+// a new spec waits for a fix, as with rollbacks off.
+func (r *EtcdClusterReconciler) syncRevisions(ctx context.Context, s *scope) (*verdict.Step, error) {
+	c := s.cluster
+	if c.Spec.RollsBackFailedRollouts() && s.m.Revisions[s.m.SpecHash] == nil {
+		if err := r.Create(ctx, r.Options.Revision(c)); err != nil && !apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Error(err, "create the controllerrevision of the current spec; a member down on the next spec cannot be rolled back to it", "controllerrevision", resources.RevisionName(c, s.m.SpecHash))
+		}
+	}
+	for _, hash := range verdict.RevisionsToDelete(s.m) {
+		rev := s.m.Revisions[hash]
+		if err := r.Delete(ctx, rev, client.Preconditions{UID: &rev.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			log.FromContext(ctx).Error(err, "delete a controllerrevision nothing is rolled back to", "controllerrevision", rev.Name)
+		}
+	}
+	return nil, nil
+}
