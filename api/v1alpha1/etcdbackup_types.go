@@ -306,10 +306,10 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
-	// RollBackFailedRollouts (experimental, off by default) lets the operator roll back a rolling update
-	// onto a spec that cannot run; see v1beta1.
+	// RollBackFailedRollouts (default true) lets the operator roll back a rolling update onto a spec
+	// that cannot run; see v1beta1.
 	// +optional
-	RollBackFailedRollouts bool `json:"rollBackFailedRollouts,omitempty"`
+	RollBackFailedRollouts *bool `json:"rollBackFailedRollouts,omitempty"`
 }
 
 // RecoveryPhase is where an automatic restore after a quorum loss is.

@@ -307,20 +307,22 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) == duration('0s') || duration(self) >= duration('20s')",message="must be 0s (never replace) or at least 20s, such as 5m: a shorter one replaces members that are only restarting or still starting"
 	// +optional
 	ReplaceUnhealthyMemberAfter *metav1.Duration `json:"replaceUnhealthyMemberAfter,omitempty"`
-	// RollBackFailedRollouts (experimental, off by default) lets the operator roll back a rolling update
-	// onto a spec that cannot run: a member the rollout restarted while it served, that has not served
-	// on the new spec for replaceUnhealthyMemberAfter while no other member serves on it, has its pod
-	// recreated on its own data from the spec it served on (which the operator keeps, while this is on,
-	// in a ControllerRevision named <cluster>-<spec hash>), and the rollout restarts no member onto that
-	// spec until it changes (Progressing RolloutFailed). Not for a change of the etcd minor version.
-	// Without it, a member down on such a spec waits, not replaced, until the spec is fixed or undone.
+	// RollBackFailedRollouts (default true) lets the operator roll back a rolling update onto a spec
+	// that cannot run: a member the rollout restarted while it served, that has not served on the new
+	// spec for replaceUnhealthyMemberAfter while no other member serves on it, has its pod recreated on
+	// its own data from the spec it served on (which the operator keeps, while this is on, in a
+	// ControllerRevision named <cluster>-<spec hash>), and the rollout restarts no member onto that spec
+	// until it changes (Progressing RolloutFailed). Not for a change of the etcd minor version on which
+	// the member's etcd ran. false: a member down on such a spec waits, not replaced, until the spec is
+	// fixed or undone.
 	// +optional
-	RollBackFailedRollouts bool `json:"rollBackFailedRollouts,omitempty"`
+	RollBackFailedRollouts *bool `json:"rollBackFailedRollouts,omitempty"`
 }
 
-// RollsBackFailedRollouts reports whether spec.recovery.rollBackFailedRollouts is true.
+// RollsBackFailedRollouts reports whether spec.recovery.rollBackFailedRollouts is true or unset (its
+// default).
 func (s *EtcdClusterSpec) RollsBackFailedRollouts() bool {
-	return s.Recovery != nil && s.Recovery.RollBackFailedRollouts
+	return s.Recovery == nil || s.Recovery.RollBackFailedRollouts == nil || *s.Recovery.RollBackFailedRollouts
 }
 
 // DefaultReplaceUnhealthyMemberAfter is spec.recovery.replaceUnhealthyMemberAfter when it is not set.

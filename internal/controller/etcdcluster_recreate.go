@@ -76,7 +76,7 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 		return err
 	}
 	opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
-	if reason == etcdv1beta1.ReasonRolloutFailed && m.WaitsForImage() && etcdNeverRan(pod) {
+	if reason == etcdv1beta1.ReasonRolloutFailed && m.WaitsForImage() && m.EtcdNeverRan() {
 		// its etcd never ran on this pod, so nothing can write to the data as the rolled-back pod starts;
 		// the kubelet keeps a pod whose image pull has not returned (a registry that does not answer)
 		// until the pull ends, which may be never
@@ -168,15 +168,4 @@ func podsOf(names []string) (pods, their, them string) {
 		return "the pod of " + names[0], "its", "it"
 	}
 	return "the pods of " + strings.Join(names, ", "), "their", "them"
-}
-
-// etcdNeverRan reports whether the etcd container of pod has never run: it has no status yet, or one
-// that shows no run, no restart and no earlier termination.
-func etcdNeverRan(pod *corev1.Pod) bool {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == resources.EtcdContainer {
-			return cs.State.Running == nil && cs.State.Terminated == nil && cs.RestartCount == 0 && cs.LastTerminationState.Terminated == nil
-		}
-	}
-	return true
 }

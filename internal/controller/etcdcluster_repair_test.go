@@ -171,7 +171,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 	})
 }
 
-// TestRolloutOntoUntriedSpecNotReplaced: without spec.recovery.rollBackFailedRollouts (the default), a
+// TestRolloutOntoUntriedSpecNotReplaced: with spec.recovery.rollBackFailedRollouts false, a
 // rolling update restarts a member that served onto a new spec
 // (its claim records that), and the member does not come back (it crash-loops, as on an etcd flag
 // value it refuses or a memory limit it cannot start within). No other member serves on that spec, so
@@ -182,7 +182,7 @@ func TestDownMemberRecreatedThenReplaced(t *testing.T) {
 func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 	const policy = 20 * time.Second
 	u := restartedOntoUntriedSpec(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-untried"), testutil.WithReplicas(3)),
-		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}, "127.0.0.101", "127.0.0.102", "127.0.0.103")
+		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}, RollBackFailedRollouts: ptr.To(false)}, "127.0.0.101", "127.0.0.102", "127.0.0.103")
 	c, members, oldHash, newHash, first, name := u.c, u.members, u.oldHash, u.newHash, u.first, u.name
 	claims, ids := u.claims, u.ids
 	pvc := &corev1.PersistentVolumeClaim{}
@@ -253,7 +253,7 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	const policy = 20 * time.Second
 	u := restartedOntoUntriedSpec(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-rolledback"), testutil.WithReplicas(3)),
-		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}, RollBackFailedRollouts: true}, "127.0.0.194", "127.0.0.195", "127.0.0.196")
+		&etcdv1beta1.RecoverySpec{ReplaceUnhealthyMemberAfter: &metav1.Duration{Duration: policy}}, "127.0.0.194", "127.0.0.195", "127.0.0.196")
 	c, members, names, hosts, oldHash, newHash, first, name := u.c, u.members, u.names, u.hosts, u.oldHash, u.newHash, u.first, u.name
 	pods, claims, ids := u.pods, u.claims, u.ids
 	records := func(want string) {

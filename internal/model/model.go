@@ -341,6 +341,17 @@ func named(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStat
 	return nil
 }
 
+// EtcdNeverRan reports whether the etcd container of the member's pod has never run: the pod has no
+// status of it yet, or one that shows no run, no restart and no earlier termination (it waits for its
+// image, or its pod is not scheduled). False without a pod.
+func (m *Member) EtcdNeverRan() bool {
+	if m.Pod == nil {
+		return false
+	}
+	st := m.etcdStatus()
+	return st == nil || st.State.Running == nil && st.State.Terminated == nil && st.RestartCount == 0 && st.LastTerminationState.Terminated == nil
+}
+
 // EtcdRunningSince returns when the kubelet reports that the etcd container of the member's pod
 // started running, zero when it does not run.
 func (m *Member) EtcdRunningSince() time.Time {

@@ -228,7 +228,9 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // rollbackAt returns when mem, a member down on a spec no member has served on
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the spec it last served on if it
 // stays as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's
-// etcd minor version is not the one the serving members run (sameMinor), replacing is off
+// etcd minor version is not the one the serving members run (sameMinor) and the member's etcd ran on
+// its pod (an etcd of another minor may have written to its data; one that never ran, waiting for its
+// image or not scheduled, did not), replacing is off
 // (spec.recovery.replaceUnhealthyMemberAfter 0s: a person decides), its claim is being deleted (its
 // data goes: it is replaced), or the spec it served on cannot be rebuilt (model.Cluster.ServedSpecOf:
 // the rollout moved it onto the spec while it was already down, so its claim records none; the
@@ -237,7 +239,7 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	if !c.Object.Spec.RollsBackFailedRollouts() || c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() ||
-		mem.ServedSpec() == "" || !sameMinor(c) {
+		mem.ServedSpec() == "" || (!sameMinor(c) && !mem.EtcdNeverRan()) {
 		return time.Time{}
 	}
 	if _, err := c.ServedSpecOf(mem); err != nil {
@@ -441,6 +443,12 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 const rolledBackNote = "not replaced: it was rolled back from the current spec, which did not run, and a new member would be made from that spec; " +
 	"fix the spec, and it is recreated with the fix on its data (and replaced if it still does not serve)"
 
+// heldByRollbackNote says why a member that is down is not replaced while member rolledBack's pod is
+// rolled back from the current spec, and what to do.
+func heldByRollbackNote(rolledBack string) string {
+	return "not replaced while " + rolledBack + " is rolled back from the current spec: a new member would be made from that spec, and is added only once it changes; fix the spec"
+}
+
 // rollbackNote says what happens to a member that a rolling update restarted onto a spec no member has
 // served on, and that is rolled back at note.rollbackAt unless it serves (rollbackAt).
 func rollbackNote(note memberNote) string {
@@ -515,6 +523,8 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
 		} else if after > 0 && note.rolledBack {
 			s += "; " + rolledBackNote
+		} else if after > 0 && note.heldBy != "" {
+			s += "; " + heldByRollbackNote(note.heldBy)
 		} else if after > 0 && note.untriedSpec && note.state == memberStarting {
 			// a member starting on its new pod shows no problem: it may well come up
 			s += "; the first member on this spec: not replaced if it does not start either, since a new member would be made from the same spec"

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/etcd"
@@ -35,8 +36,8 @@ func TestRollbackDue(t *testing.T) {
 		{"replacing off", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ map[string]string, _ *[]appsv1.ControllerRevision, _ *metav1.Time) {
 			c.Spec.Recovery.ReplaceUnhealthyMemberAfter = &metav1.Duration{}
 		}, false},
-		{"rollbacks off (the default)", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ map[string]string, _ *[]appsv1.ControllerRevision, _ *metav1.Time) {
-			c.Spec.Recovery.RollBackFailedRollouts = false
+		{"rollbacks off", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ map[string]string, _ *[]appsv1.ControllerRevision, _ *metav1.Time) {
+			c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false)
 		}, false},
 		{"the spec asks for another etcd minor than the members run", func(c *etcdv1beta1.EtcdCluster, _ *[3]string, _ map[string]string, _ *[]appsv1.ControllerRevision, _ *metav1.Time) {
 			c.Spec.Version = "3.5.26"
@@ -95,6 +96,35 @@ func TestRollbackDue(t *testing.T) {
 				t.Errorf("Degraded = %q: says it is rolled back at %s: %v, want %v", degraded, at, got, wantAt || tc.due)
 			}
 		})
+	}
+}
+
+// TestRollbackAcrossMinor: a change of the etcd minor version (3.6 to 3.7, say a version with a typo)
+// whose member's etcd never ran on its pod (it waits for an image that does not exist) is rolled back
+// like any other: no etcd of the new minor touched its data. One whose etcd ran (a crash loop) is not.
+func TestRollbackAcrossMinor(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		due    bool
+	}{{"ImagePullBackOff", true}, {"CrashLoopBackOff", false}} {
+		now, long, c, e := thirdDownForAnHour("x")
+		c.Namespace = "ns"
+		rollbacksOn(c, e)
+		revs, a, _ := changedSpec(c)
+		c.Spec.Version, c.Spec.Image = "3.7.99", ""
+		b := resources.Options{}.SpecHash(c)
+		claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("x-2"), Namespace: "ns",
+			Annotations: map[string]string{etcdv1beta1.AnnotationRolledOnto: b, etcdv1beta1.AnnotationServedSpec: a}}}
+		pods := podsOnHashes(c, "x", [3]string{a, a, b}, long, false)
+		pods[2].Status = waitingPodStatus(tc.status)
+		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: []corev1.PersistentVolumeClaim{claim}, Revisions: revs})
+		why := RollbackDue(m, m.Member("x-2"))
+		if (why != "") != tc.due {
+			t.Errorf("%s on etcd 3.7, the members on 3.6: RollbackDue = %q, want due %v", tc.status, why, tc.due)
+		}
+		if spec := SpecToRestore(m, m.Member("x-2")); tc.due && spec != nil {
+			t.Errorf("SpecToRestore before the rollback is recorded = %v, want nil", spec)
+		}
 	}
 }
 
@@ -198,7 +228,7 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	}
 
 	// rollbacks turned off: the records go, and nothing holds
-	c.Spec.Recovery.RollBackFailedRollouts = false
+	c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false)
 	claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("d-2"), Namespace: "ns",
 		Annotations: map[string]string{from: b, why: "x", served: a}}}
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-2", Namespace: "ns", Annotations: map[string]string{etcdv1beta1.AnnotationSpecHash: a}}}
@@ -258,6 +288,10 @@ func TestRolledBackMember(t *testing.T) {
 	if why := ReplaceDue(m, m.Member("b-2")); why != "" {
 		t.Errorf("ReplaceDue = %q for a member down while another is rolled back from the current spec", why)
 	}
+	c.Status.Members = memberStatuses(m)
+	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "b-2 is down since") || !strings.Contains(d, "not replaced while b-1 is rolled back from the current spec") {
+		t.Errorf("Degraded = %q: want it to say b-2 is not replaced while b-1 is rolled back", d)
+	}
 
 	// found on the current spec again
 	m = build(current, rolledBack, nil, false)
@@ -288,6 +322,6 @@ func rollbacksOn(c *etcdv1beta1.EtcdCluster, e *model.Etcd) {
 	if c.Spec.Recovery == nil {
 		c.Spec.Recovery = &etcdv1beta1.RecoverySpec{}
 	}
-	c.Spec.Recovery.RollBackFailedRollouts = true
+	c.Spec.Recovery.RollBackFailedRollouts = ptr.To(true)
 	e.Status = map[uint64]etcd.EndpointStatus{1: {Version: c.Spec.VersionOrDefault(), Leader: 1}, 2: {Version: c.Spec.VersionOrDefault(), Leader: 1}}
 }

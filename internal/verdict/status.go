@@ -370,6 +370,9 @@ type memberNote struct {
 	// rolledBack: the member's pod was rolled back from the current spec (rolledBackNow): it is not
 	// replaced
 	rolledBack bool
+	// heldBy: another member's pod was rolled back from the current spec (model.Cluster.RolledBack):
+	// this member is not replaced by the policy meanwhile (ReplaceDue)
+	heldBy string
 	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
 	// its pod being recreated or starting without a problem (rollingRestart)
 	rolling bool
@@ -396,6 +399,9 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
 		n.rolledBack = rolledBackNow(m, mem)
+		if rb := m.RolledBack(m.SpecHash); rb != nil && rb.Name != mem.Name {
+			n.heldBy = rb.Name
+		}
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
 		out[mem.Name] = n
 	}
@@ -685,6 +691,9 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	}
 	if rolledBackNow(m, mem) && replaceAtOnce(m, mem) == "" {
 		return " (" + rolledBackNote + ")"
+	}
+	if rb := m.RolledBack(m.SpecHash); rb != nil && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
+		return " (" + heldByRollbackNote(rb.Name) + ")"
 	}
 	switch p := mem.Pod; {
 	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):

@@ -103,6 +103,23 @@ var chaosClasses = []fault{
 		waitUnhealthy(t, c, m)
 		thaw()
 	}},
+	// a rolling update onto an image that does not exist: its first member is rolled back at the end of
+	// the policy, and the change is undone once Progressing says RolloutFailed (the hold would keep the
+	// next fault's replacement from being added)
+	{"rollout onto an image that does not exist", func(t *testing.T, c *etcdv1beta1.EtcdCluster, _ *rand.Rand) {
+		updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "docker.io/local/etcd:no-such-tag" })
+		poll.Eventually(t, chaosRecoverTimeout, "the rollout rolled back", func(ctx context.Context) error {
+			got, err := getCluster(ctx, c)
+			if err != nil {
+				return err
+			}
+			if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed {
+				return fmt.Errorf("progressing %+v", p)
+			}
+			return nil
+		})
+		updateCluster(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" })
+	}},
 	{"whole cluster killed", func(t *testing.T, c *etcdv1beta1.EtcdCluster, _ *rand.Rand) {
 		for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
 			deletePod(t, c, m, 0)

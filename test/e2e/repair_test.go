@@ -145,9 +145,9 @@ func removedSaying(ctx context.Context, c *etcdv1beta1.EtcdCluster, texts []stri
 	return err
 }
 
-// TestRolloutOntoBrokenSpecRolledBack: with spec.recovery.rollBackFailedRollouts, a rolling change
+// TestRolloutOntoBrokenSpecRolledBack: by default (spec.recovery.rollBackFailedRollouts unset), a rolling change
 // onto a spec that cannot run stops after the first member, which the status names with its problem: an image that cannot be pulled (an image tag
-// that does not exist, a spec.version that is no release, or a registry that accepts connections and
+// that does not exist, an upgrade from 3.5 to a 3.6 version that is no release, or a registry that accepts connections and
 // never answers, so that the kubelet's first pull does not return), a memory limit etcd cannot start
 // within (a crash loop, OOMKilled), a node selector no node matches (an unschedulable pod). The member
 // is not replaced when the replacement policy ends (a new member would be made from the same spec): it
@@ -171,19 +171,24 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 		onBroken func(p *corev1.Pod, image string) bool
 		// respoil, when set, changes the spec again after the rollback, to one that cannot run either
 		respoil func(c *etcdv1beta1.EtcdCluster)
+		// initial, when set, is the cluster's spec before the change (by default the default version)
+		initial func(c *etcdv1beta1.EtcdCluster)
 	}{
 		{"image tag that does not exist", "e2e-badimage", []string{"ErrImagePull", "ImagePullBackOff"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:no-such-tag", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
-		{"version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil, nil},
+		// an upgrade to the next minor with a version that is no release: the member's etcd never ran
+		// on it, so the rollback to 3.5 is safe
+		{"next minor version that is no release", "e2e-badversion", []string{"ErrImagePull", "ImagePullBackOff"},
 			func(*testing.T) (string, func()) { return "docker.io/local/etcd:v3.6.99", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) { c.Spec.Version = "3.6.99" },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = etcdv1beta1.DefaultVersion }, onImage, nil},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = oldVersion }, onImage, nil,
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = oldVersion }},
 		{"registry that does not answer", "e2e-hangimage", []string{model.PullingImageProblem},
 			hangingRegistry,
 			func(c *etcdv1beta1.EtcdCluster, image string) { c.Spec.Image = image },
-			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil},
+			func(c *etcdv1beta1.EtcdCluster) { c.Spec.Image = "" }, onImage, nil, nil},
 		{"memory limit etcd cannot start within", "e2e-oom", []string{"OOMKilled", "CrashLoopBackOff"},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
@@ -197,14 +202,14 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 			// raised after the rollback, not enough: tried, and rolled back again
 			func(c *etcdv1beta1.EtcdCluster) {
 				c.Spec.PodTemplate.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("9Mi")
-			}},
+			}, nil},
 		{"node selector no node matches", "e2e-nonode", []string{"nschedulable"},
 			func(*testing.T) (string, func()) { return "", func() {} },
 			func(c *etcdv1beta1.EtcdCluster, _ string) {
 				c.Spec.PodTemplate = &etcdv1beta1.PodTemplate{NodeSelector: map[string]string{"etcd.etcdkit.dev/e2e": "nowhere"}}
 			},
 			func(c *etcdv1beta1.EtcdCluster) { c.Spec.PodTemplate = nil },
-			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }, nil},
+			func(p *corev1.Pod, _ string) bool { return p.Spec.NodeSelector["etcd.etcdkit.dev/e2e"] != "" }, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			image, _ := tc.broken(t)
@@ -214,11 +219,12 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 				spoil:    func(c *etcdv1beta1.EtcdCluster) { tc.spoil(c, image) },
 				heal:     tc.heal,
 				respoil:  tc.respoil,
+				initial:  tc.initial,
 			})
 		})
 	}
-	// Without spec.recovery.rollBackFailedRollouts (the default), the member waits on the broken spec,
-	// not replaced, until the spec is fixed or undone, which heals it without a manual step.
+	// With spec.recovery.rollBackFailedRollouts false, the member waits on the broken spec, not
+	// replaced, until the spec is fixed or undone, which heals it without a manual step.
 	t.Run("node selector no node matches, rollbacks off", func(t *testing.T) {
 		rolloutOntoBrokenSpecWaits(t, "e2e-nonode-off", brokenSpec{
 			problem:  []string{"nschedulable"},
@@ -253,7 +259,7 @@ func allServe(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 // member down on the broken spec of b is neither replaced nor rolled back past the policy, Degraded says
 // what to do, and reverting the spec (b.heal) brings it back on its own data.
 func rolloutOntoBrokenSpecWaits(t *testing.T, ns string, b brokenSpec) {
-	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter))
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false) })
 	assertAvailable(t, c, availableTimeout)
 	allServe(t, c)
 	w := startWriter(t, clientServiceEndpoint(t, c))
@@ -368,12 +374,18 @@ type brokenSpec struct {
 	// respoil, when set, changes the spec again after the rollback, to one that cannot run either (a
 	// limit raised, but not enough); onBroken tells its pods too
 	respoil func(*etcdv1beta1.EtcdCluster)
+	// initial, when set, changes the cluster's spec before it is created
+	initial func(*etcdv1beta1.EtcdCluster)
 }
 
 // rolloutOntoBrokenSpecRolledBack is TestRolloutOntoBrokenSpecRolledBack for one case, b, on a cluster
 // in namespace ns.
 func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
-	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = true })
+	initial := func(*etcdv1beta1.EtcdCluster) {}
+	if b.initial != nil {
+		initial = b.initial
+	}
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), initial) // rollbacks are on by default
 	assertAvailable(t, c, availableTimeout)
 	allServe(t, c)
 	w := startWriter(t, clientServiceEndpoint(t, c))
