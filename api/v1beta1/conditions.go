@@ -207,6 +207,11 @@ const (
 	// that holds, every member that serves gets this record too, and a member whose pod goes is recreated
 	// the same way.
 	AnnotationServedSpec = "etcd.etcdkit.dev/served-spec"
+	// AnnotationUntriedSpecRan, "true" on a member's claim, says that the member's etcd ran on a pod
+	// of the spec of AnnotationRolledOnto (or of one the records followed from) while it did not serve:
+	// a rollback to another etcd minor version would start an older etcd on data a newer one opened,
+	// so there is none. Removed with AnnotationRolledOnto.
+	AnnotationUntriedSpecRan = "etcd.etcdkit.dev/untried-spec-ran"
 	// LabelSpecHash on a cluster's ControllerRevision is the spec hash (AnnotationSpecHash) of the spec
 	// it keeps.
 	LabelSpecHash = "etcd.etcdkit.dev/spec-hash"

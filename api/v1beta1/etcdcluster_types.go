@@ -39,7 +39,6 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$')",message="spec.version must be an etcd 3.5 or 3.6 release written major.minor.patch, such as 3.6.16 or 3.5.35: the operator runs etcd 3.5 and 3.6"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1])",message="spec.version cannot be downgraded to an older minor: etcd supports upgrades only (a newer patch, or the next minor)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="spec.version cannot skip a minor version: upgrade one minor at a time (for example 3.5 to 3.6)"
 	// +optional
 	Version string `json:"version,omitempty"`
@@ -758,6 +757,7 @@ type EtcdClusterStatus struct {
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
 	// CurrentVersion is the lowest etcd server version the members run.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
 	// Members as etcd reports them, sorted by name.
@@ -834,6 +834,7 @@ type DefragmentationRecord struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.version) || !has(oldSelf.spec.version) || !self.spec.version.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || !oldSelf.spec.version.matches('^3[.](5|6)[.](0|[1-9][0-9]*)$') || int(self.spec.version.split('.')[1]) >= int(oldSelf.spec.version.split('.')[1]) || (has(self.status) && has(self.status.currentVersion) && self.status.currentVersion.matches('^v?3[.](5|6)[.]') && self.status.currentVersion.split('.')[1] == self.spec.version.split('.')[1])",message="spec.version cannot be downgraded to an older minor: etcd supports upgrades only (a newer patch, or the next minor); only a change back to the minor every member still runs (status.currentVersion) is allowed"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.bootstrap) == has(oldSelf.spec.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",fieldPath=".metadata",message="metadata.name must be a DNS-1035 label of at most 50 characters (lower case letters, digits and '-', starting with a letter): it names the member pods, their DNS names and the Services"
 // +kubebuilder:subresource:status

@@ -482,3 +482,40 @@ func TestSnapshotPathsRejected(t *testing.T) {
 		}
 	})
 }
+
+// TestMinorDowngradeBackToRunningMinor: after an upgrade to the next minor that no member has taken
+// (3.5 to a 3.6 release with no image, rolled back), spec.version may go back to 3.5 while
+// status.currentVersion says every member still runs 3.5; once a member runs 3.6 (currentVersion is the
+// lowest), it may not.
+func TestMinorDowngradeBackToRunningMinor(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(func(c *etcdv1beta1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c.Status.CurrentVersion = "3.5.35"
+	if err := k8s.Status().Update(ctx, c); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	c.Spec.Version = "3.6.99"
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatalf("upgrade to the next minor rejected: %v", err)
+	}
+	back := c.DeepCopy()
+	back.Spec.Version = "3.5.35"
+	if err := k8s.Update(ctx, back); err != nil {
+		t.Errorf("going back to the minor every member runs rejected: %v", err)
+	}
+	c = back
+	c.Spec.Version = "3.6.16"
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatalf("upgrade to the next minor rejected: %v", err)
+	}
+	c.Status.CurrentVersion = "3.6.16"
+	if err := k8s.Status().Update(ctx, c); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	down := c.DeepCopy()
+	down.Spec.Version = "3.5.35"
+	assertInvalid(t, k8s.Update(ctx, down), "spec.version cannot be downgraded to an older minor")
+}

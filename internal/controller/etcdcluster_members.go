@@ -75,8 +75,9 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 // them under Retain (for existing claims too), records on a started member's claim its member and
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
 // records of a rollout's restart and rollback from a member's claim once they have served their
-// purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the pod each other member
-// serves on (verdict.ServedSpecToRecord), whose spec that member's pod is recreated from if it goes.
+// purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the spec hash of the pod each
+// other member serves on (verdict.ServedSpecToRecord), whose revision that member's pod is recreated
+// from if it goes.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain

@@ -135,6 +135,7 @@ func (r *EtcdClusterReconciler) recordRollback(ctx context.Context, m *model.Mem
 		etcdv1beta1.AnnotationRolledBackFrom: hash, etcdv1beta1.AnnotationRollbackReason: why,
 	})
 	delete(m.Claim.Annotations, etcdv1beta1.AnnotationRolledOnto)
+	delete(m.Claim.Annotations, etcdv1beta1.AnnotationUntriedSpecRan)
 	if err := r.Patch(ctx, m.Claim, patch); err != nil {
 		return fmt.Errorf("record on persistentvolumeclaim %s that member %s is rolled back: %w", m.Claim.Name, m.Name, err)
 	}

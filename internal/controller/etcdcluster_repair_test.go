@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -241,12 +242,12 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 }
 
 // TestRolloutOntoUntriedSpecRolledBack: a rolling update restarts a member that served onto a new spec
-// (its claim records that, and the pod it served on), and the member does not come back (it
+// (its claim records that, and the spec hash it served on, whose ControllerRevision the operator keeps), and the member does not come back (it
 // crash-loops, as on an etcd flag value it refuses or a memory limit it cannot start within). A second
 // change while it is down (a limit raised, not enough) recreates its pod with it at once; the records
 // follow it. No other member serves on that spec, so the member is not replaced when the replacement
 // policy ends (a new member would be made from the same spec): its pod is rolled back, recreated on
-// its claim from the record of the pod it served on, keeping its member ID, and the rollout restarts
+// its claim from the revision of the spec it served on, keeping its member ID, and the rollout restarts
 // no other member: Progressing says RolloutFailed and what to do, with a Warning event. While that
 // holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
 // that did not run. A change of the spec starts the rollout again, and the records of the rollback go.
@@ -310,8 +311,15 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
 			return fmt.Errorf("pod %s has spec hash %q, want %q", name, got, oldHash)
 		}
-		if req := p.Spec.Containers[0].Resources.Requests.Memory(); req.Cmp(resource.MustParse("300Mi")) == 0 {
-			t.Errorf("pod %s rolled back keeps the failed spec's memory request %s", name, req)
+		// built as it served: the same etcd container as a member that still runs the old spec
+		kept, err := getPod(c, names[(first+1)%3])
+		if err != nil {
+			return err
+		}
+		got, want := p.Spec.Containers[0], kept.Spec.Containers[0]
+		if got.Image != want.Image || !equality.Semantic.DeepEqual(got.Resources, want.Resources) || !equality.Semantic.DeepEqual(got.LivenessProbe, want.LivenessProbe) ||
+			len(got.Command) != len(want.Command) {
+			t.Errorf("pod %s rolled back has etcd container %+v, want one like %s's, still on the old spec: %+v", name, got, kept.Name, want)
 		}
 		return nil
 	})
@@ -409,6 +417,9 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		return nil
 	})
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](3) })
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, secondHash)}, &appsv1.ControllerRevision{}); err != nil {
+		t.Errorf("the revision of the spec that did not run, kept while it is current: %v", err)
+	}
 
 	// A change of the spec starts the rollout again; the records of the rollback go.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) {

@@ -2,7 +2,7 @@ package controller
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,13 +15,23 @@ import (
 
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;delete
 
-// listRevisions returns the ControllerRevisions carrying the labels of the cluster s looks at.
-func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) ([]appsv1.ControllerRevision, error) {
+// revisionListTimeout bounds a list of a cluster's ControllerRevisions.
+const revisionListTimeout = 5 * time.Second
+
+// listRevisions returns the ControllerRevisions carrying the labels of the cluster s looks at, none when
+// they cannot be listed within revisionListTimeout (logged).
+func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) []appsv1.ControllerRevision {
 	revs := &appsv1.ControllerRevisionList{}
-	if err := r.List(ctx, revs, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
-		return nil, fmt.Errorf("list controllerrevisions: %w", err)
+	// the cache's first list waits for its informer to sync, which it never does without the RBAC
+	listCtx, cancel := context.WithTimeout(ctx, revisionListTimeout)
+	defer cancel()
+	if err := r.List(listCtx, revs, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
+		// without revisions a member down on a new spec waits for a fix, as with rollbacks off; the
+		// rest of the pass goes on (an install whose RBAC lacks controllerrevisions, say)
+		log.FromContext(ctx).Error(err, "list controllerrevisions; no member is rolled back this pass")
+		return nil
 	}
-	return revs.Items, nil
+	return revs.Items
 }
 
 // syncRevisions keeps, with spec.recovery.rollBackFailedRollouts, a ControllerRevision of the current

@@ -213,12 +213,17 @@ func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.C
 		return nil
 	}
 	recordPod := c.Object.Spec.RollsBackFailedRollouts() && m.Serving() && m.Pod != nil && m.PodSpecHash() != hash
-	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedSpec() != "") {
+	// the pod about to go ran etcd on a spec no member has served on: no rollback to another minor
+	ran := c.DownOnUntriedSpec(m) && !m.EtcdNeverRan() && m.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] == ""
+	if m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && (!recordPod || m.ServedSpec() != "") && !ran {
 		return nil
 	}
 	records := map[string]string{etcdv1beta1.AnnotationRolledOnto: hash}
 	if recordPod {
 		records[etcdv1beta1.AnnotationServedSpec] = m.PodSpecHash()
+	}
+	if ran {
+		records[etcdv1beta1.AnnotationUntriedSpecRan] = "true"
 	}
 	patch := client.MergeFrom(m.Claim.DeepCopy())
 	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, records)

@@ -229,8 +229,9 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the spec it last served on if it
 // stays as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's
 // etcd minor version is not the one the serving members run (sameMinor) and the member's etcd ran on
-// its pod (an etcd of another minor may have written to its data; one that never ran, waiting for its
-// image or not scheduled, did not), replacing is off
+// its pod or on an earlier pod the operator recreated meanwhile (its claim's AnnotationUntriedSpecRan:
+// an etcd of another minor may have written to its data; one that never ran, waiting for its image or
+// not scheduled, did not), replacing is off
 // (spec.recovery.replaceUnhealthyMemberAfter 0s: a person decides), its claim is being deleted (its
 // data goes: it is replaced), or the spec it served on cannot be rebuilt (model.Cluster.ServedSpecOf:
 // the rollout moved it onto the spec while it was already down, so its claim records none; the
@@ -239,7 +240,7 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 // later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	if !c.Object.Spec.RollsBackFailedRollouts() || c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() ||
-		mem.ServedSpec() == "" || (!sameMinor(c) && !mem.EtcdNeverRan()) {
+		mem.ServedSpec() == "" || (!sameMinor(c) && (!mem.EtcdNeverRan() || mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] != "")) {
 		return time.Time{}
 	}
 	if _, err := c.ServedSpecOf(mem); err != nil {
@@ -361,6 +362,9 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedSpec)
 		rolledOnto = ""
 	}
+	if _, ok := mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan]; ok && rolledOnto == "" {
+		out = append(out, etcdv1beta1.AnnotationUntriedSpecRan)
+	}
 	from := mem.RolledBackFrom()
 	if from != "" && (from != hash || !usableRecord(c, mem) || !c.Object.Spec.RollsBackFailedRollouts()) {
 		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
@@ -384,19 +388,18 @@ func usableRecord(c *model.Cluster, mem *model.Member) bool {
 }
 
 // RevisionsToDelete returns the spec hashes of c's ControllerRevisions that nothing may be rolled back
-// to any more, sorted: with spec.recovery.rollBackFailedRollouts, those of no spec that the current
-// spec, a member's pod or a member's claim (etcdv1beta1.AnnotationServedSpec) has; all of them without.
+// to any more, sorted: those of no spec that a member's claim records (etcdv1beta1.AnnotationServedSpec)
+// and, with spec.recovery.rollBackFailedRollouts, that the current spec or a member's pod has (so that
+// turning the field off and on again during a rollout keeps what a rollback needs).
 func RevisionsToDelete(c *model.Cluster) []string {
 	keep := map[string]bool{}
-	if c.Object.Spec.RollsBackFailedRollouts() {
-		keep[c.SpecHash] = true
-		for _, m := range c.Members {
-			if m.Pod != nil {
-				keep[m.PodSpecHash()] = true
-			}
-			keep[m.ServedSpec()] = true
+	for _, m := range c.Members {
+		keep[m.ServedSpec()] = true
+		if m.Pod != nil && c.Object.Spec.RollsBackFailedRollouts() {
+			keep[m.PodSpecHash()] = true
 		}
 	}
+	keep[c.SpecHash] = c.Object.Spec.RollsBackFailedRollouts()
 	var out []string
 	for hash := range c.Revisions {
 		if !keep[hash] {

@@ -101,12 +101,14 @@ func TestRollbackDue(t *testing.T) {
 
 // TestRollbackAcrossMinor: a change of the etcd minor version (3.6 to 3.7, say a version with a typo)
 // whose member's etcd never ran on its pod (it waits for an image that does not exist) is rolled back
-// like any other: no etcd of the new minor touched its data. One whose etcd ran (a crash loop) is not.
+// like any other: no etcd of the new minor touched its data. One whose etcd ran (a crash loop), or ran
+// on an earlier pod of the change that the operator recreated (its claim says so), is not.
 func TestRollbackAcrossMinor(t *testing.T) {
 	for _, tc := range []struct {
 		status string
 		due    bool
-	}{{"ImagePullBackOff", true}, {"CrashLoopBackOff", false}} {
+		ran    bool // the claim records that etcd ran on an earlier pod of the change
+	}{{"ImagePullBackOff", true, false}, {"CrashLoopBackOff", false, false}, {"ImagePullBackOff", false, true}} {
 		now, long, c, e := thirdDownForAnHour("x")
 		c.Namespace = "ns"
 		rollbacksOn(c, e)
@@ -115,12 +117,15 @@ func TestRollbackAcrossMinor(t *testing.T) {
 		b := resources.Options{}.SpecHash(c)
 		claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("x-2"), Namespace: "ns",
 			Annotations: map[string]string{etcdv1beta1.AnnotationRolledOnto: b, etcdv1beta1.AnnotationServedSpec: a}}}
+		if tc.ran {
+			claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] = "true"
+		}
 		pods := podsOnHashes(c, "x", [3]string{a, a, b}, long, false)
 		pods[2].Status = waitingPodStatus(tc.status)
 		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: []corev1.PersistentVolumeClaim{claim}, Revisions: revs})
 		why := RollbackDue(m, m.Member("x-2"))
 		if (why != "") != tc.due {
-			t.Errorf("%s on etcd 3.7, the members on 3.6: RollbackDue = %q, want due %v", tc.status, why, tc.due)
+			t.Errorf("%s on etcd 3.7 (ran on an earlier pod: %v), the members on 3.6: RollbackDue = %q, want due %v", tc.status, tc.ran, why, tc.due)
 		}
 		if spec := SpecToRestore(m, m.Member("x-2")); tc.due && spec != nil {
 			t.Errorf("SpecToRestore before the rollback is recorded = %v, want nil", spec)
@@ -162,7 +167,8 @@ func podsOnHashes(c *etcdv1beta1.EtcdCluster, name string, hashes [3]string, cre
 // back to can no longer be rebuilt (no revision keeps it), with that record unless a rollout restarted
 // it since (it is the rollback of that restart); the record of the spec another member served on stays
 // while a rollback holds and goes after. RevisionsToDelete keeps the revisions of the current spec, of
-// the members' pods and of their claims' records, and none once rollbacks are off.
+// the members' pods and of their claims' records, and once rollbacks are off only those of the claims'
+// records.
 func TestClaimRecordsToDrop(t *testing.T) {
 	now, _, c, e := thirdDownForAnHour("d")
 	c.Namespace = "ns"
@@ -172,6 +178,7 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	revs, a, b := changedSpec(c)
 	const (
 		onto, served, from, why = etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedSpec, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason
+		ran                     = etcdv1beta1.AnnotationUntriedSpecRan
 	)
 	const cc = "c0ffee0000"
 	for _, tc := range []struct {
@@ -183,6 +190,7 @@ func TestClaimRecordsToDrop(t *testing.T) {
 		wantDrop []string
 	}{
 		{"serves on the spec it was restarted onto", b, map[string]string{onto: b, served: a}, nil, b, []string{onto, served}},
+		{"serves on the spec it was restarted onto, having crashed on it first", b, map[string]string{onto: b, served: a, ran: "true"}, nil, b, []string{onto, served, ran}},
 		{"restart not done yet", a, map[string]string{onto: b, served: a}, nil, b, nil},
 		{"rolled back from the current spec", a, map[string]string{from: b, served: a}, nil, b, nil},
 		{"rolled back from the current spec, no revision of the spec it served on", a, map[string]string{from: b, why: "x", served: cc}, nil, b, []string{from, why, served}},
@@ -239,8 +247,8 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	if m.RolledBack(b) != nil {
 		t.Error("rollbacks off: RolledBack holds")
 	}
-	if got := RevisionsToDelete(m); len(got) != 3 {
-		t.Errorf("rollbacks off: RevisionsToDelete = %v, want all 3", got)
+	if got := RevisionsToDelete(m); len(got) != 2 || slices.Contains(got, a) {
+		t.Errorf("rollbacks off: RevisionsToDelete = %v, want all but A's, which a claim records", got)
 	}
 }
 

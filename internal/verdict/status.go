@@ -399,7 +399,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
 		n.rolledBack = rolledBackNow(m, mem)
-		if rb := m.RolledBack(m.SpecHash); rb != nil && rb.Name != mem.Name {
+		if rb := m.RolledBack(m.SpecHash); rb != nil && rb.Name != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
 			n.heldBy = rb.Name
 		}
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
