@@ -259,14 +259,7 @@ func allServe(t *testing.T, c *etcdv1beta1.EtcdCluster) {
 // member down on the broken spec of b is neither replaced nor rolled back past the policy, Degraded says
 // what to do, and reverting the spec (b.heal) brings it back on its own data.
 func rolloutOntoBrokenSpecWaits(t *testing.T, ns string, b brokenSpec) {
-	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false) })
-	assertAvailable(t, c, availableTimeout)
-	allServe(t, c)
-	w := startWriter(t, clientServiceEndpoint(t, c))
-	ids := map[string]uint64{}
-	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
-		ids[n] = memberID(t, c, n)
-	}
+	c, w, ids := servingUnderWriter(t, ns, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false) })
 	updateCluster(t, c, b.spoil)
 	down, _, early := brokenMemberNamed(t, c, b, nil, func(*etcdv1beta1.EtcdCluster) {})
 	if early {
@@ -378,14 +371,12 @@ type brokenSpec struct {
 	initial func(*etcdv1beta1.EtcdCluster)
 }
 
-// rolloutOntoBrokenSpecRolledBack is TestRolloutOntoBrokenSpecRolledBack for one case, b, on a cluster
-// in namespace ns.
-func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
-	initial := func(*etcdv1beta1.EtcdCluster) {}
-	if b.initial != nil {
-		initial = b.initial
-	}
-	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), initial) // rollbacks are on by default
+// servingUnderWriter creates the 3-member cluster demo in namespace ns with the replacement policy
+// replaceAfter, changed by opt, waits until every member serves, starts a writer through its client
+// Service, and returns the cluster, the writer and the members' IDs by name.
+func servingUnderWriter(t *testing.T, ns string, opt func(*etcdv1beta1.EtcdCluster)) (*etcdv1beta1.EtcdCluster, *writer, map[string]uint64) {
+	t.Helper()
+	c := newCluster(t, ns, "demo", 3, withReplaceAfter(replaceAfter), opt)
 	assertAvailable(t, c, availableTimeout)
 	allServe(t, c)
 	w := startWriter(t, clientServiceEndpoint(t, c))
@@ -393,6 +384,17 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
 		ids[n] = memberID(t, c, n)
 	}
+	return c, w, ids
+}
+
+// rolloutOntoBrokenSpecRolledBack is TestRolloutOntoBrokenSpecRolledBack for one case, b, on a cluster
+// in namespace ns.
+func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
+	initial := func(*etcdv1beta1.EtcdCluster) {}
+	if b.initial != nil {
+		initial = b.initial
+	}
+	c, w, ids := servingUnderWriter(t, ns, initial) // rollbacks are on by default
 	// every change of the members' status until the end, for the failure message of a replacement
 	var seen []string
 	record := func(got *etcdv1beta1.EtcdCluster) {
