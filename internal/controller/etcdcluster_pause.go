@@ -59,7 +59,8 @@ func (r *EtcdClusterReconciler) holdPaused(ctx context.Context, s *scope) (*verd
 
 // nextOnResume says what the operator would do first if the cluster were not paused: recreate missing
 // member pods, replace a member whose claim is being deleted under its running pod
-// (reconcileClaimDeleted), or the first step of the membership planner or the rollout; "" when none
+// (reconcileClaimDeleted), roll back a member down on a spec that did not run (verdict.RollbackDue),
+// or the first step of the membership planner or the rollout; "" when none
 // would act (or etcd did not answer, so none can plan).
 func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 	if !s.m.Answered() {
@@ -77,6 +78,11 @@ func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 	for _, m := range s.m.Listed() {
 		if claimRepairDue(s, m) {
 			return fmt.Sprintf("replace %s, whose claim %s is being deleted (its data goes when its pod stops)", m.Name, m.Claim.Name)
+		}
+	}
+	for _, m := range s.m.Registered() {
+		if why := verdict.RollbackDue(s.m, m); why != "" {
+			return fmt.Sprintf("roll back %s to the spec it last served on (%s)", m.Name, why)
 		}
 	}
 	if a := membership.Next(s.m.Membership(verdict.Replacements(s.m))); a.Kind != membership.None && a.Kind != membership.Wait {
