@@ -46,6 +46,30 @@ func (r *EtcdClusterReconciler) holdAddition(s *scope, a membership.Action) bool
 	return true
 }
 
+// waitMembership is reconcileMembership's step for a, a Wait: stalled without quorum; the pod of the
+// member a waits for made again when it awaits its add and was built from an older spec
+// (verdict.AwaitingPodOutdated); else waiting, saying why.
+func (r *EtcdClusterReconciler) waitMembership(ctx context.Context, s *scope, a membership.Action) (*verdict.Step, error) {
+	if a.Member == "" { // quorum lost: nothing to do until it is back
+		return verdict.Stalled(etcdv1beta1.ReasonQuorumLost, a.Reason), nil
+	}
+	if m := s.m.Member(a.Member); verdict.AwaitingPodOutdated(s.m, m) {
+		return r.deleteAwaitingPod(ctx, s, m)
+	}
+	return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason+r.claimHeldBy(ctx, s, a.Member)), nil
+}
+
+// deleteAwaitingPod deletes the pod of m, made before m was added to etcd and built from an older spec
+// (verdict.AwaitingPodOutdated), so that the planner makes it again from the current spec.
+func (r *EtcdClusterReconciler) deleteAwaitingPod(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
+	if err := r.Delete(ctx, m.Pod, client.Preconditions{UID: &m.Pod.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return nil, fmt.Errorf("delete pod %s, built from an older spec before its member was added: %w", m.Name, err)
+	}
+	r.eventAbout(s.cluster, memberRef(s.cluster, m.Name), corev1.EventTypeNormal, "RecreatingMember", "Delete",
+		"Deleted pod %s, made before its member was added and built from an older spec (%s), to make it again from the current spec", m.Name, m.PodProblem())
+	return verdict.Acting(etcdv1beta1.ReasonWaiting, "recreating the pod of "+m.Name+" with the current spec before adding it to etcd"), nil
+}
+
 // reconcileMembership carries out the planner's next action.
 func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
@@ -64,10 +88,7 @@ func (r *EtcdClusterReconciler) reconcileMembership(ctx context.Context, s *scop
 	case membership.None:
 		return nil, nil
 	case membership.Wait:
-		if a.Member == "" { // quorum lost: nothing to do until it is back
-			return verdict.Stalled(etcdv1beta1.ReasonQuorumLost, a.Reason), nil
-		}
-		return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason+r.claimHeldBy(ctx, s, a.Member)), nil
+		return r.waitMembership(ctx, s, a)
 
 	case membership.AddLearner:
 		return r.addLearner(ctx, s, a)

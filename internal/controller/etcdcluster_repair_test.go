@@ -371,6 +371,23 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		return others()
 	})
 
+	// Turning rollbacks off makes no new one, and keeps this one: the rollout still restarts no member.
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false) })
+	testutil.Consistently(t, 5*time.Second, "the rollback held with rollbacks turned off", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			return fmt.Errorf("pod %s restarted onto spec hash %q after rollbacks were turned off", name, got)
+		}
+		if pc := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); pc == nil || pc.Reason != etcdv1beta1.ReasonRolloutFailed {
+			return fmt.Errorf("progressing %+v", pc)
+		}
+		return others()
+	})
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Recovery.RollBackFailedRollouts = nil })
+
 	// Another member's pod goes (a node drained): it comes back as it served, from the record its claim
 	// got while the rollback holds.
 	other := names[(first+1)%3]

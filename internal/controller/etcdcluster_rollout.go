@@ -205,11 +205,16 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // not replaced. With spec.recovery.rollBackFailedRollouts, a member that serves also gets the record of
 // the spec hash of the pod it serves on (etcdv1beta1.AnnotationServedSpec), whose ControllerRevision
 // it is rolled back to if it does not serve on the new spec (verdict.RollbackDue); one down on an
-// untried spec keeps the record it has. A
+// untried spec keeps the record it has, and so does one down on a pod of the spec its claim records it
+// served on (a change undone before it came back, and made again: the records follow it too). A
 // member down for another reason gets no record (the spec is not why it is down), and a member without
 // a claim (emptyDir) has nowhere to keep it.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
-	if m == nil || !m.HasClaim() || (!m.Serving() && !c.DownOnUntriedSpec(m)) {
+	if m == nil || !m.HasClaim() {
+		return nil
+	}
+	back := !m.Serving() && m.Pod != nil && m.ServedSpec() != "" && m.PodSpecHash() == m.ServedSpec()
+	if !m.Serving() && !c.DownOnUntriedSpec(m) && !back {
 		return nil
 	}
 	recordPod := c.Object.Spec.RollsBackFailedRollouts() && m.Serving() && m.Pod != nil && m.PodSpecHash() != hash

@@ -637,12 +637,10 @@ func (c *Cluster) ServedSpecOf(m *Member) (*etcdv1beta1.EtcdCluster, error) {
 }
 
 // RolledBack returns the first member, by name, whose claim says its pod was rolled back from the spec
-// of hash (AnnotationRolledBackFrom), nil when none or when spec.recovery.rollBackFailedRollouts is
-// off; whether etcd answers or not.
+// of hash (AnnotationRolledBackFrom), nil when none; whether etcd answers or not, and whether
+// spec.recovery.rollBackFailedRollouts is on or not (turning it off makes no new rollback, and leaves
+// the one in place until the spec changes).
 func (c *Cluster) RolledBack(hash string) *Member {
-	if !c.Object.Spec.RollsBackFailedRollouts() {
-		return nil
-	}
 	for _, m := range c.Members {
 		if m.HasClaim() && hash != "" && m.RolledBackFrom() == hash {
 			return m

@@ -275,9 +275,6 @@ func sameMinor(c *model.Cluster) bool {
 // rolledBackNow reports whether mem's pod was rolled back from the current spec (its claim's
 // AnnotationRolledBackFrom is the current spec's hash).
 func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
-	if !c.Object.Spec.RollsBackFailedRollouts() {
-		return false
-	}
 	from := mem.RolledBackFrom()
 	return from != "" && from == c.SpecHash
 }
@@ -348,8 +345,9 @@ func RolloutFailed(mem *model.Member) *Step {
 // when none, hash being the current spec's: the record of the spec a rollout restarted mem onto and of
 // the spec it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedSpec) once it serves
 // on that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
-// AnnotationRollbackReason) once the spec changed, or when the spec it went back to can no longer be
-// rebuilt (model.Cluster.ServedSpecOf; the rollout may try the spec again); and the record of the spec a
+// AnnotationRollbackReason) once the spec changed (and only then: neither turning
+// spec.recovery.rollBackFailedRollouts off nor a revision deleted lets the rollout try the spec that
+// did not run again); and the record of the spec a
 // member served on once no rollback holds and no rollout restarts it (it would be out of date by the
 // next one).
 func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []string {
@@ -366,7 +364,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 		out = append(out, etcdv1beta1.AnnotationUntriedSpecRan)
 	}
 	from := mem.RolledBackFrom()
-	if from != "" && (from != hash || !usableRecord(c, mem) || !c.Object.Spec.RollsBackFailedRollouts()) {
+	if from != "" && from != hash {
 		out = append(out, etcdv1beta1.AnnotationRolledBackFrom, etcdv1beta1.AnnotationRollbackReason)
 		from = ""
 	} else if _, ok := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]; ok && from == "" {
@@ -380,11 +378,15 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 	return out
 }
 
-// usableRecord reports whether mem's claim records a spec it served on that can be rebuilt
-// (model.Cluster.ServedSpecOf).
-func usableRecord(c *model.Cluster, mem *model.Member) bool {
-	_, err := c.ServedSpecOf(mem)
-	return err == nil
+// AwaitingPodOutdated reports whether the pod of mem, made before its member is added to etcd (it
+// awaits the add; model.Member.AwaitsAdd), is to be deleted so that it is made again from the current
+// spec: it was built from another spec, it does not run etcd, it is not being deleted, and no member is
+// rolled back from the current spec (the current spec did not run: the pod would be made from it).
+// Such a pod holds no data. Without this a pod made from a spec that cannot run (a node selector no
+// node matches) waits after the fix.
+func AwaitingPodOutdated(c *model.Cluster, mem *model.Member) bool {
+	return mem != nil && mem.HasPod() && mem.AwaitsAdd() && !mem.Listed() && mem.Pod.DeletionTimestamp == nil && !mem.EtcdRunning() &&
+		mem.PodSpecHash() != c.SpecHash && c.RolledBack(c.SpecHash) == nil
 }
 
 // RevisionsToDelete returns the spec hashes of c's ControllerRevisions that nothing may be rolled back
