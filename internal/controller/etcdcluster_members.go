@@ -81,7 +81,7 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
-	hash := r.Options.SpecHash(c)
+	hash := s.m.SpecHash
 	for _, m := range s.m.Claims() {
 		pvc := m.Claim
 		owned := metav1.IsControlledBy(pvc, c)

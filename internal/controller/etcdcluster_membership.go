@@ -36,7 +36,7 @@ func (r *EtcdClusterReconciler) holdAddition(s *scope, a membership.Action) bool
 	if a.Kind != membership.AddLearner && a.Kind != membership.CreateAwaitingPod {
 		return false
 	}
-	rb := s.m.RolledBack(r.Options.SpecHash(s.cluster))
+	rb := s.m.RolledBack(s.m.SpecHash)
 	if rb == nil {
 		return false
 	}

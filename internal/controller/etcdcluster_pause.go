@@ -88,7 +88,7 @@ func (r *EtcdClusterReconciler) nextOnResume(s *scope) string {
 	if a := membership.Next(s.m.Membership(verdict.Replacements(s.m))); a.Kind != membership.None && a.Kind != membership.Wait {
 		return fmt.Sprintf("%s %s (%s)", a.Kind, a.Member, a.Reason)
 	}
-	if a := rollout.Next(s.m.Rollout(r.Options.SpecHash(s.cluster))); a.Kind != rollout.None && a.Kind != rollout.Wait && a.Kind != rollout.AwaitMember {
+	if a := rollout.Next(s.m.Rollout(s.m.SpecHash)); a.Kind != rollout.None && a.Kind != rollout.Wait && a.Kind != rollout.AwaitMember {
 		return fmt.Sprintf("%s %s (%s)", a.Kind, a.Member, a.Reason)
 	}
 	return ""

@@ -28,7 +28,7 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		return nil, nil
 	}
 	var recreated, rolled, rolledBack, waiting []string
-	hash := r.Options.SpecHash(s.cluster)
+	hash := s.m.SpecHash
 	for _, m := range s.m.Registered() {
 		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
 			if err := r.deleteToRecreate(ctx, s, m, hash, reason, why); err != nil {

@@ -66,7 +66,7 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	case mem.Learner() && !mem.Started() && mem.HasPod() &&
 		mem.PodFlag("initial-cluster") != model.JoinInitialCluster(opts, c.Object, c.Etcd.Members):
 		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
-	case mem.Learner() && !mem.Started() && mem.HasPod() && !c.PodCurrent(mem, opts.SpecHash(c.Object)):
+	case mem.Learner() && !mem.Started() && mem.HasPod() && !c.PodCurrent(mem, c.SpecHash):
 		return "RestartingLearner", "a learner that has not started, built from an older spec"
 	case OutdatedPodDown(c, mem, opts):
 		return "RecreatingMember", "built from an older spec, its etcd not running: " + mem.PodProblem()
@@ -106,7 +106,7 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 	if c.Object.Spec.Storage.EmptyDir == nil && !mem.HasClaim() {
 		return "its claim is gone or being deleted, so it can never start"
 	}
-	if mem.PodSpecHash() == opts.SpecHash(c.Object) {
+	if mem.PodSpecHash() == c.SpecHash {
 		return ""
 	}
 	if p := mem.PodProblem(); p != "" {
