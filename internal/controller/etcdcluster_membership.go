@@ -28,21 +28,24 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// holdAddition reports whether a, the membership planner's next action, adds a member while the current
-// spec is rolled back (model.Cluster.RolledBack): a new member is made from the current spec, which did
-// not run, so it would never start, and be replaced again and again. The pass goes on (the rest of the
-// cluster is served as usual), with a RolloutFailed step that says so (scope.rolloutFailed).
+// holdAddition reports whether a, the membership planner's next action, adds a member while no member
+// can be added: the current spec is rolled back (model.Cluster.RolledBack) and the spec the rolled-back
+// member serves on, which new members are made from meanwhile (verdict.SpecToAdd), cannot be built
+// again; a new member made from the current spec, which did not run, would never start, and be
+// replaced again and again. The pass goes on (the rest of the cluster is served as usual), with a
+// RolloutFailed step that says so (scope.rolloutFailed).
 func (r *EtcdClusterReconciler) holdAddition(s *scope, a membership.Action) bool {
 	if a.Kind != membership.AddLearner && a.Kind != membership.CreateAwaitingPod {
 		return false
 	}
 	rb := s.m.RolledBack(s.m.SpecHash)
-	if rb == nil {
+	if spec, _ := verdict.SpecToAdd(s.m); rb == nil || spec != nil {
 		return false
 	}
+	_, err := s.m.ServedSpecOf(rb)
 	s.rolloutFailed = verdict.Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
-		"Not adding %s (%s): a new member is made from the current spec, which did not run (%s was rolled back from it); fix the spec, and the member is added",
-		a.Member, a.Reason, rb.Name))
+		"Not adding %s (%s): %s was rolled back from the current spec, which did not run, and the spec it serves on cannot be built again for a new member (%v); fix the spec, and the member is added",
+		a.Member, a.Reason, rb.Name, err))
 	return true
 }
 
@@ -59,15 +62,20 @@ func (r *EtcdClusterReconciler) waitMembership(ctx context.Context, s *scope, a 
 	return verdict.Acting(etcdv1beta1.ReasonWaiting, a.Reason+r.claimHeldBy(ctx, s, a.Member)), nil
 }
 
-// deleteAwaitingPod deletes the pod of m, made before m was added to etcd and built from an older spec
-// (verdict.AwaitingPodOutdated), so that the planner makes it again from the current spec.
+// deleteAwaitingPod deletes the pod of m, made before m was added to etcd from another spec than new
+// members are made from now (verdict.AwaitingPodOutdated), so that the planner makes it again from that
+// spec (newMemberPod).
 func (r *EtcdClusterReconciler) deleteAwaitingPod(ctx context.Context, s *scope, m *model.Member) (*verdict.Step, error) {
 	if err := r.Delete(ctx, m.Pod, client.Preconditions{UID: &m.Pod.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return nil, fmt.Errorf("delete pod %s, built from an older spec before its member was added: %w", m.Name, err)
+		return nil, fmt.Errorf("delete pod %s, made before its member was added from another spec than new members are made from: %w", m.Name, err)
+	}
+	from := "the current spec"
+	if _, hash := verdict.SpecToAdd(s.m); hash != s.m.SpecHash {
+		from = "the spec " + s.m.RolledBack(s.m.SpecHash).Name + " serves on (hash " + hash + "), since the current spec was rolled back"
 	}
 	r.eventAbout(s.cluster, memberRef(s.cluster, m.Name), corev1.EventTypeNormal, "RecreatingMember", "Delete",
-		"Deleted pod %s, made before its member was added and built from an older spec (%s), to make it again from the current spec", m.Name, m.PodProblem())
-	return verdict.Acting(etcdv1beta1.ReasonWaiting, "recreating the pod of "+m.Name+" with the current spec before adding it to etcd"), nil
+		"Deleted pod %s, made before its member was added from another spec (hash %s; %s), to make it again from %s", m.Name, m.PodSpecHash(), m.PodProblem(), from)
+	return verdict.Acting(etcdv1beta1.ReasonWaiting, "recreating the pod of "+m.Name+" from "+from+" before adding it to etcd"), nil
 }
 
 // reconcileMembership carries out the planner's next action.
@@ -327,7 +335,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 	// a pod that admission refuses (a ResourceQuota, a LimitRange, a policy) is found out first, by a dry
 	// run, so that no claim is made for it: a claim left without its pod would be deleted as a stray and
 	// made again, pass after pass
-	if check, err := kube.CheckPod(ctx, r.Client, r.memberPod(s, m)); err != nil {
+	if check, err := kube.CheckPod(ctx, r.Client, r.newMemberPod(s, m)); err != nil {
 		return nil, fmt.Errorf("create pod %s (dry run): %w", a.Member, err)
 	} else if !check.Accepted() {
 		return podRefused(a.Member, ", to be added to etcd", check), nil
@@ -341,7 +349,7 @@ func (r *EtcdClusterReconciler) createAwaitingMember(ctx context.Context, s *sco
 			return nil, fmt.Errorf("create persistentvolumeclaim %s: %w", pvc.Name, err)
 		}
 	}
-	st, err := r.createPod(ctx, s, m)
+	st, err := r.createMemberPod(ctx, s, r.newMemberPod(s, m))
 	if (err != nil || st != nil) && pvc != nil {
 		// refused since the dry run: no claim is left without its pod
 		_ = r.Delete(ctx, pvc)
@@ -531,8 +539,8 @@ func retryLater(c *etcdv1beta1.EtcdCluster, operation string, err error, what st
 	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
-// createJoiningMember creates the pod of a member added to the running cluster, and its claim unless
-// it has one, with --initial-cluster-state=existing and every member etcd lists now in
+// createJoiningMember creates the pod of a member added to the running cluster (newMemberPod), and its
+// claim unless it has one, with --initial-cluster-state=existing and every member etcd lists now in
 // --initial-cluster (members, etcd's member list with the joining member): a learner that never started
 // is given the current list, never a stale one (a member that has started ignores the flag: it restarts
 // from its data).
@@ -547,7 +555,18 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 			}
 		}
 	}
-	return r.createPod(ctx, s, m)
+	return r.createMemberPod(ctx, s, r.newMemberPod(s, m))
+}
+
+// newMemberPod builds the pod of m, a member to be added or a learner that has not started, from the
+// spec new members are made from (verdict.SpecToAdd): the current spec, or while it is rolled back the
+// spec the rolled-back member serves on. holdAddition adds no member when there is none.
+func (r *EtcdClusterReconciler) newMemberPod(s *scope, m resources.Member) *corev1.Pod {
+	spec, _ := verdict.SpecToAdd(s.m)
+	if spec == nil {
+		spec = s.cluster
+	}
+	return r.memberPodOf(s, spec, m)
 }
 
 // deleteMemberResources deletes the pod (one stuck terminating at once) and claim of a member no longer

@@ -66,7 +66,7 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 	case mem.Learner() && !mem.Started() && mem.HasPod() &&
 		mem.PodFlag("initial-cluster") != model.JoinInitialCluster(opts, c.Object, c.Etcd.Members):
 		return "RestartingLearner", "a learner that has not started, with a member list that is no longer the cluster's"
-	case mem.Learner() && !mem.Started() && mem.HasPod() && !c.PodCurrent(mem, c.SpecHash):
+	case mem.Learner() && !mem.Started() && mem.HasPod() && learnerPodOutdated(c, mem):
 		return "RestartingLearner", "a learner that has not started, built from an older spec"
 	case OutdatedPodDown(c, mem, opts):
 		return "RecreatingMember", "built from an older spec, its etcd not running: " + mem.PodProblem()
@@ -74,6 +74,18 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 		return "RecreatingMember", fmt.Sprintf("down since %s: %s", mem.DownSince.UTC().Format(time.RFC3339), mem.Problem())
 	}
 	return "", ""
+}
+
+// learnerPodOutdated reports whether the pod of mem, a learner, was built from another spec than new
+// members are made from now (SpecToAdd), or serves TLS otherwise than it is to; while no member may be
+// added (the current spec rolled back and the spec to add from gone), by the current spec, as before
+// the rollback.
+func learnerPodOutdated(c *model.Cluster, mem *model.Member) bool {
+	spec, hash := SpecToAdd(c)
+	if spec == nil {
+		hash = c.SpecHash
+	}
+	return !c.PodCurrent(mem, hash)
 }
 
 // OutdatedPodDown reports whether mem's pod was built from an older spec (or TLS settings) than the
@@ -129,9 +141,7 @@ func BootstrapPodToRebuild(c *model.Cluster, mem *model.Member, opts resources.O
 // pulling; a replacement would wait for the same image; fixing the spec heals it), and it is not down
 // on a spec no member has served on (model.Cluster.DownOnUntriedSpec: a rollout restarted it onto a
 // spec that may be what keeps it down, and a replacement would be made from the same spec; fixing or
-// undoing the change heals it), and no member was rolled back from the current spec
-// (model.Cluster.RolledBack: a new member would be made from the spec that did not run, and its
-// addition waits until the spec changes, which would leave the cluster a member short) (a member without a pod is recreated on its claim, or replaced at once
+// undoing the change heals it), and it is not held by a rollback (rollbackHolds) (a member without a pod is recreated on its claim, or replaced at once
 // when its data is gone; one whose pod cannot be created, held back by a quota, is not helped by a
 // replacement). The quorum is the planner's to check: it removes nothing without one.
 func ReplaceDue(c *model.Cluster, mem *model.Member) string {
@@ -145,11 +155,26 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		return why
 	}
 	after := c.Object.Spec.ReplaceAfter()
-	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || c.RolledBack(c.SpecHash) != nil || c.Now.Before(replaceAt(c, mem)) {
+	if after <= 0 || mem.Pod == nil || mem.WaitsForImage() || c.DownOnUntriedSpec(mem) || rollbackHolds(c, mem) != nil || c.Now.Before(replaceAt(c, mem)) {
 		return ""
 	}
 	return fmt.Sprintf("it has been down since %s, longer than spec.recovery.replaceUnhealthyMemberAfter (%s)",
 		mem.DownSince.UTC().Format(time.RFC3339), after)
+}
+
+// rollbackHolds returns the member rolled back from the current spec (model.Cluster.RolledBack) when
+// that keeps mem, a member that is down, from being replaced at the end of the replacement policy, nil
+// when nothing does: mem is that member (its claim holds the record of the rollback, which keeps the
+// rollout from restarting another member onto the spec that did not run: its replacement would drop
+// it), or no member can be added now (SpecToAdd: the spec the rolled-back member served on cannot be
+// built again, and a new member made from the current spec would never start). A member whose data is
+// lost or cannot be read is replaced at once all the same (replaceAtOnce).
+func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Member {
+	rb := c.RolledBack(c.SpecHash)
+	if rb == nil || (rb.Name != mem.Name && !addHeld(c)) {
+		return nil
+	}
+	return rb
 }
 
 // replaceAtOnce returns why mem, a member that is down, is due to be replaced at once, whatever the
@@ -299,6 +324,33 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 	return spec
 }
 
+// SpecToAdd returns the cluster a new member's pod is built from (a member to be added, a learner's pod
+// made again), and the spec hash such a pod has: the current spec; or, while a member's pod is rolled
+// back from it (model.Cluster.RolledBack), the spec that member served on (its claim's
+// AnnotationServedSpec, as the cluster's ControllerRevision of that hash keeps it;
+// model.Cluster.ServedSpecOf), which ran, so that a member lost meanwhile is replaced, and a scale-up
+// goes on, without waiting for the spec to be fixed. It returns nil and "" when the current spec is
+// rolled back and that spec cannot be built again (its revision is gone, or the TLS settings changed
+// since): no member is added until the spec changes.
+func SpecToAdd(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
+	rb := c.RolledBack(c.SpecHash)
+	if rb == nil {
+		return c.Object, c.SpecHash
+	}
+	spec, err := c.ServedSpecOf(rb)
+	if err != nil {
+		return nil, ""
+	}
+	return spec, rb.ServedSpec()
+}
+
+// addHeld reports whether no member may be added now: the current spec is rolled back and the spec the
+// rolled-back member served on cannot be built again (SpecToAdd).
+func addHeld(c *model.Cluster) bool {
+	spec, _ := SpecToAdd(c)
+	return spec == nil
+}
+
 // ServedSpecToRecord reports whether the spec hash of the pod mem serves on is to be recorded on its
 // claim (etcdv1beta1.AnnotationServedSpec; see SpecToRestore): a member's pod was rolled back from the
 // current spec, and mem serves on a pod of an older spec, not being deleted, and its claim records
@@ -379,14 +431,16 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 }
 
 // AwaitingPodOutdated reports whether the pod of mem, made before its member is added to etcd (it
-// awaits the add; model.Member.AwaitsAdd), is to be deleted so that it is made again from the current
-// spec: it was built from another spec, it does not run etcd, it is not being deleted, and no member is
-// rolled back from the current spec (the current spec did not run: the pod would be made from it).
-// Such a pod holds no data. Without this a pod made from a spec that cannot run (a node selector no
-// node matches) waits after the fix.
+// awaits the add; model.Member.AwaitsAdd), is to be deleted so that it is made again from the spec new
+// members are made from (SpecToAdd: the current spec, or while it is rolled back the spec the rolled-back
+// member served on): it was built from another spec, it does not run etcd, it is not being deleted, and
+// that spec can be built (no member is added otherwise). Such a pod holds no data. Without this a pod
+// made from a spec that cannot run (a node selector no node matches) waits after the fix, and one made
+// from a spec that was then rolled back is added and never starts.
 func AwaitingPodOutdated(c *model.Cluster, mem *model.Member) bool {
+	spec, hash := SpecToAdd(c)
 	return mem != nil && mem.HasPod() && mem.AwaitsAdd() && !mem.Listed() && mem.Pod.DeletionTimestamp == nil && !mem.EtcdRunning() &&
-		mem.PodSpecHash() != c.SpecHash && c.RolledBack(c.SpecHash) == nil
+		spec != nil && mem.PodSpecHash() != hash
 }
 
 // RevisionsToDelete returns the spec hashes of c's ControllerRevisions that nothing may be rolled back
@@ -445,13 +499,15 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 	"if the spec is right, delete the member's claim and then its pod, and it is replaced with a copy of its peers' data"
 
 // rolledBackNote says what happens to a member down on the pod it was rolled back to, and what to do.
-const rolledBackNote = "not replaced: it was rolled back from the current spec, which did not run, and a new member would be made from that spec; " +
+const rolledBackNote = "not replaced: it was rolled back from the current spec, which did not run, and its claim keeps the rollout from restarting another member onto that spec; " +
 	"fix the spec, and it is recreated with the fix on its data (and replaced if it still does not serve)"
 
 // heldByRollbackNote says why a member that is down is not replaced while member rolledBack's pod is
-// rolled back from the current spec, and what to do.
+// rolled back from the current spec and the spec it served on cannot be built again (rollbackHolds),
+// and what to do.
 func heldByRollbackNote(rolledBack string) string {
-	return "not replaced while " + rolledBack + " is rolled back from the current spec: a new member would be made from that spec, and is added only once it changes; fix the spec"
+	return "not replaced while " + rolledBack + " is rolled back from the current spec: the spec it serves on cannot be built again (its ControllerRevision is gone, or the TLS settings changed), " +
+		"so a new member would be made from the current spec, and is added only once it changes; fix the spec"
 }
 
 // rollbackNote says what happens to a member that a rolling update restarted onto a spec no member has

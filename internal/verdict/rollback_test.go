@@ -252,9 +252,10 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	}
 }
 
-// TestRolledBackMember: while a member's pod is rolled back from the current spec, no member is
-// replaced when it is down for the policy (a new member would be made from that spec, and its addition
-// waits), and Degraded says so; another member whose claim records the spec it served on is recreated
+// TestRolledBackMember: while a member's pod is rolled back from the current spec, it is not replaced
+// when it is down for the policy (its claim holds the rollback), and Degraded says so; another member
+// down for the policy is replaced, new members being made from the spec the rolled-back member serves
+// on (SpecToAdd), unless no revision keeps that spec (Degraded then says why it is not); another member whose claim records the spec it served on is recreated
 // from it (SpecToRestore: a pod of that spec), and not once no rollback holds. A rolled-back member
 // found on a pod of the current spec (its deletion failed) is rolled back again, but only when the spec
 // it served on can be rebuilt (no deletion each pass otherwise). A pod the kubelet keeps while it is
@@ -291,14 +292,38 @@ func TestRolledBackMember(t *testing.T) {
 	}
 
 	// another member down for the policy on a pod of the current spec, without a record (it was
-	// recreated on it): not replaced while the rollback holds, since its replacement would wait
+	// recreated on it): replaced, its replacement made from the spec b-1 serves on (SpecToAdd)
 	m = build(current, map[string]string{}, rolledBack, false)
+	if why := ReplaceDue(m, m.Member("b-2")); !strings.Contains(why, "longer than spec.recovery.replaceUnhealthyMemberAfter") {
+		t.Errorf("ReplaceDue = %q for a member down for the policy while another is rolled back, want it replaced from the spec that ran", why)
+	}
+	if spec, hash := SpecToAdd(m); spec == nil || hash != a || (resources.Options{}).SpecHash(spec) != a {
+		t.Errorf("SpecToAdd = %v, %q while b-1 is rolled back to the spec of hash %s", spec, hash, a)
+	}
+	c.Status.Members = memberStatuses(m)
+	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "b-2 is down since") || strings.Contains(d, "not replaced") {
+		t.Errorf("Degraded = %q: want b-2 down, to be replaced", d)
+	}
+	// ... but not when the spec b-1 serves on cannot be built again (its revision deleted): a new member
+	// would be made from the spec that did not run
+	kept := revs
+	revs = nil
+	m = build(current, map[string]string{}, rolledBack, false)
+	revs = kept
 	if why := ReplaceDue(m, m.Member("b-2")); why != "" {
-		t.Errorf("ReplaceDue = %q for a member down while another is rolled back from the current spec", why)
+		t.Errorf("ReplaceDue = %q for a member down while another is rolled back and no revision keeps the spec it serves on", why)
+	}
+	if spec, hash := SpecToAdd(m); spec != nil || hash != "" {
+		t.Errorf("SpecToAdd = %v, %q with no revision of the spec the rolled-back member serves on, want none", spec, hash)
 	}
 	c.Status.Members = memberStatuses(m)
 	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "b-2 is down since") || !strings.Contains(d, "not replaced while b-1 is rolled back from the current spec") {
 		t.Errorf("Degraded = %q: want it to say b-2 is not replaced while b-1 is rolled back", d)
+	}
+	// no rollback: new members are made from the current spec
+	m = build(current, map[string]string{}, served1, false)
+	if spec, hash := SpecToAdd(m); spec != c || hash != current {
+		t.Errorf("SpecToAdd = %v, %q with no rollback, want the cluster and the current hash %s", spec, hash, current)
 	}
 
 	// found on the current spec again
@@ -336,8 +361,9 @@ func rollbacksOn(c *etcdv1beta1.EtcdCluster, e *model.Etcd) {
 
 // TestAwaitingPodOutdated: the pod of a member to be added, made before its add from a spec since
 // changed (a node selector no node matches, fixed), is to be made again from the current spec; not
-// when it was made from the current spec, and not while a member is rolled back from the current spec
-// (the new pod would be made from the spec that did not run).
+// when it was made from the current spec. While a member is rolled back from the current spec, new
+// members are made from the spec it serves on: a pod of that spec is kept, one of the current spec is
+// made again; when no revision keeps that spec, no member is added, and the pod is left.
 func TestAwaitingPodOutdated(t *testing.T) {
 	now, long, c, e := thirdDownForAnHour("w")
 	c.Namespace = "ns"
@@ -358,7 +384,11 @@ func TestAwaitingPodOutdated(t *testing.T) {
 	}{
 		{"made from the spec before the fix", a, nil, true},
 		{"made from the current spec", b, nil, false},
-		{"made from an older spec while a member is rolled back from the current one", a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b}, false},
+		{"made from the spec a member rolled back from the current one serves on", a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, false},
+		{"made from the current spec while a member is rolled back from it", b, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, true},
+		// no revision keeps what the rolled-back member serves on: no member is added, the pod is left
+		{"made from an older spec while no member can be added", a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: "c0ffee0000"}, false},
+		{"made from the current spec while no member can be added", b, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: "c0ffee0000"}, false},
 	} {
 		claims := []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("w-1"), Namespace: "ns", Annotations: tc.claim1}}}
 		m := model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{awaiting(tc.podHash)}, Claims: claims, Revisions: revs})

@@ -399,7 +399,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
 		n.rolledBack = rolledBackNow(m, mem)
-		if rb := m.RolledBack(m.SpecHash); rb != nil && rb.Name != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
+		if rb := rollbackHolds(m, mem); rb != nil && rb.Name != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
 			n.heldBy = rb.Name
 		}
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
@@ -692,7 +692,7 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	if rolledBackNow(m, mem) && replaceAtOnce(m, mem) == "" {
 		return " (" + rolledBackNote + ")"
 	}
-	if rb := m.RolledBack(m.SpecHash); rb != nil && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
+	if rb := rollbackHolds(m, mem); rb != nil && rb.Name != mem.Name && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
 		return " (" + heldByRollbackNote(rb.Name) + ")"
 	}
 	switch p := mem.Pod; {

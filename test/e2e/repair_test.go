@@ -153,7 +153,8 @@ func removedSaying(ctx context.Context, c *etcdv1beta1.EtcdCluster, texts []stri
 // is not replaced when the replacement policy ends (a new member would be made from the same spec): it
 // is rolled back, its pod recreated on its own data as it last served, keeping its member ID, without
 // any manual step. Progressing says RolloutFailed, with a Warning event, and no member goes onto that
-// spec again. A second change that cannot run either is tried and rolled back the same way; reverting
+// spec again. While that holds, a member whose data is lost (pod and claim deleted) is replaced by one
+// made from the spec that ran (one case). A second change that cannot run either is tried and rolled back the same way; reverting
 // the spec (admission allows setting spec.version back to the version every member still runs) clears
 // RolloutFailed. A continuous writer loses no acknowledged write.
 func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
@@ -220,6 +221,8 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 				heal:     tc.heal,
 				respoil:  tc.respoil,
 				initial:  tc.initial,
+				// one case is enough: what the change is does not matter to the replacement
+				replaceDuringHold: tc.namespace == "e2e-badimage",
 			})
 		})
 	}
@@ -369,6 +372,9 @@ type brokenSpec struct {
 	respoil func(*etcdv1beta1.EtcdCluster)
 	// initial, when set, changes the cluster's spec before it is created
 	initial func(*etcdv1beta1.EtcdCluster)
+	// replaceDuringHold, when set, deletes another member's pod and claim (its data lost) while the
+	// rollback holds: it is replaced by a member made from the spec that ran
+	replaceDuringHold bool
 }
 
 // servingUnderWriter creates the 3-member cluster demo in namespace ns with the replacement policy
@@ -429,6 +435,11 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 		return nil
 	})
 
+	if b.replaceDuringHold {
+		replaced := replacedDuringHold(t, c, b, down, record)
+		delete(ids, replaced)
+	}
+
 	if b.respoil != nil {
 		// a new change starts the rollout again: tried on one member, which is rolled back too
 		applied, before = time.Now(), rollbackRecords(t, c)
@@ -476,6 +487,56 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 		t.Fatal(err)
 	}
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
+}
+
+// replacedDuringHold deletes the pod and claim of a member of c other than down, the member rolled back
+// from the broken spec of b, as losing a node with local storage would, while the rollback holds, and
+// waits until its replacement, made from the spec that ran, serves: 3 healthy voters, the rollback
+// still in place, no member on the broken spec. It returns the replaced member's name.
+func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, record func(*etcdv1beta1.EtcdCluster)) string {
+	t.Helper()
+	lost := "demo-0"
+	if down == lost {
+		lost = "demo-1"
+	}
+	oldID := memberID(t, c, lost)
+	start := time.Now()
+	deleteMemberWithData(t, c, lost)
+	poll.Eventually(t, rolloutTimeout, lost+" replaced from the spec that ran, 3 healthy voters, the rollback held", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		record(got)
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		for n, p := range pods {
+			if b.onBroken(p) {
+				t.Fatalf("%s made from the broken spec while %s is rolled back from it", n, down)
+			}
+		}
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1beta1.ConditionProgressing); p == nil || p.Reason != etcdv1beta1.ReasonRolloutFailed {
+			return fmt.Errorf("progressing %+v", p)
+		}
+		voters := 0
+		for _, m := range got.Status.Members {
+			if m.Healthy && m.Role == etcdv1beta1.RoleVoter && m.ID != "" {
+				voters++
+			}
+			if m.Name == lost && (m.ID == etcd.FormatID(oldID) || !m.Healthy || m.Role != etcdv1beta1.RoleVoter) {
+				return fmt.Errorf("%s not replaced and serving yet: %+v", lost, m)
+			}
+		}
+		if voters != 3 || got.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("%d healthy voters, %d ready: %+v", voters, got.Status.ReadyReplicas, got.Status.Members)
+		}
+		return nil
+	})
+	t.Logf("%s's pod and claim deleted while %s is rolled back -> replaced from the spec that ran, 3 healthy voters in %s, no manual step",
+		lost, down, time.Since(start).Round(100*time.Millisecond))
+	return lost
 }
 
 // rollbackRecords returns the record of a rollback (etcdv1beta1.AnnotationRolledBackFrom) on each claim
