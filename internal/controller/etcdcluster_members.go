@@ -77,7 +77,8 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 // records of a rollout's restart and rollback from a member's claim once they have served their
 // purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the spec hash of the pod each
 // other member serves on (verdict.ServedSpecToRecord), whose revision that member's pod is recreated
-// from if it goes.
+// from if it goes; and that etcd ran on a member's pod of a spec no member has served on
+// (verdict.UntriedSpecRanToRecord), which rules out its rollback to another minor.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain
@@ -89,6 +90,9 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		drop := verdict.ClaimRecordsToDrop(s.m, m, hash)
 		if verdict.ServedSpecToRecord(s.m, m) {
 			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
+		}
+		if verdict.UntriedSpecRanToRecord(s.m, m) {
+			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationUntriedSpecRan: "true"})
 		}
 		if (owned != retain && identity == nil && len(drop) == 0) || pvc.DeletionTimestamp != nil {
 			continue

@@ -419,7 +419,7 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 
 	// A scale-up goes on: the new member's pod is made from the spec the rolled-back member serves on,
 	// which ran, not from the current spec.
-	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](4) })
+	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
 	testutil.Eventually(t, waitTimeout, "the new member's pod made from the spec that ran", func(context.Context) error {
 		p, err := getPod(c, "untried-3")
 		if err != nil {
@@ -431,9 +431,14 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		if pc := condition(getCluster(t, c), etcdv1beta1.ConditionProgressing); pc != nil && strings.Contains(pc.Message, "Not adding") {
 			return fmt.Errorf("progressing %+v", pc)
 		}
+		if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 4 {
+			return fmt.Errorf("members %+v, want untried-3 added as a learner", listed)
+		}
 		return nil
 	})
+	added := getClaim(t, c, "untried-3").UID
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](3) })
+	finishClaimDeletion(t, c, added)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, secondHash)}, &appsv1.ControllerRevision{}); err != nil {
 		t.Errorf("the revision of the spec that did not run, kept while it is current: %v", err)
 	}

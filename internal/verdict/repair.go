@@ -351,6 +351,17 @@ func addHeld(c *model.Cluster) bool {
 	return spec == nil
 }
 
+// UntriedSpecRanToRecord reports whether mem's claim is to record that etcd ran on a pod of the spec a
+// rolling update restarted it onto, which no member has served on (model.Cluster.DownOnUntriedSpec):
+// its etcd container ran or restarted on the pod it has (model.Member.EtcdNeverRan is false), and the
+// claim does not record it yet (etcdv1beta1.AnnotationUntriedSpecRan). A later pod of that spec that
+// never runs etcd (one not scheduled after an eviction) must not make the member look untouched by the
+// newer etcd: a rollback to another minor needs its etcd never to have run (rollbackAt). Recorded when
+// seen, whoever deletes the pod afterwards; the record goes with the rollout's (ClaimRecordsToDrop).
+func UntriedSpecRanToRecord(c *model.Cluster, mem *model.Member) bool {
+	return c.DownOnUntriedSpec(mem) && !mem.EtcdNeverRan() && mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] == ""
+}
+
 // ServedSpecToRecord reports whether the spec hash of the pod mem serves on is to be recorded on its
 // claim (etcdv1beta1.AnnotationServedSpec; see SpecToRestore): a member's pod was rolled back from the
 // current spec, and mem serves on a pod of an older spec, not being deleted, and its claim records

@@ -102,7 +102,8 @@ func TestRollbackDue(t *testing.T) {
 // TestRollbackAcrossMinor: a change of the etcd minor version (3.6 to 3.7, say a version with a typo)
 // whose member's etcd never ran on its pod (it waits for an image that does not exist) is rolled back
 // like any other: no etcd of the new minor touched its data. One whose etcd ran (a crash loop), or ran
-// on an earlier pod of the change that the operator recreated (its claim says so), is not.
+// on an earlier pod of the change (its claim says so), is not; a run seen is recorded on the claim
+// (UntriedSpecRanToRecord), whoever deletes the pod afterwards.
 func TestRollbackAcrossMinor(t *testing.T) {
 	for _, tc := range []struct {
 		status string
@@ -129,6 +130,13 @@ func TestRollbackAcrossMinor(t *testing.T) {
 		}
 		if spec := SpecToRestore(m, m.Member("x-2")); tc.due && spec != nil {
 			t.Errorf("SpecToRestore before the rollback is recorded = %v, want nil", spec)
+		}
+		// recorded once seen: etcd ran on the pod of the change (a crash loop), not yet recorded
+		if got, want := UntriedSpecRanToRecord(m, m.Member("x-2")), tc.status == "CrashLoopBackOff" && !tc.ran; got != want {
+			t.Errorf("%s (recorded: %v): UntriedSpecRanToRecord = %v, want %v", tc.status, tc.ran, got, want)
+		}
+		if UntriedSpecRanToRecord(m, m.Member("x-0")) {
+			t.Error("UntriedSpecRanToRecord = true for a member that serves")
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -36,6 +37,7 @@ var MaxStorageSize = resource.MustParse("64Ti")
 // that kubectl prints as "Warning: ...".
 const (
 	warnRoll       = "changing %s rolls every member one at a time; the leader last"
+	warnRollBack   = "changing %s rolls every member not already on the new spec one at a time, the leader last: undoing the change that was rolled back restarts none"
 	warnRebuild    = "changing %s before the cluster has formed: the pods of members whose etcd does not run are recreated with the new spec at once; the others roll one at a time once it has formed"
 	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"
@@ -179,6 +181,8 @@ func ValidateUpdate(old, c *etcdv1beta1.EtcdCluster) (field.ErrorList, admission
 		warn := warnRoll
 		if old.Status.Phase == etcdv1beta1.PhaseCreating && old.Status.ClusterID == "" {
 			warn = warnRebuild // see verdict.BootstrapPodToRebuild
+		} else if p := meta.FindStatusCondition(old.Status.Conditions, etcdv1beta1.ConditionProgressing); p != nil && p.Reason == etcdv1beta1.ReasonRolloutFailed {
+			warn = warnRollBack // every member may still run the spec this change goes back to
 		}
 		warnings = append(warnings, fmt.Sprintf(warn, strings.Join(rolled, ", ")))
 		errs = append(errs, validateOnlyCopy(o, s, rolled)...)

@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -363,6 +364,12 @@ func withMemberVersions(versions ...string) testutil.ClusterOption {
 	}
 }
 
+// rolloutFailed records that the cluster's rollout was rolled back (Progressing False, RolloutFailed).
+func rolloutFailed(c *etcdv1beta1.EtcdCluster) {
+	c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: etcdv1beta1.ConditionProgressing, Status: metav1.ConditionFalse,
+		Reason: etcdv1beta1.ReasonRolloutFailed, Message: "Rolling update stopped: demo-1 was rolled back"})
+}
+
 // pullingImage records that member demo-i's etcd container waits for an image it cannot pull.
 func pullingImage(i int) testutil.ClusterOption {
 	return func(c *etcdv1beta1.EtcdCluster) {
@@ -395,6 +402,9 @@ func TestValidateUpdate(t *testing.T) {
 			[]problem{{"spec.version", "is tagged as etcd 3.5.35"}}, nil},
 		{"image tag and version changed together", cluster(testutil.WithImage("registry.example/etcd:v3.6.15"), testutil.WithVersion("3.6.15")), cluster(testutil.WithImage("registry.example/etcd:v3.6.16"), testutil.WithVersion("3.6.16")),
 			nil, []string{"changing spec.version, spec.image " + roll}},
+		// undoing a change that was rolled back restarts nothing: the warning does not say every member rolls
+		{"image changed back after a rollback", cluster(testutil.WithImage("registry.example/etcd:no-such-tag"), rolloutFailed), cluster(),
+			nil, []string{"changing spec.image rolls every member not already on the new spec one at a time, the leader last: undoing the change that was rolled back restarts none"}},
 		// Version path (C09).
 		{"C09 minor downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.5.35")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.35 in place; allowed: a newer 3.6 patch or the next minor"}}, nil},
