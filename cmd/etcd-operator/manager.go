@@ -238,11 +238,12 @@ func (o *managerOptions) scopeNamespaces() error {
 	return nil
 }
 
-// cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and of
-// the kinds the operator creates only its own objects (package ownedcache), not every one of the
-// cluster.
+// cacheOptions returns the manager's cache options: the sync period, the watched namespaces, and
+// ownedcache's: of the kinds the operator creates only its own objects, not every one of the cluster,
+// each without its managedFields.
 func cacheOptions(o *managerOptions) cache.Options {
-	cacheOpts := cache.Options{SyncPeriod: &o.syncPeriod, ByObject: ownedcache.ByObject()}
+	cacheOpts := ownedcache.Options()
+	cacheOpts.SyncPeriod = &o.syncPeriod
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range o.watchNamespaces {

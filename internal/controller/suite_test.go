@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -51,7 +50,7 @@ func TestMain(m *testing.M) {
 	// label, reads of its own objects that miss the cache answered as ownedcache says
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme,
-		Cache:                  cache.Options{ByObject: ownedcache.ByObject()},
+		Cache:                  ownedcache.Options(),
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: ownedcache.Uncached()}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -55,6 +55,14 @@ func ByObject() map[client.Object]cache.ByObject {
 	return out
 }
 
+// Options are the cache options the operator runs with, but for the sync period and the namespaces:
+// the Filtered kinds held with Selector only (ByObject), and every object without its managedFields,
+// which the operator never reads and which are a large part of each pod and claim (an update without
+// them keeps the server's: the API server keeps the managedFields of a write that sends none).
+func Options() cache.Options {
+	return cache.Options{ByObject: ByObject(), DefaultTransform: cache.TransformStripManagedFields()}
+}
+
 // Uncached are the kinds never read through the cache: StorageClasses are read only when a claim is
 // to grow, so a watch on every StorageClass of the cluster would cost more than it saves, and asks
 // for cluster-wide list and watch permissions where get is enough.

@@ -70,9 +70,10 @@ func pod(name string, labels map[string]string) *corev1.Pod {
 
 var managed = map[string]string{ownedcache.ManagedByLabel: ownedcache.ManagedBy}
 
-// TestCacheHoldsOnlyManagedAndGetFallsBack: the cache of ByObject holds only the objects with the
-// operator's label; Client's Get finds one without it through the API server, and still says
-// NotFound for one that does not exist.
+// TestCacheHoldsOnlyManagedAndGetFallsBack: the cache of Options holds only the objects with the
+// operator's label, without their managedFields (an update from the cache keeps the server's);
+// Client's Get finds one without the label through the API server, and still says NotFound for one
+// that does not exist.
 func TestCacheHoldsOnlyManagedAndGetFallsBack(t *testing.T) {
 	cfg, k8s := start(t)
 	ctx := context.Background()
@@ -84,7 +85,7 @@ func TestCacheHoldsOnlyManagedAndGetFallsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := startCache(t, cfg, cache.Options{ByObject: ownedcache.ByObject()})
+	c := startCache(t, cfg, ownedcache.Options())
 	// the labelled pod was created before the cache started, so synced means it is there
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods); err != nil {
@@ -92,6 +93,19 @@ func TestCacheHoldsOnlyManagedAndGetFallsBack(t *testing.T) {
 	}
 	if len(pods.Items) != 1 || pods.Items[0].Name != "ours" {
 		t.Errorf("the cache holds pods %v, want only the labelled one", names(pods.Items))
+	} else if mf := pods.Items[0].ManagedFields; mf != nil {
+		t.Errorf("the cache holds the pod's managedFields %v, want none", mf)
+	}
+	// ... while the API server keeps them: an update of the cached pod, which sends none, keeps them
+	ours := pods.Items[0].DeepCopy()
+	ours.Labels["touched"] = "yes"
+	if err := k8s.Update(ctx, ours); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(ours), ours); err != nil {
+		t.Fatal(err)
+	} else if len(ours.ManagedFields) == 0 || ours.Labels["touched"] != "yes" {
+		t.Errorf("after an update from the cache, the pod has labels %v and managedFields %v, want the new label and the server's managedFields", ours.Labels, ours.ManagedFields)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "theirs"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the cache holds an unlabelled Service: %v", err)
@@ -215,6 +229,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}{
 		{"unfiltered", cache.Options{}},
 		{"managed-only", cache.Options{ByObject: ownedcache.ByObject()}},
+		{"managed-only-without-managedfields", ownedcache.Options()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for range b.N {
