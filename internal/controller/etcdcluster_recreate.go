@@ -127,7 +127,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 // (AnnotationRolledOnto): its next pod is made from the spec of the claim's AnnotationServedSpec, and the rollout
 // restarts no member onto that spec.
 func (r *EtcdClusterReconciler) recordRollback(ctx context.Context, m *model.Member, hash, why string) error {
-	if m.RolledBackFrom() == hash {
+	if m.RolledBackFrom() == hash && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" {
 		return nil // recorded in an earlier pass, whose deletion of the pod failed
 	}
 	patch := client.MergeFrom(m.Claim.DeepCopy())

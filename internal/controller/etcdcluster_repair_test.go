@@ -250,8 +250,8 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 // its claim from the revision of the spec it served on, keeping its member ID, and the rollout restarts
 // no other member: Progressing says RolloutFailed and what to do, with a Warning event. While that
 // holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
-// that did not run, and a scale-up makes the new member's pod from the spec the rolled-back member
-// serves on. A change of the spec starts the rollout again, and the records of the rollback go.
+// that did not run, and so does the rolled-back member when it crash-loops on its old pod; a scale-up
+// makes the new member's pod from the spec the rolled-back member serves on. A change of the spec starts the rollout again, and the records of the rollback go.
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	const policy = 20 * time.Second
 	u := restartedOntoUntriedSpec(t, testutil.EtcdCluster("untried", testutil.InNamespace("ns-rolledback"), testutil.WithReplicas(3)),
@@ -417,6 +417,34 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 
 	runPods(t, c, map[string]string{other: hosts[(first+1)%3]})
 
+	// The rolled-back member crash-loops on the pod it was rolled back to (its node, say): down for half
+	// the policy, its pod is recreated from the spec it served on again, never from the one that did not
+	// run, and its claim gets no record of a restart onto that spec.
+	rbPod, err := getPod(c, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members[first].Stop()
+	markCrashLoop(t, c, name)
+	testutil.Eventually(t, policy+waitTimeout, name+" recreated from the spec it served on", func(context.Context) error {
+		p, err := getPod(c, name)
+		if err != nil {
+			return err
+		}
+		if p.UID == rbPod.UID {
+			return fmt.Errorf("pod %s not recreated yet", name)
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			t.Fatalf("pod %s recreated with spec hash %q while it is rolled back, want the one it served on, %q", name, got, oldHash)
+		}
+		return nil
+	})
+	if pvc := getClaim(t, c, name); pvc.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" || pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != secondHash {
+		t.Errorf("claim of %s has annotations %v: want no %s, and %s=%s kept", name, pvc.Annotations, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationRolledBackFrom, secondHash)
+	}
+	members[first].Restart(t)
+	runPods(t, c, map[string]string{name: hosts[first]})
+
 	// A scale-up goes on: the new member's pod is made from the spec the rolled-back member serves on,
 	// which ran, not from the current spec.
 	c = updateSpec(t, c, func(c *etcdv1beta1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
@@ -433,6 +461,17 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		}
 		if listed := memberList(t, members[(first+1)%3].ClientURL()); len(listed) != 4 {
 			return fmt.Errorf("members %+v, want untried-3 added as a learner", listed)
+		}
+		return nil
+	})
+	// made once: not deleted and made again pass after pass
+	made, err := getPod(c, "untried-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Consistently(t, 3*time.Second, "the new member's pod kept", func(context.Context) error {
+		if p, err := getPod(c, "untried-3"); err != nil || p.UID != made.UID || p.DeletionTimestamp != nil {
+			return fmt.Errorf("pod untried-3 recreated or being deleted (%v)", err)
 		}
 		return nil
 	})

@@ -208,9 +208,12 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // untried spec keeps the record it has, and so does one down on a pod of the spec its claim records it
 // served on (a change undone before it came back, and made again: the records follow it too). A
 // member down for another reason gets no record (the spec is not why it is down), and a member without
-// a claim (emptyDir) has nowhere to keep it.
+// a claim (emptyDir) has nowhere to keep it. Nor does a member whose claim records the spec it served
+// on while the spec of hash is rolled back (model.Cluster.RolledBack): the repair of a member down
+// meanwhile (a pod evicted, a crash loop on the spec it was rolled back to) makes its next pod from
+// the spec it served on (verdict.SpecToRestore), never from the spec that did not run.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
-	if m == nil || !m.HasClaim() {
+	if m == nil || !m.HasClaim() || (m.ServedSpec() != "" && c.RolledBack(hash) != nil) {
 		return nil
 	}
 	back := !m.Serving() && m.Pod != nil && m.ServedSpec() != "" && m.PodSpecHash() == m.ServedSpec()

@@ -77,15 +77,12 @@ func PodToRecreate(c *model.Cluster, mem *model.Member, opts resources.Options) 
 }
 
 // learnerPodOutdated reports whether the pod of mem, a learner, was built from another spec than new
-// members are made from now (SpecToAdd), or serves TLS otherwise than it is to; while no member may be
-// added (the current spec rolled back and the spec to add from gone), by the current spec, as before
-// the rollback.
+// members are made from now (SpecToAdd), or serves TLS otherwise than it is to; never while no member
+// may be added (the current spec rolled back and the spec to add from gone): its pod would be made
+// from the spec that did not run.
 func learnerPodOutdated(c *model.Cluster, mem *model.Member) bool {
 	spec, hash := SpecToAdd(c)
-	if spec == nil {
-		hash = c.SpecHash
-	}
-	return !c.PodCurrent(mem, hash)
+	return spec != nil && !c.PodCurrent(mem, hash)
 }
 
 // OutdatedPodDown reports whether mem's pod was built from an older spec (or TLS settings) than the

@@ -37,7 +37,7 @@ var MaxStorageSize = resource.MustParse("64Ti")
 // that kubectl prints as "Warning: ...".
 const (
 	warnRoll       = "changing %s rolls every member one at a time; the leader last"
-	warnRollBack   = "changing %s rolls every member not already on the new spec one at a time, the leader last: undoing the change that was rolled back restarts none"
+	warnRollBack   = "changing %s rolls, one at a time and the leader last, every member whose pod is not of the new spec: undoing the change that was rolled back restarts only the members on another spec"
 	warnRebuild    = "changing %s before the cluster has formed: the pods of members whose etcd does not run are recreated with the new spec at once; the others roll one at a time once it has formed"
 	warnOneMember  = "spec.replicas is 1: a single member has no fault tolerance: the cluster is unavailable whenever that member is down"
 	warnQuota      = "spec.options.quotaBackendBytes %s is below the database size of member %s (%d bytes): etcd will raise NOSPACE and refuse writes until the database is compacted and defragmented below the quota"

@@ -404,7 +404,7 @@ func TestValidateUpdate(t *testing.T) {
 			nil, []string{"changing spec.version, spec.image " + roll}},
 		// undoing a change that was rolled back restarts nothing: the warning does not say every member rolls
 		{"image changed back after a rollback", cluster(testutil.WithImage("registry.example/etcd:no-such-tag"), rolloutFailed), cluster(),
-			nil, []string{"changing spec.image rolls every member not already on the new spec one at a time, the leader last: undoing the change that was rolled back restarts none"}},
+			nil, []string{"changing spec.image rolls, one at a time and the leader last, every member whose pod is not of the new spec: undoing the change that was rolled back restarts only the members on another spec"}},
 		// Version path (C09).
 		{"C09 minor downgrade", cluster(testutil.WithVersion("3.6.16")), cluster(testutil.WithVersion("3.5.35")),
 			[]problem{{"spec.version", "the members run etcd 3.6.16 and etcd cannot be downgraded to 3.5.35 in place; allowed: a newer 3.6 patch or the next minor"}}, nil},
