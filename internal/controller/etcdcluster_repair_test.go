@@ -470,8 +470,12 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Consistently(t, 3*time.Second, "the new member's pod kept", func(context.Context) error {
-		if p, err := getPod(c, "untried-3"); err != nil || p.UID != made.UID || p.DeletionTimestamp != nil {
-			return fmt.Errorf("pod untried-3 recreated or being deleted (%v)", err)
+		p, err := getPod(c, "untried-3")
+		if err != nil {
+			return fmt.Errorf("pod untried-3: %w", err)
+		}
+		if p.UID != made.UID || p.DeletionTimestamp != nil {
+			return errors.New("pod untried-3 recreated or being deleted")
 		}
 		return nil
 	})
