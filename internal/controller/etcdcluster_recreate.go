@@ -64,13 +64,17 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 // deleteToRecreate deletes the pod of m, a member of the cluster s looks at, for verdict.PodToRecreate's
 // reason and why, after recording on its claim what its next pod is made from: the rollout's record
 // onto the current spec (of hash; recordRolledOnto), or, for a rollback (reason RolloutFailed), the
-// rollback (recordRollback). Only the pod the pass looked at goes (a newer one is left to show how it
+// rollback (recordRollback), or, while a rollback holds, the spec of the pod it goes from
+// (verdict.PodSpecToKeep). Only the pod the pass looked at goes (a newer one is left to show how it
 // does); a pod rolled back while its etcd container waits for its image goes at once (grace period 0).
 func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, m *model.Member, hash, reason, why string) error {
 	c, pod := s.cluster, m.Pod
 	record := func() error { return r.recordRolledOnto(ctx, s.m, m, hash) }
-	if reason == etcdv1beta1.ReasonRolloutFailed {
+	switch {
+	case reason == etcdv1beta1.ReasonRolloutFailed:
 		record = func() error { return r.recordRollback(ctx, m, hash, why) }
+	case verdict.PodSpecToKeep(s.m, m):
+		record = func() error { return r.recordServedSpec(ctx, m) }
 	}
 	if err := record(); err != nil {
 		return err
@@ -119,6 +123,18 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
 	}
 	return nil, nil
+}
+
+// recordServedSpec records on m's claim the spec hash of its pod as the spec it served on
+// (etcdv1beta1.AnnotationServedSpec), before the pod is deleted to be recreated while a rollback holds
+// (verdict.PodSpecToKeep): the pod is made again from that spec's revision (verdict.SpecToRestore).
+func (r *EtcdClusterReconciler) recordServedSpec(ctx context.Context, m *model.Member) error {
+	patch := client.MergeFrom(m.Claim.DeepCopy())
+	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
+	if err := r.Patch(ctx, m.Claim, patch); err != nil {
+		return fmt.Errorf("record on persistentvolumeclaim %s the spec member %s's pod was built from: %w", m.Claim.Name, m.Name, err)
+	}
+	return nil
 }
 
 // recordRollback records on m's claim, before its pod is deleted to roll it back (verdict.RollbackDue,

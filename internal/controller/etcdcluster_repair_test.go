@@ -250,7 +250,8 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 // its claim from the revision of the spec it served on, keeping its member ID, and the rollout restarts
 // no other member: Progressing says RolloutFailed and what to do, with a Warning event. While that
 // holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
-// that did not run, and so does the rolled-back member when it crash-loops on its old pod; a scale-up
+// that did not run, and so does the rolled-back member when it crash-loops on its old pod, and a
+// member whose claim lost the record of the spec it served on (that of its pod is recorded); a scale-up
 // makes the new member's pod from the spec the rolled-back member serves on. A change of the spec starts the rollout again, and the records of the rollback go.
 func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	const policy = 20 * time.Second
@@ -444,6 +445,54 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	}
 	members[first].Restart(t)
 	runPods(t, c, map[string]string{name: hosts[first]})
+
+	// A member whose claim has no record of the spec it served on (one added during the hold and down
+	// before a pass recorded it) gets the spec of its pod recorded before that pod is recreated, and
+	// comes back on it too.
+	third := (first + 2) % 3
+	thirdPod, err := getPod(c, names[third])
+	if err != nil {
+		t.Fatal(err)
+	}
+	members[third].Stop()
+	markCrashLoop(t, c, names[third])
+	testutil.Eventually(t, waitTimeout, names[third]+" seen down", func(context.Context) error {
+		for _, m := range getCluster(t, c).Status.Members {
+			if m.Name == names[third] && !m.Healthy {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not seen down yet", names[third])
+	})
+	testutil.Eventually(t, waitTimeout, "the record of the spec "+names[third]+" served on removed", func(ctx context.Context) error {
+		pvc := getClaim(t, c, names[third])
+		if _, ok := pvc.Annotations[etcdv1beta1.AnnotationServedSpec]; !ok {
+			return nil
+		}
+		delete(pvc.Annotations, etcdv1beta1.AnnotationServedSpec)
+		if err := k8s.Update(ctx, pvc); err != nil {
+			return err
+		}
+		return errors.New("removed: looking again")
+	})
+	testutil.Eventually(t, policy+waitTimeout, names[third]+" recreated from the spec of its pod", func(context.Context) error {
+		p, err := getPod(c, names[third])
+		if err != nil {
+			return err
+		}
+		if p.UID == thirdPod.UID {
+			return fmt.Errorf("pod %s not recreated yet", names[third])
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			t.Fatalf("pod %s recreated with spec hash %q while %s is rolled back, want the one of its pod, %q", names[third], got, name, oldHash)
+		}
+		return nil
+	})
+	if got := getClaim(t, c, names[third]).Annotations[etcdv1beta1.AnnotationServedSpec]; got != oldHash {
+		t.Errorf("claim of %s records it served on %q, want %q", names[third], got, oldHash)
+	}
+	members[third].Restart(t)
+	runPods(t, c, map[string]string{names[third]: hosts[third]})
 
 	// A scale-up goes on: the new member's pod is made from the spec the rolled-back member serves on,
 	// which ran, not from the current spec.

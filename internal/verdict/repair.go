@@ -348,6 +348,19 @@ func addHeld(c *model.Cluster) bool {
 	return spec == nil
 }
 
+// PodSpecToKeep reports whether, before mem's pod is deleted to be recreated on its claim (PodToRecreate)
+// while a member is rolled back from the current spec (model.Cluster.RolledBack), its claim is to
+// record the spec hash of that pod as the spec it served on (etcdv1beta1.AnnotationServedSpec), so that
+// the pod is made again from that spec's revision (SpecToRestore), not from the spec that did not run:
+// its claim records no served spec and no restart onto a spec, the pod was built from another spec
+// than the current one, and a revision keeps that spec. A member that has not served since the
+// rollback (added meanwhile and down before a pass recorded it, ServedSpecToRecord) has no record
+// otherwise.
+func PodSpecToKeep(c *model.Cluster, mem *model.Member) bool {
+	return mem.HasClaim() && mem.HasPod() && mem.ServedSpec() == "" && mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" &&
+		mem.PodSpecHash() != "" && mem.PodSpecHash() != c.SpecHash && c.Revisions[mem.PodSpecHash()] != nil && c.RolledBack(c.SpecHash) != nil
+}
+
 // UntriedSpecRanToRecord reports whether mem's claim is to record that etcd ran on a pod of the spec a
 // rolling update restarted it onto, which no member has served on (model.Cluster.DownOnUntriedSpec):
 // its etcd container ran or restarted on the pod it has (model.Member.EtcdNeverRan is false), and the

@@ -328,6 +328,29 @@ func TestRolledBackMember(t *testing.T) {
 	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "b-2 is down since") || !strings.Contains(d, "not replaced while b-1 is rolled back from the current spec") {
 		t.Errorf("Degraded = %q: want it to say b-2 is not replaced while b-1 is rolled back", d)
 	}
+	// a member with no record of the spec it served on (added during the hold, down before a pass
+	// recorded it), its pod recreated meanwhile: its claim gets the spec of the pod it goes from first
+	for _, tc := range []struct {
+		name           string
+		hash2          string
+		claim2, claim1 map[string]string
+		keep           bool
+	}{
+		{"no record, on the spec that ran, during the hold", a, map[string]string{}, rolledBack, true},
+		{"its served spec recorded", a, served1, rolledBack, false},
+		{"on the current spec", current, map[string]string{}, rolledBack, false},
+		{"no hold", a, map[string]string{}, served1, false},
+	} {
+		if m := build(tc.hash2, tc.claim2, tc.claim1, false); PodSpecToKeep(m, m.Member("b-2")) != tc.keep {
+			t.Errorf("%s: PodSpecToKeep = %v, want %v", tc.name, !tc.keep, tc.keep)
+		}
+	}
+	revs = nil
+	if m := build(a, map[string]string{}, rolledBack, false); PodSpecToKeep(m, m.Member("b-2")) {
+		t.Error("PodSpecToKeep = true with no revision of the pod's spec")
+	}
+	revs = kept
+
 	// no rollback: new members are made from the current spec
 	m = build(current, map[string]string{}, served1, false)
 	if spec, hash := SpecToAdd(m); spec != c || hash != current {
