@@ -73,8 +73,12 @@ func (r *EtcdClusterReconciler) deleteAwaitingPod(ctx context.Context, s *scope,
 	if _, hash := verdict.SpecToAdd(s.m); hash != s.m.SpecHash {
 		from = "the spec " + s.m.RolledBack(s.m.SpecHash).Name + " serves on (hash " + hash + "), since the current spec was rolled back"
 	}
+	was := "hash " + m.PodSpecHash()
+	if p := m.PodProblem(); p != "" {
+		was += "; " + p
+	}
 	r.eventAbout(s.cluster, memberRef(s.cluster, m.Name), corev1.EventTypeNormal, "RecreatingMember", "Delete",
-		"Deleted pod %s, made before its member was added from another spec (hash %s; %s), to make it again from %s", m.Name, m.PodSpecHash(), m.PodProblem(), from)
+		"Deleted pod %s, made before its member was added from another spec (%s), to make it again from %s", m.Name, was, from)
 	return verdict.Acting(etcdv1beta1.ReasonWaiting, "recreating the pod of "+m.Name+" from "+from+" before adding it to etcd"), nil
 }
 

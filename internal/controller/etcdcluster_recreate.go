@@ -131,7 +131,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 func (r *EtcdClusterReconciler) recordServedSpec(ctx context.Context, m *model.Member) error {
 	patch := client.MergeFrom(m.Claim.DeepCopy())
 	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
-	if err := r.Patch(ctx, m.Claim, patch); err != nil {
+	if err := r.Patch(ctx, m.Claim, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record on persistentvolumeclaim %s the spec member %s's pod was built from: %w", m.Claim.Name, m.Name, err)
 	}
 	return nil
