@@ -221,6 +221,14 @@ const (
 	// ReasonRolloutFailed); once the spec changes, the record goes. Remove it to have the rollout try the
 	// same spec again.
 	AnnotationRolledBackFrom = "etcd.etcdkit.dev/rolled-back-from"
+	// AnnotationRolledBackClaim on the ControllerRevision of a spec a member was rolled back from
+	// (AnnotationRolledBackFrom) is "<member>/<claim UID>": the member and the claim that recorded the
+	// rollback, written with that record along with AnnotationServedSpec and AnnotationRollbackReason.
+	// When that claim is lost (deleted, or replaced by a claim of another UID) while the cluster's spec
+	// still has that hash, the rollback still holds: the member's replacement is made from the spec of
+	// AnnotationServedSpec, and its claim gets the record once it serves. When the claim is there without
+	// the record (removed to have the rollout try the same spec again), the operator removes these.
+	AnnotationRolledBackClaim = "etcd.etcdkit.dev/rolled-back-claim"
 	// AnnotationRollbackReason on a member's claim says, with AnnotationRolledBackFrom, why the member was
 	// rolled back: what kept it from serving on the spec (its status problem at the time).
 	AnnotationRollbackReason = "etcd.etcdkit.dev/rollback-reason"

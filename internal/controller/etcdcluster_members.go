@@ -91,6 +91,9 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		if verdict.ServedSpecToRecord(s.m, m) {
 			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
 		}
+		if rec := verdict.RollbackToRecord(s.m, m); rec != nil {
+			identity = resources.Merged(identity, rec)
+		}
 		if verdict.UntriedSpecRanToRecord(s.m, m) {
 			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationUntriedSpecRan: "true"})
 		}

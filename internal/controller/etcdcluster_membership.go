@@ -38,14 +38,14 @@ func (r *EtcdClusterReconciler) holdAddition(s *scope, a membership.Action) bool
 	if a.Kind != membership.AddLearner && a.Kind != membership.CreateAwaitingPod {
 		return false
 	}
-	rb := s.m.RolledBack(s.m.SpecHash)
+	rb := s.m.Rollback(s.m.SpecHash)
 	if spec, _ := verdict.SpecToAdd(s.m); rb == nil || spec != nil {
 		return false
 	}
-	_, err := s.m.ServedSpecOf(rb)
+	_, err := s.m.RevisionSpec(rb.ServedSpec, rb.Member)
 	s.rolloutFailed = verdict.Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
 		"Not adding %s (%s): %s was rolled back from the current spec, which did not run, and the spec it serves on cannot be built again for a new member (%v); fix the spec, and the member is added",
-		a.Member, a.Reason, rb.Name, err))
+		a.Member, a.Reason, rb.Member, err))
 	return true
 }
 
@@ -71,7 +71,7 @@ func (r *EtcdClusterReconciler) deleteAwaitingPod(ctx context.Context, s *scope,
 	}
 	from := "the current spec"
 	if _, hash := verdict.SpecToAdd(s.m); hash != s.m.SpecHash {
-		from = "the spec " + s.m.RolledBack(s.m.SpecHash).Name + " serves on (hash " + hash + "), since the current spec was rolled back"
+		from = "the spec " + s.m.Rollback(s.m.SpecHash).Member + " serves on (hash " + hash + "), since the current spec was rolled back"
 	}
 	was := "hash " + m.PodSpecHash()
 	if p := m.PodProblem(); p != "" {

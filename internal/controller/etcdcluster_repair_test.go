@@ -334,6 +334,19 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	if err := others(); err != nil {
 		t.Error(err)
 	}
+	// the revision of the spec that did not run keeps a copy of the record, for the claim's loss
+	testutil.Eventually(t, waitTimeout, "the rollback recorded on the revision of the spec that did not run", func(ctx context.Context) error {
+		rev := &appsv1.ControllerRevision{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, secondHash)}, rev); err != nil {
+			return err
+		}
+		if got, want := rev.Annotations[etcdv1beta1.AnnotationRolledBackClaim], name+"/"+string(claims[name]); got != want ||
+			rev.Annotations[etcdv1beta1.AnnotationServedSpec] != oldHash || !strings.Contains(rev.Annotations[etcdv1beta1.AnnotationRollbackReason], "CrashLoopBackOff") {
+			return fmt.Errorf("controllerrevision %s has annotations %v, want %s=%s, %s=%s and the reason", rev.Name, rev.Annotations,
+				etcdv1beta1.AnnotationRolledBackClaim, want, etcdv1beta1.AnnotationServedSpec, oldHash)
+		}
+		return nil
+	})
 	waitWarning(t, c, etcdv1beta1.ReasonRolloutFailed, "Rolling back member "+name)
 	// the member comes back on the pod it served on
 	members[first].Restart(t)

@@ -9,11 +9,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 
 // revisionListTimeout bounds a list of a cluster's ControllerRevisions.
 const revisionListTimeout = 5 * time.Second
@@ -47,6 +48,7 @@ func (r *EtcdClusterReconciler) syncRevisions(ctx context.Context, s *scope) (*v
 			log.FromContext(ctx).Error(err, "create the controllerrevision of the current spec; a member down on the next spec cannot be rolled back to it", "controllerrevision", resources.RevisionName(c, s.m.SpecHash))
 		}
 	}
+	r.syncRollbackMark(ctx, s)
 	for _, hash := range verdict.RevisionsToDelete(s.m) {
 		rev := s.m.Revisions[hash]
 		if err := r.Delete(ctx, rev, client.Preconditions{UID: &rev.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -54,4 +56,30 @@ func (r *EtcdClusterReconciler) syncRevisions(ctx context.Context, s *scope) (*v
 		}
 	}
 	return nil, nil
+}
+
+// syncRollbackMark keeps on the ControllerRevision of the current spec the record of a rollback from it
+// that a member's claim records (model.Cluster.RollbackMarkToWrite: the member, its claim's UID, the
+// spec it serves on, why), so that the rollback still holds if that claim is lost; and removes that
+// record once the claim is there without the rollback's (model.Cluster.LiftedRollbackMark: the user
+// removed it to have the rollout try the spec again). A refusal is logged and the pass goes on: the
+// claim's record holds the rollback meanwhile.
+func (r *EtcdClusterReconciler) syncRollbackMark(ctx context.Context, s *scope) {
+	rev := s.m.Revisions[s.m.SpecHash]
+	write := s.m.RollbackMarkToWrite(s.m.SpecHash)
+	lifted := s.m.LiftedRollbackMark(s.m.SpecHash)
+	if rev == nil || (write == nil && !lifted) {
+		return
+	}
+	rev = rev.DeepCopy()
+	patch := client.MergeFrom(rev.DeepCopy())
+	rev.Annotations = resources.Merged(rev.Annotations, write)
+	if lifted {
+		for _, k := range []string{etcdv1beta1.AnnotationRolledBackClaim, etcdv1beta1.AnnotationServedSpec, etcdv1beta1.AnnotationRollbackReason} {
+			delete(rev.Annotations, k)
+		}
+	}
+	if err := r.Patch(ctx, rev, patch); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "record on the controllerrevision of the current spec the rollback from it", "controllerrevision", rev.Name)
+	}
 }

@@ -98,12 +98,12 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 // the pass goes on to a NOSPACE alarm and a replacement requested by annotation, and stops before the
 // phases that expect every member on the current spec (see reconcilePhases).
 func rolledBack(s *scope, hash string) bool {
-	mem := s.m.RolledBack(hash)
-	if mem == nil {
+	rb := s.m.Rollback(hash)
+	if rb == nil {
 		return false
 	}
 	if s.rolloutFailed == nil {
-		s.rolloutFailed = verdict.RolloutFailed(mem)
+		s.rolloutFailed = verdict.RolloutFailed(s.m, rb)
 	}
 	return true
 }
@@ -213,7 +213,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // meanwhile (a pod evicted, a crash loop on the spec it was rolled back to) makes its next pod from
 // the spec it served on (verdict.SpecToRestore), never from the spec that did not run.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {
-	if m == nil || !m.HasClaim() || (m.ServedSpec() != "" && c.RolledBack(hash) != nil) {
+	if m == nil || !m.HasClaim() || (m.ServedSpec() != "" && c.Rollback(hash) != nil) {
 		return nil
 	}
 	back := !m.Serving() && m.Pod != nil && m.ServedSpec() != "" && m.PodSpecHash() == m.ServedSpec()

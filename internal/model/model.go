@@ -629,9 +629,20 @@ func (c *Cluster) ServedSpecOf(m *Member) (*etcdv1beta1.EtcdCluster, error) {
 	if hash == "" {
 		return nil, fmt.Errorf("the claim of %s records no spec it served on", m.Name)
 	}
+	return c.RevisionSpec(hash, m.Name)
+}
+
+// RevisionSpec returns the cluster to build a pod of the spec of hash from, which member served on:
+// c's EtcdCluster with the spec the cluster's ControllerRevision of that hash keeps
+// (resources.Options.SpecOfRevision). Errors when hash is "", the cluster has no such revision, or the
+// revision does not build pods of that hash.
+func (c *Cluster) RevisionSpec(hash, member string) (*etcdv1beta1.EtcdCluster, error) {
+	if hash == "" {
+		return nil, fmt.Errorf("no record of the spec %s served on", member)
+	}
 	rev := c.Revisions[hash]
 	if rev == nil {
-		return nil, fmt.Errorf("no controllerrevision keeps spec %s, which %s served on", hash, m.Name)
+		return nil, fmt.Errorf("no controllerrevision keeps spec %s, which %s served on", hash, member)
 	}
 	return c.Options.SpecOfRevision(c.Object, rev)
 }
@@ -647,6 +658,90 @@ func (c *Cluster) RolledBack(hash string) *Member {
 		}
 	}
 	return nil
+}
+
+// Rollback is a rollout rolled back from the current spec: the rolled-back member, the spec hash it
+// serves on (which new members are made from while the rollback holds), why it was rolled back, and the
+// member whose claim records it (nil when that claim was lost and only the spec's ControllerRevision
+// keeps the record: etcdv1beta1.AnnotationRolledBackClaim).
+type Rollback struct {
+	// Member is the name of the member rolled back.
+	Member string
+	// ServedSpec is the hash of the spec it served on and was rolled back to; "" when its claim records
+	// none.
+	ServedSpec string
+	// Reason is why it was rolled back, "" when unrecorded.
+	Reason string
+	// Recorded is the member whose claim records the rollback (etcdv1beta1.AnnotationRolledBackFrom),
+	// nil when the claim was lost.
+	Recorded *Member
+}
+
+// Rollback returns the rollback from the spec of hash that holds, nil when none: the one a member's
+// claim records (RolledBack), or else the one the ControllerRevision of that spec records
+// (etcdv1beta1.AnnotationRolledBackClaim) when the claim that recorded it is gone: no claim of that
+// member, one being deleted, or one of another UID (the member's replacement's). A claim of that UID without the record
+// lifts it (the user removed the record: LiftedRollbackMark).
+func (c *Cluster) Rollback(hash string) *Rollback {
+	if m := c.RolledBack(hash); m != nil {
+		return &Rollback{Member: m.Name, ServedSpec: m.ServedSpec(), Reason: m.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason], Recorded: m}
+	}
+	name, uid, ok := c.rollbackMark(hash)
+	if !ok {
+		return nil
+	}
+	if m := c.Member(name); m != nil && m.HasClaim() && string(m.Claim.UID) == uid {
+		return nil // the claim is there without the record: lifted
+	}
+	rev := c.Revisions[hash]
+	return &Rollback{Member: name, ServedSpec: rev.Annotations[etcdv1beta1.AnnotationServedSpec], Reason: rev.Annotations[etcdv1beta1.AnnotationRollbackReason]}
+}
+
+// rollbackMark returns the member and claim UID the ControllerRevision of hash records a rollback from
+// it for (etcdv1beta1.AnnotationRolledBackClaim); ok is false when it records none.
+func (c *Cluster) rollbackMark(hash string) (member, uid string, ok bool) {
+	rev := c.Revisions[hash]
+	if rev == nil || hash == "" {
+		return "", "", false
+	}
+	member, uid, ok = strings.Cut(rev.Annotations[etcdv1beta1.AnnotationRolledBackClaim], "/")
+	return member, uid, ok && member != "" && uid != ""
+}
+
+// RollbackMarkToWrite returns the annotations to write on the ControllerRevision of hash so that it
+// records the rollback a member's claim records (Rollback, etcdv1beta1.AnnotationRolledBackClaim), nil
+// when it records that already or no claim records one.
+func (c *Cluster) RollbackMarkToWrite(hash string) map[string]string {
+	m := c.RolledBack(hash)
+	if m == nil || c.Revisions[hash] == nil {
+		return nil
+	}
+	want := map[string]string{
+		etcdv1beta1.AnnotationRolledBackClaim: m.Name + "/" + string(m.Claim.UID),
+		etcdv1beta1.AnnotationServedSpec:      m.ServedSpec(),
+		etcdv1beta1.AnnotationRollbackReason:  m.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason],
+	}
+	have := c.Revisions[hash].Annotations
+	for k, v := range want {
+		if have[k] != v {
+			return want
+		}
+	}
+	return nil
+}
+
+// LiftedRollbackMark reports whether the ControllerRevision of hash records a rollback
+// (etcdv1beta1.AnnotationRolledBackClaim) that no longer holds: the claim that recorded it is there
+// and no claim records it any more (the user removed the record to have the rollout try the spec
+// again). Its annotations are then to be removed, so that losing that claim later does not bring the
+// rollback back.
+func (c *Cluster) LiftedRollbackMark(hash string) bool {
+	name, uid, ok := c.rollbackMark(hash)
+	if !ok || c.RolledBack(hash) != nil {
+		return false
+	}
+	m := c.Member(name)
+	return m != nil && m.HasClaim() && string(m.Claim.UID) == uid
 }
 
 // ImagePullReasons are the reasons the kubelet gives a container that waits for an image it cannot get.

@@ -96,7 +96,7 @@ func learnerPodOutdated(c *model.Cluster, mem *model.Member) bool {
 // pod: it is left to the rollout, which takes one at a time.
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
 	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
-		!c.PodCurrent(mem, c.SpecHash) && c.RolledBack(c.SpecHash) == nil
+		!c.PodCurrent(mem, c.SpecHash) && c.Rollback(c.SpecHash) == nil
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -159,16 +159,16 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 		mem.DownSince.UTC().Format(time.RFC3339), after)
 }
 
-// rollbackHolds returns the member rolled back from the current spec (model.Cluster.RolledBack) when
-// that keeps mem, a member that is down, from being replaced at the end of the replacement policy, nil
-// when nothing does: mem is that member (its claim holds the record of the rollback, which keeps the
-// rollout from restarting another member onto the spec that did not run: its replacement would drop
-// it), or no member can be added now (SpecToAdd: the spec the rolled-back member served on cannot be
+// rollbackHolds returns the rollback from the current spec (model.Cluster.Rollback) when that keeps
+// mem, a member that is down, from being replaced at the end of the replacement policy, nil when
+// nothing does: mem is the rolled-back member and its claim records the rollback (its replacement
+// would be given a new claim; the record would be kept by the spec's ControllerRevision alone until
+// the new member serves), or no member can be added now (SpecToAdd: the spec the rolled-back member served on cannot be
 // built again, and a new member made from the current spec would never start). A member whose data is
 // lost or cannot be read is replaced at once all the same (replaceAtOnce).
-func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Member {
-	rb := c.RolledBack(c.SpecHash)
-	if rb == nil || (rb.Name != mem.Name && !addHeld(c)) {
+func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Rollback {
+	rb := c.Rollback(c.SpecHash)
+	if rb == nil || ((rb.Recorded == nil || rb.Member != mem.Name) && !addHeld(c)) {
 		return nil
 	}
 	return rb
@@ -311,7 +311,7 @@ func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
 // comes back as it served, not on the spec that did not run.
 func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster {
 	if mem.Claim == nil || mem.ServedSpec() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
-		c.RolledBack(c.SpecHash) == nil {
+		c.Rollback(c.SpecHash) == nil {
 		return nil
 	}
 	spec, err := c.ServedSpecOf(mem)
@@ -323,22 +323,22 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 
 // SpecToAdd returns the cluster a new member's pod is built from (a member to be added, a learner's pod
 // made again), and the spec hash such a pod has: the current spec; or, while a member's pod is rolled
-// back from it (model.Cluster.RolledBack), the spec that member served on (its claim's
-// AnnotationServedSpec, as the cluster's ControllerRevision of that hash keeps it;
-// model.Cluster.ServedSpecOf), which ran, so that a member lost meanwhile is replaced, and a scale-up
+// back from it (model.Cluster.Rollback), the spec that member served on (its claim's
+// AnnotationServedSpec, or the revision's record when that claim was lost, as the cluster's
+// ControllerRevision of that hash keeps it; model.Cluster.RevisionSpec), which ran, so that a member lost meanwhile is replaced, and a scale-up
 // goes on, without waiting for the spec to be fixed. It returns nil and "" when the current spec is
 // rolled back and that spec cannot be built again (its revision is gone, or the TLS settings changed
 // since): no member is added until the spec changes.
 func SpecToAdd(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
-	rb := c.RolledBack(c.SpecHash)
+	rb := c.Rollback(c.SpecHash)
 	if rb == nil {
 		return c.Object, c.SpecHash
 	}
-	spec, err := c.ServedSpecOf(rb)
+	spec, err := c.RevisionSpec(rb.ServedSpec, rb.Member)
 	if err != nil {
 		return nil, ""
 	}
-	return spec, rb.ServedSpec()
+	return spec, rb.ServedSpec
 }
 
 // addHeld reports whether no member may be added now: the current spec is rolled back and the spec the
@@ -358,7 +358,7 @@ func addHeld(c *model.Cluster) bool {
 // otherwise.
 func PodSpecToKeep(c *model.Cluster, mem *model.Member) bool {
 	return mem.HasClaim() && mem.HasPod() && mem.ServedSpec() == "" && mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" &&
-		mem.PodSpecHash() != "" && mem.PodSpecHash() != c.SpecHash && c.Revisions[mem.PodSpecHash()] != nil && c.RolledBack(c.SpecHash) != nil
+		mem.PodSpecHash() != "" && mem.PodSpecHash() != c.SpecHash && c.Revisions[mem.PodSpecHash()] != nil && c.Rollback(c.SpecHash) != nil
 }
 
 // UntriedSpecRanToRecord reports whether mem's claim is to record that etcd ran on a pod of the spec a
@@ -372,13 +372,33 @@ func UntriedSpecRanToRecord(c *model.Cluster, mem *model.Member) bool {
 	return c.DownOnUntriedSpec(mem) && !mem.EtcdNeverRan() && mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] == ""
 }
 
+// RollbackToRecord returns the record of the rollback from the current spec to write on mem's claim
+// (etcdv1beta1.AnnotationRolledBackFrom, AnnotationRollbackReason, AnnotationServedSpec), nil when
+// there is none to write: the claim the rolled-back member had was lost, and only the spec's
+// ControllerRevision keeps the record (model.Rollback.Recorded is nil); mem has that member's name (its
+// replacement), its own claim, and serves on a pod of the spec the record says it was rolled back to.
+// The record is then on a claim again, where the user can remove it to have the rollout try the spec
+// again, as before the loss; the revision's record follows the new claim (model.Cluster.RollbackMarkToWrite).
+func RollbackToRecord(c *model.Cluster, mem *model.Member) map[string]string {
+	rb := c.Rollback(c.SpecHash)
+	if rb == nil || rb.Recorded != nil || rb.Member != mem.Name || rb.ServedSpec == "" || !mem.HasClaim() || !mem.HasPod() ||
+		!mem.Serving() || mem.PodSpecHash() != rb.ServedSpec {
+		return nil
+	}
+	return map[string]string{
+		etcdv1beta1.AnnotationRolledBackFrom: c.SpecHash,
+		etcdv1beta1.AnnotationRollbackReason: rb.Reason,
+		etcdv1beta1.AnnotationServedSpec:     rb.ServedSpec,
+	}
+}
+
 // ServedSpecToRecord reports whether the spec hash of the pod mem serves on is to be recorded on its
 // claim (etcdv1beta1.AnnotationServedSpec; see SpecToRestore): a member's pod was rolled back from the
 // current spec, and mem serves on a pod of an older spec, not being deleted, and its claim records
 // none.
 func ServedSpecToRecord(c *model.Cluster, mem *model.Member) bool {
 	return mem.HasClaim() && mem.HasPod() && mem.Serving() && mem.ServedSpec() == "" && mem.PodSpecHash() != c.SpecHash &&
-		c.RolledBack(c.SpecHash) != nil
+		c.Rollback(c.SpecHash) != nil
 }
 
 // RollbackDue returns why mem's pod is due to be rolled back, "" when it is not: a rolling update
@@ -404,14 +424,19 @@ func RollbackDue(c *model.Cluster, mem *model.Member) string {
 // RolloutFailed returns the step of a rollout that restarts no member because mem's pod was rolled
 // back from the current spec (model.Cluster.RolledBack): Blocked with reason RolloutFailed, saying
 // why (the claim's etcdv1beta1.AnnotationRollbackReason) and what to do.
-func RolloutFailed(mem *model.Member) *Step {
-	why := mem.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason]
+func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
+	why := rb.Reason
 	if why == "" {
 		why = "it did not serve on it"
 	}
+	if rb.Recorded == nil {
+		return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
+			"Rolling update stopped: %s was rolled back to the pod it last served on, since %s; its claim, which recorded that, was lost, and the spec's revision keeps the record (a member of that name gets it on its claim once it serves). No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from controllerrevision %s",
+			rb.Member, why, etcdv1beta1.AnnotationRolledBackClaim, resources.RevisionName(c.Object, c.SpecHash)))
+	}
 	return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
 		"Rolling update stopped: %s was rolled back to the pod it last served on, since %s. No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from persistentvolumeclaim %s",
-		mem.Name, why, etcdv1beta1.AnnotationRolledBackFrom, mem.Claim.Name))
+		rb.Member, why, etcdv1beta1.AnnotationRolledBackFrom, rb.Recorded.Claim.Name))
 }
 
 // ClaimRecordsToDrop returns the annotations of a rollout's records to remove from mem's claim, nil
@@ -444,7 +469,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 		out = append(out, etcdv1beta1.AnnotationRollbackReason) // the user removed the record of the rollback
 	}
 	if mem.ServedSpec() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedSpec) {
-		if rb := c.RolledBack(hash); rb == nil || (rb.Name == mem.Name && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
+		if rb := c.Rollback(hash); rb == nil || (rb.Recorded == mem && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
 			out = append(out, etcdv1beta1.AnnotationServedSpec)
 		}
 	}
@@ -467,7 +492,9 @@ func AwaitingPodOutdated(c *model.Cluster, mem *model.Member) bool {
 // RevisionsToDelete returns the spec hashes of c's ControllerRevisions that nothing may be rolled back
 // to any more, sorted: those of no spec that a member's claim records (etcdv1beta1.AnnotationServedSpec)
 // and, with spec.recovery.rollBackFailedRollouts, that the current spec or a member's pod has (so that
-// turning the field off and on again during a rollout keeps what a rollback needs).
+// turning the field off and on again during a rollout keeps what a rollback needs); the current spec's
+// is kept too while a rollback from it holds (its revision keeps a copy of the record:
+// model.Cluster.Rollback).
 func RevisionsToDelete(c *model.Cluster) []string {
 	keep := map[string]bool{}
 	for _, m := range c.Members {
@@ -476,7 +503,9 @@ func RevisionsToDelete(c *model.Cluster) []string {
 			keep[m.PodSpecHash()] = true
 		}
 	}
-	keep[c.SpecHash] = c.Object.Spec.RollsBackFailedRollouts()
+	// a rollback from the current spec keeps its revision's record of it (model.Cluster.Rollback), even
+	// with rollbacks turned off since
+	keep[c.SpecHash] = c.Object.Spec.RollsBackFailedRollouts() || c.Rollback(c.SpecHash) != nil
 	var out []string
 	for hash := range c.Revisions {
 		if !keep[hash] {

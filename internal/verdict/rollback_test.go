@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -255,8 +256,8 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	if m.RolledBack(b) == nil {
 		t.Error("rollbacks off: RolledBack does not hold: the rollout would restart a member onto the spec that did not run")
 	}
-	if got := RevisionsToDelete(m); len(got) != 2 || slices.Contains(got, a) {
-		t.Errorf("rollbacks off: RevisionsToDelete = %v, want all but A's, which a claim records", got)
+	if got := RevisionsToDelete(m); strings.Join(got, ",") != cc {
+		t.Errorf("rollbacks off: RevisionsToDelete = %v, want only %s: A's a claim records, and the current spec's keeps the record of the rollback from it", got, cc)
 	}
 }
 
@@ -429,5 +430,126 @@ func TestAwaitingPodOutdated(t *testing.T) {
 		if got := AwaitingPodOutdated(m, m.Member("w-3")); got != tc.outdated {
 			t.Errorf("%s: AwaitingPodOutdated = %v, want %v", tc.name, got, tc.outdated)
 		}
+	}
+}
+
+// TestRollbackClaimLost: the rolled-back member's claim is the record of a rollback; the revision of
+// the spec that did not run keeps a copy (member, claim UID, the spec it serves on, why). When that
+// claim is lost (gone, being deleted, or replaced by one of another UID), the rollback still holds:
+// the rollout stays stopped, new members are made from the spec that ran, and the lost member is not
+// held from its replacement; its replacement's claim gets the record once it serves on that spec. A
+// claim of the recorded UID without the record is the user lifting it: no rollback, and the copy goes.
+func TestRollbackClaimLost(t *testing.T) {
+	now, long, c, e := thirdDownForAnHour("l")
+	c.Namespace = "ns"
+	rollbacksOn(c, e)
+	revs, a, current := changedSpec(c)
+	failed := *resources.Options{}.Revision(c)
+	failed.OwnerReferences[0].UID = c.UID
+	why := "etcd container ErrImagePull"
+	mark := map[string]string{etcdv1beta1.AnnotationRolledBackClaim: "l-2/uid-old", etcdv1beta1.AnnotationServedSpec: a, etcdv1beta1.AnnotationRollbackReason: why}
+	rolledBack := map[string]string{etcdv1beta1.AnnotationRolledBackFrom: current, etcdv1beta1.AnnotationServedSpec: a, etcdv1beta1.AnnotationRollbackReason: why}
+	served := map[string]string{etcdv1beta1.AnnotationServedSpec: a}
+	// build: the revisions (the failed spec's with revMark), the claim of l-1 (served) and, unless
+	// claim2 is nil, l-2's claim of uid2 with claim2's annotations; l-2's pod on hash2 unless it is ""
+	build := func(revMark map[string]string, uid2 string, claim2 map[string]string, terminating bool, hash2 string, serving bool) *model.Cluster {
+		rev := *failed.DeepCopy()
+		rev.Annotations = resources.Merged(rev.Annotations, revMark)
+		claims := []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("l-1"), Namespace: "ns", UID: "uid-1", Annotations: served}}}
+		if claim2 != nil {
+			pvc := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("l-2"), Namespace: "ns", UID: types.UID(uid2), Annotations: claim2}}
+			if terminating {
+				pvc.DeletionTimestamp = &long
+			}
+			claims = append(claims, pvc)
+		}
+		pods := podsOnHashes(c, "l", [3]string{a, a, hash2}, long, false)
+		if hash2 == "" {
+			pods = pods[:2]
+		} else if serving {
+			pods[2].Status = corev1.PodStatus{Phase: corev1.PodRunning}
+		}
+		ee := *e
+		ee.Health = map[uint64]error{1: nil, 2: nil, 3: e.Health[3]}
+		if serving {
+			ee.Health[3] = nil
+			ee.Status = map[uint64]etcd.EndpointStatus{1: e.Status[1], 2: e.Status[2], 3: {Version: c.Spec.VersionOrDefault(), Leader: 1}}
+		}
+		return model.Build(model.Input{Cluster: c, Etcd: &ee, Now: now, Pods: pods, Claims: claims, Revisions: append(slices.Clone(revs), rev)})
+	}
+
+	// the claim records it, the revision does not yet: the revision is to get the copy
+	m := build(nil, "uid-old", rolledBack, false, a, false)
+	if rb := m.Rollback(current); rb == nil || rb.Recorded == nil || rb.Member != "l-2" || rb.ServedSpec != a || rb.Reason != why {
+		t.Errorf("Rollback = %+v with l-2's claim recording it, want l-2, recorded, served on %s, %q", rb, a, why)
+	}
+	if got := m.RollbackMarkToWrite(current); got[etcdv1beta1.AnnotationRolledBackClaim] != "l-2/uid-old" || got[etcdv1beta1.AnnotationServedSpec] != a || got[etcdv1beta1.AnnotationRollbackReason] != why {
+		t.Errorf("RollbackMarkToWrite = %v, want the member, claim UID, served spec and reason", got)
+	}
+	if m := build(mark, "uid-old", rolledBack, false, a, false); m.RollbackMarkToWrite(current) != nil || m.LiftedRollbackMark(current) {
+		t.Error("the revision's copy is to be written again or removed while it matches the claim's record")
+	}
+
+	// the claim lost: gone with its pod, or being deleted
+	for _, tc := range []struct {
+		name string
+		m    *model.Cluster
+	}{
+		{"claim and pod gone", build(mark, "", nil, false, "", false)},
+		{"claim being deleted", build(mark, "uid-old", rolledBack, true, a, false)},
+		{"a claim of another UID, its member not serving yet", build(mark, "uid-new", map[string]string{}, false, a, false)},
+	} {
+		m := tc.m
+		rb := m.Rollback(current)
+		if rb == nil || rb.Recorded != nil || rb.Member != "l-2" || rb.ServedSpec != a {
+			t.Errorf("%s: Rollback = %+v, want l-2's rollback kept by the revision, served on %s", tc.name, rb, a)
+			continue
+		}
+		if spec, hash := SpecToAdd(m); spec == nil || hash != a {
+			t.Errorf("%s: SpecToAdd = %v, %q, want the spec that ran (%s)", tc.name, spec, hash, a)
+		}
+		if st := RolloutFailed(m, rb); !strings.Contains(st.Message, "its claim, which recorded that, was lost") || !strings.Contains(st.Message, resources.RevisionName(c, current)) {
+			t.Errorf("%s: RolloutFailed = %q, want it to say the claim was lost and name the revision", tc.name, st.Message)
+		}
+		if mem := m.Member("l-2"); mem != nil && rollbackHolds(m, mem) != nil {
+			t.Errorf("%s: rollbackHolds(l-2) holds the replacement of the member whose claim was lost", tc.name)
+		}
+		if spec := SpecToRestore(m, m.Member("l-1")); spec == nil || (resources.Options{}).SpecHash(spec) != a {
+			t.Errorf("%s: SpecToRestore(l-1) = %v, want the spec of hash %s while the rollback holds", tc.name, spec, a)
+		}
+		if mem := m.Member("l-2"); mem != nil && RollbackToRecord(m, mem) != nil {
+			t.Errorf("%s: RollbackToRecord(l-2) = %v for a member that does not serve", tc.name, RollbackToRecord(m, mem))
+		}
+		c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false)
+		if slices.Contains(RevisionsToDelete(m), current) {
+			t.Errorf("%s: RevisionsToDelete deletes the revision that keeps the rollback, with rollbacks turned off", tc.name)
+		}
+		c.Spec.Recovery.RollBackFailedRollouts = ptr.To(true)
+	}
+
+	// the replacement serves on the spec that ran: its claim gets the record; not on another spec
+	m = build(mark, "uid-new", map[string]string{}, false, a, true)
+	if got := RollbackToRecord(m, m.Member("l-2")); got[etcdv1beta1.AnnotationRolledBackFrom] != current || got[etcdv1beta1.AnnotationServedSpec] != a || got[etcdv1beta1.AnnotationRollbackReason] != why {
+		t.Errorf("RollbackToRecord(l-2) = %v for the replacement serving on %s, want the rollback from %s", got, a, current)
+	}
+	if m := build(mark, "uid-new", map[string]string{}, false, current, true); RollbackToRecord(m, m.Member("l-2")) != nil {
+		t.Error("RollbackToRecord gives a record to a member serving on the current spec")
+	}
+	// recorded on the new claim: the revision's copy follows it
+	m = build(mark, "uid-new", rolledBack, false, a, true)
+	if got := m.RollbackMarkToWrite(current); got[etcdv1beta1.AnnotationRolledBackClaim] != "l-2/uid-new" {
+		t.Errorf("RollbackMarkToWrite = %v once the replacement's claim records the rollback, want l-2/uid-new", got)
+	}
+
+	// lifted: the claim of that UID is there without the record
+	m = build(mark, "uid-old", map[string]string{}, false, a, false)
+	if rb := m.Rollback(current); rb != nil {
+		t.Errorf("Rollback = %+v after the record was removed from the claim, want none", rb)
+	}
+	if !m.LiftedRollbackMark(current) {
+		t.Error("LiftedRollbackMark = false after the record was removed from the claim")
+	}
+	if spec, hash := SpecToAdd(m); spec != c || hash != current {
+		t.Errorf("SpecToAdd = %v, %q once lifted, want the current spec", spec, hash)
 	}
 }

@@ -248,7 +248,7 @@ func clusterPhase(s *scope, st *Step, opts resources.Options, h Health, degraded
 		return etcdv1beta1.PhasePaused
 	case s.m.Answered() && (h.Voters+h.Learners != h.Desired || h.Learners > 0 || membershipStep(st) || joining(s.m)):
 		return etcdv1beta1.PhaseScaling
-	case (rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c))) && s.m.RolledBack(opts.SpecHash(c)) == nil:
+	case (rolloutStep(st) || outdatedPods(s, opts) > 0 || rolloutRestarting(s, opts.SpecHash(c))) && s.m.Rollback(opts.SpecHash(c)) == nil:
 		// rolled back from the current spec, nothing is being upgraded: Running or Degraded, with
 		// Progressing RolloutFailed
 		return etcdv1beta1.PhaseUpgrading
@@ -399,8 +399,8 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
 		n.rolledBack = rolledBackNow(m, mem)
-		if rb := rollbackHolds(m, mem); rb != nil && rb.Name != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
-			n.heldBy = rb.Name
+		if rb := rollbackHolds(m, mem); rb != nil && rb.Member != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
+			n.heldBy = rb.Member
 		}
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
 		out[mem.Name] = n
@@ -692,8 +692,8 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	if rolledBackNow(m, mem) && replaceAtOnce(m, mem) == "" {
 		return " (" + rolledBackNote + ")"
 	}
-	if rb := rollbackHolds(m, mem); rb != nil && rb.Name != mem.Name && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
-		return " (" + heldByRollbackNote(rb.Name) + ")"
+	if rb := rollbackHolds(m, mem); rb != nil && rb.Member != mem.Name && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
+		return " (" + heldByRollbackNote(rb.Member) + ")"
 	}
 	switch p := mem.Pod; {
 	case p != nil && p.DeletionTimestamp != nil && (mem.Claim == nil || mem.Claim.DeletionTimestamp != nil):

@@ -373,7 +373,8 @@ type brokenSpec struct {
 	// initial, when set, changes the cluster's spec before it is created
 	initial func(*etcdv1beta1.EtcdCluster)
 	// replaceDuringHold, when set, deletes another member's pod and claim (its data lost) while the
-	// rollback holds: it is replaced by a member made from the spec that ran
+	// rollback holds, then the rolled-back member's: each is replaced by a member made from the spec
+	// that ran, and the rollback holds on
 	replaceDuringHold bool
 }
 
@@ -436,8 +437,23 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	})
 
 	if b.replaceDuringHold {
-		replaced := replacedDuringHold(t, c, b, down, record)
-		delete(ids, replaced)
+		lost := "demo-0"
+		if down == lost {
+			lost = "demo-1"
+		}
+		replacedDuringHold(t, c, b, down, lost, record)
+		delete(ids, lost)
+		// the rolled-back member itself: its claim, which recorded the rollback, goes with its data;
+		// the revision of the broken spec keeps the record, so the replacement is made from the spec
+		// that ran too, the rollout stays stopped, and the new claim gets the record
+		replacedDuringHold(t, c, b, down, down, record)
+		delete(ids, down)
+		poll.Eventually(t, rolloutTimeout, "the rollback recorded on the claim of "+down+"'s replacement", func(ctx context.Context) error {
+			if got := rollbackRecords(t, c)["data-"+down]; got == "" {
+				return fmt.Errorf("claim data-%s records no rollback", down)
+			}
+			return nil
+		})
 	}
 
 	if b.respoil != nil {
@@ -489,16 +505,12 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	w.stopAndVerify(t, podEndpoint(pods["demo-0"]))
 }
 
-// replacedDuringHold deletes the pod and claim of a member of c other than down, the member rolled back
-// from the broken spec of b, as losing a node with local storage would, while the rollback holds, and
-// waits until its replacement, made from the spec that ran, serves: 3 healthy voters, the rollback
-// still in place, no member on the broken spec. It returns the replaced member's name.
-func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, record func(*etcdv1beta1.EtcdCluster)) string {
+// replacedDuringHold deletes the pod and claim of member lost of c (another member, or down itself,
+// the member rolled back from the broken spec of b), as losing a node with local storage would, while
+// the rollback holds, and waits until its replacement, made from the spec that ran, serves: 3 healthy
+// voters, the rollback still in place, no member on the broken spec.
+func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down, lost string, record func(*etcdv1beta1.EtcdCluster)) {
 	t.Helper()
-	lost := "demo-0"
-	if down == lost {
-		lost = "demo-1"
-	}
 	oldID := memberID(t, c, lost)
 	start := time.Now()
 	deleteMemberWithData(t, c, lost)
@@ -536,7 +548,6 @@ func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, 
 	})
 	t.Logf("%s's pod and claim deleted while %s is rolled back -> replaced from the spec that ran, 3 healthy voters in %s, no manual step",
 		lost, down, time.Since(start).Round(100*time.Millisecond))
-	return lost
 }
 
 // rollbackRecords returns the record of a rollback (etcdv1beta1.AnnotationRolledBackFrom) on each claim

@@ -101,6 +101,7 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - delete
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - authentication.k8s.io
@@ -354,6 +355,7 @@ dist/install-namespaced.yaml: the rules of the operator's roles and its webhooks
   - delete
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - batch
