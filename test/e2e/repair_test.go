@@ -16,6 +16,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -454,6 +455,16 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 			}
 			return nil
 		})
+		// the user removes that record to have the rollout try the same spec again (a registry that
+		// was down): the revision's copy goes with it, the spec is tried again on one member, and
+		// rolled back again
+		liftRollback(t, c, down)
+		before = rollbackRecords(t, c)
+		down, said, early = brokenMemberNamed(t, c, b, before, record)
+		start = time.Now()
+		rolledBack(t, c, b, down, before, said, early, record)
+		t.Logf("record of the rollback removed -> the same spec tried again on %s, rolled back, 3 healthy voters %s later",
+			down, time.Since(start).Round(100*time.Millisecond))
 	}
 
 	if b.respoil != nil {
@@ -548,6 +559,34 @@ func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, 
 	})
 	t.Logf("%s's pod and claim deleted while %s is rolled back -> replaced from the spec that ran, 3 healthy voters in %s, no manual step",
 		lost, down, time.Since(start).Round(100*time.Millisecond))
+}
+
+// liftRollback removes the record of the rollback from the claim of member down, as the user does to
+// have the rollout try the same spec again, and waits until the operator removed the copy the
+// revision of that spec keeps (etcdv1beta1.AnnotationRolledBackClaim).
+func liftRollback(t *testing.T, c *etcdv1beta1.EtcdCluster, down string) {
+	t.Helper()
+	poll.Eventually(t, 30*time.Second, "the record of the rollback removed from data-"+down, func(ctx context.Context) error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + down}, pvc); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		delete(pvc.Annotations, etcdv1beta1.AnnotationRolledBackFrom)
+		return k8s.Patch(ctx, pvc, patch)
+	})
+	poll.Eventually(t, 30*time.Second, "the revision's copy of the rollback removed", func(ctx context.Context) error {
+		revs := &appsv1.ControllerRevisionList{}
+		if err := k8s.List(ctx, revs, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, rev := range revs.Items {
+			if v, ok := rev.Annotations[etcdv1beta1.AnnotationRolledBackClaim]; ok {
+				return fmt.Errorf("controllerrevision %s still has %s=%s", rev.Name, etcdv1beta1.AnnotationRolledBackClaim, v)
+			}
+		}
+		return nil
+	})
 }
 
 // rollbackRecords returns the record of a rollback (etcdv1beta1.AnnotationRolledBackFrom) on each claim
