@@ -505,7 +505,11 @@ func RevisionsToDelete(c *model.Cluster) []string {
 	}
 	// a rollback from the current spec keeps its revision's record of it (model.Cluster.Rollback), even
 	// with rollbacks turned off since
-	keep[c.SpecHash] = c.Object.Spec.RollsBackFailedRollouts() || c.Rollback(c.SpecHash) != nil
+	rb := c.Rollback(c.SpecHash)
+	keep[c.SpecHash] = c.Object.Spec.RollsBackFailedRollouts() || rb != nil
+	if rb != nil {
+		keep[rb.ServedSpec] = true // new members are made from it, whichever claims are left
+	}
 	var out []string
 	for hash := range c.Revisions {
 		if !keep[hash] {

@@ -527,6 +527,16 @@ func TestRollbackClaimLost(t *testing.T) {
 		c.Spec.Recovery.RollBackFailedRollouts = ptr.To(true)
 	}
 
+	// no claim or pod left that has the spec that ran: its revision is kept all the same, with rollbacks
+	// off too (new members are made from it)
+	rev := *failed.DeepCopy()
+	rev.Annotations = resources.Merged(rev.Annotations, mark)
+	c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false)
+	if got := RevisionsToDelete(model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Revisions: append(slices.Clone(revs), rev)})); len(got) != 0 {
+		t.Errorf("RevisionsToDelete = %v with only the revisions' record of the rollback left, want none", got)
+	}
+	c.Spec.Recovery.RollBackFailedRollouts = ptr.To(true)
+
 	// the replacement serves on the spec that ran: its claim gets the record; not on another spec
 	m = build(mark, "uid-new", map[string]string{}, false, a, true)
 	if got := RollbackToRecord(m, m.Member("l-2")); got[etcdv1beta1.AnnotationRolledBackFrom] != current || got[etcdv1beta1.AnnotationServedSpec] != a || got[etcdv1beta1.AnnotationRollbackReason] != why {
