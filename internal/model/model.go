@@ -680,8 +680,8 @@ type Rollback struct {
 // Rollback returns the rollback from the spec of hash that holds, nil when none: the one a member's
 // claim records (RolledBack), or else the one the ControllerRevision of that spec records
 // (etcdv1beta1.AnnotationRolledBackClaim) when the claim that recorded it is gone: no claim of that
-// member, one being deleted, or one of another UID (the member's replacement's). A claim of that UID without the record
-// lifts it (the user removed the record: LiftedRollbackMark).
+// member, one being deleted, or one of another UID (the member's replacement's). A claim of that UID
+// without the record lifts it (the user removed the record: LiftedRollbackMark).
 func (c *Cluster) Rollback(hash string) *Rollback {
 	if m := c.RolledBack(hash); m != nil {
 		return &Rollback{Member: m.Name, ServedSpec: m.ServedSpec(), Reason: m.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason], Recorded: m}

@@ -163,8 +163,8 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 // mem, a member that is down, from being replaced at the end of the replacement policy, nil when
 // nothing does: mem is the rolled-back member and its claim records the rollback (its replacement
 // would be given a new claim; the record would be kept by the spec's ControllerRevision alone until
-// the new member serves), or no member can be added now (SpecToAdd: the spec the rolled-back member served on cannot be
-// built again, and a new member made from the current spec would never start). A member whose data is
+// the new member serves), or no member can be added now (SpecToAdd: the spec the rolled-back member
+// served on cannot be built again, and a new member made from the current spec would never start). A member whose data is
 // lost or cannot be read is replaced at once all the same (replaceAtOnce).
 func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Rollback {
 	rb := c.Rollback(c.SpecHash)
@@ -325,8 +325,8 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 // made again), and the spec hash such a pod has: the current spec; or, while a member's pod is rolled
 // back from it (model.Cluster.Rollback), the spec that member served on (its claim's
 // AnnotationServedSpec, or the revision's record when that claim was lost, as the cluster's
-// ControllerRevision of that hash keeps it; model.Cluster.RevisionSpec), which ran, so that a member lost meanwhile is replaced, and a scale-up
-// goes on, without waiting for the spec to be fixed. It returns nil and "" when the current spec is
+// ControllerRevision of that hash keeps it; model.Cluster.RevisionSpec), which ran, so that a member
+// lost meanwhile is replaced, and a scale-up goes on, without waiting for the spec to be fixed. It returns nil and "" when the current spec is
 // rolled back and that spec cannot be built again (its revision is gone, or the TLS settings changed
 // since): no member is added until the spec changes.
 func SpecToAdd(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
