@@ -79,7 +79,7 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 // other member serves on (verdict.ServedSpecToRecord), whose revision that member's pod is recreated
 // from if it goes; the record of the rollback on the claim of the rolled-back member's replacement,
 // once it serves, when the claim that had it was lost (verdict.RollbackToRecord; the revision's copy
-// follows it); and that etcd ran on a member's pod of a spec no member has served on
+// follows it in a later pass, once the cache shows the record: syncRollbackMark); and that etcd ran on a member's pod of a spec no member has served on
 // (verdict.UntriedSpecRanToRecord), which rules out its rollback to another minor.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
@@ -93,8 +93,7 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		if verdict.ServedSpecToRecord(s.m, m) {
 			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
 		}
-		rec := verdict.RollbackToRecord(s.m, m)
-		identity = resources.Merged(identity, rec)
+		identity = resources.Merged(identity, verdict.RollbackToRecord(s.m, m))
 		if verdict.UntriedSpecRanToRecord(s.m, m) {
 			identity = resources.Merged(identity, map[string]string{etcdv1beta1.AnnotationUntriedSpecRan: "true"})
 		}
@@ -114,11 +113,6 @@ func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope
 		}
 		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("update the owner and identity of persistentvolumeclaim %s: %w", pvc.Name, err)
-		}
-		if rev := s.m.Revisions[hash]; rec != nil && rev != nil {
-			// the revision's copy follows the record to this claim at once: the user removing the
-			// record right after is then a lift, not a loss to make good again
-			r.annotateRevision(ctx, rev, map[string]string{etcdv1beta1.AnnotationRolledBackClaim: m.Name + "/" + string(pvc.UID)}, nil)
 		}
 	}
 	return nil, nil

@@ -45,7 +45,11 @@ func (r *EtcdClusterReconciler) observe(ctx context.Context, s *scope) (*verdict
 	if err := r.updateEmptySpecHash(ctx, c, s.pods.Items, pvcs.Items); err != nil {
 		return nil, err
 	}
-	in := model.Input{Cluster: c, Options: r.Options, Pods: s.pods.Items, Claims: pvcs.Items, Revisions: r.listRevisions(ctx, s)}
+	revs, err := r.listRevisions(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	in := model.Input{Cluster: c, Options: r.Options, Pods: s.pods.Items, Claims: pvcs.Items, Revisions: revs}
 	s.m = model.Build(in) // what Kubernetes holds: which pods to ask
 	s.etcdBase = s.creds.Config(etcd.Config{TLS: r.Certs.ClientTLS(c.Namespace, c.Name)})
 	in.Etcd, s.etcdClient, in.EtcdErr = observe.Etcd(ctx, r.EtcdClient, s.m, r.Options, r.etcdTimeout(), s.etcdBase)

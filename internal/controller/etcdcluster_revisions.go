@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,20 +20,20 @@ import (
 // revisionListTimeout bounds a list of a cluster's ControllerRevisions.
 const revisionListTimeout = 5 * time.Second
 
-// listRevisions returns the ControllerRevisions carrying the labels of the cluster s looks at, none when
-// they cannot be listed within revisionListTimeout (logged).
-func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) []appsv1.ControllerRevision {
+// listRevisions returns the ControllerRevisions carrying the labels of the cluster s looks at. It errors
+// when they cannot be listed within revisionListTimeout: the pass does not go on without them, since a
+// rollback whose claim was lost is recorded on a revision only (model.Cluster.Rollback), and a pass
+// that does not see it would make new members from, and restart members onto, the spec that did not
+// run.
+func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) ([]appsv1.ControllerRevision, error) {
 	revs := &appsv1.ControllerRevisionList{}
 	// the cache's first list waits for its informer to sync, which it never does without the RBAC
 	listCtx, cancel := context.WithTimeout(ctx, revisionListTimeout)
 	defer cancel()
 	if err := r.List(listCtx, revs, client.InNamespace(s.cluster.Namespace), client.MatchingLabels(resources.SelectorLabels(s.cluster))); err != nil {
-		// without revisions a member down on a new spec waits for a fix, as with rollbacks off; the
-		// rest of the pass goes on (an install whose RBAC lacks controllerrevisions, say)
-		log.FromContext(ctx).Error(err, "list controllerrevisions; no member is rolled back this pass")
-		return nil
+		return nil, fmt.Errorf("list controllerrevisions (the operator needs get, list and watch on controllerrevisions in group apps): %w", err)
 	}
-	return revs.Items
+	return revs.Items, nil
 }
 
 // syncRevisions keeps, with spec.recovery.rollBackFailedRollouts, a ControllerRevision of the current
@@ -87,6 +88,6 @@ func (r *EtcdClusterReconciler) annotateRevision(ctx context.Context, rev *appsv
 		delete(rev.Annotations, k)
 	}
 	if err := r.Patch(ctx, rev, patch); err != nil && !apierrors.IsNotFound(err) {
-		log.FromContext(ctx).Error(err, "record on the controllerrevision of the current spec the rollback from it", "controllerrevision", rev.Name)
+		log.FromContext(ctx).Error(err, "update the copy of a rollback's record on the controllerrevision of the current spec", "controllerrevision", rev.Name)
 	}
 }

@@ -681,7 +681,8 @@ type Rollback struct {
 // claim records (RolledBack), or else the one the ControllerRevision of that spec records
 // (etcdv1beta1.AnnotationRolledBackClaim) when the claim that recorded it is gone: no claim of that
 // member, one being deleted, or one of another UID (the member's replacement's). A claim of that UID
-// without the record lifts it (the user removed the record: LiftedRollbackMark).
+// without the record lifts it (the user removed the record), and so does a member serving on a pod of
+// that spec (LiftedRollbackMark).
 func (c *Cluster) Rollback(hash string) *Rollback {
 	if m := c.RolledBack(hash); m != nil {
 		return &Rollback{Member: m.Name, ServedSpec: m.ServedSpec(), Reason: m.Claim.Annotations[etcdv1beta1.AnnotationRollbackReason], Recorded: m}
@@ -692,6 +693,9 @@ func (c *Cluster) Rollback(hash string) *Rollback {
 	}
 	if m := c.Member(name); m != nil && m.HasClaim() && string(m.Claim.UID) == uid {
 		return nil // the claim is there without the record: lifted
+	}
+	if c.servesOn(hash) {
+		return nil // the spec runs (a cluster restored from a backup onto it, say)
 	}
 	rev := c.Revisions[hash]
 	return &Rollback{Member: name, ServedSpec: rev.Annotations[etcdv1beta1.AnnotationServedSpec], Reason: rev.Annotations[etcdv1beta1.AnnotationRollbackReason]}
@@ -731,17 +735,23 @@ func (c *Cluster) RollbackMarkToWrite(hash string) map[string]string {
 }
 
 // LiftedRollbackMark reports whether the ControllerRevision of hash records a rollback
-// (etcdv1beta1.AnnotationRolledBackClaim) that no longer holds: the claim that recorded it is there
-// and no claim records it any more (the user removed the record to have the rollout try the spec
-// again). Its annotations are then to be removed, so that losing that claim later does not bring the
-// rollback back.
+// (etcdv1beta1.AnnotationRolledBackClaim) that no longer holds: no claim records it, and either the
+// claim that recorded it is there (the user removed the record to have the rollout try the spec
+// again) or a member serves on a pod of that spec (it runs: a cluster restored from a backup onto it,
+// say). Its annotations are then to be removed, so that losing that claim later, or the members going
+// down, does not bring the rollback back.
 func (c *Cluster) LiftedRollbackMark(hash string) bool {
 	name, uid, ok := c.rollbackMark(hash)
 	if !ok || c.RolledBack(hash) != nil {
 		return false
 	}
 	m := c.Member(name)
-	return m != nil && m.HasClaim() && string(m.Claim.UID) == uid
+	return (m != nil && m.HasClaim() && string(m.Claim.UID) == uid) || c.servesOn(hash)
+}
+
+// servesOn reports whether a member serves on a pod of the spec of hash.
+func (c *Cluster) servesOn(hash string) bool {
+	return slices.ContainsFunc(c.Members, func(m *Member) bool { return m.HasPod() && m.Serving() && m.PodSpecHash() == hash })
 }
 
 // ImagePullReasons are the reasons the kubelet gives a container that waits for an image it cannot get.

@@ -161,14 +161,15 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 
 // rollbackHolds returns the rollback from the current spec (model.Cluster.Rollback) when that keeps
 // mem, a member that is down, from being replaced at the end of the replacement policy, nil when
-// nothing does: mem is the rolled-back member and its claim records the rollback (its replacement
-// would be given a new claim; the record would be kept by the spec's ControllerRevision alone until
-// the new member serves), or no member can be added now (SpecToAdd: the spec the rolled-back member
-// served on cannot be built again, and a new member made from the current spec would never start). A member whose data is
+// nothing does: no member can be added now (SpecToAdd: the spec the rolled-back member served on cannot
+// be built again, and a new member made from the current spec would never start). The rolled-back
+// member itself is replaced like any other: the revision of the spec that did not run keeps the record
+// of the rollback when its claim goes (model.Cluster.Rollback), and its replacement is made from the
+// spec it served on. A member whose data is
 // lost or cannot be read is replaced at once all the same (replaceAtOnce).
 func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Rollback {
 	rb := c.Rollback(c.SpecHash)
-	if rb == nil || ((rb.Recorded == nil || rb.Member != mem.Name) && !addHeld(c)) {
+	if rb == nil || !addHeld(c) {
 		return nil
 	}
 	return rb
@@ -292,13 +293,6 @@ func sameMinor(c *model.Cluster) bool {
 		n++
 	}
 	return n > 0
-}
-
-// rolledBackNow reports whether mem's pod was rolled back from the current spec (its claim's
-// AnnotationRolledBackFrom is the current spec's hash).
-func rolledBackNow(c *model.Cluster, mem *model.Member) bool {
-	from := mem.RolledBackFrom()
-	return from != "" && from == c.SpecHash
 }
 
 // SpecToRestore returns the cluster to build mem's pod from instead of the current spec, nil when
@@ -431,7 +425,7 @@ func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
 	}
 	if rb.Recorded == nil {
 		return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
-			"Rolling update stopped: %s was rolled back to the pod it last served on, since %s; its claim, which recorded that, was lost, and the spec's revision keeps the record (a member of that name gets it on its claim once it serves). No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from controllerrevision %s",
+			"Rolling update stopped: %s was rolled back to the pod it last served on, since %s; its claim, which recorded that, was lost, and the spec's revision keeps the record (a new member of that name gets it on its claim once it serves). No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from controllerrevision %s (a cluster administrator can)",
 			rb.Member, why, etcdv1beta1.AnnotationRolledBackClaim, resources.RevisionName(c.Object, c.SpecHash)))
 	}
 	return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
@@ -552,10 +546,6 @@ const untriedSpecNote = "not replaced: a rolling update restarted it onto a spec
 	"if the change of the spec is the cause (an etcd flag value, a memory limit, a node selector), fix or undo it and the member is recreated on its data; " +
 	"if the spec is right, delete the member's claim and then its pod, and it is replaced with a copy of its peers' data"
 
-// rolledBackNote says what happens to a member down on the pod it was rolled back to, and what to do.
-const rolledBackNote = "not replaced: it was rolled back from the current spec, which did not run, and its claim keeps the rollout from restarting another member onto that spec; " +
-	"fix the spec, and it is recreated with the fix on its data (and replaced if it still does not serve)"
-
 // heldByRollbackNote says why a member that is down is not replaced while member rolledBack's pod is
 // rolled back from the current spec and the spec it served on cannot be built again (rollbackHolds),
 // and what to do.
@@ -636,8 +626,6 @@ func downSummary(spec *etcdv1beta1.EtcdClusterSpec, members []etcdv1beta1.Member
 			s += "; not replaced while its image is being pulled (a new member would wait for the same pull): if the pull does not finish (a registry that does not answer), fix spec.image"
 		} else if after > 0 && model.ImagePullProblem(m.Problem) {
 			s += "; not replaced while it waits for an image (a new member would wait the same way): if the image does not exist, fix spec.version or spec.image, and it is recreated on its data"
-		} else if after > 0 && note.rolledBack {
-			s += "; " + rolledBackNote
 		} else if after > 0 && note.heldBy != "" {
 			s += "; " + heldByRollbackNote(note.heldBy)
 		} else if after > 0 && note.untriedSpec && note.state == memberStarting {

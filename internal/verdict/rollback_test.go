@@ -261,11 +261,11 @@ func TestClaimRecordsToDrop(t *testing.T) {
 	}
 }
 
-// TestRolledBackMember: while a member's pod is rolled back from the current spec, it is not replaced
-// when it is down for the policy (its claim holds the rollback), and Degraded says so; another member
-// down for the policy is replaced, new members being made from the spec the rolled-back member serves
-// on (SpecToAdd), unless no revision keeps that spec (Degraded then says why it is not); another member whose claim records the spec it served on is recreated
-// from it (SpecToRestore: a pod of that spec), and not once no rollback holds. A rolled-back member
+// TestRolledBackMember: while a member's pod is rolled back from the current spec, a member down for
+// the policy is replaced, the rolled-back one too (the revision keeps the rollback once its claim
+// goes), new members being made from the spec the rolled-back member serves on (SpecToAdd), unless no
+// revision keeps that spec (Degraded then says why it is not); another member whose claim records the
+// spec it served on is recreated from it (SpecToRestore: a pod of that spec), and not once no rollback holds. A rolled-back member
 // found on a pod of the current spec (its deletion failed) is rolled back again, but only when the spec
 // it served on can be rebuilt (no deletion each pass otherwise). A pod the kubelet keeps while it is
 // deleted still counts for DownOnUntriedSpec, and RecreateDue does not recreate a member due to be
@@ -285,13 +285,18 @@ func TestRolledBackMember(t *testing.T) {
 	rolledBack := map[string]string{etcdv1beta1.AnnotationRolledBackFrom: current, etcdv1beta1.AnnotationServedSpec: a}
 	served1 := map[string]string{etcdv1beta1.AnnotationServedSpec: a}
 
+	// the rolled-back member down for the policy on the pod it was rolled back to is replaced like any
+	// other, from the spec it served on (the revision keeps the rollback once its claim goes)
 	m := build(a, rolledBack, served1, false)
-	if why := ReplaceDue(m, m.Member("b-2")); why != "" {
-		t.Errorf("ReplaceDue = %q for a member rolled back from the current spec", why)
+	if why := ReplaceDue(m, m.Member("b-2")); !strings.Contains(why, "longer than spec.recovery.replaceUnhealthyMemberAfter") {
+		t.Errorf("ReplaceDue = %q for the rolled-back member down for the policy, want it replaced", why)
+	}
+	if spec, hash := SpecToAdd(m); spec == nil || hash != a {
+		t.Errorf("SpecToAdd = %v, %q while b-2 is rolled back, want the spec it serves on, %s", spec, hash, a)
 	}
 	c.Status.Members = memberStatuses(m)
-	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "not replaced: it was rolled back from the current spec") {
-		t.Errorf("Degraded = %q: want it to say the member is not replaced, rolled back", d)
+	if d := strings.Join(downSummary(&c.Spec, c.Status.Members, true, memberNotes(m, current)), "; "); !strings.Contains(d, "replaced at") {
+		t.Errorf("Degraded = %q: want it to say when the member is replaced", d)
 	}
 	if spec := SpecToRestore(m, m.Member("b-1")); spec == nil || (resources.Options{}).SpecHash(spec) != a {
 		t.Errorf("SpecToRestore(b-1) = %v while b-2 is rolled back, want the spec of hash %s", spec, a)
@@ -511,14 +516,16 @@ func TestRollbackClaimLost(t *testing.T) {
 		if st := RolloutFailed(m, rb); !strings.Contains(st.Message, "its claim, which recorded that, was lost") || !strings.Contains(st.Message, resources.RevisionName(c, current)) {
 			t.Errorf("%s: RolloutFailed = %q, want it to say the claim was lost and name the revision", tc.name, st.Message)
 		}
-		if mem := m.Member("l-2"); mem != nil && rollbackHolds(m, mem) != nil {
-			t.Errorf("%s: rollbackHolds(l-2) holds the replacement of the member whose claim was lost", tc.name)
+		if rollbackHolds(m, m.Member("l-1")) != nil {
+			t.Errorf("%s: rollbackHolds(l-1) holds a replacement while the spec that ran can be built", tc.name)
 		}
 		if spec := SpecToRestore(m, m.Member("l-1")); spec == nil || (resources.Options{}).SpecHash(spec) != a {
 			t.Errorf("%s: SpecToRestore(l-1) = %v, want the spec of hash %s while the rollback holds", tc.name, spec, a)
 		}
-		if mem := m.Member("l-2"); mem != nil && RollbackToRecord(m, mem) != nil {
-			t.Errorf("%s: RollbackToRecord(l-2) = %v for a member that does not serve", tc.name, RollbackToRecord(m, mem))
+		if mem := m.Member("l-2"); mem == nil {
+			t.Errorf("%s: no member l-2 (etcd lists it)", tc.name)
+		} else if got := RollbackToRecord(m, mem); got != nil {
+			t.Errorf("%s: RollbackToRecord(l-2) = %v for a member that does not serve", tc.name, got)
 		}
 		c.Spec.Recovery.RollBackFailedRollouts = ptr.To(false)
 		if slices.Contains(RevisionsToDelete(m), current) {
@@ -549,6 +556,16 @@ func TestRollbackClaimLost(t *testing.T) {
 	m = build(mark, "uid-new", rolledBack, false, a, true)
 	if got := m.RollbackMarkToWrite(current); got[etcdv1beta1.AnnotationRolledBackClaim] != "l-2/uid-new" {
 		t.Errorf("RollbackMarkToWrite = %v once the replacement's claim records the rollback, want l-2/uid-new", got)
+	}
+
+	// the spec runs after all (a cluster restored from a backup onto it: new claims, every member on
+	// it): the revision's record no longer holds, and goes
+	m = build(mark, "uid-new", map[string]string{}, false, current, true)
+	if rb := m.Rollback(current); rb != nil {
+		t.Errorf("Rollback = %+v with a member serving on the spec rolled back from, want none", rb)
+	}
+	if !m.LiftedRollbackMark(current) {
+		t.Error("LiftedRollbackMark = false with a member serving on the spec rolled back from")
 	}
 
 	// lifted: the claim of that UID is there without the record

@@ -367,11 +367,8 @@ type memberNote struct {
 	// rollbackAt: when the member, down on an untried spec, is rolled back to the pod it last served
 	// on if it stays as it is (rollbackAt); zero when it is not to be
 	rollbackAt time.Time
-	// rolledBack: the member's pod was rolled back from the current spec (rolledBackNow): it is not
-	// replaced
-	rolledBack bool
-	// heldBy: another member's pod was rolled back from the current spec (model.Cluster.RolledBack):
-	// this member is not replaced by the policy meanwhile (ReplaceDue)
+	// heldBy: a member's pod was rolled back from the current spec and the spec it serves on cannot be
+	// built again (rollbackHolds): this member is not replaced by the policy meanwhile (ReplaceDue)
 	heldBy string
 	// rolling: a rolling update restarted the member onto the current spec and it does not serve yet,
 	// its pod being recreated or starting without a problem (rollingRestart)
@@ -398,8 +395,7 @@ func memberNotes(m *model.Cluster, hash string) map[string]memberNote {
 		n.replaceAt = replaceAt(m, mem)
 		n.untriedSpec = m.DownOnUntriedSpec(mem)
 		n.rollbackAt = rollbackAt(m, mem)
-		n.rolledBack = rolledBackNow(m, mem)
-		if rb := rollbackHolds(m, mem); rb != nil && rb.Member != mem.Name && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
+		if rb := rollbackHolds(m, mem); rb != nil && mem.Pod != nil && replaceAtOnce(m, mem) == "" {
 			n.heldBy = rb.Member
 		}
 		n.podless = mem.Pod == nil && mem.HasClaim() && replaceAtOnce(m, mem) == ""
@@ -689,10 +685,7 @@ func awaitedBecause(m *model.Cluster, mem *model.Member) string {
 	if at := rollbackAt(m, mem); !at.IsZero() {
 		return " (" + rollbackNote(memberNote{rollbackAt: at}) + ")"
 	}
-	if rolledBackNow(m, mem) && replaceAtOnce(m, mem) == "" {
-		return " (" + rolledBackNote + ")"
-	}
-	if rb := rollbackHolds(m, mem); rb != nil && rb.Member != mem.Name && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
+	if rb := rollbackHolds(m, mem); rb != nil && replaceAtOnce(m, mem) == "" && spec.ReplaceAfter() > 0 {
 		return " (" + heldByRollbackNote(rb.Member) + ")"
 	}
 	switch p := mem.Pod; {
