@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -372,6 +373,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfLabels)).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&appsv1.ControllerRevision{}, builder.WithPredicates(deletedOnly())).
 		Watches(&etcdv1beta1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(resources.ClusterOfBackup)).
 		Named("etcdcluster").
 		// Passes of different clusters run in parallel: one cluster whose members do not answer (each

@@ -347,6 +347,27 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		}
 		return nil
 	})
+	// deleted by someone, that revision is made again with the copy (the claim may be going too)
+	failedRev := &appsv1.ControllerRevision{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, secondHash)}, failedRev); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(context.Background(), failedRev); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the deleted revision made again with the copy", func(ctx context.Context) error {
+		rev := &appsv1.ControllerRevision{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.RevisionName(c, secondHash)}, rev); err != nil {
+			return err
+		}
+		if rev.UID == failedRev.UID {
+			return errors.New("not deleted yet")
+		}
+		if got := rev.Annotations[etcdv1beta1.AnnotationRolledBackClaim]; got != name+"/"+string(claims[name]) {
+			return fmt.Errorf("controllerrevision %s made again with %s=%q", rev.Name, etcdv1beta1.AnnotationRolledBackClaim, got)
+		}
+		return nil
+	})
 	waitWarning(t, c, etcdv1beta1.ReasonRolloutFailed, "Rolling back member "+name)
 	// the member comes back on the pod it served on
 	members[first].Restart(t)

@@ -46,3 +46,14 @@ func withoutLoad(st *etcdv1beta1.EtcdClusterStatus) *etcdv1beta1.EtcdClusterStat
 	}
 	return out
 }
+
+// deletedOnly passes only deletions: a ControllerRevision someone else deleted is made again at once,
+// with the copy of a rollback's record (syncRevisions), while the claim that has the record may be
+// going too; the operator's own creations and updates of revisions need no pass.
+func deletedOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

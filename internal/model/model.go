@@ -648,12 +648,13 @@ func (c *Cluster) RevisionSpec(hash, member string) (*etcdv1beta1.EtcdCluster, e
 }
 
 // RolledBack returns the first member, by name, whose claim says its pod was rolled back from the spec
-// of hash (AnnotationRolledBackFrom), nil when none; whether etcd answers or not, and whether
-// spec.recovery.rollBackFailedRollouts is on or not (turning it off makes no new rollback, and leaves
-// the one in place until the spec changes).
+// of hash (AnnotationRolledBackFrom), nil when none; whether etcd answers or not, whether the claim is
+// being deleted (its record is copied to the spec's revision until it is gone: RollbackMarkToWrite),
+// and whether spec.recovery.rollBackFailedRollouts is on or not (turning it off makes no new rollback,
+// and leaves the one in place until the spec changes).
 func (c *Cluster) RolledBack(hash string) *Member {
 	for _, m := range c.Members {
-		if m.HasClaim() && hash != "" && m.RolledBackFrom() == hash {
+		if m.Claim != nil && hash != "" && m.RolledBackFrom() == hash {
 			return m
 		}
 	}

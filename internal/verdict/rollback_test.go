@@ -495,13 +495,23 @@ func TestRollbackClaimLost(t *testing.T) {
 		t.Error("the revision's copy is to be written again or removed while it matches the claim's record")
 	}
 
-	// the claim lost: gone with its pod, or being deleted
+	// a claim being deleted still has the record: it holds, and the revision gets its copy (one
+	// deleted with the claim is made again with it)
+	m = build(nil, "uid-old", rolledBack, true, a, false)
+	if rb := m.Rollback(current); rb == nil || rb.Recorded == nil || rb.ServedSpec != a {
+		t.Errorf("Rollback = %+v with l-2's claim being deleted, want the rollback it records", rb)
+	}
+	if got := m.RollbackMarkToWrite(current); got[etcdv1beta1.AnnotationRolledBackClaim] != "l-2/uid-old" {
+		t.Errorf("RollbackMarkToWrite = %v with l-2's claim being deleted, want its record copied", got)
+	}
+
+	// the claim lost: gone with its pod, being deleted without its record, or replaced
 	for _, tc := range []struct {
 		name string
 		m    *model.Cluster
 	}{
 		{"claim and pod gone", build(mark, "", nil, false, "", false)},
-		{"claim being deleted", build(mark, "uid-old", rolledBack, true, a, false)},
+		{"claim being deleted, its record gone", build(mark, "uid-old", map[string]string{}, true, a, false)},
 		{"a claim of another UID, its member not serving yet", build(mark, "uid-new", map[string]string{}, false, a, false)},
 	} {
 		m := tc.m
