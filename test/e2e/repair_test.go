@@ -446,7 +446,9 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 		delete(ids, lost)
 		// the rolled-back member itself: its claim, which recorded the rollback, goes with its data;
 		// the revision of the broken spec keeps the record, so the replacement is made from the spec
-		// that ran too, the rollout stays stopped, and the new claim gets the record
+		// that ran too, the rollout stays stopped, and the new claim gets the record. An administrator
+		// deletes that revision at the same moment: it is made again with the record
+		deleteRollbackCopy(t, c)
 		replacedDuringHold(t, c, b, down, down, record)
 		delete(ids, down)
 		poll.Eventually(t, rolloutTimeout, "the rollback recorded on the claim of "+down+"'s replacement", func(ctx context.Context) error {
@@ -559,6 +561,25 @@ func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, 
 	})
 	t.Logf("%s's pod and claim deleted while %s is rolled back -> replaced from the spec that ran, 3 healthy voters in %s, no manual step",
 		lost, down, time.Since(start).Round(100*time.Millisecond))
+}
+
+// deleteRollbackCopy deletes the ControllerRevision that keeps the copy of a rollback's record
+// (etcdv1beta1.AnnotationRolledBackClaim), failing t when there is none.
+func deleteRollbackCopy(t *testing.T, c *etcdv1beta1.EtcdCluster) {
+	t.Helper()
+	revs := &appsv1.ControllerRevisionList{}
+	if err := k8s.List(context.Background(), revs, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range revs.Items {
+		if rev := &revs.Items[i]; rev.Annotations[etcdv1beta1.AnnotationRolledBackClaim] != "" {
+			if err := k8s.Delete(context.Background(), rev); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no controllerrevision keeps the copy of the rollback's record")
 }
 
 // liftRollback removes the record of the rollback from the claim of member down, as the user does to
