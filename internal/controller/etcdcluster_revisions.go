@@ -44,7 +44,9 @@ func (r *EtcdClusterReconciler) listRevisions(ctx context.Context, s *scope) ([]
 // a new spec waits for a fix, as with rollbacks off.
 func (r *EtcdClusterReconciler) syncRevisions(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
-	if c.Spec.RollsBackFailedRollouts() && s.m.Revisions[s.m.SpecHash] == nil {
+	// a rollback from the current spec keeps its revision with rollbacks turned off too: the revision
+	// keeps the copy of its record (model.Cluster.Rollback)
+	if (c.Spec.RollsBackFailedRollouts() || s.m.Rollback(s.m.SpecHash) != nil) && s.m.Revisions[s.m.SpecHash] == nil {
 		if err := r.Create(ctx, r.Options.Revision(c)); err != nil && !apierrors.IsAlreadyExists(err) {
 			log.FromContext(ctx).Error(err, "create the controllerrevision of the current spec; a member down on the next spec cannot be rolled back to it", "controllerrevision", resources.RevisionName(c, s.m.SpecHash))
 		}

@@ -1160,10 +1160,13 @@ func (out *Cluster) addRecorded(byName map[string]*Member, get func(string) *Mem
 	sort.Strings(out.ForeignClaims)
 }
 
-// downSince returns since when m is down, counted at now: the earliest of when the status recorded it
-// down, when its pod stopped being Ready, and now; the zero time when it is not down. A member promoted
-// since the status last listed it starts at now (its first checks as a voter may time out while it
-// applies what it caught up on, and must not get it recreated at once). A learner's
+// downSince returns since when m is down, counted at now: when the status recorded it down; else the
+// earlier of when its pod stopped being Ready and now; the zero time when it is not down. The status's
+// record already took the pod's Ready condition into account when it was first written, and
+// overrides it: a member promoted since the status last listed it starts at now (its first checks as
+// a voter may time out while it applies what it caught up on, and must not get it recreated at once),
+// and keeps that start on the passes after, although its pod has not been Ready since its learner
+// days. A learner's
 // clock starts no earlier than its pod got a node, and does not run while its pod waits for one
 // without being refused (its claim is being provisioned): a learner cannot start before that, and a
 // slow provisioner must not get each new member replaced before it could start.
@@ -1177,10 +1180,11 @@ func downSince(m *Member, now time.Time) time.Time {
 		return now
 	}
 	since := now
-	if r := m.Recorded; r != nil && r.DownSince != nil && r.DownSince.Time.Before(since) {
-		since = r.DownSince.Time
-	}
-	if t := m.notReadySince(); !t.IsZero() && t.Before(since) {
+	if r := m.Recorded; r != nil && r.DownSince != nil {
+		if r.DownSince.Time.Before(since) {
+			since = r.DownSince.Time
+		}
+	} else if t := m.notReadySince(); !t.IsZero() && t.Before(since) {
 		since = t
 	}
 	if m.Learner() && m.Pod != nil {

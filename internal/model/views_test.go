@@ -57,7 +57,8 @@ func TestPlannerViews(t *testing.T) {
 // recorded, its pod's Ready condition turning False, and the pass; a member that answers, or one etcd
 // does not list, is not down. The time survives the pod being recreated (a new pod's Ready transition
 // is later than the recorded time). A member promoted since the status listed it as a learner starts
-// again from the pass (etcd promotes only a learner in sync with the leader).
+// again from the pass (etcd promotes only a learner in sync with the leader), and keeps that start on
+// the passes after (its pod has not been Ready since its learner days: that must not count).
 func TestDownSince(t *testing.T) {
 	now := time.Date(2026, 12, 1, 3, 10, 0, 0, time.UTC)
 	notReadyAt := metav1.NewTime(now.Add(-5 * time.Minute))
@@ -70,15 +71,18 @@ func TestDownSince(t *testing.T) {
 	recreated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
 	promoted := pod("d-5", false)
 	promoted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: notReadyAt}}
+	promotedBefore := pod("d-6", false)
+	promotedBefore.Status.Conditions = promoted.Status.Conditions
+	promotedAt := metav1.NewTime(now.Add(-2 * time.Second))
 	c := testutil.EtcdCluster("d", testutil.WithReplicas(7))
 	c.Status.Members = []etcdv1beta1.MemberStatus{{Name: "d-2", DownSince: &recordedAt}, {Name: "d-4", DownSince: &recordedAt},
-		{Name: "d-5", Role: etcdv1beta1.RoleLearner, DownSince: &recordedAt}}
+		{Name: "d-5", Role: etcdv1beta1.RoleLearner, DownSince: &recordedAt}, {Name: "d-6", Role: etcdv1beta1.RoleVoter, DownSince: &promotedAt}}
 	e := &Etcd{ClusterID: 1, Leader: 2,
-		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}, {ID: 6, Name: "d-5"}},
+		Members: []etcd.Member{{ID: 1, Name: "d-0"}, {ID: 2, Name: "d-1"}, {ID: 3, Name: "d-2"}, {ID: 4, Name: "d-3"}, {ID: 5, Name: "d-4"}, {ID: 6, Name: "d-5"}, {ID: 7, Name: "d-6"}},
 		Health: map[uint64]error{1: errors.New("context deadline exceeded"), 2: nil, 3: errors.New("connection refused"), 5: nil,
-			6: errors.New("context deadline exceeded")},
+			6: errors.New("context deadline exceeded"), 7: errors.New("context deadline exceeded")},
 	}
-	m := Build(Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{down, up, recreated, promoted}})
+	m := Build(Input{Cluster: c, Etcd: e, Now: now, Pods: []corev1.Pod{down, up, recreated, promoted, promotedBefore}})
 	for name, want := range map[string]time.Time{
 		"d-0": notReadyAt.Time, // down: since its pod stopped being Ready
 		"d-1": {},              // answers
@@ -86,6 +90,7 @@ func TestDownSince(t *testing.T) {
 		"d-3": now,             // not asked, no pod: down from this pass
 		"d-4": {},              // answers again: no longer down, whatever was recorded
 		"d-5": now,             // promoted since the status listed it a learner: in sync then, down from this pass
+		"d-6": promotedAt.Time, // promoted a pass ago: from then, not from its pod's learner days
 	} {
 		if got := m.Member(name).DownSince; !got.Equal(want) {
 			t.Errorf("%s: DownSince %v, want %v", name, got, want)
