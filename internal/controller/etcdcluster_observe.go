@@ -150,10 +150,20 @@ func (r *EtcdClusterReconciler) replaceAnnotation(ctx context.Context, kind stri
 	if obj.GetAnnotations()[key] != from {
 		return nil
 	}
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	obj.SetAnnotations(resources.Merged(obj.GetAnnotations(), map[string]string{key: to}))
-	if err := r.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchAnnotations(ctx, obj, map[string]string{key: to}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update annotation %s of %s %s: %w", key, kind, obj.GetName(), err)
 	}
 	return nil
+}
+
+// patchAnnotations sets the annotations set on obj and removes those named in drop, with a merge patch
+// against obj as it was; it returns the API server's error as it is (a NotFound included).
+func (r *EtcdClusterReconciler) patchAnnotations(ctx context.Context, obj client.Object, set map[string]string, drop ...string) error {
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	annotations := resources.Merged(obj.GetAnnotations(), set)
+	for _, k := range drop {
+		delete(annotations, k)
+	}
+	obj.SetAnnotations(annotations)
+	return r.Patch(ctx, obj, patch)
 }

@@ -11,7 +11,6 @@ import (
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
 	"github.com/etcdkit/etcd-operator/internal/model"
-	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
 
@@ -129,9 +128,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 // (etcdv1beta1.AnnotationServedSpec), before the pod is deleted to be recreated while a rollback holds
 // (verdict.PodSpecToKeep): the pod is made again from that spec's revision (verdict.SpecToRestore).
 func (r *EtcdClusterReconciler) recordServedSpec(ctx context.Context, m *model.Member) error {
-	patch := client.MergeFrom(m.Claim.DeepCopy())
-	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()})
-	if err := r.Patch(ctx, m.Claim, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchAnnotations(ctx, m.Claim, map[string]string{etcdv1beta1.AnnotationServedSpec: m.PodSpecHash()}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record on persistentvolumeclaim %s the spec member %s's pod was built from: %w", m.Claim.Name, m.Name, err)
 	}
 	return nil
@@ -146,13 +143,9 @@ func (r *EtcdClusterReconciler) recordRollback(ctx context.Context, m *model.Mem
 	if m.RolledBackFrom() == hash && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == "" {
 		return nil // recorded in an earlier pass, whose deletion of the pod failed
 	}
-	patch := client.MergeFrom(m.Claim.DeepCopy())
-	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, map[string]string{
+	if err := r.patchAnnotations(ctx, m.Claim, map[string]string{
 		etcdv1beta1.AnnotationRolledBackFrom: hash, etcdv1beta1.AnnotationRollbackReason: why,
-	})
-	delete(m.Claim.Annotations, etcdv1beta1.AnnotationRolledOnto)
-	delete(m.Claim.Annotations, etcdv1beta1.AnnotationUntriedSpecRan)
-	if err := r.Patch(ctx, m.Claim, patch); err != nil {
+	}, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationUntriedSpecRan); err != nil {
 		return fmt.Errorf("record on persistentvolumeclaim %s that member %s is rolled back: %w", m.Claim.Name, m.Name, err)
 	}
 	return nil

@@ -78,18 +78,7 @@ func (r *EtcdClusterReconciler) syncRollbackMark(ctx context.Context, s *scope) 
 	if lifted {
 		drop = []string{etcdv1beta1.AnnotationRolledBackClaim, etcdv1beta1.AnnotationServedSpec, etcdv1beta1.AnnotationRollbackReason}
 	}
-	r.annotateRevision(ctx, rev, write, drop)
-}
-
-// annotateRevision sets the annotations set on rev and removes those of drop, logging a refusal.
-func (r *EtcdClusterReconciler) annotateRevision(ctx context.Context, rev *appsv1.ControllerRevision, set map[string]string, drop []string) {
-	rev = rev.DeepCopy()
-	patch := client.MergeFrom(rev.DeepCopy())
-	rev.Annotations = resources.Merged(rev.Annotations, set)
-	for _, k := range drop {
-		delete(rev.Annotations, k)
-	}
-	if err := r.Patch(ctx, rev, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchAnnotations(ctx, rev.DeepCopy(), write, drop...); err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "update the copy of a rollback's record on the controllerrevision of the current spec", "controllerrevision", rev.Name)
 	}
 }

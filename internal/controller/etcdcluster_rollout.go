@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1beta1 "github.com/etcdkit/etcd-operator/api/v1beta1"
@@ -16,7 +15,6 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/kube"
 	"github.com/etcdkit/etcd-operator/internal/metrics"
 	"github.com/etcdkit/etcd-operator/internal/model"
-	"github.com/etcdkit/etcd-operator/internal/resources"
 	"github.com/etcdkit/etcd-operator/internal/rollout"
 	"github.com/etcdkit/etcd-operator/internal/verdict"
 )
@@ -233,9 +231,7 @@ func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.C
 	if ran {
 		records[etcdv1beta1.AnnotationUntriedSpecRan] = "true"
 	}
-	patch := client.MergeFrom(m.Claim.DeepCopy())
-	m.Claim.Annotations = resources.Merged(m.Claim.Annotations, records)
-	if err := r.Patch(ctx, m.Claim, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchAnnotations(ctx, m.Claim, records); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record on persistentvolumeclaim %s the spec its member is restarted onto: %w", m.Claim.Name, err)
 	}
 	return nil
