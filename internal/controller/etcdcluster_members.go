@@ -79,8 +79,9 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 // other member serves on (verdict.ServedSpecToRecord), whose revision that member's pod is recreated
 // from if it goes; the record of the rollback on the claim of the rolled-back member's replacement,
 // once it serves, when the claim that had it was lost (verdict.RollbackToRecord; the revision's copy
-// follows it in a later pass, once the cache shows the record: syncRollbackMark); and that etcd ran on a member's pod of a spec no member has served on
-// (verdict.UntriedSpecRanToRecord), which rules out its rollback to another minor.
+// follows it in a later pass, once the cache shows the record: syncRollbackMark); and that etcd ran on
+// a member's pod of a spec no member has served on (verdict.UntriedSpecRanToRecord), which rules out
+// its rollback to another minor.
 func (r *EtcdClusterReconciler) syncClaimOwnership(ctx context.Context, s *scope) (*verdict.Step, error) {
 	c := s.cluster
 	retain := c.Spec.Storage.RetainPolicy == etcdv1beta1.RetainPolicyRetain

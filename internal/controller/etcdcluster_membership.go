@@ -29,7 +29,7 @@ import (
 )
 
 // holdAddition reports whether a, the membership planner's next action, adds a member while no member
-// can be added: the current spec is rolled back (model.Cluster.RolledBack) and the spec the rolled-back
+// can be added: the current spec is rolled back (model.Cluster.Rollback) and the spec the rolled-back
 // member serves on, which new members are made from meanwhile (verdict.SpecToAdd), cannot be built
 // again; a new member made from the current spec, which did not run, would never start, and be
 // replaced again and again. The pass goes on (the rest of the cluster is served as usual), with a

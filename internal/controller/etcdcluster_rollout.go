@@ -26,7 +26,7 @@ import (
 // membership is settled: followers first, then the leader after moving leadership away. A restart
 // deletes the pod; recreateMembers recreates it on its data volume with the current spec in the next
 // pass, and the next member goes only when every member is ready and healthy again. While a member's
-// pod is rolled back from the current spec (model.Cluster.RolledBack), it restarts none (the spec did
+// pod is rolled back from the current spec (model.Cluster.Rollback), it restarts none (the spec did
 // not run), and leaves its RolloutFailed step for later in the pass (scope.rolloutFailed).
 func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Answered() {
@@ -91,7 +91,7 @@ func (r *EtcdClusterReconciler) reconcileRollout(ctx context.Context, s *scope) 
 }
 
 // rolledBack reports whether a member's pod was rolled back from the spec of hash
-// (model.Cluster.RolledBack), and then leaves the RolloutFailed step for the end of the pass
+// (model.Cluster.Rollback), and then leaves the RolloutFailed step for the end of the pass
 // (scope.rolloutFailed) unless the membership planner left one there (a member it would add says more):
 // the pass goes on to a NOSPACE alarm and a replacement requested by annotation, and stops before the
 // phases that expect every member on the current spec (see reconcilePhases).
@@ -207,7 +207,7 @@ func (r *EtcdClusterReconciler) moveLeader(ctx context.Context, s *scope, a roll
 // served on (a change undone before it came back, and made again: the records follow it too). A
 // member down for another reason gets no record (the spec is not why it is down), and a member without
 // a claim (emptyDir) has nowhere to keep it. Nor does a member whose claim records the spec it served
-// on while the spec of hash is rolled back (model.Cluster.RolledBack): the repair of a member down
+// on while the spec of hash is rolled back (model.Cluster.Rollback): the repair of a member down
 // meanwhile (a pod evicted, a crash loop on the spec it was rolled back to) makes its next pod from
 // the spec it served on (verdict.SpecToRestore), never from the spec that did not run.
 func (r *EtcdClusterReconciler) recordRolledOnto(ctx context.Context, c *model.Cluster, m *model.Member, hash string) error {

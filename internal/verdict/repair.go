@@ -165,8 +165,8 @@ func ReplaceDue(c *model.Cluster, mem *model.Member) string {
 // be built again, and a new member made from the current spec would never start). The rolled-back
 // member itself is replaced like any other: the revision of the spec that did not run keeps the record
 // of the rollback when its claim goes (model.Cluster.Rollback), and its replacement is made from the
-// spec it served on. A member whose data is
-// lost or cannot be read is replaced at once all the same (replaceAtOnce).
+// spec it served on. A member whose data is lost or cannot be read is replaced at once all the same
+// (replaceAtOnce).
 func rollbackHolds(c *model.Cluster, mem *model.Member) *model.Rollback {
 	rb := c.Rollback(c.SpecHash)
 	if rb == nil || !addHeld(c) {
@@ -296,7 +296,7 @@ func sameMinor(c *model.Cluster) bool {
 }
 
 // SpecToRestore returns the cluster to build mem's pod from instead of the current spec, nil when
-// there is none: while a member's pod is rolled back from the current spec (model.Cluster.RolledBack),
+// there is none: while a member's pod is rolled back from the current spec (model.Cluster.Rollback),
 // the spec mem's claim records it served on (etcdv1beta1.AnnotationServedSpec), as the cluster's
 // ControllerRevision of that spec keeps it (model.Cluster.ServedSpecOf), when mem is not being
 // restarted onto a spec (no AnnotationRolledOnto). The rolled-back member's claim records it from the
@@ -320,9 +320,9 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 // back from it (model.Cluster.Rollback), the spec that member served on (its claim's
 // AnnotationServedSpec, or the revision's record when that claim was lost, as the cluster's
 // ControllerRevision of that hash keeps it; model.Cluster.RevisionSpec), which ran, so that a member
-// lost meanwhile is replaced, and a scale-up goes on, without waiting for the spec to be fixed. It returns nil and "" when the current spec is
-// rolled back and that spec cannot be built again (its revision is gone, or the TLS settings changed
-// since): no member is added until the spec changes.
+// lost meanwhile is replaced, and a scale-up goes on, without waiting for the spec to be fixed. It
+// returns nil and "" when the current spec is rolled back and that spec cannot be built again (its
+// revision is gone, or the TLS settings changed since): no member is added until the spec changes.
 func SpecToAdd(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
 	rb := c.Rollback(c.SpecHash)
 	if rb == nil {
@@ -343,7 +343,7 @@ func addHeld(c *model.Cluster) bool {
 }
 
 // PodSpecToKeep reports whether, before mem's pod is deleted to be recreated on its claim (PodToRecreate)
-// while a member is rolled back from the current spec (model.Cluster.RolledBack), its claim is to
+// while a member is rolled back from the current spec (model.Cluster.Rollback), its claim is to
 // record the spec hash of that pod as the spec it served on (etcdv1beta1.AnnotationServedSpec), so that
 // the pod is made again from that spec's revision (SpecToRestore), not from the spec that did not run:
 // its claim records no served spec and no restart onto a spec, the pod was built from another spec
@@ -415,9 +415,10 @@ func RollbackDue(c *model.Cluster, mem *model.Member) string {
 	return why
 }
 
-// RolloutFailed returns the step of a rollout that restarts no member because mem's pod was rolled
-// back from the current spec (model.Cluster.RolledBack): Blocked with reason RolloutFailed, saying
-// why (the claim's etcdv1beta1.AnnotationRollbackReason) and what to do.
+// RolloutFailed returns the step of a rollout that restarts no member because of rb, a rollback from
+// c's current spec (model.Cluster.Rollback): Blocked with reason RolloutFailed, saying why (the
+// record's etcdv1beta1.AnnotationRollbackReason) and what to do: remove the record from the claim
+// that has it, or, when that claim was lost, from the revision.
 func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
 	why := rb.Reason
 	if why == "" {
