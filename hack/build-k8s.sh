@@ -16,6 +16,16 @@ for c in $CMDS; do [ -x "$K8S_BIN/$c" ] || missing="$missing $c"; done
 
 W=$EO_CACHE/build/k8s-$K8S_VERSION
 mkdir -p "$W" "$K8S_BIN"
+# one build at a time in the shared work directory (make test's envtest and make cluster-up may run at
+# once on a cold machine); whatever the other built meanwhile is not built again
+exec 9>"$W.lock"
+if ! flock -n 9; then
+  log "waiting for another build of kubernetes $K8S_VERSION to finish"
+  flock 9
+fi
+missing=""
+for c in $CMDS; do [ -x "$K8S_BIN/$c" ] || missing="$missing $c"; done
+[ -z "$missing" ] && { log "kubernetes $K8S_VERSION binaries present in $K8S_BIN"; exit 0; }
 cd "$W"
 STAGING="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
  cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
