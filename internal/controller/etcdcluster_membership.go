@@ -71,7 +71,11 @@ func (r *EtcdClusterReconciler) deleteAwaitingPod(ctx context.Context, s *scope,
 	}
 	from := "the current spec"
 	if _, hash := verdict.SpecToAdd(s.m); hash != s.m.SpecHash {
-		from = "the spec " + s.m.Rollback(s.m.SpecHash).Member + " serves on (hash " + hash + "), since the current spec was rolled back"
+		if rb := s.m.Rollback(s.m.SpecHash); rb != nil {
+			from = "the spec " + rb.Member + " serves on (hash " + hash + "), since the current spec was rolled back"
+		} else if t := s.m.Trial(s.m.SpecHash); t != nil {
+			from = "the spec " + t.Name + " served on (hash " + hash + "), since the rolling update is trying the current spec on it, which has not served on it yet"
+		}
 	}
 	was := "hash " + m.PodSpecHash()
 	if p := m.PodProblem(); p != "" {
@@ -564,7 +568,8 @@ func (r *EtcdClusterReconciler) createJoiningMember(ctx context.Context, s *scop
 
 // newMemberPod builds the pod of m, a member to be added or a learner that has not started, from the
 // spec new members are made from (verdict.SpecToAdd): the current spec, or while it is rolled back the
-// spec the rolled-back member serves on. holdAddition adds no member when there is none.
+// spec the rolled-back member serves on, or while the rolling update tries it on a member that has not
+// served on it yet the spec that member served on. holdAddition adds no member when there is none.
 func (r *EtcdClusterReconciler) newMemberPod(s *scope, m resources.Member) *corev1.Pod {
 	spec, _ := verdict.SpecToAdd(s.m)
 	if spec == nil {

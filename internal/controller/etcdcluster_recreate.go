@@ -21,13 +21,16 @@ import (
 // a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
 // A member whose rollback is due (verdict.RollbackDue) is recorded as rolled back (recordRollback), and
 // its pod, once gone, is recreated from the spec it last served on; so is, while that holds, any member
-// whose claim records the spec it served on (verdict.SpecToRestore).
+// whose claim records the spec it served on, and, while the rollout tries the current spec on a member
+// that has not served on it yet, any other member, from the spec that one served on
+// (verdict.SpecToRestore).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Formed() {
 		return nil, nil
 	}
-	var recreated, rolled, rolledBack, waiting []string
+	var recreated, rolled, rolledBack, kept, waiting []string
 	hash := s.m.SpecHash
+	rb := s.m.Rollback(hash)
 	for _, m := range s.m.Registered() {
 		if reason, why := verdict.PodToRecreate(s.m, m, r.Options); reason != "" {
 			if err := r.deleteToRecreate(ctx, s, m, hash, reason, why); err != nil {
@@ -44,8 +47,10 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 			return st, err
 		}
 		switch {
-		case served != nil:
+		case served != nil && rb != nil:
 			rolledBack = append(rolledBack, m.Name)
+		case served != nil:
+			kept = append(kept, m.Name) // the rollout tries the current spec on another member
 		case m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash:
 			rolled = append(rolled, m.Name) // restarted by the rollout, onto this spec
 		default:
@@ -56,6 +61,12 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 		pods, their, them := podsOf(rolledBack)
 		return verdict.Acting(etcdv1beta1.ReasonRolloutFailed,
 			fmt.Sprintf("Rolled back %s: recreated on %s data as %s last served, since the current spec did not run; waiting for %s to serve", pods, their, them, them)), nil
+	}
+	if len(kept) > 0 {
+		t := s.m.Trial(hash)
+		pods, their, them := podsOf(kept)
+		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
+			fmt.Sprintf("Recreated %s on %s data as %s last served: the rolling update is trying the current spec on %s, which has not served on it yet; waiting for %s to serve", pods, their, them, t.Name, them)), nil
 	}
 	return recreatedStep(recreated, rolled, waiting), nil
 }
@@ -91,6 +102,8 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 	}
 	if reason == etcdv1beta1.ReasonRolloutFailed {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Rolling back member %s to the pod it last served on (%s): deleted its pod to recreate it that way on its data; the rolling update stops", m.Name, why)
+	} else if t := s.m.Trial(hash); t != nil && verdict.SpecToRestore(s.m, m) != nil {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it on its data from the spec %s served on (hash %s): the rolling update is trying the current spec on %s, which has not served on it yet", m.Name, why, t.Name, t.ServedSpec(), t.Name)
 	} else {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", m.Name, why)
 	}
@@ -98,7 +111,7 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 }
 
 // recreatePod creates the pod of m, a registered member with a claim and no pod: one of served, the
-// spec it served on, when the current spec is rolled back (verdict.SpecToRestore), else a learner's
+// spec it served on, when the current spec is rolled back or on trial (verdict.SpecToRestore), else a learner's
 // joining pod, else a pod of the current spec with the flags its claim recorded; with an event. It
 // returns createPod's step when the pod is not created.
 func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *model.Member, served *etcdv1beta1.EtcdCluster) (*verdict.Step, error) {
@@ -116,8 +129,10 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 	if err != nil || st != nil {
 		return st, err
 	}
-	if served != nil {
+	if rb := s.m.Rollback(s.m.SpecHash); served != nil && rb != nil {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s): the current spec did not run, and was rolled back", m.Name, m.Claim.Name, m.ServedSpec())
+	} else if t := s.m.Trial(s.m.SpecHash); served != nil && t != nil {
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s from the spec %s served on (hash %s), not the current spec: the rolling update is trying it on %s, which has not served on it yet, and restarts %s onto it once it has", m.Name, m.Claim.Name, t.Name, t.ServedSpec(), t.Name, m.Name)
 	} else {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
 	}

@@ -249,7 +249,7 @@ func TestRolloutOntoUntriedSpecNotReplaced(t *testing.T) {
 // policy ends (a new member would be made from the same spec): its pod is rolled back, recreated on
 // its claim from the revision of the spec it served on, keeping its member ID, and the rollout restarts
 // no other member: Progressing says RolloutFailed and what to do, with a Warning event. While that
-// holds, another member whose pod goes (a node drained) comes back as it served too, not on the spec
+// holds, and before it while the rollout tries the spec, another member whose pod goes (a node drained) comes back as it served too, not on the spec
 // that did not run, and so does the rolled-back member when it crash-loops on its old pod, and a
 // member whose claim lost the record of the spec it served on (that of its pod is recorded); a scale-up
 // makes the new member's pod from the spec the rolled-back member serves on. A change of the spec starts the rollout again, and the records of the rollback go.
@@ -294,6 +294,34 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	})
 	markCrashLoop(t, c, name)
 	records(secondHash)
+
+	// While the rollout tries the spec on it, before any rollback, another member's pod goes (its node
+	// failed): it comes back from the spec the tried member served on, not as a second member on a spec
+	// nothing says runs (one of three serving, no quorum, until the rollback).
+	lost := names[(first+2)%3]
+	if err := k8s.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: lost}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, lost+" recreated from the spec "+name+" served on", func(context.Context) error {
+		p, err := getPod(c, lost)
+		if err != nil {
+			return err
+		}
+		if p.UID == pods[lost] {
+			return fmt.Errorf("pod %s not recreated yet", lost)
+		}
+		if got := p.Annotations[etcdv1beta1.AnnotationSpecHash]; got != oldHash {
+			t.Fatalf("pod %s recreated with spec hash %q while the rollout tries the spec on %s, want the one it served on, %q", lost, got, name, oldHash)
+		}
+		pods[lost] = p.UID // othersKept: recreated by this test, not restarted by the rollout
+		return nil
+	})
+	waitEvent(t, c, "RecreatedMember", "the rolling update is trying it on "+name)
+	if pvc := getClaim(t, c, name); pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != "" {
+		t.Fatalf("%s rolled back before %s was recreated: the trial was not tested", name, lost)
+	}
+	runPods(t, c, map[string]string{lost: hosts[(first+2)%3]})
+
 	testutil.Eventually(t, waitTimeout, "Degraded says when "+name+" is rolled back", func(context.Context) error {
 		d := condition(getCluster(t, c), etcdv1beta1.ConditionDegraded)
 		if d == nil || !strings.Contains(d.Message, name+" is down since") || !strings.Contains(d.Message, "it is rolled back at") || strings.Contains(d.Message, "replaced at") {

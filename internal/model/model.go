@@ -750,6 +750,25 @@ func (c *Cluster) LiftedRollbackMark(hash string) bool {
 	return (m != nil && m.HasClaim() && string(m.Claim.UID) == uid) || c.servesOn(hash)
 }
 
+// Trial returns the member a rolling update is trying the spec of hash on, nil when none: the first
+// member, by name, whose claim records that the rollout restarted it onto that spec while it served
+// (etcdv1beta1.AnnotationRolledOnto, with the spec hash it served on, AnnotationServedSpec, which
+// spec.recovery.rollBackFailedRollouts has recorded), while no member serves on a pod of that spec and
+// no rollback from it holds (Rollback). Until a member serves on it, nothing says the spec runs: the
+// repair makes no other member's pod from it (verdict.SpecToAdd, verdict.SpecToRestore), as the rollout
+// restarts no other member onto it.
+func (c *Cluster) Trial(hash string) *Member {
+	if hash == "" || c.servesOn(hash) || c.Rollback(hash) != nil {
+		return nil
+	}
+	for _, m := range c.Members {
+		if m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && m.ServedSpec() != "" && m.ServedSpec() != hash {
+			return m
+		}
+	}
+	return nil
+}
+
 // servesOn reports whether a member serves on a pod of the spec of hash.
 func (c *Cluster) servesOn(hash string) bool {
 	return slices.ContainsFunc(c.Members, func(m *Member) bool { return m.HasPod() && m.Serving() && m.PodSpecHash() == hash })

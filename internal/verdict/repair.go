@@ -93,10 +93,13 @@ func learnerPodOutdated(c *model.Cluster, mem *model.Member) bool {
 // member at a time and only while etcd answers, cannot: when a spec that let each member start took
 // several down later (a memory limit etcd outgrew), the cluster has no quorum and the members
 // crash-loop on the old spec until their pods are recreated. An emptyDir member's data goes with its
-// pod: it is left to the rollout, which takes one at a time.
+// pod: it is left to the rollout, which takes one at a time. Not while the current spec is rolled back
+// or on trial (model.Cluster.Trial): the pod would be made again from the spec it has, or one that ran
+// (SpecToRestore), and go down the same way; the member is repaired as any other (RecreateDue,
+// ReplaceDue) until the rollout tried the spec.
 func OutdatedPodDown(c *model.Cluster, mem *model.Member, opts resources.Options) bool {
 	return mem.HasPod() && mem.HasClaim() && !mem.Serving() && !mem.EtcdRunning() && mem.PodProblem() != "" &&
-		!c.PodCurrent(mem, c.SpecHash) && c.Rollback(c.SpecHash) == nil
+		!c.PodCurrent(mem, c.SpecHash) && c.Rollback(c.SpecHash) == nil && c.Trial(c.SpecHash) == nil
 }
 
 // BootstrapPodToRebuild returns why the pod of mem, an initial member of a cluster that has not formed
@@ -296,16 +299,31 @@ func sameMinor(c *model.Cluster) bool {
 }
 
 // SpecToRestore returns the cluster to build mem's pod from instead of the current spec, nil when
-// there is none: while a member's pod is rolled back from the current spec (model.Cluster.Rollback),
-// the spec mem's claim records it served on (etcdv1beta1.AnnotationServedSpec), as the cluster's
-// ControllerRevision of that spec keeps it (model.Cluster.ServedSpecOf), when mem is not being
-// restarted onto a spec (no AnnotationRolledOnto). The rolled-back member's claim records it from the
-// rollout's restart; every other member that serves on a pod of an older spec gets its record while
-// the rollback holds (ServedSpecToRecord), so that a member whose pod goes meanwhile (a node drained)
-// comes back as it served, not on the spec that did not run.
+// there is none, for mem, a registered member whose pod is gone and whose claim does not record a
+// rollout's restart onto a spec (no AnnotationRolledOnto); a learner's pod is made as a new member's
+// (SpecToAdd):
+//   - while a member's pod is rolled back from the current spec (model.Cluster.Rollback), the spec mem's
+//     claim records it served on (etcdv1beta1.AnnotationServedSpec), as the cluster's
+//     ControllerRevision of that spec keeps it (model.Cluster.ServedSpecOf). The rolled-back member's
+//     claim records it from the rollout's restart; every other member that serves on a pod of an older
+//     spec gets its record while the rollback holds (ServedSpecToRecord), so that a member whose pod goes
+//     meanwhile (a node drained) comes back as it served, not on the spec that did not run;
+//   - while the rolling update tries the current spec on another member, which has not served on it
+//     yet (model.Cluster.Trial), the spec that member served on before (TrialSpec): a member whose pod
+//     is lost then (deleted, its node gone) comes back as it served, not as a second member on a spec
+//     nothing says runs (with the tried member down, that would leave one of three serving: no quorum).
 func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster {
-	if mem.Claim == nil || mem.ServedSpec() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" ||
-		c.Rollback(c.SpecHash) == nil {
+	if mem.Claim == nil || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" {
+		return nil
+	}
+	if c.Rollback(c.SpecHash) == nil {
+		if t := c.Trial(c.SpecHash); t != nil && t != mem && !mem.Learner() { // a learner's pod is a new member's (SpecToAdd)
+			spec, _ := TrialSpec(c)
+			return spec
+		}
+		return nil
+	}
+	if mem.ServedSpec() == "" {
 		return nil
 	}
 	spec, err := c.ServedSpecOf(mem)
@@ -315,17 +333,40 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 	return spec
 }
 
+// TrialSpec returns, while the rolling update tries the current spec on a member that has not served
+// on it yet (model.Cluster.Trial), the cluster to build other members' pods from instead, and its spec
+// hash: the spec that member served on before its restart, as the ControllerRevision of that hash
+// keeps it (model.Cluster.RevisionSpec), which ran. nil and "" when there is no trial, or that spec
+// cannot be built again (its revision is gone, or the TLS settings changed since): pods are made from
+// the current spec then.
+func TrialSpec(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
+	t := c.Trial(c.SpecHash)
+	if t == nil {
+		return nil, ""
+	}
+	spec, err := c.RevisionSpec(t.ServedSpec(), t.Name)
+	if err != nil {
+		return nil, ""
+	}
+	return spec, t.ServedSpec()
+}
+
 // SpecToAdd returns the cluster a new member's pod is built from (a member to be added, a learner's pod
 // made again), and the spec hash such a pod has: the current spec; or, while a member's pod is rolled
 // back from it (model.Cluster.Rollback), the spec that member served on (its claim's
 // AnnotationServedSpec, or the revision's record when that claim was lost, as the cluster's
 // ControllerRevision of that hash keeps it; model.Cluster.RevisionSpec), which ran, so that a member
-// lost meanwhile is replaced, and a scale-up goes on, without waiting for the spec to be fixed. It
-// returns nil and "" when the current spec is rolled back and that spec cannot be built again (its
-// revision is gone, or the TLS settings changed since): no member is added until the spec changes.
+// lost meanwhile is replaced, and a scale-up goes on, without waiting for the spec to be fixed; or, while
+// the rolling update tries the current spec on a member that has not served on it yet, the spec that
+// member served on (TrialSpec), when it can be built. It returns nil and "" when the current spec is
+// rolled back and that spec cannot be built again (its revision is gone, or the TLS settings changed
+// since): no member is added until the spec changes.
 func SpecToAdd(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
 	rb := c.Rollback(c.SpecHash)
 	if rb == nil {
+		if spec, hash := TrialSpec(c); spec != nil {
+			return spec, hash
+		}
 		return c.Object, c.SpecHash
 	}
 	spec, err := c.RevisionSpec(rb.ServedSpec, rb.Member)

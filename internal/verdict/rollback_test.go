@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -588,5 +589,86 @@ func TestRollbackClaimLost(t *testing.T) {
 	}
 	if spec, hash := SpecToAdd(m); spec != c || hash != current {
 		t.Errorf("SpecToAdd = %v, %q once lifted, want the current spec", spec, hash)
+	}
+}
+
+// TestTrial: a rolling update restarted t-2, while it served on spec A, onto spec B (its claim records
+// both), and no member serves on B yet: the rollout is trying B on t-2. Meanwhile t-1's pod is lost
+// (deleted, its node gone; its claim kept): it comes back on its data from A, as it served, not as a
+// second member on a spec nothing says runs; new members are made from A too, and a member down on a pod
+// of A is not moved onto B by the repair (OutdatedPodDown). None of that once a member serves on B
+// (the trial is over), once the rollout is rolled back (the rollback's rules hold), when the claim
+// records no spec t-2 served on (rollbacks off), or when no revision keeps A; nor for t-2 itself, nor
+// for a learner (a new member's pod).
+func TestTrial(t *testing.T) {
+	now, long, c, e := thirdDownForAnHour("t")
+	c.Namespace = "ns"
+	rollbacksOn(c, e)
+	revs, a, b := changedSpec(c)
+	trial := map[string]string{etcdv1beta1.AnnotationRolledOnto: b, etcdv1beta1.AnnotationServedSpec: a}
+	// build: t-0 serves on hash0, t-1's pod is gone (on a, crash-looping, with down1), t-2 is down on a
+	// pod of B whose claim has claim2
+	build := func(hash0 string, claim2 map[string]string, revs []appsv1.ControllerRevision, down1 bool) *model.Cluster {
+		claims := []corev1.PersistentVolumeClaim{
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-0"), Namespace: "ns"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-1"), Namespace: "ns"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-2"), Namespace: "ns", Annotations: claim2}},
+		}
+		pods := podsOnHashes(c, "t", [3]string{hash0, a, b}, long, false)
+		pods[0].Status = corev1.PodStatus{Phase: corev1.PodRunning}
+		if down1 {
+			pods[1].Status = waitingPodStatus("CrashLoopBackOff")
+		} else {
+			pods = slices.Delete(pods, 1, 2)
+		}
+		ee := *e
+		ee.Health = map[uint64]error{1: nil, 2: errors.New("connection refused"), 3: e.Health[3]}
+		return model.Build(model.Input{Cluster: c, Etcd: &ee, Now: now, Pods: pods, Claims: claims, Revisions: revs})
+	}
+
+	m := build(a, trial, revs, false)
+	if got := m.Trial(b); got == nil || got.Name != "t-2" {
+		t.Fatalf("Trial = %v, want t-2", got)
+	}
+	spec := SpecToRestore(m, m.Member("t-1"))
+	if spec == nil || (resources.Options{}).SpecHash(spec) != a {
+		t.Errorf("SpecToRestore(t-1) during the trial = %v, want the spec t-2 served on (%s)", spec, a)
+	}
+	if spec, hash := SpecToAdd(m); spec == nil || hash != a || (resources.Options{}).SpecHash(spec) != a {
+		t.Errorf("SpecToAdd during the trial = %v, %q, want the spec t-2 served on (%s)", spec, hash, a)
+	}
+	if SpecToRestore(m, m.Member("t-2")) != nil {
+		t.Error("SpecToRestore(t-2) != nil: the member the rollout restarted onto B is not moved off it before its rollback")
+	}
+	if down := build(a, trial, revs, true); OutdatedPodDown(down, down.Member("t-1"), resources.Options{}) {
+		t.Error("OutdatedPodDown(t-1, down on a pod of A) during the trial: the repair would move it onto B, or make it again from A in a loop")
+	} else if notTried := build(a, nil, revs, true); !OutdatedPodDown(notTried, notTried.Member("t-1"), resources.Options{}) {
+		t.Error("OutdatedPodDown(t-1, down on a pod of A) = false without a trial: the case tests nothing")
+	}
+	learner := build(a, trial, revs, false)
+	learner.Etcd.Members[1].IsLearner = true
+	if SpecToRestore(learner, learner.Member("t-1")) != nil {
+		t.Error("SpecToRestore of a learner != nil: its pod is a new member's (SpecToAdd)")
+	}
+
+	for _, tc := range []struct {
+		name string
+		m    *model.Cluster
+	}{
+		{"t-0 serves on B: the trial is over", build(b, trial, revs, false)},
+		{"rollbacks off: no record of the spec t-2 served on", build(a, map[string]string{etcdv1beta1.AnnotationRolledOnto: b}, revs, false)},
+		{"no revision keeps A", build(a, trial, nil, false)},
+	} {
+		if spec := SpecToRestore(tc.m, tc.m.Member("t-1")); spec != nil {
+			t.Errorf("%s: SpecToRestore(t-1) = %v, want nil (the current spec)", tc.name, spec)
+		}
+		if _, hash := SpecToAdd(tc.m); hash != b {
+			t.Errorf("%s: SpecToAdd hash %q, want the current spec's (%s)", tc.name, hash, b)
+		}
+	}
+	// rolled back: the rollback holds instead, and t-1 comes back as its claim records it served
+	rb := build(a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, revs, false)
+	if rb.Trial(b) != nil || rb.Rollback(b) == nil {
+		t.Errorf("rolled back: Trial = %v, Rollback = %v, want no trial and the rollback", rb.Trial(b), rb.Rollback(b))
 	}
 }

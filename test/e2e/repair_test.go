@@ -224,6 +224,7 @@ func TestRolloutOntoBrokenSpecRolledBack(t *testing.T) {
 				initial:  tc.initial,
 				// one case is enough: what the change is does not matter to the replacement
 				replaceDuringHold: tc.namespace == "e2e-badimage",
+				loseDuringTrial:   tc.namespace == "e2e-badimage",
 			})
 		})
 	}
@@ -377,6 +378,10 @@ type brokenSpec struct {
 	// rollback holds, then the rolled-back member's: each is replaced by a member made from the spec
 	// that ran, and the rollback holds on
 	replaceDuringHold bool
+	// loseDuringTrial, when set, deletes another member's pod (its claim kept) while the rollout tries
+	// the broken spec on the first member, before the rollback: it comes back as it served, not on the
+	// broken spec
+	loseDuringTrial bool
 }
 
 // servingUnderWriter creates the 3-member cluster demo in namespace ns with the replacement policy
@@ -420,6 +425,12 @@ func rolloutOntoBrokenSpecRolledBack(t *testing.T, ns string, b brokenSpec) {
 	updateCluster(t, c, b.spoil)
 	down, said, early := brokenMemberNamed(t, c, b, before, record)
 	start := time.Now()
+	if b.loseDuringTrial {
+		if early {
+			t.Fatalf("%s was rolled back before a poll saw it down: no other member's pod can be lost while the rollout tries the spec (a policy of %s is too short)", down, replaceAfter)
+		}
+		lostDuringTrial(t, c, b, down, record)
+	}
 	rolledBack(t, c, b, down, before, said, early, record)
 	t.Logf("broken spec applied -> %s named down in %s -> rolled back, 3 healthy voters %s later (policy %s), no manual step",
 		down, start.Sub(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), replaceAfter)
@@ -561,6 +572,60 @@ func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, 
 	})
 	t.Logf("%s's pod and claim deleted while %s is rolled back -> replaced from the spec that ran, 3 healthy voters in %s, no manual step",
 		lost, down, time.Since(start).Round(100*time.Millisecond))
+}
+
+// lostDuringTrial kills the pod of a member other than down (grace period 0; its claim kept), as a node
+// that fails or restarts would, while the rollout tries the broken spec of b on down, which has not
+// served on it, before its rollback; and waits until that member serves again on its own data, on a
+// new pod made from the spec it served on. Made from the broken spec, it would not serve either: one
+// member of three serving, no quorum, until the rollback at the end of the policy.
+func lostDuringTrial(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, down string, record func(*etcdv1beta1.EtcdCluster)) {
+	t.Helper()
+	lost := "demo-0"
+	if down == lost {
+		lost = "demo-1"
+	}
+	id := memberID(t, c, lost)
+	pods, err := memberPods(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := pods[lost].UID
+	start := time.Now()
+	deletePod(t, c, lost, 0)
+	poll.Eventually(t, rolloutTimeout, lost+" back on a new pod, of the spec it served on, serving", func(ctx context.Context) error {
+		got, err := getCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		record(got)
+		pods, err := memberPods(ctx, c)
+		if err != nil {
+			return err
+		}
+		p := pods[lost]
+		if p == nil || p.UID == old {
+			return fmt.Errorf("no new pod of %s yet", lost)
+		}
+		if b.onBroken(p) {
+			t.Fatalf("%s made again from the broken spec while the rollout tries it on %s", lost, down)
+		}
+		if !podReady(p) {
+			return fmt.Errorf("pod %s not ready: %+v", lost, p.Status.Conditions)
+		}
+		for _, m := range got.Status.Members {
+			if m.Name == lost && (!m.Healthy || m.ID != etcd.FormatID(id)) {
+				return fmt.Errorf("%s: %+v", lost, m)
+			}
+		}
+		return nil
+	})
+	t.Logf("pod of %s killed while the rollout tries the broken spec on %s -> back on the spec it served on, serving, in %s, no manual step",
+		lost, down, time.Since(start).Round(100*time.Millisecond))
+	// and it was the trial that made it so, not a rollback that came first
+	poll.Eventually(t, 30*time.Second, "RecreatedMember event of the trial", func(ctx context.Context) error {
+		return eventSaying(ctx, c, "RecreatedMember", corev1.EventTypeNormal, "the rolling update is trying it on "+down)
+	})
 }
 
 // deleteRollbackCopy deletes the ControllerRevision that keeps the copy of a rollback's record
