@@ -102,12 +102,41 @@ func (r *EtcdClusterReconciler) deleteToRecreate(ctx context.Context, s *scope, 
 	}
 	if reason == etcdv1beta1.ReasonRolloutFailed {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Rolling back member %s to the pod it last served on (%s): deleted its pod to recreate it that way on its data; the rolling update stops", m.Name, why)
-	} else if t := s.m.Trial(hash); t != nil && verdict.SpecToRestore(s.m, m) != nil {
-		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it on its data from the spec %s served on (hash %s): the rolling update is trying the current spec on %s, which has not served on it yet", m.Name, why, t.Name, t.ServedSpec(), t.Name)
 	} else {
-		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it with the current spec on its data", m.Name, why)
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeWarning, reason, "Delete", "Deleted pod %s (%s) to recreate it on its data %s", m.Name, why, r.recreatedFrom(s, m))
 	}
 	return nil
+}
+
+// recreatedFrom says what the next pod of m, a member whose pod is deleted to be recreated, is built
+// from: a learner's from the spec new members are made from (verdict.SpecToAdd), another member's from
+// the spec it served on while the current spec is rolled back or on trial (verdict.SpecToRestore),
+// else from the current spec.
+func (r *EtcdClusterReconciler) recreatedFrom(s *scope, m *model.Member) string {
+	hash := s.m.SpecHash
+	if m.Learner() {
+		if _, add := verdict.SpecToAdd(s.m); add != "" && add != hash {
+			return "from the spec new members are made from (hash " + add + "), not the current spec, which " + notRunYet(s.m)
+		}
+		return "with the current spec"
+	}
+	spec := verdict.SpecToRestore(s.m, m)
+	if spec == nil {
+		return "with the current spec"
+	}
+	return "from the spec it served on (hash " + r.Options.SpecHash(spec) + "), not the current spec, which " + notRunYet(s.m)
+}
+
+// notRunYet says why pods are not made from the current spec of c now: it was rolled back, or the
+// rolling update is trying it on a member that has not served on it yet (model.Cluster.Trial).
+func notRunYet(c *model.Cluster) string {
+	if rb := c.Rollback(c.SpecHash); rb != nil {
+		return "did not run on " + rb.Member + " and was rolled back"
+	}
+	if t := c.Trial(c.SpecHash); t != nil {
+		return "the rolling update is trying on " + t.Name + ", which has not served on it yet"
+	}
+	return "does not run yet"
 }
 
 // recreatePod creates the pod of m, a registered member with a claim and no pod: one of served, the
