@@ -753,16 +753,20 @@ func (c *Cluster) LiftedRollbackMark(hash string) bool {
 // Trial returns the member a rolling update is trying the spec of hash on, nil when none: the first
 // member, by name, whose claim records that the rollout restarted it onto that spec while it served
 // (etcdv1beta1.AnnotationRolledOnto, with the spec hash it served on, AnnotationServedSpec, which
-// spec.recovery.rollBackFailedRollouts has recorded), while no member serves on a pod of that spec and
-// no rollback from it holds (Rollback). Until a member serves on it, nothing says the spec runs: the
-// repair makes no other member's pod from it (verdict.SpecToAdd, verdict.SpecToRestore), as the rollout
-// restarts no other member onto it.
+// spec.recovery.rollBackFailedRollouts has recorded) and that has a pod of that spec (being deleted or
+// not), while no member serves on a pod of that spec and no rollback from it holds (Rollback). Until a
+// member serves on it, nothing says the spec runs: the repair makes no other member's pod from it
+// (verdict.SpecToAdd, verdict.SpecToRestore), as the rollout restarts no other member onto it. The pod
+// is required so that a record not yet removed (it goes once the member serves on the spec:
+// verdict.ClaimRecordsToDrop) never makes members that ran on the spec, their pods all lost at once,
+// come back on an older one.
 func (c *Cluster) Trial(hash string) *Member {
 	if hash == "" || c.servesOn(hash) || c.Rollback(hash) != nil {
 		return nil
 	}
 	for _, m := range c.Members {
-		if m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && m.ServedSpec() != "" && m.ServedSpec() != hash {
+		if m.Claim != nil && m.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] == hash && m.ServedSpec() != "" && m.ServedSpec() != hash &&
+			m.Pod != nil && m.PodSpecHash() == hash {
 			return m
 		}
 	}

@@ -598,8 +598,8 @@ func TestRollbackClaimLost(t *testing.T) {
 // second member on a spec nothing says runs; new members are made from A too, and a member down on a pod
 // of A is not moved onto B by the repair (OutdatedPodDown). None of that once a member serves on B
 // (the trial is over), once the rollout is rolled back (the rollback's rules hold), when the claim
-// records no spec t-2 served on (rollbacks off), or when no revision keeps A; nor for t-2 itself, nor
-// for a learner (a new member's pod).
+// records no spec t-2 served on (rollbacks off), when no revision keeps A, or when t-2 has no pod of B
+// (every pod lost at once); nor for t-2 itself, nor for a learner (a new member's pod).
 func TestTrial(t *testing.T) {
 	now, long, c, e := thirdDownForAnHour("t")
 	c.Namespace = "ns"
@@ -658,6 +658,12 @@ func TestTrial(t *testing.T) {
 		{"t-0 serves on B: the trial is over", build(b, trial, revs, false)},
 		{"rollbacks off: no record of the spec t-2 served on", build(a, map[string]string{etcdv1beta1.AnnotationRolledOnto: b}, revs, false)},
 		{"no revision keeps A", build(a, trial, nil, false)},
+		// every pod lost at once: a record not removed yet must not send members that ran on B back to A
+		{"t-2's pod gone too", func() *model.Cluster {
+			m := build(a, trial, revs, false)
+			m.Member("t-2").Pod = nil
+			return m
+		}()},
 	} {
 		if spec := SpecToRestore(tc.m, tc.m.Member("t-1")); spec != nil {
 			t.Errorf("%s: SpecToRestore(t-1) = %v, want nil (the current spec)", tc.name, spec)
