@@ -465,14 +465,19 @@ func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
 	if why == "" {
 		why = "it did not serve on it"
 	}
+	// scaled down to one member since the rollback: trying the spec again restarts the only member
+	var alone string
+	if c.Object.Spec.ReplicasOrDefault() == 1 {
+		alone = " (with one member, the cluster is unavailable until it serves on it)"
+	}
 	if rb.Recorded == nil {
 		return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
-			"Rolling update stopped: %s was rolled back to the pod it last served on, since %s; its claim, which recorded that, was lost, and the spec's revision keeps the record (a new member of that name gets it on its claim once it serves). No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from controllerrevision %s (a cluster administrator can)",
-			rb.Member, why, etcdv1beta1.AnnotationRolledBackClaim, resources.RevisionName(c.Object, c.SpecHash)))
+			"Rolling update stopped: %s was rolled back to the pod it last served on, since %s; its claim, which recorded that, was lost, and the spec's revision keeps the record (a new member of that name gets it on its claim once it serves). No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again%s, remove annotation %s from controllerrevision %s (a cluster administrator can)",
+			rb.Member, why, alone, etcdv1beta1.AnnotationRolledBackClaim, resources.RevisionName(c.Object, c.SpecHash)))
 	}
 	return Blocked(etcdv1beta1.ReasonRolloutFailed, fmt.Sprintf(
-		"Rolling update stopped: %s was rolled back to the pod it last served on, since %s. No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again, remove annotation %s from persistentvolumeclaim %s",
-		rb.Member, why, etcdv1beta1.AnnotationRolledBackFrom, rb.Recorded.Claim.Name))
+		"Rolling update stopped: %s was rolled back to the pod it last served on, since %s. No member is restarted onto this spec: fix the spec (or undo the change) and the rollout starts again; to try this same spec again%s, remove annotation %s from persistentvolumeclaim %s",
+		rb.Member, why, alone, etcdv1beta1.AnnotationRolledBackFrom, rb.Recorded.Claim.Name))
 }
 
 // ClaimRecordsToDrop returns the annotations of a rollout's records to remove from mem's claim, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkit/etcd-operator/internal/etcd"
 	"github.com/etcdkit/etcd-operator/internal/model"
 	"github.com/etcdkit/etcd-operator/internal/resources"
+	"github.com/etcdkit/etcd-operator/internal/testutil"
 )
 
 // TestRollbackDue: a member that a rolling update restarted, while it served, onto spec B, which no
@@ -676,5 +677,27 @@ func TestTrial(t *testing.T) {
 	rb := build(a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, revs, false)
 	if rb.Trial(b) != nil || rb.Rollback(b) == nil {
 		t.Errorf("rolled back: Trial = %v, Rollback = %v, want no trial and the rollback", rb.Trial(b), rb.Rollback(b))
+	}
+}
+
+// TestRolloutFailedAlone: RolloutFailed tells how to try the spec again; once the cluster was scaled
+// down to one member, it also says that trying again makes the cluster unavailable until the member
+// serves on that spec, and not before.
+func TestRolloutFailedAlone(t *testing.T) {
+	c := testutil.EtcdCluster("o", testutil.WithReplicas(3))
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("o-0")}}
+	rb := &model.Rollback{Member: "o-0", Reason: "etcd container ErrImagePull", Recorded: &model.Member{Name: "o-0", Claim: claim}}
+	for _, replicas := range []int32{3, 1} {
+		c.Spec.Replicas = ptr.To(replicas)
+		m := model.Build(model.Input{Cluster: c, Etcd: &model.Etcd{}})
+		for _, r := range []*model.Rollback{rb, {Member: "o-0", Reason: rb.Reason}} {
+			msg := RolloutFailed(m, r).Message
+			if !strings.Contains(msg, "to try this same spec again") {
+				t.Fatalf("RolloutFailed = %q: says nothing of trying again", msg)
+			}
+			if got := strings.Contains(msg, "with one member, the cluster is unavailable until it serves on it"); got != (replicas == 1) {
+				t.Errorf("replicas %d, claim recorded %v: RolloutFailed = %q: warns of one member: %v", replicas, r.Recorded != nil, msg, got)
+			}
+		}
 	}
 }
