@@ -251,6 +251,23 @@ func ServedOnRolledSpec(mem *model.Member) bool {
 	return rolled != "" && rolled == mem.PodSpecHash()
 }
 
+// ServedOnThirdSpec reports whether mem serves, on a pod not being deleted, on a spec that is neither
+// the one a rolling update restarted it onto nor the one its claim records it served on before
+// (AnnotationRolledOnto, AnnotationServedSpec): the spec changed again while it was down and its pod
+// was made from the newer spec without the records following it (a pass that saw no quorum cannot tell
+// it is down). It has served since, so the records are obsolete, and are to be removed: kept, a later
+// change back to the spec it was restarted onto would find them current, and roll it back, if that
+// spec did not run, to a spec it has not served on since (an older etcd minor, say). A member that
+// serves on the pod it had before the restart (its claim records that spec) keeps them: the pass that
+// recorded them deletes that pod next.
+func ServedOnThirdSpec(mem *model.Member) bool {
+	if !mem.Serving() || !mem.HasPod() || mem.Claim == nil {
+		return false
+	}
+	rolled, served, hash := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto], mem.ServedSpec(), mem.PodSpecHash()
+	return rolled != "" && served != "" && hash != "" && hash != rolled && hash != served
+}
+
 // rollbackAt returns when mem, a member down on a spec no member has served on
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the spec it last served on if it
 // stays as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's
@@ -483,7 +500,7 @@ func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
 // ClaimRecordsToDrop returns the annotations of a rollout's records to remove from mem's claim, nil
 // when none, hash being the current spec's: the record of the spec a rollout restarted mem onto and of
 // the spec it served on before (etcdv1beta1.AnnotationRolledOnto, AnnotationServedSpec) once it serves
-// on that spec (ServedOnRolledSpec); the record of a rollback (AnnotationRolledBackFrom,
+// on that spec (ServedOnRolledSpec) or on a third one (ServedOnThirdSpec); the record of a rollback (AnnotationRolledBackFrom,
 // AnnotationRollbackReason) once the spec changed (and only then: neither turning
 // spec.recovery.rollBackFailedRollouts off nor a revision deleted lets the rollout try the spec that
 // did not run again); and the record of the spec a
@@ -495,7 +512,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 	}
 	var out []string
 	rolledOnto := mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto]
-	if ServedOnRolledSpec(mem) {
+	if ServedOnRolledSpec(mem) || ServedOnThirdSpec(mem) {
 		out = append(out, etcdv1beta1.AnnotationRolledOnto, etcdv1beta1.AnnotationServedSpec)
 		rolledOnto = ""
 	}

@@ -174,7 +174,7 @@ func podsOnHashes(c *etcdv1beta1.EtcdCluster, name string, hashes [3]string, cre
 }
 
 // TestClaimRecordsToDrop: the records of a rollout's restart go once the member serves on the spec it
-// was restarted onto; the record of a rollback goes once the spec changed (not when the revision of the
+// was restarted onto, or on a third spec (neither that one nor the one it served on before); the record of a rollback goes once the spec changed (not when the revision of the
 // spec it went back to is gone, nor when rollbacks are turned off: the rollout would try the spec that
 // did not run again), with the record of the spec it served on unless a rollout restarted it since; the record of the spec another member served on stays
 // while a rollback holds and goes after. RevisionsToDelete keeps the revisions of the current spec, of
@@ -203,6 +203,11 @@ func TestClaimRecordsToDrop(t *testing.T) {
 		{"serves on the spec it was restarted onto", b, map[string]string{onto: b, served: a}, nil, b, []string{onto, served}},
 		{"serves on the spec it was restarted onto, having crashed on it first", b, map[string]string{onto: b, served: a, ran: "true"}, nil, b, []string{onto, served, ran}},
 		{"restart not done yet", a, map[string]string{onto: b, served: a}, nil, b, nil},
+		// the spec changed again while it was down, and the records did not follow it onto the newer
+		// spec (no quorum): it served since, and a change back to b must not find them current
+		{"serves on a third spec", cc, map[string]string{onto: b, served: a, ran: "true"}, nil, cc, []string{onto, served, ran}},
+		{"serves on a third spec, the spec changed back to the one it was restarted onto", cc, map[string]string{onto: b, served: a}, nil, b, []string{onto, served}},
+		{"serves on a third spec, no record of the spec it served on before (rollbacks off)", cc, map[string]string{onto: b}, nil, cc, nil},
 		{"rolled back from the current spec", a, map[string]string{from: b, served: a}, nil, b, nil},
 		{"rolled back from the current spec, no revision of the spec it served on (deleted): the hold stays", a, map[string]string{from: b, why: "x", served: cc}, nil, b, nil},
 		{"rolled back, spec reverted", a, map[string]string{from: b, why: "x", served: a}, nil, a, []string{from, why, served}},
