@@ -75,7 +75,8 @@ func (r *EtcdClusterReconciler) memberPodOf(s *scope, c *etcdv1beta1.EtcdCluster
 // them under Retain (for existing claims too), records on a started member's claim its member and
 // cluster ID (verdict.ClaimIdentity), which its pod checks its data directory against, and removes the
 // records of a rollout's restart and rollback from a member's claim once they have served their
-// purpose (verdict.ClaimRecordsToDrop). While a rollback holds, it records the spec hash of the pod each
+// purpose (verdict.ClaimRecordsToDrop). While a rollback holds, or the rollout tries the current spec on
+// a member that has not served on it yet (model.Cluster.Trial), it records the spec hash of the pod each
 // other member serves on (verdict.ServedSpecToRecord), whose revision that member's pod is recreated
 // from if it goes; the record of the rollback on the claim of the rolled-back member's replacement,
 // once it serves, when the claim that had it was lost (verdict.RollbackToRecord; the revision's copy

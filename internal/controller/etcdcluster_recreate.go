@@ -63,10 +63,9 @@ func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (
 			fmt.Sprintf("Rolled back %s: recreated on %s data as %s last served, since the current spec did not run; waiting for %s to serve", pods, their, them, them)), nil
 	}
 	if len(kept) > 0 {
-		t := s.m.Trial(hash)
 		pods, their, them := podsOf(kept)
 		return verdict.Acting(etcdv1beta1.ReasonRecreatingMember,
-			fmt.Sprintf("Recreated %s on %s data as %s last served: the rolling update is trying the current spec on %s, which has not served on it yet; waiting for %s to serve", pods, their, them, t.Name, them)), nil
+			fmt.Sprintf("Recreated %s on %s data as %s last served: the current spec %s; waiting for %s to serve", pods, their, them, notRunYet(s.m), them)), nil
 	}
 	return recreatedStep(recreated, rolled, waiting), nil
 }
@@ -116,7 +115,7 @@ func (r *EtcdClusterReconciler) recreatedFrom(s *scope, m *model.Member) string 
 	hash := s.m.SpecHash
 	if m.Learner() {
 		if _, add := verdict.SpecToAdd(s.m); add != "" && add != hash {
-			return "from the spec new members are made from (hash " + add + "), not the current spec, which " + notRunYet(s.m)
+			return "from the spec new members are made from (hash " + add + "), not from the current spec, which " + notRunYet(s.m)
 		}
 		return "with the current spec"
 	}
@@ -124,7 +123,7 @@ func (r *EtcdClusterReconciler) recreatedFrom(s *scope, m *model.Member) string 
 	if spec == nil {
 		return "with the current spec"
 	}
-	return "from the spec it served on (hash " + r.Options.SpecHash(spec) + "), not the current spec, which " + notRunYet(s.m)
+	return "as it last served (spec hash " + r.Options.SpecHash(spec) + "), not from the current spec, which " + notRunYet(s.m)
 }
 
 // notRunYet says why pods are not made from the current spec of c now: it was rolled back, or the
@@ -134,9 +133,9 @@ func notRunYet(c *model.Cluster) string {
 		return "did not run on " + rb.Member + " and was rolled back"
 	}
 	if t := c.Trial(c.SpecHash); t != nil {
-		return "the rolling update is trying on " + t.Name + ", which has not served on it yet"
+		return "is being tried by the rolling update on " + t.Name + ", which has not served on it yet"
 	}
-	return "does not run yet"
+	return "has not run yet"
 }
 
 // recreatePod creates the pod of m, a registered member with a claim and no pod: one of served, the
@@ -161,7 +160,7 @@ func (r *EtcdClusterReconciler) recreatePod(ctx context.Context, s *scope, m *mo
 	if rb := s.m.Rollback(s.m.SpecHash); served != nil && rb != nil {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s): the current spec did not run, and was rolled back", m.Name, m.Claim.Name, m.ServedSpec())
 	} else if t := s.m.Trial(s.m.SpecHash); served != nil && t != nil {
-		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s from the spec %s served on (hash %s), not the current spec: the rolling update is trying it on %s, which has not served on it yet, and restarts %s onto it once it has", m.Name, m.Claim.Name, t.Name, t.ServedSpec(), t.Name, m.Name)
+		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s as it last served (spec hash %s), not from the current spec: the rolling update is trying that on %s, which has not served on it yet, and restarts %s onto it once it has", m.Name, m.Claim.Name, m.ServedSpec(), t.Name, m.Name)
 	} else {
 		r.eventAbout(c, memberRef(c, m.Name), corev1.EventTypeNormal, "RecreatedMember", "Create", "Recreated pod %s on its data volume %s", m.Name, m.Claim.Name)
 	}

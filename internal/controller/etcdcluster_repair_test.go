@@ -299,6 +299,12 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	// failed): it comes back from the spec the tried member served on, not as a second member on a spec
 	// nothing says runs (one of three serving, no quorum, until the rollback).
 	lost := names[(first+2)%3]
+	testutil.Eventually(t, waitTimeout, "the pod "+lost+" serves on recorded on its claim during the trial", func(context.Context) error {
+		if got := getClaim(t, c, lost).Annotations[etcdv1beta1.AnnotationServedSpec]; got != oldHash {
+			return fmt.Errorf("claim of %s records it served on spec hash %q, want %q", lost, got, oldHash)
+		}
+		return nil
+	})
 	if err := k8s.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: lost}}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +322,7 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 		pods[lost] = p.UID // othersKept: recreated by this test, not restarted by the rollout
 		return nil
 	})
-	waitEvent(t, c, "RecreatedMember", "the rolling update is trying it on "+name)
+	waitEvent(t, c, "RecreatedMember", "the rolling update is trying that on "+name)
 	if pvc := getClaim(t, c, name); pvc.Annotations[etcdv1beta1.AnnotationRolledBackFrom] != "" {
 		t.Fatalf("%s rolled back before %s was recreated: the trial was not tested", name, lost)
 	}

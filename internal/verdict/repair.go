@@ -271,7 +271,8 @@ func ServedOnThirdSpec(mem *model.Member) bool {
 // rollbackAt returns when mem, a member down on a spec no member has served on
 // (model.Cluster.DownOnUntriedSpec), is due to be rolled back to the spec it last served on if it
 // stays as it is, zero when it is not to be: spec.recovery.rollBackFailedRollouts is off, the spec's
-// etcd minor version is not the one the serving members run (sameMinor) and the member's etcd ran on
+// etcd minor version is not the one the serving members run (sameMinor), or not the one of the spec it
+// served on, and the member's etcd ran on
 // its pod or on an earlier pod the operator recreated meanwhile (its claim's AnnotationUntriedSpecRan:
 // an etcd of another minor may have written to its data; one that never ran, waiting for its image or
 // not scheduled, did not), replacing is off
@@ -283,31 +284,47 @@ func ServedOnThirdSpec(mem *model.Member) bool {
 // later for a pod that is new.
 func rollbackAt(c *model.Cluster, mem *model.Member) time.Time {
 	if !c.Object.Spec.RollsBackFailedRollouts() || c.Object.Spec.ReplaceAfter() <= 0 || !c.DownOnUntriedSpec(mem) || !mem.HasClaim() ||
-		mem.ServedSpec() == "" || (!sameMinor(c) && (!mem.EtcdNeverRan() || mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] != "")) {
+		mem.ServedSpec() == "" {
 		return time.Time{}
 	}
-	if _, err := c.ServedSpecOf(mem); err != nil {
+	served, err := c.ServedSpecOf(mem)
+	if err != nil {
+		return time.Time{}
+	}
+	// the spec it goes back to runs another minor than the one it was restarted onto (the spec changed
+	// twice, 3.5 to 3.6 on the others, then again before its restart): the same as the others running
+	// another minor
+	across := !sameMinor(c) || minorOf(served.Spec.VersionOrDefault()) != minorOf(c.Object.Spec.VersionOrDefault())
+	if across && (!mem.EtcdNeverRan() || mem.Claim.Annotations[etcdv1beta1.AnnotationUntriedSpecRan] != "") {
 		return time.Time{}
 	}
 	return replaceAt(c, mem)
 }
 
+// minorOf returns the major.minor of an etcd version ("3.6.16" and "3.6.99" are "3.6").
+func minorOf(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
 // sameMinor reports whether every member that serves runs the etcd minor version of the spec
 // (etcd's status, "3.6.16" and spec.version "3.6.99" are the same minor), and one at least does.
 func sameMinor(c *model.Cluster) bool {
-	minor := func(v string) string {
-		parts := strings.SplitN(v, ".", 3)
-		if len(parts) < 2 {
-			return v
-		}
-		return parts[0] + "." + parts[1]
-	}
-	want, n := minor(c.Object.Spec.VersionOrDefault()), 0
+	return serveMinor(c, minorOf(c.Object.Spec.VersionOrDefault()))
+}
+
+// serveMinor reports whether every member that serves runs the etcd minor version want ("3.6"), and
+// one at least does.
+func serveMinor(c *model.Cluster, want string) bool {
+	n := 0
 	for _, m := range c.Listed() {
 		if !m.Serving() || m.Status == nil {
 			continue
 		}
-		if minor(m.Status.Version) != want {
+		if minorOf(m.Status.Version) != want {
 			return false
 		}
 		n++
@@ -317,30 +334,25 @@ func sameMinor(c *model.Cluster) bool {
 
 // SpecToRestore returns the cluster to build mem's pod from instead of the current spec, nil when
 // there is none, for mem, a registered member whose pod is gone and whose claim does not record a
-// rollout's restart onto a spec (no AnnotationRolledOnto); a learner's pod is made as a new member's
-// (SpecToAdd):
-//   - while a member's pod is rolled back from the current spec (model.Cluster.Rollback), the spec mem's
-//     claim records it served on (etcdv1beta1.AnnotationServedSpec), as the cluster's
-//     ControllerRevision of that spec keeps it (model.Cluster.ServedSpecOf). The rolled-back member's
-//     claim records it from the rollout's restart; every other member that serves on a pod of an older
-//     spec gets its record while the rollback holds (ServedSpecToRecord), so that a member whose pod goes
-//     meanwhile (a node drained) comes back as it served, not on the spec that did not run;
-//   - while the rolling update tries the current spec on another member, which has not served on it
-//     yet (model.Cluster.Trial), the spec that member served on before (TrialSpec): a member whose pod
-//     is lost then (deleted, its node gone) comes back as it served, not as a second member on a spec
-//     nothing says runs (with the tried member down, that would leave one of three serving: no quorum).
+// rollout's restart onto a spec (no AnnotationRolledOnto): the spec its claim records it served on
+// (etcdv1beta1.AnnotationServedSpec), as the cluster's ControllerRevision of that spec keeps it
+// (model.Cluster.ServedSpecOf), while
+//   - a member's pod is rolled back from the current spec (model.Cluster.Rollback). The rolled-back
+//     member's claim records it from the rollout's restart; every other member that serves on a pod of
+//     an older spec gets its record while the rollback holds (ServedSpecToRecord), so that a member
+//     whose pod goes meanwhile (a node drained) comes back as it served, not on the spec that did not
+//     run;
+//   - or the rolling update tries the current spec on another member, which has not served on it yet
+//     (model.Cluster.Trial), and mem is not a learner (its pod is a new member's: SpecToAdd). Every
+//     other member that serves on a pod of an older spec gets its record then too: a member whose pod is
+//     lost meanwhile (deleted, its node gone) comes back as it served, not as a second member on a spec
+//     nothing says runs (with the tried member down, one of three would serve: no quorum). A member
+//     that serves on a pod of the current spec gets no record, and comes back on it.
 func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster {
-	if mem.Claim == nil || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" {
+	if mem.Claim == nil || mem.ServedSpec() == "" || mem.Claim.Annotations[etcdv1beta1.AnnotationRolledOnto] != "" {
 		return nil
 	}
-	if c.Rollback(c.SpecHash) == nil {
-		if t := c.Trial(c.SpecHash); t != nil && t != mem && !mem.Learner() { // a learner's pod is a new member's (SpecToAdd)
-			spec, _ := TrialSpec(c)
-			return spec
-		}
-		return nil
-	}
-	if mem.ServedSpec() == "" {
+	if c.Rollback(c.SpecHash) == nil && (c.Trial(c.SpecHash) == nil || mem.Learner()) {
 		return nil
 	}
 	spec, err := c.ServedSpecOf(mem)
@@ -353,8 +365,9 @@ func SpecToRestore(c *model.Cluster, mem *model.Member) *etcdv1beta1.EtcdCluster
 // TrialSpec returns, while the rolling update tries the current spec on a member that has not served
 // on it yet (model.Cluster.Trial), the cluster to build other members' pods from instead, and its spec
 // hash: the spec that member served on before its restart, as the ControllerRevision of that hash
-// keeps it (model.Cluster.RevisionSpec), which ran. nil and "" when there is no trial, or that spec
-// cannot be built again (its revision is gone, or the TLS settings changed since): pods are made from
+// keeps it (model.Cluster.RevisionSpec), which ran. nil and "" when there is no trial, that spec
+// cannot be built again (its revision is gone, or the TLS settings changed since), or the members that
+// serve run another etcd minor than it (the spec changed again during a rollout): pods are made from
 // the current spec then.
 func TrialSpec(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
 	t := c.Trial(c.SpecHash)
@@ -362,7 +375,8 @@ func TrialSpec(c *model.Cluster) (*etcdv1beta1.EtcdCluster, string) {
 		return nil, ""
 	}
 	spec, err := c.RevisionSpec(t.ServedSpec(), t.Name)
-	if err != nil {
+	if err != nil || !serveMinor(c, minorOf(spec.Spec.VersionOrDefault())) {
+		// a new member would run another minor than the members that serve (the spec changed twice)
 		return nil, ""
 	}
 	return spec, t.ServedSpec()
@@ -446,11 +460,12 @@ func RollbackToRecord(c *model.Cluster, mem *model.Member) map[string]string {
 
 // ServedSpecToRecord reports whether the spec hash of the pod mem serves on is to be recorded on its
 // claim (etcdv1beta1.AnnotationServedSpec; see SpecToRestore): a member's pod was rolled back from the
-// current spec, and mem serves on a pod of an older spec, not being deleted, and its claim records
-// none.
+// current spec, or the rolling update tries it on a member that has not served on it yet
+// (model.Cluster.Trial), and mem serves on a pod of an older spec, not being deleted, and its claim
+// records none. ClaimRecordsToDrop removes the record once neither holds.
 func ServedSpecToRecord(c *model.Cluster, mem *model.Member) bool {
 	return mem.HasClaim() && mem.HasPod() && mem.Serving() && mem.ServedSpec() == "" && mem.PodSpecHash() != c.SpecHash &&
-		c.Rollback(c.SpecHash) != nil
+		(c.Rollback(c.SpecHash) != nil || c.Trial(c.SpecHash) != nil)
 }
 
 // RollbackDue returns why mem's pod is due to be rolled back, "" when it is not: a rolling update
@@ -504,7 +519,7 @@ func RolloutFailed(c *model.Cluster, rb *model.Rollback) *Step {
 // AnnotationRollbackReason) once the spec changed (and only then: neither turning
 // spec.recovery.rollBackFailedRollouts off nor a revision deleted lets the rollout try the spec that
 // did not run again); and the record of the spec a
-// member served on once no rollback holds and no rollout restarts it (it would be out of date by the
+// member served on once no rollback holds, the rollout tries no spec (model.Cluster.Trial), and no rollout restarts it (it would be out of date by the
 // next one).
 func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []string {
 	if mem.Claim == nil {
@@ -527,7 +542,7 @@ func ClaimRecordsToDrop(c *model.Cluster, mem *model.Member, hash string) []stri
 		out = append(out, etcdv1beta1.AnnotationRollbackReason) // the user removed the record of the rollback
 	}
 	if mem.ServedSpec() != "" && rolledOnto == "" && from == "" && !slices.Contains(out, etcdv1beta1.AnnotationServedSpec) {
-		if rb := c.Rollback(hash); rb == nil || (rb.Recorded == mem && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
+		if rb := c.Rollback(hash); (rb == nil && c.Trial(hash) == nil) || (rb != nil && rb.Recorded == mem && slices.Contains(out, etcdv1beta1.AnnotationRolledBackFrom)) {
 			out = append(out, etcdv1beta1.AnnotationServedSpec)
 		}
 	}

@@ -599,25 +599,29 @@ func TestRollbackClaimLost(t *testing.T) {
 }
 
 // TestTrial: a rolling update restarted t-2, while it served on spec A, onto spec B (its claim records
-// both), and no member serves on B yet: the rollout is trying B on t-2. Meanwhile t-1's pod is lost
-// (deleted, its node gone; its claim kept): it comes back on its data from A, as it served, not as a
-// second member on a spec nothing says runs; new members are made from A too, and a member down on a pod
-// of A is not moved onto B by the repair (OutdatedPodDown). None of that once a member serves on B
-// (the trial is over), once the rollout is rolled back (the rollback's rules hold), when the claim
-// records no spec t-2 served on (rollbacks off), when no revision keeps A, or when t-2 has no pod of B
-// (every pod lost at once); nor for t-2 itself, nor for a learner (a new member's pod).
+// both), and no member serves on B yet: the rollout is trying B on t-2. Meanwhile every other member
+// serving on a pod of an older spec gets that spec recorded on its claim (ServedSpecToRecord), kept
+// while the trial lasts (ClaimRecordsToDrop); t-1's pod is lost (deleted, its node gone; its claim
+// kept): it comes back on its data from the spec its claim records, as it served, not as a second
+// member on a spec nothing says runs; without a record (it served on B) it comes back on B. New
+// members are made from A, and a member down on a pod of A is not moved onto B by the repair
+// (OutdatedPodDown). None of that once a member serves on B (the trial is over), once the rollout is
+// rolled back (the rollback's rules hold), when the claim records no spec t-2 served on (rollbacks
+// off), when no revision keeps A, or when t-2 has no pod of B (every pod lost at once); nor for t-2
+// itself, nor for a learner (a new member's pod).
 func TestTrial(t *testing.T) {
 	now, long, c, e := thirdDownForAnHour("t")
 	c.Namespace = "ns"
 	rollbacksOn(c, e)
 	revs, a, b := changedSpec(c)
 	trial := map[string]string{etcdv1beta1.AnnotationRolledOnto: b, etcdv1beta1.AnnotationServedSpec: a}
-	// build: t-0 serves on hash0, t-1's pod is gone (on a, crash-looping, with down1), t-2 is down on a
-	// pod of B whose claim has claim2
-	build := func(hash0 string, claim2 map[string]string, revs []appsv1.ControllerRevision, down1 bool) *model.Cluster {
+	servedA := map[string]string{etcdv1beta1.AnnotationServedSpec: a}
+	// build: t-0 serves on hash0, t-1 (whose claim has claim1) has no pod, or one of A, crash-looping,
+	// with down1; t-2 is down on a pod of B, its claim with claim2
+	build := func(hash0 string, claim1, claim2 map[string]string, revs []appsv1.ControllerRevision, down1 bool) *model.Cluster {
 		claims := []corev1.PersistentVolumeClaim{
 			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-0"), Namespace: "ns"}},
-			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-1"), Namespace: "ns"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-1"), Namespace: "ns", Annotations: claim1}},
 			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("t-2"), Namespace: "ns", Annotations: claim2}},
 		}
 		pods := podsOnHashes(c, "t", [3]string{hash0, a, b}, long, false)
@@ -632,13 +636,19 @@ func TestTrial(t *testing.T) {
 		return model.Build(model.Input{Cluster: c, Etcd: &ee, Now: now, Pods: pods, Claims: claims, Revisions: revs})
 	}
 
-	m := build(a, trial, revs, false)
+	m := build(a, servedA, trial, revs, false)
 	if got := m.Trial(b); got == nil || got.Name != "t-2" {
 		t.Fatalf("Trial = %v, want t-2", got)
 	}
+	if !ServedSpecToRecord(m, m.Member("t-0")) {
+		t.Error("ServedSpecToRecord(t-0, serving on A) = false during the trial: its pod, if lost, would come back on B")
+	}
+	if got := ClaimRecordsToDrop(m, m.Member("t-1"), b); slices.Contains(got, etcdv1beta1.AnnotationServedSpec) {
+		t.Errorf("ClaimRecordsToDrop(t-1) = %v during the trial: the record it comes back from goes", got)
+	}
 	spec := SpecToRestore(m, m.Member("t-1"))
 	if spec == nil || (resources.Options{}).SpecHash(spec) != a {
-		t.Errorf("SpecToRestore(t-1) during the trial = %v, want the spec t-2 served on (%s)", spec, a)
+		t.Errorf("SpecToRestore(t-1) during the trial = %v, want the spec its claim records (%s)", spec, a)
 	}
 	if spec, hash := SpecToAdd(m); spec == nil || hash != a || (resources.Options{}).SpecHash(spec) != a {
 		t.Errorf("SpecToAdd during the trial = %v, %q, want the spec t-2 served on (%s)", spec, hash, a)
@@ -646,12 +656,16 @@ func TestTrial(t *testing.T) {
 	if SpecToRestore(m, m.Member("t-2")) != nil {
 		t.Error("SpecToRestore(t-2) != nil: the member the rollout restarted onto B is not moved off it before its rollback")
 	}
-	if down := build(a, trial, revs, true); OutdatedPodDown(down, down.Member("t-1"), resources.Options{}) {
+	// t-1 served on B (it was restarted onto it and served; t-2 was restarted after): no record, back on B
+	if onB := build(a, nil, trial, revs, false); SpecToRestore(onB, onB.Member("t-1")) != nil {
+		t.Error("SpecToRestore(t-1, no record of an older spec) != nil during the trial: a member that ran B would go back to A")
+	}
+	if down := build(a, servedA, trial, revs, true); OutdatedPodDown(down, down.Member("t-1"), resources.Options{}) {
 		t.Error("OutdatedPodDown(t-1, down on a pod of A) during the trial: the repair would move it onto B, or make it again from A in a loop")
-	} else if notTried := build(a, nil, revs, true); !OutdatedPodDown(notTried, notTried.Member("t-1"), resources.Options{}) {
+	} else if notTried := build(a, nil, nil, revs, true); !OutdatedPodDown(notTried, notTried.Member("t-1"), resources.Options{}) {
 		t.Error("OutdatedPodDown(t-1, down on a pod of A) = false without a trial: the case tests nothing")
 	}
-	learner := build(a, trial, revs, false)
+	learner := build(a, servedA, trial, revs, false)
 	learner.Etcd.Members[1].IsLearner = true
 	if SpecToRestore(learner, learner.Member("t-1")) != nil {
 		t.Error("SpecToRestore of a learner != nil: its pod is a new member's (SpecToAdd)")
@@ -661,12 +675,12 @@ func TestTrial(t *testing.T) {
 		name string
 		m    *model.Cluster
 	}{
-		{"t-0 serves on B: the trial is over", build(b, trial, revs, false)},
-		{"rollbacks off: no record of the spec t-2 served on", build(a, map[string]string{etcdv1beta1.AnnotationRolledOnto: b}, revs, false)},
-		{"no revision keeps A", build(a, trial, nil, false)},
+		{"t-0 serves on B: the trial is over", build(b, servedA, trial, revs, false)},
+		{"rollbacks off: no record of the spec t-2 served on", build(a, servedA, map[string]string{etcdv1beta1.AnnotationRolledOnto: b}, revs, false)},
+		{"no revision keeps A", build(a, servedA, trial, nil, false)},
 		// every pod lost at once: a record not removed yet must not send members that ran on B back to A
 		{"t-2's pod gone too", func() *model.Cluster {
-			m := build(a, trial, revs, false)
+			m := build(a, servedA, trial, revs, false)
 			m.Member("t-2").Pod = nil
 			return m
 		}()},
@@ -678,8 +692,12 @@ func TestTrial(t *testing.T) {
 			t.Errorf("%s: SpecToAdd hash %q, want the current spec's (%s)", tc.name, hash, b)
 		}
 	}
+	// the trial over: the records of the spec the others served on go
+	if over := build(b, servedA, trial, revs, false); !slices.Contains(ClaimRecordsToDrop(over, over.Member("t-1"), b), etcdv1beta1.AnnotationServedSpec) {
+		t.Error("ClaimRecordsToDrop(t-1) keeps the record of the spec it served on once the trial is over")
+	}
 	// rolled back: the rollback holds instead, and t-1 comes back as its claim records it served
-	rb := build(a, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, revs, false)
+	rb := build(a, servedA, map[string]string{etcdv1beta1.AnnotationRolledBackFrom: b, etcdv1beta1.AnnotationServedSpec: a}, revs, false)
 	if rb.Trial(b) != nil || rb.Rollback(b) == nil {
 		t.Errorf("rolled back: Trial = %v, Rollback = %v, want no trial and the rollback", rb.Trial(b), rb.Rollback(b))
 	}
@@ -703,6 +721,68 @@ func TestRolloutFailedAlone(t *testing.T) {
 			if got := strings.Contains(msg, "with one member, the cluster is unavailable until it serves on it"); got != (replicas == 1) {
 				t.Errorf("replicas %d, claim recorded %v: RolloutFailed = %q: warns of one member: %v", replicas, r.Recorded != nil, msg, got)
 			}
+		}
+	}
+}
+
+// TestTrialAcrossMinor: the spec went from Z (etcd 3.5) to A (3.6), which t-1 and t-2 run, and changed
+// again to B (3.6) before the rollout restarted t-0, which served on Z: the rollout tries B on t-0, its
+// claim recording Z. New members are not made from Z (the serving members run 3.6), t-1, whose claim
+// records nothing (nothing served on an older spec was recorded), does not come back on Z, and t-0 is
+// rolled back to Z only if its etcd never ran on B (an etcd 3.6 may have written to its data).
+func TestTrialAcrossMinor(t *testing.T) {
+	now, long, c, e := thirdDownForAnHour("m")
+	c.Namespace = "ns"
+	rollbacksOn(c, e)
+	o := resources.Options{}
+	c.Spec.Version = "3.5.21"
+	z := o.SpecHash(c)
+	revZ := *o.Revision(c)
+	revZ.OwnerReferences[0].UID = c.UID
+	c.Spec.Version = "3.6.5"
+	a := o.SpecHash(c)
+	c.Spec.Image = "docker.io/local/etcd:no-such-tag"
+	b := o.SpecHash(c)
+	for id, st := range e.Status {
+		st.Version = "3.6.5"
+		e.Status[id] = st
+	}
+	build := func(status string, ran bool, lost bool) *model.Cluster {
+		pods := podsOnHashes(c, "m", [3]string{a, a, b}, long, false)
+		pods[0].Status, pods[1].Status, pods[2].Status = corev1.PodStatus{Phase: corev1.PodRunning}, corev1.PodStatus{Phase: corev1.PodRunning}, waitingPodStatus(status)
+		if lost {
+			pods = slices.Delete(pods, 1, 2)
+		}
+		records := map[string]string{etcdv1beta1.AnnotationRolledOnto: b, etcdv1beta1.AnnotationServedSpec: z}
+		if ran {
+			records[etcdv1beta1.AnnotationUntriedSpecRan] = "true"
+		}
+		claims := []corev1.PersistentVolumeClaim{
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("m-1"), Namespace: "ns"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: resources.PVCName("m-2"), Namespace: "ns", Annotations: records}},
+		}
+		return model.Build(model.Input{Cluster: c, Etcd: e, Now: now, Pods: pods, Claims: claims, Revisions: []appsv1.ControllerRevision{revZ}})
+	}
+	m := build("ImagePullBackOff", false, true)
+	if tr := m.Trial(b); tr == nil || tr.Name != "m-2" {
+		t.Fatalf("Trial = %v, want m-2: the case tests nothing", tr)
+	}
+	if _, hash := SpecToAdd(m); hash != b {
+		t.Errorf("SpecToAdd hash %q, want the current spec's %s: Z (%s) runs etcd 3.5, the serving members 3.6", hash, b, z)
+	}
+	if spec := SpecToRestore(m, m.Member("m-1")); spec != nil {
+		t.Errorf("SpecToRestore(m-1, no record) = spec of etcd %s, want nil: it ran A (etcd 3.6)", spec.Spec.Version)
+	}
+	if why := RollbackDue(m, m.Member("m-2")); why == "" {
+		t.Error("RollbackDue(m-2) = \"\" though its etcd never ran on B: its data is of Z, and the rollback to Z is safe")
+	}
+	for _, tc := range []struct {
+		status string
+		ran    bool
+	}{{"CrashLoopBackOff", false}, {"ImagePullBackOff", true}} {
+		m := build(tc.status, tc.ran, false)
+		if why := RollbackDue(m, m.Member("m-2")); why != "" {
+			t.Errorf("%s (ran on an earlier pod: %v): RollbackDue = %q, want none: an etcd 3.6 may have written to its data, and Z runs etcd 3.5", tc.status, tc.ran, why)
 		}
 	}
 }

@@ -591,6 +591,17 @@ func lostDuringTrial(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, dow
 		t.Fatal(err)
 	}
 	old := pods[lost].UID
+	// during the trial, each other member's claim records the spec it serves on
+	poll.Eventually(t, 30*time.Second, "data-"+lost+" records the spec "+lost+" serves on", func(ctx context.Context) error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + lost}, pvc); err != nil {
+			return err
+		}
+		if got, want := pvc.Annotations[etcdv1beta1.AnnotationServedSpec], pods[lost].Annotations[etcdv1beta1.AnnotationSpecHash]; got != want {
+			return fmt.Errorf("claim data-%s records %s=%q, want %q", lost, etcdv1beta1.AnnotationServedSpec, got, want)
+		}
+		return nil
+	})
 	start := time.Now()
 	deletePod(t, c, lost, 0)
 	poll.Eventually(t, rolloutTimeout, lost+" back on a new pod, of the spec it served on, serving", func(ctx context.Context) error {
@@ -624,7 +635,7 @@ func lostDuringTrial(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, dow
 		lost, down, time.Since(start).Round(100*time.Millisecond))
 	// and it was the trial that made it so, not a rollback that came first
 	poll.Eventually(t, 30*time.Second, "RecreatedMember event of the trial", func(ctx context.Context) error {
-		return eventSaying(ctx, c, "RecreatedMember", corev1.EventTypeNormal, "the rolling update is trying it on "+down)
+		return eventSaying(ctx, c, "RecreatedMember", corev1.EventTypeNormal, "the rolling update is trying that on "+down)
 	})
 }
 
