@@ -538,13 +538,9 @@ func replacedDuringHold(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, 
 	oldID := memberID(t, c, lost)
 	start := time.Now()
 	deleteMemberWithData(t, c, lost)
+	var said bool
 	poll.Eventually(t, rolloutTimeout, lost+" replaced from the spec that ran, 3 healthy voters, the rollback held", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		record(got)
-		pods, err := memberPods(ctx, c)
+		got, pods, err := readRollback(ctx, c, record, &said)
 		if err != nil {
 			return err
 		}
@@ -604,13 +600,9 @@ func lostDuringTrial(t *testing.T, c *etcdv1beta1.EtcdCluster, b brokenSpec, dow
 	})
 	start := time.Now()
 	deletePod(t, c, lost, 0)
+	var said bool
 	poll.Eventually(t, rolloutTimeout, lost+" back on a new pod, of the spec it served on, serving", func(ctx context.Context) error {
-		got, err := getCluster(ctx, c)
-		if err != nil {
-			return err
-		}
-		record(got)
-		pods, err := memberPods(ctx, c)
+		got, pods, err := readRollback(ctx, c, record, &said)
 		if err != nil {
 			return err
 		}
