@@ -21,9 +21,8 @@ import (
 // a member down on a spec no member has run keeps that record onto the current spec (recordRolledOnto).
 // A member whose rollback is due (verdict.RollbackDue) is recorded as rolled back (recordRollback), and
 // its pod, once gone, is recreated from the spec it last served on; so is, while that holds, any member
-// whose claim records the spec it served on, and, while the rollout tries the current spec on a member
-// that has not served on it yet, any other member, from the spec that one served on
-// (verdict.SpecToRestore).
+// whose claim records the spec it served on, as is, while the rollout tries the current spec on a member
+// that has not served on it yet, any other member whose claim records one (verdict.SpecToRestore).
 func (r *EtcdClusterReconciler) recreateMembers(ctx context.Context, s *scope) (*verdict.Step, error) {
 	if !s.m.Formed() {
 		return nil, nil

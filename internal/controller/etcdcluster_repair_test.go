@@ -296,8 +296,8 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	records(secondHash)
 
 	// While the rollout tries the spec on it, before any rollback, another member's pod goes (its node
-	// failed): it comes back from the spec the tried member served on, not as a second member on a spec
-	// nothing says runs (one of three serving, no quorum, until the rollback).
+	// failed): it comes back from the spec its claim records it serves on, not as a second member on a
+	// spec nothing says runs (one of three serving, no quorum, until the rollback).
 	lost := names[(first+2)%3]
 	testutil.Eventually(t, waitTimeout, "the pod "+lost+" serves on recorded on its claim during the trial", func(context.Context) error {
 		if got := getClaim(t, c, lost).Annotations[etcdv1beta1.AnnotationServedSpec]; got != oldHash {
@@ -308,7 +308,7 @@ func TestRolloutOntoUntriedSpecRolledBack(t *testing.T) {
 	if err := k8s.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: lost}}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTimeout, lost+" recreated from the spec "+name+" served on", func(context.Context) error {
+	testutil.Eventually(t, waitTimeout, lost+" recreated from the spec it served on", func(context.Context) error {
 		p, err := getPod(c, lost)
 		if err != nil {
 			return err
